@@ -1,0 +1,153 @@
+"""The CPU backend: numpy storage, its own allocation domain, always available.
+
+It is registered like any provider plugin (hooks below), by the host itself. Its DSL session
+runs kernels on the vectorised CPU interpreter.
+
+>>> import numpy as np, tenferro_host as tf
+>>> cpu = tf.Host().backend("cpu")
+>>> with cpu.session() as s:
+...     ex = tf.cpu.exec_session(s)
+...     ex.supports(tf.ExtensionCapability.JIT_KERNEL)
+True
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .capability import ExtensionCapability
+from .dtypes import DType, dtype
+from .hookspecs import hookimpl
+from .layout import compact_strides
+from .provider.runtime import Runtime
+from .provider.storage import Storage
+from .registry import BackendProvider, BackendStatus, RegistrationView
+from .tensor import Tensor
+
+if TYPE_CHECKING:
+    from .host import Host
+
+
+@dataclass(frozen=True)
+class CpuDeviceInfo:
+    """The host processor."""
+
+    name: str
+    cores: int
+
+
+class CpuStorage(Storage):
+    """A flat numpy array; ``array`` has the dtype of the tensor that allocated it."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, runtime: Runtime, array: np.ndarray, kind: str = "owned") -> None:
+        super().__init__(runtime, array.nbytes, kind)
+        self.array = array
+
+
+class CpuRuntime(Runtime):
+    """A CPU runtime; work runs synchronously, so events are complete when recorded."""
+
+    def __init__(self, host: Host, index: int = 0) -> None:
+        super().__init__(host, "cpu", index)
+        self._info = CpuDeviceInfo(platform.processor() or platform.machine(), os.cpu_count() or 1)
+
+    @property
+    def device(self) -> object:
+        return "cpu"
+
+    @property
+    def device_info(self) -> CpuDeviceInfo:
+        return self._info
+
+    def _allocate(self, nbytes: int, dt: DType) -> Storage:
+        return CpuStorage(self, np.empty(nbytes // dt.itemsize, dtype=dt.numpy))
+
+    def _write(self, storage: Storage, data: np.ndarray) -> None:
+        assert isinstance(storage, CpuStorage)
+        storage.array.view(np.uint8)[: data.nbytes] = data
+
+    def _read(self, storage: Storage, byte_offset: int, nbytes: int) -> np.ndarray:
+        assert isinstance(storage, CpuStorage)
+        return storage.array.view(np.uint8)[byte_offset : byte_offset + nbytes].copy()
+
+    def _fill_zero(self, storage: Storage) -> None:
+        assert isinstance(storage, CpuStorage)
+        storage.array.fill(0)
+
+    def _copy_to_compact(self, src: Tensor, dst: Tensor) -> None:
+        assert isinstance(dst.storage, CpuStorage)
+        dst.storage.array[:] = self.strided_view(src).reshape(-1, order="F")
+
+    @staticmethod
+    def strided_view(t: Tensor) -> np.ndarray:
+        """A numpy view (no copy) of a CPU tensor with its shape and strides."""
+        if t.numel == 0:
+            return np.empty(t.shape, dtype=t.dtype.numpy)
+        assert isinstance(t.storage, CpuStorage)
+        isz = t.dtype.itemsize
+        return np.lib.stride_tricks.as_strided(
+            t.storage.array.view(t.dtype.numpy)[t.offset :],
+            shape=t.shape,
+            strides=tuple(s * isz for s in t.strides),
+        )
+
+    # -- DLPack -------------------------------------------------------------------------------------
+    def from_dlpack(self, x: Any) -> Tensor:
+        """Import a CPU buffer; zero-copy unless its strides are negative or uneven."""
+        arr = np.from_dlpack(x)
+        dt = self._check_dtype(dtype(arr.dtype))
+        isz = arr.itemsize
+        if arr.size and all(s >= 0 and s % isz == 0 for s in arr.strides):
+            hi = _byte_extent(arr)
+            flat = np.lib.stride_tricks.as_strided(arr, shape=(hi // isz,), strides=(isz,))
+            strides = tuple(s // isz for s in arr.strides)
+            storage = CpuStorage(self, flat, kind="imported")
+            return Tensor(storage, dt, tuple(arr.shape), strides, 0)
+        copy = np.asfortranarray(arr)
+        storage = CpuStorage(self, copy.reshape(-1, order="F"), kind="imported")
+        return Tensor(storage, dt, tuple(arr.shape), compact_strides(arr.shape), 0)
+
+    def export_dlpack(self, t: Tensor, stream: Any, **kwargs: Any) -> Any:
+        return self.strided_view(t).__dlpack__(stream=stream, **kwargs)
+
+    def dlpack_device(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU
+
+
+def _byte_extent(arr: np.ndarray) -> int:
+    """Bytes from the first element to the end of the last (non-negative strides)."""
+    return sum((d - 1) * s for d, s in zip(arr.shape, arr.strides, strict=True)) + arr.itemsize
+
+
+def _cpu_jit(ex: Any, op: str) -> Any:
+    from .kernel.cpu_jit import CpuJitSession
+
+    return CpuJitSession(ex, op)
+
+
+def _probe() -> BackendStatus:
+    info = CpuDeviceInfo(platform.processor() or platform.machine(), os.cpu_count() or 1)
+    return BackendStatus("cpu", True, devices=[{"index": 0, "name": info.name, "cores": info.cores}])
+
+
+@hookimpl
+def tenferro_host_register(registry: RegistrationView) -> None:
+    registry.add_backend(BackendProvider("cpu", _probe, CpuRuntime, priority=0))
+    registry.add_jit("cpu", _cpu_jit)
+
+
+@hookimpl
+def tenferro_host_capabilities(backend: Runtime) -> dict[ExtensionCapability, bool] | None:
+    if backend.kind != "cpu":
+        return None
+    return {ExtensionCapability.JIT_KERNEL: True}
+
+
+__all__ = ["CpuDeviceInfo", "CpuRuntime", "CpuStorage"]

@@ -1,0 +1,42 @@
+"""CUDA facade (PEP 562): names resolve lazily from the CUDA provider plugin.
+
+Importing this module loads no GPU library; the first access to a CUDA type does.
+``exec_session`` works without the plugin: it answers None for a non-CUDA session.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .identity import CudaDeviceId, CudaDeviceUuid
+from .provider.session import ExecSession, exec_session_of
+
+_LAZY = {
+    "CudaRuntime": "tenferro_host_cuda",
+    "CudaExecSession": "tenferro_host_cuda",
+    "CudaDeviceInfo": "tenferro_host_cuda",
+    "copy_from_same_device": "tenferro_host_cuda",
+    "copy_from_peer": "tenferro_host_cuda",
+    "can_access_peer": "tenferro_host_cuda",
+    "raw": "tenferro_host_cuda",
+}
+
+
+def exec_session(session: Any) -> ExecSession | None:
+    """The CUDA exec session of a backend session, or None if it is not a CUDA session."""
+    return exec_session_of(session, "cuda")
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tenferro_host.cuda' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+__all__ = ["CudaDeviceId", "CudaDeviceUuid", "exec_session", *_LAZY]

@@ -1,0 +1,209 @@
+"""The typed error hierarchy (SPEC section 10).
+
+Every error says what was wrong and what to do. ``op`` names the operation that was running
+when the error was raised (``None`` outside an operation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TenferroError(Exception):
+    """Base of every error tenferro-host raises on purpose."""
+
+    def __init__(self, message: str, *, op: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.op = op
+
+    def __str__(self) -> str:
+        return f"[{self.op}] {self.message}" if self.op else self.message
+
+
+class ValidationError(TenferroError):
+    """A wrong argument; ``argument`` names it."""
+
+    def __init__(self, message: str, *, argument: str | None = None, op: str | None = None) -> None:
+        super().__init__(message, op=op)
+        self.argument = argument
+
+
+class InvalidLayoutError(ValidationError):
+    """A tensor's layout does not fit the call (e.g. a non-compact view on a compact-only path)."""
+
+
+class InvalidLaunchConfigError(ValidationError):
+    """A grid, block or shared-memory size the device or function cannot take."""
+
+
+class ArgumentMismatchError(ValidationError):
+    """Kernel arguments whose count or byte sizes differ from the kernel's parameters."""
+
+
+class AliasingError(ValidationError):
+    """An exclusive borrow overlapping another borrow of the same storage."""
+
+
+class DTypeError(ValidationError):
+    """A dtype the call does not accept."""
+
+
+class ShapeError(ValidationError):
+    """A shape the call does not accept."""
+
+
+class RuntimeStateError(TenferroError):
+    """The call is valid but the runtime or session state forbids it now."""
+
+
+class ForeignRuntimeError(RuntimeStateError):
+    """A tensor owned by another allocation domain than the session's runtime."""
+
+
+class SessionClosedError(RuntimeStateError):
+    """A session, or a handle it issued, used after the session ended."""
+
+
+class WrongThreadError(RuntimeStateError):
+    """A session object used from a thread other than the one that created it."""
+
+
+class ContextPoisonedError(RuntimeStateError):
+    """A sticky device fault poisoned the device's primary context; restart the process."""
+
+    def __init__(self, message: str, *, device_uuid: Any = None, op: str | None = None) -> None:
+        super().__init__(message, op=op)
+        self.device_uuid = device_uuid
+
+
+class UnsupportedError(TenferroError):
+    """A backend that cannot do something: ``feature`` names it, ``reason`` says why."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str | None = None,
+        feature: str | None = None,
+        reason: str | None = None,
+        op: str | None = None,
+    ) -> None:
+        super().__init__(message, op=op)
+        self.backend = backend
+        self.feature = feature
+        self.reason = reason if reason is not None else message
+
+
+class BackendError(TenferroError):
+    """The backend library failed; its own exception is kept as ``__cause__``."""
+
+
+class CompileError(BackendError):
+    """A kernel source that did not compile; ``log`` holds the compiler's words."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        log: str = "",
+        options: tuple[str, ...] | list[str] = (),
+        line: int | None = None,
+        column: int | None = None,
+        op: str | None = None,
+    ) -> None:
+        super().__init__(message, op=op)
+        self.log = log
+        self.options = tuple(options)
+        self.line = line
+        self.column = column
+
+
+class ModuleLoadError(BackendError):
+    """A module image the driver rejected (bad bytes, wrong architecture, PTX too new)."""
+
+
+class SymbolLookupError(BackendError):
+    """A kernel name missing from a loaded module."""
+
+
+class LaunchError(BackendError):
+    """A launch the driver refused, or a fault reported by the debug mode."""
+
+
+class SynchronizeError(BackendError):
+    """Waiting for a stream or device failed."""
+
+
+class PeerAccessError(BackendError):
+    """A peer copy between devices that cannot access each other."""
+
+
+class OutOfMemoryError(BackendError):
+    """An allocation the pool could not satisfy; ``nbytes`` and ``pool_stats`` say how much."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        nbytes: int = 0,
+        pool_stats: dict[str, int] | None = None,
+        op: str | None = None,
+    ) -> None:
+        super().__init__(message, op=op)
+        self.nbytes = nbytes
+        self.pool_stats = dict(pool_stats or {})
+
+
+class PluginError(TenferroError):
+    """A plugin that failed to load, register or validate (fatal only in strict mode)."""
+
+
+class DslError(TenferroError):
+    """Kernel DSL source the front-end cannot compile, located at file:line:column."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        filename: str | None = None,
+        lineno: int | None = None,
+        col_offset: int | None = None,
+        op: str | None = None,
+    ) -> None:
+        super().__init__(message, op=op)
+        self.filename = filename
+        self.lineno = lineno
+        self.col_offset = col_offset
+
+    def __str__(self) -> str:
+        where = f"{self.filename}:{self.lineno}:{self.col_offset}: " if self.filename else ""
+        return where + super().__str__()
+
+
+__all__ = [
+    "AliasingError",
+    "ArgumentMismatchError",
+    "BackendError",
+    "CompileError",
+    "ContextPoisonedError",
+    "DTypeError",
+    "DslError",
+    "ForeignRuntimeError",
+    "InvalidLaunchConfigError",
+    "InvalidLayoutError",
+    "LaunchError",
+    "ModuleLoadError",
+    "OutOfMemoryError",
+    "PeerAccessError",
+    "PluginError",
+    "RuntimeStateError",
+    "SessionClosedError",
+    "ShapeError",
+    "SymbolLookupError",
+    "SynchronizeError",
+    "TenferroError",
+    "UnsupportedError",
+    "ValidationError",
+    "WrongThreadError",
+]

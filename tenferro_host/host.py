@@ -1,0 +1,235 @@
+"""The Host: discovers plugins lazily, owns the backends, runs operations.
+
+>>> import numpy as np, tenferro_host as tf
+>>> host = tf.Host()
+>>> cpu = host.backend("cpu")
+>>> cpu is host.backend("cpu:0")
+True
+>>> cpu.kind, cpu.name
+('cpu', 'cpu:0')
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from .errors import (
+    ForeignRuntimeError,
+    PluginError,
+    UnsupportedError,
+    ValidationError,
+)
+from .plugins import PluginSet, env_disabled, env_strict
+from .provider.runtime import Runtime
+from .provider.session import BackendSession, ExecSession
+from .registry import BackendStatus, Registry
+from .tensor import Tensor
+
+_BACKEND_NAME = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
+
+
+def parse_backend_name(name: str) -> tuple[str, int]:
+    """``kind[:index]`` -> (kind, index); a bare kind means index 0."""
+    m = _BACKEND_NAME.match(name) if isinstance(name, str) else None
+    if m is None:
+        raise ValidationError(
+            f"backend name {name!r} does not match 'kind[:index]' (e.g. 'cpu', 'cuda:1')",
+            argument="name",
+        )
+    return m.group(1), int(m.group(2) or 0)
+
+
+class Host:
+    """Plugins, backends and operations of one process (or one test)."""
+
+    def __init__(self, *, strict: bool | None = None, disabled: Iterable[str] | None = None):
+        self.strict = env_strict() if strict is None else strict
+        self.disabled = env_disabled() if disabled is None else frozenset(disabled)
+        self._plugins: PluginSet | None = None
+        self._backends: dict[tuple[str, int], Runtime] = {}
+        self._statuses: dict[str, BackendStatus] = {}
+        self._lock = threading.RLock()
+
+    # -- plugins ---------------------------------------------------------------------------------
+    @property
+    def plugins(self) -> PluginSet:
+        """The loaded plugins (loaded on first use)."""
+        with self._lock:
+            if self._plugins is None:
+                from . import cpu_runtime
+
+                plugins = PluginSet(strict=self.strict, disabled=self.disabled)
+                plugins.load([("cpu", cpu_runtime)])
+                self._plugins = plugins
+            return self._plugins
+
+    @property
+    def registry(self) -> Registry:
+        return self.plugins.registry
+
+    def provider_capabilities(self, runtime: Runtime) -> dict[Any, bool]:
+        return self.plugins.pm.hook.tenferro_host_capabilities(backend=runtime) or {}
+
+    def notify_session_started(self, session: BackendSession) -> None:
+        if self.plugins.observe_started:
+            self._observe("tenferro_host_session_started", session=session)
+
+    def notify_session_finished(self, session: BackendSession, error: BaseException | None) -> None:
+        if self.plugins.observe_finished:
+            self._observe("tenferro_host_session_finished", session=session, error=error)
+
+    def _observe(self, hook: str, **kwargs: Any) -> None:
+        try:
+            getattr(self.plugins.pm.hook, hook)(**kwargs)
+        except Exception as exc:
+            raise PluginError(f"a {hook} observer raised {type(exc).__name__}: {exc}") from exc
+
+    # -- backends --------------------------------------------------------------------------------
+    def backend_status(self, kind: str) -> BackendStatus:
+        """Availability of a backend kind (probed once per Host)."""
+        with self._lock:
+            if kind not in self._statuses:
+                provider = self.registry.provider(kind)
+                if provider is None:
+                    known = ", ".join(sorted(self.registry.providers)) or "none"
+                    return BackendStatus(
+                        kind, False, f"no provider plugin for backend kind {kind!r} "
+                        f"(installed: {known})"
+                    )
+                self._statuses[kind] = provider.probe()
+            return self._statuses[kind]
+
+    def backend_statuses(self) -> list[BackendStatus]:
+        """Every installed backend kind, in default-preference order."""
+        providers = sorted(self.registry.providers.values(), key=lambda p: -p[1].priority)
+        return [self.backend_status(p.kind) for _, p in providers]
+
+    def default_backend(self) -> str:
+        """The best available backend: highest provider priority with an available device."""
+        for status in self.backend_statuses():
+            if status.available:
+                return f"{status.kind}:0"
+        return "cpu:0"
+
+    def _runtime_for(self, name: str) -> tuple[str, int]:
+        kind, index = parse_backend_name(name)
+        status = self.backend_status(kind)
+        if not status.available:
+            if isinstance(status.error, UnsupportedError):
+                raise status.error
+            raise UnsupportedError(
+                f"backend {kind!r} is unavailable: {status.reason}",
+                backend=kind,
+                feature="backend",
+                reason=status.reason,
+            )
+        if index >= len(status.devices):
+            raise ValidationError(
+                f"backend {kind!r} has {len(status.devices)} device(s); "
+                f"use an index below {len(status.devices)}",
+                argument="name",
+            )
+        return kind, index
+
+    def backend(self, name: str) -> Runtime:
+        """The runtime for ``kind[:index]``, created once per Host and memoized."""
+        key = self._runtime_for(name)
+        with self._lock:
+            rt = self._backends.get(key)
+            if rt is None:
+                rt = self._create(*key)
+                self._backends[key] = rt
+            return rt
+
+    def new_backend(self, name: str) -> Runtime:
+        """An additional runtime on the same device: own stream, own allocation domain."""
+        return self._create(*self._runtime_for(name))
+
+    def _create(self, kind: str, index: int) -> Runtime:
+        provider = self.registry.provider(kind)
+        assert provider is not None
+        return provider.create(self, index)
+
+    # -- operations ---------------------------------------------------------------------------------
+    def run(self, name: str, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:
+        """Run op ``name`` on the backend its tensors live on, inside a fresh session."""
+        rec = self.registry.op(name)
+        if not tensors and backend is None:
+            raise ValidationError(
+                f"op {name!r} got no tensors; pass tensors or backend=...", argument="tensors"
+            )
+        runtime = self.backend(backend) if backend is not None else _owner(tensors[0])
+        with runtime.session() as s:
+            return self.run_in_session(s.exec_session(), rec.name, tensors, attrs)
+
+    def run_in_session(
+        self, ex: ExecSession, name: str, tensors: tuple[Any, ...], attrs: dict[str, Any]
+    ) -> Any:
+        """Run op ``name`` inside the exec session ``ex`` (no new session)."""
+        spec = self.registry.op(name).spec
+        assert spec is not None
+        sig = spec.signature
+        if len(tensors) != len(sig.inputs):
+            raise ValidationError(
+                f"op {name!r} takes {len(sig.inputs)} tensors ({', '.join(sig.inputs)}), "
+                f"got {len(tensors)}",
+                argument="tensors",
+                op=name,
+            )
+        unknown = set(attrs) - set(sig.attributes)
+        if unknown:
+            raise ValidationError(
+                f"op {name!r} has no attributes {sorted(unknown)}; "
+                f"it takes {sorted(sig.attributes) or 'none'}",
+                argument=sorted(unknown)[0],
+                op=name,
+            )
+        runtime = ex.runtime
+        for arg, t in zip(sig.inputs, tensors, strict=True):
+            owner = _owner(t, argument=arg, op=name)
+            if owner.domain != runtime.domain:
+                raise ForeignRuntimeError(
+                    f"input {arg!r} lives on {owner.name!r}, the session runs on "
+                    f"{runtime.name!r}; move it explicitly (upload/download or a copy_from_*)",
+                    op=name,
+                )
+        kind = spec.variant_kind_for(runtime.kind, self.registry.jit_factory(runtime.kind) is not None)
+        if kind is None:
+            raise UnsupportedError(
+                f"op {name!r} has no variant for backend {runtime.name!r} "
+                f"(it has {', '.join(spec.variants)})",
+                backend=runtime.name,
+                feature="variant",
+                op=name,
+            )
+        return spec.variants[kind](ex, *tensors, **attrs)
+
+    def variants_by_backend(self, name: str) -> dict[str, str]:
+        """Which variant kind runs on each installed backend kind, for ``caps``/``ops``."""
+        spec = self.registry.ops[name].spec
+        if spec is None:
+            return {}
+        out = {}
+        for kind in sorted(self.registry.providers):
+            chosen = spec.variant_kind_for(kind, self.registry.jit_factory(kind) is not None)
+            if chosen:
+                out[kind] = chosen
+        return out
+
+
+def _owner(t: Any, argument: str = "tensors", op: str | None = None) -> Runtime:
+    if not isinstance(t, Tensor):
+        raise ForeignRuntimeError(
+            f"{argument} is a {type(t).__name__}, not a tensor; upload it first "
+            "(backend.upload)",
+            op=op,
+        ) if hasattr(t, "__array__") else ValidationError(
+            f"{argument} must be a Tensor, got {type(t).__name__}", argument=argument, op=op
+        )
+    return t.storage.runtime
+
+
+__all__ = ["Host", "parse_backend_name"]

@@ -1,0 +1,76 @@
+"""Retirement queue: releases leases once the event they wait on has completed.
+
+Leases cover what stream order does not (modules, imported memory, host staging, cross-stream
+users). Polling is non-blocking; when the queue is full it waits on its *oldest* event only —
+never a device-wide synchronization.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .counters import Counters
+
+Lease = Callable[[], None]
+
+
+class RetirementQueue:
+    """A bounded FIFO of (event, leases); ``is_done(event)`` polls, ``wait(event)`` blocks."""
+
+    def __init__(
+        self,
+        counters: Counters,
+        *,
+        is_done: Callable[[Any], bool],
+        wait: Callable[[Any], None],
+        capacity: int = 256,
+    ) -> None:
+        self._counters = counters
+        self._is_done = is_done
+        self._wait = wait
+        self.capacity = capacity
+        self._entries: deque[tuple[Any, list[Lease]]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def retire(self, event: Any, leases: Iterable[Lease]) -> None:
+        """Hold ``leases`` until ``event`` completes; release them in order afterwards."""
+        batch = list(leases)
+        if not batch:
+            return
+        self.poll()
+        if len(self._entries) >= self.capacity:
+            self._counters.add("queue_full_waits")
+            oldest, _ = self._entries[0]
+            self._wait(oldest)
+            self.poll()
+        self._entries.append((event, batch))
+        self._counters.add("leases_pending", len(batch))
+
+    def poll(self) -> int:
+        """Release every entry whose event completed, oldest first; return how many leases."""
+        released = 0
+        while self._entries and self._is_done(self._entries[0][0]):
+            _, batch = self._entries.popleft()
+            released += self._release(batch)
+        return released
+
+    def drain(self) -> None:
+        """Wait for and release everything (runtime shutdown)."""
+        while self._entries:
+            event, batch = self._entries.popleft()
+            self._wait(event)
+            self._release(batch)
+
+    def _release(self, batch: list[Lease]) -> int:
+        for lease in batch:
+            lease()
+        self._counters.add("leases_pending", -len(batch))
+        self._counters.add("leases_released", len(batch))
+        return len(batch)
+
+
+__all__ = ["Lease", "RetirementQueue"]

@@ -1,0 +1,249 @@
+"""Runtime base: one backend instance with its own allocation domain, stream and counters.
+
+``host.backend(name)`` returns a Runtime. Providers subclass it and implement the primitive
+``_``-methods (allocate, write, read, fill, copy); the user API above them — upload, empty,
+zeros, download, canonicalize, stats — is shared so every backend behaves alike.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import layout
+from ..capability import ExtensionCapability
+from ..dtypes import DType, dtype
+from ..errors import ShapeError, UnsupportedError, ValidationError
+from ..identity import AllocationDomainId, RuntimeIdentity
+from ..tensor import Tensor
+from .counters import Counters, TransferRecord
+from .retirement import RetirementQueue
+from .session import BackendSession, ExecSession
+from .storage import Storage
+
+if TYPE_CHECKING:
+    from ..host import Host
+
+
+def normalize_shape(shape: Any) -> tuple[int, ...]:
+    """A shape as a tuple of non-negative ints, or ShapeError."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError as exc:
+        raise ShapeError(f"shape must be a sequence of ints, got {shape!r}", argument="shape") from exc
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims):
+        raise ShapeError(f"shape must hold non-negative ints, got {shape!r}", argument="shape")
+    return tuple(int(d) for d in dims)
+
+
+class Runtime(ABC):
+    """A backend instance: device, allocation domain, stream, counters, retirement queue."""
+
+    #: dtypes this backend stores; providers narrow it.
+    supported_dtypes: frozenset[str] = frozenset(
+        {"float32", "float64", "float16", "int32", "uint32", "int64", "bool", "complex64",
+         "complex128"}
+    )
+
+    def __init__(self, host: Host, kind: str, index: int, *, software: bool = False) -> None:
+        self.host = host
+        self.kind = kind
+        self.index = index
+        self.software = software
+        self.identity = RuntimeIdentity.new()
+        self.domain = AllocationDomainId.new()
+        self.counters = Counters()
+        self.retirement = RetirementQueue(
+            self.counters, is_done=self._event_done, wait=self._event_wait
+        )
+        self._capabilities: dict[ExtensionCapability, bool] | None = None
+
+    # -- identity -------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:{self.index}"
+
+    @property
+    @abstractmethod
+    def device(self) -> object:
+        """The device this runtime runs on (value semantics)."""
+
+    @property
+    @abstractmethod
+    def device_info(self) -> Any:
+        """Limits and properties of the device."""
+
+    def same_device(self, other: Runtime) -> bool:
+        """True when ``other`` runs on the same physical device (UUID, not ordinal)."""
+        return self.kind == other.kind and self.device == other.device
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    # -- capabilities, stats ------------------------------------------------------------------------
+    def capabilities(self) -> dict[ExtensionCapability, bool]:
+        """What this backend plausibly offers (answered by its provider's hook)."""
+        if self._capabilities is None:
+            caps = dict.fromkeys(ExtensionCapability, False)
+            caps.update(self.host.provider_capabilities(self))
+            caps[ExtensionCapability.JIT_KERNEL] = self.host.registry.jit_factory(self.kind) is not None
+            self._capabilities = caps
+        return self._capabilities
+
+    def stats(self) -> dict[str, int]:
+        """Counters with the documented keys (SPEC section 5)."""
+        return self.counters.snapshot()
+
+    def transfer_trace(self) -> list[TransferRecord]:
+        """Every data movement of this runtime, oldest first (bounded)."""
+        return list(self.counters.trace)
+
+    def check_usable(self) -> None:
+        """Raise if the runtime can no longer run work (e.g. a poisoned context)."""
+
+    # -- sessions ----------------------------------------------------------------------------------
+    def session(self) -> BackendSession:
+        """A backend session bound to the calling thread."""
+        return BackendSession(self)
+
+    def new_exec_session(self, backend_session: BackendSession) -> ExecSession:
+        """Provider hook: the exec session type of this backend."""
+        return ExecSession(backend_session)
+
+    # -- creation and transfer -----------------------------------------------------------------------
+    def _check_dtype(self, dt: DType) -> DType:
+        if dt.name not in self.supported_dtypes:
+            raise UnsupportedError(
+                f"backend {self.name!r} does not store {dt.name}; "
+                f"supported: {', '.join(sorted(self.supported_dtypes))}",
+                backend=self.name,
+                feature=dt.name,
+            )
+        return dt
+
+    def _new_tensor(self, dt: DType, shape: tuple[int, ...]) -> Tensor:
+        nbytes = layout.numel(shape) * dt.itemsize
+        storage = self._allocate(nbytes, dt) if nbytes else Storage(self, 0)
+        return Tensor(storage, dt, shape, layout.compact_strides(shape), 0)
+
+    def empty(self, dt: Any, shape: Any) -> Tensor:
+        """A fresh compact tensor, uninitialised."""
+        return self._new_tensor(self._check_dtype(dtype(dt)), normalize_shape(shape))
+
+    def zeros(self, dt: Any, shape: Any) -> Tensor:
+        """A fresh compact tensor filled with zeros (stream-ordered on GPUs)."""
+        t = self.empty(dt, shape)
+        if t.storage.nbytes:
+            self._fill_zero(t.storage)
+        return t
+
+    def upload(self, array: Any) -> Tensor:
+        """Copy a host array into a fresh compact tensor (asynchronous on GPUs)."""
+        host = np.asarray(array)
+        dt = self._check_dtype(dtype(host.dtype))
+        t = self._new_tensor(dt, tuple(host.shape))
+        if t.storage.nbytes:
+            flat = np.ascontiguousarray(host.reshape(-1, order="F")).view(np.uint8)
+            self._write(t.storage, flat)
+            self.counters.add("uploads")
+            self.counters.record(TransferRecord("upload", t.storage.nbytes, "host", self.name))
+        return t
+
+    def download(self, t: Tensor) -> np.ndarray:
+        """Copy a tensor of this runtime into a new numpy array with the same shape."""
+        if t.storage.runtime is not self:
+            raise ValidationError(
+                f"tensor belongs to {t.storage.runtime.name!r}, not {self.name!r}", argument="t"
+            )
+        npd = t.dtype.numpy
+        if t.numel == 0:
+            return np.empty(t.shape, dtype=npd)
+        lo, hi = t.span()
+        raw = self._read(t.storage, lo * t.dtype.itemsize, (hi - lo) * t.dtype.itemsize)
+        self.counters.add("downloads")
+        self.counters.record(TransferRecord("download", raw.nbytes, self.name, "host"))
+        flat = raw.view(npd)
+        isz = t.dtype.itemsize
+        view = np.lib.stride_tricks.as_strided(
+            flat[t.offset - lo :],
+            shape=t.shape,
+            strides=tuple(s * isz for s in t.strides),
+            writeable=False,
+        )
+        return np.array(view, order="F")
+
+    def canonicalize(self, t: Tensor) -> Tensor:
+        """A compact copy of ``t`` on the same device; no host round trip."""
+        from .residency import require_resident
+
+        require_resident(self, t, argument="t", op="canonicalize")
+        out = self._new_tensor(t.dtype, t.shape)
+        if t.numel:
+            self._copy_to_compact(t, out)
+            self.counters.add("d2d_copies")
+            self.counters.record(TransferRecord("d2d", out.nbytes, self.name, self.name))
+        return out
+
+    def synchronize(self) -> None:
+        """Wait for all work on this runtime (counted in ``synchronizations``)."""
+        self.counters.add("synchronizations")
+        self._synchronize()
+        self.retirement.poll()
+
+    # -- interop ----------------------------------------------------------------------------------------
+    def from_dlpack(self, x: Any) -> Tensor:
+        """Import a foreign buffer as storage of kind "imported" in this runtime's domain."""
+        raise UnsupportedError(
+            f"backend {self.name!r} cannot import DLPack buffers",
+            backend=self.name,
+            feature="dlpack",
+        )
+
+    def export_dlpack(self, t: Tensor, stream: Any, **kwargs: Any) -> Any:
+        raise UnsupportedError(
+            f"backend {self.name!r} cannot export DLPack buffers",
+            backend=self.name,
+            feature="dlpack",
+        )
+
+    def dlpack_device(self) -> tuple[int, int]:
+        raise UnsupportedError(
+            f"backend {self.name!r} has no DLPack device", backend=self.name, feature="dlpack"
+        )
+
+    # -- provider primitives ----------------------------------------------------------------------------
+    @abstractmethod
+    def _allocate(self, nbytes: int, dt: DType) -> Storage:
+        """A new storage of ``nbytes`` (> 0) for elements of ``dt`` in this runtime's domain."""
+
+    @abstractmethod
+    def _write(self, storage: Storage, data: np.ndarray) -> None:
+        """Copy host bytes (uint8, contiguous) to the start of ``storage``."""
+
+    @abstractmethod
+    def _read(self, storage: Storage, byte_offset: int, nbytes: int) -> np.ndarray:
+        """Host copy (uint8) of a byte range; waits for pending work on GPUs."""
+
+    @abstractmethod
+    def _fill_zero(self, storage: Storage) -> None:
+        """Zero the whole storage, ordered after earlier work."""
+
+    @abstractmethod
+    def _copy_to_compact(self, src: Tensor, dst: Tensor) -> None:
+        """Copy a (possibly strided) view into the compact ``dst`` on the device."""
+
+    def _synchronize(self) -> None:
+        """Provider hook: wait for the runtime's stream or queue."""
+
+    def _event_done(self, event: Any) -> bool:
+        return True
+
+    def _event_wait(self, event: Any) -> None:
+        """Block until ``event`` completes (only the retirement queue's oldest, when full)."""
+
+
+__all__ = ["Runtime", "normalize_shape"]

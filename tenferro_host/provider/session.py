@@ -1,0 +1,269 @@
+"""Session base classes: thread binding, invalidation and nesting rules (SPEC section 5).
+
+Every session object is bound to the thread that created it. When a session ends, it and every
+sub-session and handle it issued become invalid: a handle checks its session on each use, so
+invalidation costs nothing at exit. A runtime has at most one open backend session per thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..capability import ExtensionCapability
+from ..errors import (
+    RuntimeStateError,
+    SessionClosedError,
+    UnsupportedError,
+    ValidationError,
+    WrongThreadError,
+)
+
+if TYPE_CHECKING:
+    from ..identity import AllocationDomainId, RuntimeIdentity
+    from .runtime import Runtime
+
+_NEW, _OPEN, _CLOSED = 0, 1, 2
+_per_thread = threading.local()
+
+
+def _open_runtimes() -> set[Any]:
+    opened = getattr(_per_thread, "runtimes", None)
+    if opened is None:
+        opened = _per_thread.runtimes = set()
+    return opened
+
+
+class Session:
+    """A scoped, thread-bound grant of execution authority on one runtime.
+
+    Subclasses override ``_on_enter`` and ``_on_exit``; sub-sessions pass their parent so that
+    closing the parent closes them too.
+    """
+
+    kind_name = "session"
+
+    def __init__(self, runtime: Runtime, op: str | None = None, parent: Session | None = None):
+        self.runtime = runtime
+        self.op = op
+        self.parent = parent
+        self._thread = threading.get_ident()
+        self._state = _NEW
+        self._children: list[Session] = []
+        if parent is not None:
+            parent._check()
+            parent._children.append(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._state == _CLOSED
+
+    def _check(self) -> None:
+        """Raise unless this session is open and used from its own thread."""
+        if self._state != _OPEN:
+            what = "has ended" if self._state == _CLOSED else "was not entered yet"
+            raise SessionClosedError(
+                f"this {self.kind_name} {what}; use handles only inside their `with` block",
+                op=self.op,
+            )
+        if threading.get_ident() != self._thread:
+            raise WrongThreadError(
+                f"this {self.kind_name} belongs to another thread; open a session on this one",
+                op=self.op,
+            )
+
+    def _open(self) -> None:
+        if threading.get_ident() != self._thread:
+            raise WrongThreadError(
+                f"this {self.kind_name} was created on another thread; create it where you use it",
+                op=self.op,
+            )
+        if self._state != _NEW:
+            raise RuntimeStateError(
+                f"this {self.kind_name} was already entered; sessions are single-use, "
+                "create a new one",
+                op=self.op,
+            )
+        if self.parent is not None:
+            self.parent._check()
+        self._state = _OPEN
+        try:
+            self._on_enter()
+        except BaseException:
+            self._state = _CLOSED
+            raise
+
+    def _close(self, error: BaseException | None) -> None:
+        if self._state != _OPEN:
+            return
+        try:
+            for child in reversed(self._children):
+                child._close(error)
+            self._on_exit(error)
+        finally:
+            self._state = _CLOSED
+            self._children.clear()
+
+    def __enter__(self) -> Any:
+        self._open()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if threading.get_ident() != self._thread:
+            raise WrongThreadError(
+                f"this {self.kind_name} must end on the thread that opened it", op=self.op
+            )
+        self._close(exc)
+
+    def _on_enter(self) -> None:
+        """Provider hook: acquire what the session needs."""
+
+    def _on_exit(self, error: BaseException | None) -> None:
+        """Provider hook: submit, record completion, release; never synchronize on success."""
+
+
+class SessionHandle:
+    """Something a session issued (a tensor ref, a stream ref, ...): valid only inside it."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def _check(self) -> None:
+        self._session._check()
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+
+class BackendSession(Session):
+    """``backend.session()``: the entry to execution on one runtime, bound to this thread."""
+
+    kind_name = "backend session"
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime)
+        self._exec: ExecSession | None = None
+
+    def _on_enter(self) -> None:
+        runtime = self.runtime
+        opened = _open_runtimes()
+        if runtime.identity in opened:
+            raise RuntimeStateError(
+                f"a session of runtime {runtime.name!r} is already open on this thread; "
+                "an op that needs another op calls ex.run(op, ...) inside its session"
+            )
+        runtime.check_usable()
+        runtime.retirement.poll()
+        opened.add(runtime.identity)
+        try:
+            self._exec = runtime.new_exec_session(self)
+            self._exec._open()
+            runtime.host.notify_session_started(self)
+        except BaseException:
+            opened.discard(runtime.identity)
+            raise
+
+    def _on_exit(self, error: BaseException | None) -> None:
+        _open_runtimes().discard(self.runtime.identity)
+        self.runtime.host.notify_session_finished(self, error)
+
+    def exec_session(self) -> ExecSession:
+        """The exec session of this backend session (whatever its kind)."""
+        self._check()
+        assert self._exec is not None
+        return self._exec
+
+
+class ExecSession(Session):
+    """The execution authority of one backend session: the only creator of sub-sessions."""
+
+    kind_name = "exec session"
+
+    def __init__(self, backend_session: BackendSession) -> None:
+        super().__init__(backend_session.runtime, parent=backend_session)
+
+    @property
+    def kind(self) -> str:
+        return self.runtime.kind
+
+    def supports(self, capability: ExtensionCapability) -> bool:
+        """Plausibly available on this backend; never a promise that a launch will succeed."""
+        self._check()
+        return bool(self.runtime.capabilities().get(capability, False))
+
+    @property
+    def device_info(self) -> Any:
+        return self.runtime.device_info
+
+    @property
+    def runtime_identity(self) -> RuntimeIdentity:
+        return self.runtime.identity
+
+    @property
+    def allocation_domain(self) -> AllocationDomainId:
+        return self.runtime.domain
+
+    def synchronize(self) -> None:
+        """Wait until all work submitted on this runtime has finished (a counted host wait)."""
+        self._check()
+        self.runtime.synchronize()
+
+    def raw(self, op: str) -> Any:
+        """A raw native-module session; only CUDA offers one."""
+        self._check()
+        raise UnsupportedError(
+            f"backend {self.runtime.name!r} has no raw native-module session; "
+            "write the kernel in the DSL (ex.jit) to run it here",
+            backend=self.runtime.name,
+            feature=ExtensionCapability.NATIVE_MODULE.name,
+            op=op,
+        )
+
+    def jit(self, op: str) -> Any:
+        """A DSL session whose ``launch`` runs one kernel object identically on every backend."""
+        self._check()
+        factory = self.runtime.host.registry.jit_factory(self.runtime.kind)
+        if factory is None:
+            raise UnsupportedError(
+                f"backend {self.runtime.name!r} has no DSL (JIT_KERNEL) provider installed; "
+                "install its provider plugin or run on another backend",
+                backend=self.runtime.name,
+                feature=ExtensionCapability.JIT_KERNEL.name,
+                op=op,
+            )
+        return factory(self, op)
+
+    def run(self, op: str, *tensors: Any, **attrs: Any) -> Any:
+        """Run another registered op inside this session (no new backend session)."""
+        self._check()
+        return self.runtime.host.run_in_session(self, op, tensors, attrs)
+
+    def wait_external(self, stream: Any) -> None:
+        """Order this runtime's stream after a foreign stream (``__cuda_stream__``)."""
+        self._check()
+        raise UnsupportedError(
+            f"backend {self.runtime.name!r} has no foreign streams to order against",
+            backend=self.runtime.name,
+            feature=ExtensionCapability.RAW_STREAM.name,
+        )
+
+    def signal_external(self, stream: Any) -> None:
+        """Order a foreign stream (``__cuda_stream__``) after this runtime's stream."""
+        self.wait_external(stream)
+
+
+def exec_session_of(session: Any, kind: str) -> ExecSession | None:
+    """The exec session of ``session`` if its backend is of ``kind``, else None."""
+    if not isinstance(session, BackendSession):
+        raise ValidationError(
+            f"expected a backend session (from backend.session()), got {type(session).__name__}",
+            argument="session",
+        )
+    ex = session.exec_session()
+    return ex if ex.kind == kind else None
+
+
+__all__ = ["BackendSession", "ExecSession", "Session", "SessionHandle", "exec_session_of"]

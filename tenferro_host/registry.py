@@ -1,0 +1,149 @@
+"""The registry plugins declare into: backend providers, DSL providers, operations.
+
+Each plugin registers through a staging view tied to its distribution; the view commits only
+when the plugin's hook returned, so a raising plugin leaves nothing half-registered. A name
+registered by two distributions drops both and is listed with status ``conflict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import PluginError, ValidationError
+from .ops import OpSpec
+
+if TYPE_CHECKING:
+    from .host import Host
+    from .provider.runtime import Runtime
+
+
+@dataclass
+class BackendStatus:
+    """What ``caps`` shows for one backend kind."""
+
+    kind: str
+    available: bool
+    reason: str | None = None
+    software: bool = False
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    error: Exception | None = None
+
+
+@dataclass(frozen=True)
+class BackendProvider:
+    """A backend kind: ``probe()`` says whether and where it runs, ``create`` makes runtimes."""
+
+    kind: str
+    probe: Callable[[], BackendStatus]
+    create: Callable[[Host, int], Runtime]
+    priority: int = 0  # higher is preferred as the default backend
+
+
+@dataclass
+class OpRecord:
+    """A registered op, or a conflict between distributions that registered the same name."""
+
+    name: str
+    dist: str
+    spec: OpSpec | None
+    status: str = "ok"  # "ok" | "conflict"
+    conflicting: list[str] = field(default_factory=list)
+
+
+JitFactory = Callable[[Any, str], Any]
+
+
+class Registry:
+    """All registrations, with the distribution that made each."""
+
+    def __init__(self) -> None:
+        self.providers: dict[str, tuple[str, BackendProvider]] = {}
+        self.ops: dict[str, OpRecord] = {}
+        self._jit: dict[str, tuple[str, JitFactory]] = {}
+
+    def staging(self, dist: str) -> RegistrationView:
+        return RegistrationView(self, dist)
+
+    def jit_factory(self, kind: str) -> JitFactory | None:
+        found = self._jit.get(kind)
+        return found[1] if found else None
+
+    def provider(self, kind: str) -> BackendProvider | None:
+        found = self.providers.get(kind)
+        return found[1] if found else None
+
+    def op(self, name: str) -> OpRecord:
+        rec = self.ops.get(name)
+        if rec is None:
+            known = ", ".join(sorted(self.ops)) or "none"
+            raise ValidationError(
+                f"no op named {name!r}; registered ops: {known}", argument="name"
+            )
+        if rec.status == "conflict":
+            raise PluginError(
+                f"op {name!r} is registered by several distributions "
+                f"({', '.join(rec.conflicting)}); uninstall or disable all but one"
+            )
+        return rec
+
+    def conflicts(self) -> list[OpRecord]:
+        return [r for r in self.ops.values() if r.status == "conflict"]
+
+    def _commit(self, view: RegistrationView) -> None:
+        for kind, provider in view.providers:
+            if kind in self.providers:
+                raise PluginError(
+                    f"backend kind {kind!r} is already provided by {self.providers[kind][0]}"
+                )
+        for kind, _ in view.jits:
+            if kind in self._jit:
+                raise PluginError(
+                    f"the DSL provider for {kind!r} is already registered by {self._jit[kind][0]}"
+                )
+        for kind, provider in view.providers:
+            self.providers[kind] = (view.dist, provider)
+        for kind, factory in view.jits:
+            self._jit[kind] = (view.dist, factory)
+        for spec in view.ops:
+            rec = self.ops.get(spec.name)
+            if rec is None:
+                self.ops[spec.name] = OpRecord(spec.name, view.dist, spec)
+            else:
+                rec.status = "conflict"
+                rec.spec = None
+                rec.conflicting = sorted({*rec.conflicting, rec.dist, view.dist})
+
+
+class RegistrationView:
+    """What one plugin's ``tenferro_host_register(registry)`` receives."""
+
+    def __init__(self, registry: Registry, dist: str) -> None:
+        self._registry = registry
+        self.dist = dist
+        self.providers: list[tuple[str, BackendProvider]] = []
+        self.jits: list[tuple[str, JitFactory]] = []
+        self.ops: list[OpSpec] = []
+
+    def add_backend(self, provider: BackendProvider) -> None:
+        """Provide a backend kind (``cuda``, ``webgpu`` ...)."""
+        self.providers.append((provider.kind, provider))
+
+    def add_jit(self, kind: str, factory: JitFactory) -> None:
+        """Provide the DSL session of a backend kind: ``factory(exec_session, op)``."""
+        self.jits.append((kind, factory))
+
+    def add_op(self, spec: OpSpec) -> None:
+        """Declare an operation."""
+        if not isinstance(spec, OpSpec):
+            raise ValidationError(
+                f"add_op takes an OpSpec, got {type(spec).__name__}", argument="spec"
+            )
+        self.ops.append(spec)
+
+    def commit(self) -> None:
+        self._registry._commit(self)
+
+
+__all__ = ["BackendProvider", "BackendStatus", "OpRecord", "RegistrationView", "Registry"]

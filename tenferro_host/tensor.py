@@ -1,0 +1,179 @@
+"""Host-owned tensors and their views.
+
+A :class:`Tensor` is storage (owned by one allocation domain) plus dtype, shape, strides and
+offset in elements. Owned tensors are compact column-major with offset 0; views made by
+``permute``, ``transpose`` and basic slicing share storage and may be non-compact.
+
+>>> import numpy as np, tenferro_host as tf
+>>> cpu = tf.Host().backend("cpu")
+>>> t = cpu.upload(np.arange(6, dtype=np.float32).reshape(2, 3))
+>>> t.strides, t.is_compact()
+((1, 2), True)
+>>> v = t.transpose()
+>>> v.shape, v.is_compact()
+((3, 2), False)
+>>> v.download().tolist()
+[[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import layout
+from .dtypes import DType
+from .errors import ShapeError, ValidationError
+
+if TYPE_CHECKING:
+    from .provider.runtime import Runtime
+    from .provider.storage import Storage
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a tensor lives: the runtime's full name and its device."""
+
+    backend: str
+    device: object
+
+
+class Tensor:
+    """A typed, strided view of host-managed storage."""
+
+    __slots__ = ("__weakref__", "dtype", "offset", "shape", "storage", "strides")
+
+    def __init__(
+        self,
+        storage: Storage,
+        dtype: DType,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        offset: int = 0,
+    ) -> None:
+        self.storage = storage
+        self.dtype = dtype
+        self.shape = shape
+        self.strides = strides
+        self.offset = offset
+
+    # -- metadata -----------------------------------------------------------------------------
+    @property
+    def backend(self) -> Runtime:
+        """The runtime whose allocation domain owns the storage."""
+        return self.storage.runtime
+
+    @property
+    def placement(self) -> Placement:
+        rt = self.storage.runtime
+        return Placement(rt.name, rt.device)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        return layout.numel(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+    def is_compact(self) -> bool:
+        """Column-major dense strides (size-1 dimensions ignored)."""
+        return layout.is_compact(self.shape, self.strides)
+
+    def span(self) -> tuple[int, int]:
+        """Half-open range of storage elements this view touches."""
+        return layout.span(self.shape, self.strides, self.offset)
+
+    # -- views --------------------------------------------------------------------------------
+    def permute(self, *axes: int) -> Tensor:
+        """A view with the axes reordered (``axes`` is a permutation of ``range(ndim)``)."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        if sorted(axes) != list(range(self.ndim)):
+            raise ShapeError(
+                f"permute needs a permutation of {tuple(range(self.ndim))}, got {axes}",
+                argument="axes",
+            )
+        return Tensor(
+            self.storage,
+            self.dtype,
+            tuple(self.shape[a] for a in axes),
+            tuple(self.strides[a] for a in axes),
+            self.offset,
+        )
+
+    def transpose(self) -> Tensor:
+        """All axes reversed, as numpy's ``transpose()``."""
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - numpy's name
+        return self.transpose()
+
+    def __getitem__(self, key: Any) -> Tensor:
+        """Basic slicing: integers, slices (any step) and one Ellipsis."""
+        if not isinstance(key, tuple):
+            key = (key,)
+        if sum(k is Ellipsis for k in key) > 1:
+            raise ValidationError("an index may hold at most one '...'", argument="key")
+        if Ellipsis in key:
+            at = key.index(Ellipsis)
+            fill = self.ndim - (len(key) - 1)
+            key = key[:at] + (slice(None),) * fill + key[at + 1 :]
+        if len(key) > self.ndim:
+            raise ShapeError(
+                f"too many indices: {len(key)} for a tensor of {self.ndim} dimensions",
+                argument="key",
+            )
+        key = key + (slice(None),) * (self.ndim - len(key))
+        offset = self.offset
+        shape: list[int] = []
+        strides: list[int] = []
+        for k, dim, stride in zip(key, self.shape, self.strides, strict=True):
+            if isinstance(k, slice):
+                start, _stop, step = k.indices(dim)
+                n = len(range(*k.indices(dim)))
+                if n:
+                    offset += start * stride
+                shape.append(n)
+                strides.append(stride * step)
+            elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+                i = int(k) + dim if k < 0 else int(k)
+                if not 0 <= i < dim:
+                    raise ShapeError(
+                        f"index {int(k)} is out of range for a dimension of size {dim}",
+                        argument="key",
+                    )
+                offset += i * stride
+            else:
+                raise ValidationError(
+                    f"unsupported index {k!r}: use integers, slices or '...' (basic slicing)",
+                    argument="key",
+                )
+        return Tensor(self.storage, self.dtype, tuple(shape), tuple(strides), offset)
+
+    # -- data movement (explicit only) -----------------------------------------------------------
+    def download(self) -> np.ndarray:
+        """Copy to a new numpy array; on a GPU this waits for the runtime's stream."""
+        return self.storage.runtime.download(self)
+
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        return self.storage.runtime.export_dlpack(self, stream, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.storage.runtime.dlpack_device()
+
+    def __repr__(self) -> str:
+        return (
+            f"Tensor({self.dtype.name}, shape={self.shape}, strides={self.strides}, "
+            f"offset={self.offset}, backend={self.storage.runtime.name!r})"
+        )
+
+
+__all__ = ["Placement", "Tensor"]
