@@ -108,9 +108,9 @@ class Host:
         return [self.backend_status(p.kind) for _, p in providers]
 
     def default_backend(self) -> str:
-        """The best available backend: highest provider priority with an available device."""
+        """The best available backend: highest priority with a hardware device, else CPU."""
         for status in self.backend_statuses():
-            if status.available:
+            if status.available and not status.software:
                 return f"{status.kind}:0"
         return "cpu:0"
 
