@@ -1,0 +1,49 @@
+"""Entry point of ext_add_kernel: declares ``ext_add_kernel.add`` to the host.
+
+The host imports this module (entry point ``ext_add_kernel`` in the group ``tenferro_host``),
+checks ``TENFERRO_HOST_API`` and calls :func:`tenferro_host_register` once.
+
+>>> ADD.name, ADD.signature.inputs, sorted(ADD.variants)[0]
+('ext_add_kernel.add', ('lhs', 'rhs'), 'cpu')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import tenferro_host
+from tenferro_host import OpSpec, Signature
+
+from . import DTYPES, OP_NAME, cpu
+
+TENFERRO_HOST_API = (1, 0)
+
+
+def reference(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """What every variant must compute."""
+    return np.add(lhs, rhs)
+
+
+#: Variant kind -> callable(exec_session, lhs, rhs).
+VARIANTS: dict[str, Callable[..., Any]] = {
+    "cpu": cpu.add,
+}
+
+ADD = OpSpec(
+    name=OP_NAME,
+    signature=Signature(inputs=("lhs", "rhs"), outputs=("out",), dtypes=DTYPES),
+    reference=reference,
+    variants=VARIANTS,
+    doc="Elementwise sum of two tensors of one shape and dtype.",
+)
+
+
+@tenferro_host.hookimpl
+def tenferro_host_register(registry: Any) -> None:
+    registry.add_op(ADD)
+
+
+__all__ = ["ADD", "TENFERRO_HOST_API", "VARIANTS", "reference", "tenferro_host_register"]
