@@ -1,0 +1,173 @@
+"""Run an op on random inputs and compare it with its numpy reference.
+
+Shared by the pytest kit (:func:`check_op`) and the CLI (``tenferro-host run --check``); it
+imports nothing from pytest.
+
+>>> import numpy as np
+>>> compare_outputs([np.ones(3, np.float32)], [np.ones(3, np.float32)], ("out",))
+>>> print(compare_outputs([np.zeros(3)], [np.ones(3)], ("out",)))  # doctest: +ELLIPSIS
+output 'out' differs from the reference at 3 of 3 elements (first at index (0,): ...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..dtypes import DType
+from ..dtypes import dtype as resolve_dtype
+from ..errors import DTypeError
+from ..ops import Signature
+from ..tensor import Tensor
+
+if TYPE_CHECKING:
+    from ..host import Host
+
+#: Default (rtol, atol) per element category and size; integers and bools compare exactly.
+_TOLERANCES = {
+    "float16": (1e-3, 1e-3),
+    "float32": (1e-5, 1e-6),
+    "float64": (1e-12, 1e-12),
+    "complex64": (1e-5, 1e-6),
+    "complex128": (1e-12, 1e-12),
+}
+
+
+def default_dtype(signature: Signature) -> DType:
+    """float32 when the op accepts it, else the first dtype it lists."""
+    names = signature.dtypes
+    return resolve_dtype("float32" if "float32" in names else names[0])
+
+
+def accepted_dtype(signature: Signature, name: Any, op: str) -> DType:
+    """``name`` as a DType, or DTypeError if the op's signature does not accept it."""
+    dt = resolve_dtype(name)
+    if dt.name not in signature.dtypes:
+        raise DTypeError(
+            f"op {op!r} does not accept {dt.name}; use one of {', '.join(signature.dtypes)}",
+            argument="dtype",
+            op=op,
+        )
+    return dt
+
+
+def random_array(rng: np.random.Generator, dt: DType, shape: tuple[int, ...]) -> np.ndarray:
+    """Random values of ``dt`` that every op of the kind "elementwise" can take without overflow.
+
+    >>> random_array(np.random.default_rng(0), resolve_dtype("int32"), (2, 3)).dtype
+    dtype('int32')
+    """
+    if dt.category == "float":
+        return rng.standard_normal(shape).astype(dt.numpy)
+    if dt.category == "complex":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt.numpy)
+    if dt.category == "int":
+        return rng.integers(-1000, 1000, size=shape).astype(dt.numpy)
+    if dt.category == "uint":
+        return rng.integers(0, 1000, size=shape).astype(dt.numpy)
+    return rng.integers(0, 2, size=shape).astype(bool)
+
+
+def random_inputs(
+    signature: Signature, shape: tuple[int, ...], dt: DType, seed: int = 0
+) -> list[np.ndarray]:
+    """One random array per input of ``signature``, all of ``shape`` and ``dt``."""
+    rng = np.random.default_rng(seed)
+    return [random_array(rng, dt, shape) for _ in signature.inputs]
+
+
+def as_outputs(result: Any) -> list[Any]:
+    """An op's result (one value or a tuple/list of them) as a list."""
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def download_all(result: Any) -> list[np.ndarray]:
+    """Download every tensor of an op's result (other values pass through numpy)."""
+    return [o.download() if isinstance(o, Tensor) else np.asarray(o) for o in as_outputs(result)]
+
+
+def tolerances(
+    dt: DType, rtol: float | None = None, atol: float | None = None
+) -> tuple[float, float]:
+    """(rtol, atol) for comparing results of dtype ``dt``; explicit values win."""
+    d_rtol, d_atol = _TOLERANCES.get(dt.name, (0.0, 0.0))
+    return (d_rtol if rtol is None else rtol, d_atol if atol is None else atol)
+
+
+def compare_outputs(
+    got: Sequence[np.ndarray],
+    expected: Sequence[Any],
+    names: Sequence[str],
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> str | None:
+    """None when every output matches its reference, else a message about the first mismatch."""
+    if len(got) != len(expected):
+        return f"the op returned {len(got)} outputs, its reference {len(expected)}"
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        name = names[i] if i < len(names) else f"#{i}"
+        e = np.asarray(e)
+        if g.shape != e.shape:
+            return f"output {name!r} has shape {g.shape}, the reference {e.shape}"
+        r, a = tolerances(resolve_dtype(g.dtype), rtol, atol)
+        close = np.isclose(g, e, rtol=r, atol=a, equal_nan=True)
+        if not close.all():
+            bad = np.argwhere(~close)
+            first = tuple(int(v) for v in bad[0])
+            return (
+                f"output {name!r} differs from the reference at {len(bad)} of {g.size} "
+                f"elements (first at index {first}: got {g[first]!r}, expected {e[first]!r}; "
+                f"rtol={r}, atol={a})"
+            )
+    return None
+
+
+def check_op(
+    host: Host,
+    name: str,
+    backend: str,
+    shape: tuple[int, ...] | int = (1000,),
+    dtype: Any = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    seed: int = 0,
+    attrs: Mapping[str, Any] | None = None,
+) -> list[np.ndarray]:
+    """Run op ``name`` on ``backend`` with random inputs; AssertionError if it differs from
+    its reference. Returns the downloaded outputs.
+
+    >>> import tenferro_host as tf
+    >>> out = check_op(tf.Host(), "ext_add_kernel.add", "cpu", shape=(4, 3), dtype="int32")
+    >>> out[0].shape, out[0].dtype
+    ((4, 3), dtype('int32'))
+    """
+    spec = host.registry.op(name).spec
+    assert spec is not None
+    sig = spec.signature
+    dt = default_dtype(sig) if dtype is None else accepted_dtype(sig, dtype, name)
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    attributes = dict(attrs or {})
+    arrays = random_inputs(sig, dims, dt, seed)
+    runtime = host.backend(backend)
+    tensors = [runtime.upload(a) for a in arrays]
+    got = download_all(host.run(name, *tensors, **attributes))
+    expected = as_outputs(spec.reference(*arrays, **attributes))
+    problem = compare_outputs(got, expected, sig.outputs, rtol, atol)
+    if problem is not None:
+        raise AssertionError(f"{name} on {runtime.name} ({dt.name}, shape {dims}): {problem}")
+    return got
+
+
+__all__ = [
+    "accepted_dtype",
+    "as_outputs",
+    "check_op",
+    "compare_outputs",
+    "default_dtype",
+    "download_all",
+    "random_array",
+    "random_inputs",
+    "tolerances",
+]
