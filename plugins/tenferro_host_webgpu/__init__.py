@@ -1,0 +1,97 @@
+"""The WebGPU provider plugin (wgpu-py): a runtime per adapter and the DSL compiled to WGSL.
+
+WebGPU promises the DSL only: ``ex.jit(op)`` launches ``@K.kernel`` objects; there is no raw WGSL
+surface, no native module, stream or pointer API (``ex.raw`` raises UnsupportedError).
+Registered by entry point ``webgpu`` like any third-party plugin. Importing this package does
+not import wgpu: ``probe()`` and runtime creation do.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tenferro_host.capability import ExtensionCapability
+from tenferro_host.errors import TenferroError
+from tenferro_host.hookspecs import hookimpl
+from tenferro_host.registry import BackendProvider, BackendStatus, RegistrationView
+
+from .adapters import ADAPTER_ENV, AdapterInfo, adapters
+from .device import WebGpuDeviceId, WebGpuDeviceInfo
+from .runtime import WebGpuExecSession, WebGpuRuntime, WebGpuStorage
+
+if TYPE_CHECKING:
+    from tenferro_host.host import Host
+    from tenferro_host.provider import Runtime
+
+TENFERRO_HOST_API = (1, 0)
+
+#: Default-backend preference: below CUDA (20), above CPU (0); software adapters never default.
+PRIORITY = 10
+
+
+def probe() -> BackendStatus:
+    """Whether WebGPU runs here, and on which adapters (best first)."""
+    try:
+        found = adapters()
+    except TenferroError as exc:
+        return BackendStatus("webgpu", False, exc.message, error=exc)
+    except Exception as exc:  # a broken driver stack must not break discovery
+        return BackendStatus("webgpu", False, f"wgpu adapter discovery failed: {exc}")
+    if not found:
+        return BackendStatus(
+            "webgpu",
+            False,
+            "wgpu found no adapter; install a driver (for a software adapter on Debian: "
+            "apt-get install mesa-vulkan-drivers)",
+        )
+    return BackendStatus(
+        "webgpu",
+        True,
+        software=found[0].software,
+        devices=[a.describe() for a in found],
+    )
+
+
+def _create(host: Host, index: int) -> Runtime:
+    return WebGpuRuntime(host, index)
+
+
+def _jit(ex: Any, op: str) -> Any:
+    from .jit import WebGpuJitSession
+
+    return WebGpuJitSession(ex, op)
+
+
+@hookimpl
+def tenferro_host_register(registry: RegistrationView) -> None:
+    registry.add_backend(BackendProvider("webgpu", probe, _create, priority=PRIORITY))
+    registry.add_jit("webgpu", _jit)
+
+
+@hookimpl
+def tenferro_host_capabilities(backend: Runtime) -> dict[ExtensionCapability, bool] | None:
+    if backend.kind != "webgpu":
+        return None
+    return {
+        ExtensionCapability.JIT_KERNEL: True,
+        ExtensionCapability.NATIVE_MODULE: False,
+        ExtensionCapability.RUNTIME_COMPILATION: False,
+        ExtensionCapability.RAW_STREAM: False,
+        ExtensionCapability.SAME_DEVICE_ASYNC_COPY: False,
+        ExtensionCapability.PEER_COPY: False,
+    }
+
+
+__all__ = [
+    "ADAPTER_ENV",
+    "PRIORITY",
+    "TENFERRO_HOST_API",
+    "AdapterInfo",
+    "WebGpuDeviceId",
+    "WebGpuDeviceInfo",
+    "WebGpuExecSession",
+    "WebGpuRuntime",
+    "WebGpuStorage",
+    "adapters",
+    "probe",
+]

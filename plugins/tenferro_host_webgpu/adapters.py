@@ -1,0 +1,166 @@
+"""Adapter discovery and selection: every adapter wgpu sees, best first.
+
+The order is the device index order of the ``webgpu`` backend: hardware before software,
+discrete before integrated before virtual, native APIs (Vulkan, Metal, D3D12) before OpenGL.
+``TENFERRO_WEBGPU_ADAPTER`` (an index into that order, or a case-insensitive substring of the
+adapter's name or API) moves the chosen adapter to index 0, so ``webgpu`` means it.
+
+wgpu is imported here only inside functions: importing the plugin loads no GPU library.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenferro_host.errors import UnsupportedError, ValidationError
+
+ADAPTER_ENV = "TENFERRO_WEBGPU_ADAPTER"
+
+_TYPE_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "Unknown": 3, "CPU": 4}
+_NATIVE_APIS = ("Vulkan", "Metal", "D3D12")
+_SOFTWARE_NAMES = ("llvmpipe", "lavapipe", "swiftshader", "softpipe", "microsoft basic render")
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    """One adapter as ``caps`` lists it; ``index`` is its device index in the ``webgpu`` kind."""
+
+    index: int
+    name: str
+    vendor: str
+    adapter_type: str
+    backend: str
+    software: bool
+    features: frozenset[str]
+    limits: dict[str, int] = field(compare=False, hash=False)
+
+    def describe(self) -> dict[str, Any]:
+        """The device entry of ``caps --json``."""
+        return {
+            "index": self.index,
+            "name": self.name,
+            "vendor": self.vendor,
+            "type": self.adapter_type,
+            "api": self.backend,
+            "software": self.software,
+            "shader_f16": "shader-f16" in self.features,
+        }
+
+
+def _is_software(info: dict[str, Any]) -> bool:
+    name = f"{info.get('device', '')} {info.get('vendor', '')}".lower()
+    return info.get("adapter_type") == "CPU" or any(s in name for s in _SOFTWARE_NAMES)
+
+
+def _rank(info: dict[str, Any]) -> tuple[int, int, int]:
+    api = info.get("backend_type", "")
+    return (
+        int(_is_software(info)),
+        _TYPE_RANK.get(str(info.get("adapter_type", "Unknown")), 3),
+        0 if api in _NATIVE_APIS else 1,
+    )
+
+
+class _Discovery:
+    """The process-wide adapter list (wgpu enumerates adapters once per process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._found: list[tuple[dict[str, Any], Any]] | None = None
+
+    def ordered(self) -> list[tuple[dict[str, Any], Any]]:
+        """(info, GPUAdapter) pairs, best first; raises UnsupportedError without wgpu."""
+        with self._lock:
+            if self._found is None:
+                try:
+                    import wgpu
+                except ImportError as exc:
+                    raise UnsupportedError(
+                        "wgpu is not installed; install the extra: pip install "
+                        "'tenferro-host[webgpu]'",
+                        backend="webgpu",
+                        feature="wgpu",
+                    ) from exc
+                found = [(dict(a.info), a) for a in wgpu.gpu.enumerate_adapters_sync()]
+                found.sort(key=lambda pair: _rank(pair[0]))
+                self._found = found
+            return list(self._found)
+
+
+_discovery = _Discovery()
+
+
+def _choose(pairs: list[tuple[dict[str, Any], Any]]) -> list[tuple[dict[str, Any], Any]]:
+    """Apply ``TENFERRO_WEBGPU_ADAPTER``: the chosen adapter first, the rest in order."""
+    wanted = os.environ.get(ADAPTER_ENV, "").strip()
+    if not wanted:
+        return pairs
+    if wanted.isdigit():
+        at = int(wanted)
+        if at >= len(pairs):
+            raise ValidationError(
+                f"{ADAPTER_ENV}={wanted} but there are {len(pairs)} adapter(s); use an index "
+                f"below {len(pairs)} or a name substring (see `tenferro-host caps`)",
+                argument=ADAPTER_ENV,
+            )
+    else:
+        needle = wanted.lower()
+        hits = [
+            i
+            for i, (info, _) in enumerate(pairs)
+            if needle in f"{info.get('device', '')} {info.get('backend_type', '')}".lower()
+        ]
+        if not hits:
+            names = "; ".join(
+                f"{info.get('device', '?')} ({info.get('backend_type', '?')})" for info, _ in pairs
+            )
+            raise ValidationError(
+                f"{ADAPTER_ENV}={wanted!r} matches no adapter; adapters: {names or 'none'}",
+                argument=ADAPTER_ENV,
+            )
+        at = hits[0]
+    return [pairs[at], *pairs[:at], *pairs[at + 1 :]]
+
+
+def _selected() -> list[tuple[AdapterInfo, Any]]:
+    chosen = _choose(_discovery.ordered())
+    out = []
+    for index, (info, adapter) in enumerate(chosen):
+        out.append(
+            (
+                AdapterInfo(
+                    index=index,
+                    name=str(info.get("device", "")),
+                    vendor=str(info.get("vendor", "")),
+                    adapter_type=str(info.get("adapter_type", "Unknown")),
+                    backend=str(info.get("backend_type", "")),
+                    software=_is_software(info),
+                    features=frozenset(adapter.features),
+                    limits=dict(adapter.limits),
+                ),
+                adapter,
+            )
+        )
+    return out
+
+
+def adapters() -> list[AdapterInfo]:
+    """Every WebGPU adapter, in device index order (selection applied)."""
+    return [info for info, _ in _selected()]
+
+
+def adapter(index: int) -> tuple[AdapterInfo, Any]:
+    """The adapter with device index ``index`` and its wgpu object."""
+    found = _selected()
+    if not 0 <= index < len(found):
+        raise ValidationError(
+            f"webgpu has {len(found)} adapter(s); use an index below {len(found)}",
+            argument="index",
+        )
+    return found[index]
+
+
+__all__ = ["ADAPTER_ENV", "AdapterInfo", "adapter", "adapters"]

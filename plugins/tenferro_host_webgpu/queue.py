@@ -1,0 +1,114 @@
+"""The runtime's queue: one pending command encoder, batch holds, and the one completion wait.
+
+Work (clears, copies, dispatches) is recorded into a pending encoder. Outside a held batch it
+is submitted at once; while a JIT session holds the batch, dispatches accumulate and are
+submitted when the last hold ends, or earlier when something must observe the results
+(a download, a synchronize).
+
+Completion wait: wgpu 0.32.0's ``queue.on_submitted_work_done_sync()`` (and ``_async``) raise
+``TypeError`` (its callback signature does not match wgpu-native's). A queue executes its
+submissions in order, so mapping a tiny buffer that the *last* submission copied into returns
+exactly when all submitted work has finished; that is :meth:`CommandQueue.wait_idle`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+class CommandQueue:
+    """Pending encoder + open compute pass of one device queue; thread-safe."""
+
+    def __init__(self, device: Any) -> None:
+        import wgpu
+
+        self._wgpu = wgpu
+        self._device = device
+        self._lock = threading.RLock()
+        self._encoder: Any = None
+        self._pass: Any = None
+        self._holds = 0
+        self.submissions = 0
+        self._fence_src = device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
+        self._fence = device.create_buffer(
+            size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+        )
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while recording, so two threads never interleave commands."""
+        return self._lock
+
+    @property
+    def pending(self) -> bool:
+        return self._encoder is not None
+
+    def encoder(self) -> Any:
+        """The pending encoder, with no compute pass open (for copies and clears)."""
+        with self._lock:
+            if self._pass is not None:
+                self._pass.end()
+                self._pass = None
+            if self._encoder is None:
+                self._encoder = self._device.create_command_encoder()
+            return self._encoder
+
+    def compute_pass(self) -> Any:
+        """The open compute pass of the pending encoder (each dispatch is its own usage scope)."""
+        with self._lock:
+            if self._pass is None:
+                self._pass = self.encoder().begin_compute_pass()
+            return self._pass
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Keep recorded work pending until the last hold ends, then submit it."""
+        with self._lock:
+            self._holds += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holds -= 1
+                if self._holds == 0:
+                    self.flush()
+
+    def commit(self) -> None:
+        """Submit the pending work unless a batch is held (called after recording)."""
+        with self._lock:
+            if self._holds == 0:
+                self.flush()
+
+    def flush(self) -> None:
+        """Submit the pending encoder now, held or not."""
+        with self._lock:
+            if self._encoder is None:
+                return
+            if self._pass is not None:
+                self._pass.end()
+                self._pass = None
+            buffer = self._encoder.finish()
+            self._encoder = None
+            self._device.queue.submit([buffer])
+            self.submissions += 1
+
+    def wait_idle(self) -> None:
+        """Submit pending work and block until everything submitted so far has finished."""
+        with self._lock:
+            self.encoder().copy_buffer_to_buffer(self._fence_src, 0, self._fence, 0, 4)
+            self.flush()
+            self._fence.map_sync(self._wgpu.MapMode.READ)
+            self._fence.unmap()
+
+    def read(self, buffer: Any, byte_offset: int, nbytes: int) -> memoryview:
+        """Submit pending work, then copy ``nbytes`` (4-byte aligned range) to the host."""
+        with self._lock:
+            self.flush()
+            data: memoryview = self._device.queue.read_buffer(buffer, byte_offset, nbytes)
+            return data
+
+
+__all__ = ["CommandQueue"]

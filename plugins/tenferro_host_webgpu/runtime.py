@@ -1,0 +1,245 @@
+"""The WebGPU runtime: one wgpu device per runtime, storage buffers as tensor storage.
+
+Each runtime requests its own device from its adapter (with the adapter's limits and
+``shader-f16`` when offered), so it has its own queue — the "stream" of SPEC section 5 — and its
+own allocation domain. Buffers are ``STORAGE | COPY_SRC | COPY_DST``, padded to 4 bytes; bool
+elements are stored as u32. wgpu keeps a buffer alive while submitted work uses it, so no lease
+is needed for stream-ordered frees.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tenferro_host.dtypes import DType
+from tenferro_host.errors import (
+    BackendError,
+    InvalidLaunchConfigError,
+    OutOfMemoryError,
+    UnsupportedError,
+)
+from tenferro_host.provider import BackendSession, ExecSession, Runtime, Storage
+from tenferro_host.tensor import Tensor
+
+from . import strided_copy
+from .adapters import adapter
+from .device import (
+    WebGpuDeviceId,
+    WebGpuDeviceInfo,
+    device_element_size,
+    stored_dtypes,
+    unsupported_dtype,
+)
+from .dispatch import UniformBlock, fold
+from .pipelines import Pipeline, PipelineCache
+from .queue import CommandQueue
+
+if TYPE_CHECKING:
+    from tenferro_host.host import Host
+
+DEBUG_SYNC_ENV = "TENFERRO_DEBUG_SYNC"
+
+
+class WebGpuStorage(Storage):
+    """A storage buffer of ``nbytes`` host bytes; on the device each element takes
+    ``element_size`` bytes (``widen`` times its host size: 4 for bool) and the buffer is padded
+    to a multiple of 4 bytes."""
+
+    __slots__ = ("buffer", "element_size", "widen")
+
+    def __init__(self, runtime: Runtime, buffer: Any, nbytes: int, dt: DType) -> None:
+        super().__init__(runtime, nbytes)
+        self.buffer = buffer
+        self.element_size = device_element_size(dt)
+        self.widen = self.element_size // dt.itemsize
+
+
+class WebGpuExecSession(ExecSession):
+    """The execution authority on a WebGPU runtime: DSL kernels only (``ex.jit``).
+
+    ``ex.raw(...)`` raises UnsupportedError: WebGPU has no native modules, streams or pointers.
+    """
+
+    @property
+    def device_info(self) -> WebGpuDeviceInfo:
+        info = self.runtime.device_info
+        assert isinstance(info, WebGpuDeviceInfo)
+        return info
+
+
+class WebGpuRuntime(Runtime):
+    """A WebGPU device of one adapter, with its own queue and allocation domain."""
+
+    def __init__(self, host: Host, index: int = 0) -> None:
+        import wgpu
+
+        info, wgpu_adapter = adapter(index)
+        super().__init__(host, "webgpu", index, software=info.software)
+        self._wgpu = wgpu
+        f16 = "shader-f16" in info.features
+        self._device = wgpu_adapter.request_device_sync(
+            label=f"tenferro webgpu:{index}",
+            required_features=["shader-f16"] if f16 else [],
+            required_limits=dict(wgpu_adapter.limits),
+        )
+        self._adapter_info = info
+        self._id = WebGpuDeviceId(index, info.name, info.backend)
+        self._info = WebGpuDeviceInfo.from_device(info, dict(self._device.limits), f16)
+        self.supported_dtypes = stored_dtypes(f16)
+        self.queue = CommandQueue(self._device)
+        self.pipelines = PipelineCache(self._device)
+        self._fold_limit = self._info.max_compute_workgroups_per_dimension
+        self._usage = (
+            wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+        )
+        self.debug_sync = os.environ.get(DEBUG_SYNC_ENV, "") not in ("", "0")
+        self._lock = threading.Lock()
+
+    # -- identity -------------------------------------------------------------------------------
+    @property
+    def device(self) -> WebGpuDeviceId:
+        return self._id
+
+    @property
+    def device_info(self) -> WebGpuDeviceInfo:
+        return self._info
+
+    @property
+    def wgpu_device(self) -> Any:
+        """The wgpu device (for this plugin's own modules; not part of any public API)."""
+        return self._device
+
+    @property
+    def max_workgroups_per_dimension(self) -> int:
+        """Where dispatches start folding; tests lower it to exercise the fold at small sizes."""
+        return self._fold_limit
+
+    @max_workgroups_per_dimension.setter
+    def max_workgroups_per_dimension(self, value: int) -> None:
+        limit = self._info.max_compute_workgroups_per_dimension
+        if not isinstance(value, int) or not 1 <= value <= limit:
+            raise InvalidLaunchConfigError(
+                f"max_workgroups_per_dimension must be an int in [1, {limit}] (the device "
+                f"limit), got {value!r}",
+                argument="max_workgroups_per_dimension",
+            )
+        self._fold_limit = value
+
+    def new_exec_session(self, backend_session: BackendSession) -> ExecSession:
+        return WebGpuExecSession(backend_session)
+
+    # -- dtypes and limits ----------------------------------------------------------------------
+    def _check_dtype(self, dt: DType) -> DType:
+        if dt.name not in self.supported_dtypes:
+            raise unsupported_dtype(dt, self.name)
+        return dt
+
+    def _check_size(self, nbytes: int) -> None:
+        """A tensor must fit one buffer and one storage binding (kernels bind it whole)."""
+        for limit, value in (
+            ("max_buffer_size", self._info.max_buffer_size),
+            ("max_storage_buffer_binding_size", self._info.max_storage_buffer_binding_size),
+        ):
+            if nbytes > value:
+                raise UnsupportedError(
+                    f"a tensor of {nbytes} bytes exceeds the adapter's {limit} of {value} bytes "
+                    f"on {self.name!r}; split it into smaller tensors or use another backend",
+                    backend=self.name,
+                    feature=limit,
+                )
+
+    # -- provider primitives --------------------------------------------------------------------
+    def _allocate(self, nbytes: int, dt: DType) -> Storage:
+        device_bytes = nbytes // dt.itemsize * device_element_size(dt)
+        padded = -(-device_bytes // 4) * 4
+        self._check_size(padded)
+        try:
+            buffer = self._device.create_buffer(size=padded, usage=self._usage)
+        except self._wgpu.GPUOutOfMemoryError as exc:
+            raise OutOfMemoryError(
+                f"WebGPU could not allocate {padded} bytes on {self.name!r}; free tensors or "
+                "use smaller ones",
+                nbytes=padded,
+                pool_stats={"buffers_bytes": padded},
+            ) from exc
+        except self._wgpu.GPUError as exc:
+            raise BackendError(f"WebGPU buffer creation failed on {self.name!r}: {exc}") from exc
+        return WebGpuStorage(self, buffer, nbytes, dt)
+
+    def _write(self, storage: Storage, data: np.ndarray) -> None:
+        assert isinstance(storage, WebGpuStorage)
+        raw = data.astype(np.uint32).view(np.uint8) if storage.widen != 1 else data
+        pad = -raw.nbytes % 4
+        if pad:
+            raw = np.concatenate([raw, np.zeros(pad, dtype=np.uint8)])
+        self._device.queue.write_buffer(storage.buffer, 0, raw)
+
+    def _read(self, storage: Storage, byte_offset: int, nbytes: int) -> np.ndarray:
+        assert isinstance(storage, WebGpuStorage)
+        lo, hi = byte_offset * storage.widen, (byte_offset + nbytes) * storage.widen
+        start, stop = lo // 4 * 4, min(-(-hi // 4) * 4, storage.buffer.size)
+        raw = np.frombuffer(self.queue.read(storage.buffer, start, stop - start), dtype=np.uint8)
+        out = raw[lo - start : hi - start]
+        if storage.widen != 1:
+            return out.view(np.uint32).astype(np.uint8)
+        return out.copy()
+
+    def _fill_zero(self, storage: Storage) -> None:
+        assert isinstance(storage, WebGpuStorage)
+        with self.queue.lock:
+            self.queue.encoder().clear_buffer(storage.buffer)
+            self.queue.commit()
+
+    def _copy_to_compact(self, src: Tensor, dst: Tensor) -> None:
+        assert isinstance(src.storage, WebGpuStorage) and isinstance(dst.storage, WebGpuStorage)
+        elem = strided_copy.storage_word(src.storage.element_size)
+        ndim = src.ndim
+        pipeline = self.pipelines.get(
+            ("strided_copy", elem, ndim),
+            lambda: (strided_copy.source(elem, ndim), (False, True)),
+            what=f"the built-in strided copy ({elem}, rank {ndim})",
+        )
+        cubes = -(-src.numel // strided_copy.WORKGROUP)
+        count, physical = self.grid((cubes, 1, 1), op="canonicalize")
+        block = UniformBlock()
+        block.grid(count, physical)
+        uniform = strided_copy.uniforms(block, src.numel, src.offset, src.shape, src.strides)
+        self.dispatch(pipeline, uniform, [src.storage.buffer, dst.storage.buffer], physical)
+        self.queue.commit()
+
+    def _synchronize(self) -> None:
+        self.queue.wait_idle()
+
+    # -- dispatch (used by the JIT session and canonicalize) ------------------------------------
+    def grid(
+        self, count: tuple[int, int, int], op: str | None = None
+    ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """(logical count, physical dispatch) for a grid of cubes, folded past the limit."""
+        return count, fold(count, self._fold_limit, op)
+
+    def dispatch(
+        self,
+        pipeline: Pipeline,
+        uniform: bytes,
+        buffers: list[Any],
+        physical: tuple[int, int, int],
+    ) -> None:
+        """Record one dispatch into the pending compute pass (submitted by the caller's rule)."""
+        wgpu = self._wgpu
+        device = self._device
+        params = device.create_buffer_with_data(data=uniform, usage=wgpu.BufferUsage.UNIFORM)
+        entries = [{"binding": 0, "resource": {"buffer": params}}]
+        entries += [{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(buffers, 1)]
+        group = device.create_bind_group(layout=pipeline.layout, entries=entries)
+        with self.queue.lock:
+            cpass = self.queue.compute_pass()
+            cpass.set_pipeline(pipeline.pipeline)
+            cpass.set_bind_group(0, group)
+            cpass.dispatch_workgroups(*physical)
+
+
+__all__ = ["WebGpuExecSession", "WebGpuRuntime", "WebGpuStorage"]
