@@ -15,6 +15,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from .errors import ValidationError
+
 _tokens = itertools.count(1)
 
 
@@ -36,7 +38,10 @@ class CudaDeviceUuid:
 
     def __post_init__(self) -> None:
         if len(self.raw) != 16:
-            raise ValueError(f"a CUDA device UUID has 16 bytes, got {len(self.raw)}")
+            raise ValidationError(
+                f"a CUDA device UUID has 16 bytes, got {len(self.raw)}; pass the driver's UUID",
+                argument="raw",
+            )
 
     def __str__(self) -> str:
         h = self.raw.hex()
