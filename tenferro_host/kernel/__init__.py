@@ -1,0 +1,69 @@
+"""The portable kernel DSL (SPEC section 7): ``from tenferro_host import kernel as K``.
+
+>>> from tenferro_host import kernel as K
+>>> K.Array[K.F]
+K.Array[K.F]
+
+A kernel is a Python function decorated with ``@K.kernel``; its body is parsed from the source
+file into a typed IR (never executed by Python) and run by the CPU interpreter or compiled to
+CUDA C / WGSL. See :mod:`tenferro_host.kernel.frontend` for the typing rules.
+"""
+
+from .kernel import ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, kernel
+from .lang import (
+    ABSOLUTE_POS,
+    ABSOLUTE_POS_X,
+    ABSOLUTE_POS_Y,
+    ABSOLUTE_POS_Z,
+    CUBE_COUNT,
+    CUBE_COUNT_X,
+    CUBE_COUNT_Y,
+    CUBE_COUNT_Z,
+    CUBE_DIM,
+    CUBE_DIM_X,
+    CUBE_DIM_Y,
+    CUBE_DIM_Z,
+    CUBE_POS,
+    CUBE_POS_X,
+    CUBE_POS_Y,
+    CUBE_POS_Z,
+    UNIT_POS,
+    UNIT_POS_X,
+    UNIT_POS_Y,
+    UNIT_POS_Z,
+    Array,
+    Const,
+    F,
+    I,
+    abs,
+    bool_,
+    ceil,
+    cos,
+    exp,
+    f16,
+    f32,
+    f64,
+    floor,
+    fma,
+    i32,
+    i64,
+    log,
+    max,
+    min,
+    select,
+    sin,
+    sqrt,
+    tanh,
+    u32,
+)
+
+__all__ = [
+    "ABSOLUTE_POS", "ABSOLUTE_POS_X", "ABSOLUTE_POS_Y", "ABSOLUTE_POS_Z",
+    "CUBE_COUNT", "CUBE_COUNT_X", "CUBE_COUNT_Y", "CUBE_COUNT_Z",
+    "CUBE_DIM", "CUBE_DIM_X", "CUBE_DIM_Y", "CUBE_DIM_Z",
+    "CUBE_POS", "CUBE_POS_X", "CUBE_POS_Y", "CUBE_POS_Z",
+    "UNIT_POS", "UNIT_POS_X", "UNIT_POS_Y", "UNIT_POS_Z",
+    "Array", "ArrayDesc", "CacheInfo", "Const", "F", "I", "Kernel", "ScalarDesc",
+    "Specialization", "abs", "bool_", "ceil", "cos", "exp", "f16", "f32", "f64", "floor", "fma",
+    "i32", "i64", "kernel", "log", "max", "min", "select", "sin", "sqrt", "tanh", "u32",
+]

@@ -1,0 +1,263 @@
+"""The typed IR every target consumes (CPU interpreter, CUDA C, WGSL).
+
+The front-end produces it fully typed and resolved: generics are concrete dtypes, compile-time
+constants are folded into :class:`Const`, untyped literals have a type, every binary operation
+has operands of one type. Targets therefore never infer anything; see ``docs/dsl-ir.md``.
+
+Nodes are frozen dataclasses. Every node carries ``line``, the absolute source line it came from
+(for runtime diagnostics such as an out-of-bounds access reported by the interpreter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dtypes import DType
+
+# ---------------------------------------------------------------- operators
+
+ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "pow")
+"""``Binary.op``: ``div`` is float-only, ``floordiv``/``mod`` truncate toward zero, ``pow`` is
+float-only."""
+
+COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+LOGICAL_OPS = ("and", "or")
+UNARY_OPS = ("neg", "not")
+MATH_FUNCS = ("sqrt", "exp", "log", "sin", "cos", "tanh", "abs", "floor", "ceil", "min", "max",
+              "fma")
+
+
+@dataclass(frozen=True)
+class Node:
+    line: int = field(default=0, kw_only=True, compare=False)
+
+
+# ---------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Expr(Node):
+    """An expression; ``type`` (keyword-only) is its scalar dtype (``bool`` for comparisons)."""
+
+    type: DType = field(kw_only=True)
+
+
+@dataclass(frozen=True)
+class Const(Expr):
+    """A typed literal; ``value`` is a Python int, float or bool already representable in
+    ``type`` (floats already rounded to f16/f32 when ``type`` is narrower)."""
+
+    value: int | float | bool
+
+
+@dataclass(frozen=True)
+class Var(Expr):
+    """A local variable or a scalar parameter."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ThreadIndex(Expr):
+    """A launch index (``ABSOLUTE_POS``, ``UNIT_POS_X`` ...), type ``u32``; ``name`` is one of
+    :data:`tenferro_host.kernel.lang.THREAD_INDEX_NAMES`. The logical (unfolded) grid is meant."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ArrayLen(Expr):
+    """``a.len``: number of elements of the view (product of its shape), ``u32``."""
+
+    array: str
+
+
+@dataclass(frozen=True)
+class ArrayShape(Expr):
+    """``a.shape[axis]``, ``u32``; ``axis`` is a compile-time int in ``[0, ndim)``."""
+
+    array: str
+    axis: int
+
+
+@dataclass(frozen=True)
+class ArrayStride(Expr):
+    """``a.stride[axis]`` in elements, ``u32``."""
+
+    array: str
+    axis: int
+
+
+@dataclass(frozen=True)
+class Load(Expr):
+    """``a[index]``: element ``offset + index`` of the storage; ``index`` has an integer type."""
+
+    array: str
+    index: Expr
+
+
+@dataclass(frozen=True)
+class Unary(Expr):
+    """``neg`` (numeric, ints wrap) or ``not`` (bool)."""
+
+    op: str
+    operand: Expr
+
+
+@dataclass(frozen=True)
+class Binary(Expr):
+    """Arithmetic on two operands of ``type`` (see :data:`ARITH_OPS`); ints wrap around."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(frozen=True)
+class Compare(Expr):
+    """A comparison of two operands of one type; ``type`` is bool."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(frozen=True)
+class Logical(Expr):
+    """Short-circuit ``and``/``or`` of two bools: ``rhs`` is evaluated only where it decides."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    """Conversion to ``type``: float->int truncates, anything->bool is ``!= 0``, bool->number is
+    0/1. Out-of-range float->int conversions are undefined (as in C)."""
+
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Math(Expr):
+    """A math function (:data:`MATH_FUNCS`) on arguments of ``type``; ``min``/``max`` of floats
+    return the non-NaN operand (C ``fmin``); ``fma`` may fuse."""
+
+    func: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    """``K.select(cond, a, b)``: both ``a`` and ``b`` are evaluated (as WGSL ``select``)."""
+
+    cond: Expr
+    if_true: Expr
+    if_false: Expr
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True)
+class Stmt(Node):
+    """A statement."""
+
+
+@dataclass(frozen=True)
+class Assign(Stmt):
+    """``name = value``; the local's type is ``value.type`` (declared in ``KernelIR.locals``)."""
+
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    """``array[index] = value``; ``value.type`` is the array's element type."""
+
+    array: str
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """``for var in range(start, stop, step)`` with C semantics: ``var`` is the counter (the body
+    cannot assign it); ``stop`` and ``step`` are evaluated once before the loop; a positive step
+    runs while ``var < stop``, a negative one while ``var > stop``; a zero step is an error (the
+    interpreter raises; GPU targets run no iteration). After the loop ``var`` holds the value
+    that ended it."""
+
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class While(Stmt):
+    cond: Expr
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class Break(Stmt):
+    pass
+
+
+@dataclass(frozen=True)
+class Continue(Stmt):
+    pass
+
+
+@dataclass(frozen=True)
+class Return(Stmt):
+    """A bare ``return``: the thread stops."""
+
+
+# ---------------------------------------------------------------- kernel
+
+
+@dataclass(frozen=True)
+class Param:
+    """A runtime parameter: ``kind`` is ``"array"`` (``ndim`` set) or ``"scalar"``."""
+
+    name: str
+    kind: str
+    dtype: DType
+    ndim: int | None = None
+
+
+@dataclass(frozen=True)
+class KernelIR:
+    """One specialized kernel.
+
+    ``params`` are the runtime parameters in declaration order (compile-time constants are not
+    among them: they are folded). ``locals`` maps every local (loop counters included) to its
+    type; targets declare them all at function entry, zero-initialised, so a local read before
+    any assignment on the path taken reads zero on every target. ``written`` names the arrays the
+    body stores to.
+    """
+
+    name: str
+    filename: str
+    params: tuple[Param, ...]
+    locals: tuple[tuple[str, DType], ...]
+    body: tuple[Stmt, ...]
+    written: frozenset[str]
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)

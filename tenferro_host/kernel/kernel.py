@@ -1,0 +1,276 @@
+"""``@K.kernel`` and specialization: one kernel object, typed IR per (types, constants, target).
+
+A :class:`Kernel` is what the decorator returns. ``kernel.specialize(...)`` resolves the generics
+``K.F``/``K.I`` from argument descriptions, folds compile-time constants, type-checks the body and
+caches the resulting :class:`Specialization` per (dtypes + ndims, constants, target, features) in
+a bounded LRU cache (``kernel.cache_info()``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..dtypes import DType
+from ..errors import DslError, DTypeError, ValidationError
+from . import lang
+from .frontend import ParamDecl, ParsedKernel, lower
+from .ir import KernelIR, Param
+
+DEFAULT_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True)
+class ArrayDesc:
+    """What specialization needs to know about an array argument."""
+
+    dtype: DType
+    ndim: int
+
+
+@dataclass(frozen=True)
+class ScalarDesc:
+    """A scalar argument; ``dtype`` is None for a plain Python number (it takes the parameter's
+    type), or the dtype of a numpy scalar (which may bind a generic no array binds)."""
+
+    dtype: DType | None = None
+
+
+ArgDesc = ArrayDesc | ScalarDesc
+
+
+@dataclass(frozen=True)
+class Specialization:
+    """One kernel, fully typed for a target: what every code generator and the interpreter take.
+
+    ``params`` are the runtime parameters in declaration order (name, kind, dtype, ndim);
+    ``constants`` the compile-time constant values by name; ``key`` the cache key.
+    """
+
+    kernel_name: str
+    ir: KernelIR
+    constants: tuple[tuple[str, Any], ...]
+    target: str
+    features: tuple[str, ...]
+    key: tuple[Any, ...]
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        return self.ir.params
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+def _const_value(decl: ParamDecl, value: Any, kernel: str) -> Any:
+    """``value`` checked against ``K.Const[T]`` and normalised to a Python scalar."""
+    assert isinstance(decl.annotation, lang.ConstType)
+    vt = decl.annotation.value_type
+    if isinstance(value, np.generic):
+        value = value.item()
+    if vt is bool:
+        ok = isinstance(value, bool)
+    elif vt is int or (isinstance(vt, lang.ScalarType) and vt.dtype.is_integer):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif vt is float or (isinstance(vt, lang.ScalarType) and vt.dtype.is_float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok and isinstance(vt, lang.ScalarType) else value
+    else:  # K.Const[K.bool_]
+        ok = isinstance(value, bool)
+    if not ok:
+        raise ValidationError(
+            f"constant {decl.name!r} of kernel {kernel!r} is declared {decl.annotation!r} but got "
+            f"{value!r}; pass a value of that type",
+            argument=decl.name,
+        )
+    if isinstance(vt, lang.ScalarType) and vt.dtype.is_integer:
+        info = np.iinfo(vt.dtype.numpy)
+        if not info.min <= value <= info.max:
+            raise ValidationError(
+                f"constant {decl.name!r}={value} does not fit {vt!r}", argument=decl.name
+            )
+    if isinstance(vt, lang.ScalarType) and vt.dtype.is_float:
+        value = float(vt.dtype.numpy.type(value))
+    return value
+
+
+class Kernel:
+    """A DSL kernel: launch it through a JIT session; Python never runs its body."""
+
+    def __init__(self, fn: Callable[..., Any], *, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        self.parsed = ParsedKernel(fn)
+        functools.update_wrapper(self, fn)
+        self.name = fn.__name__
+        self.runtime_params = tuple(d for d in self.parsed.params if not d.is_const)
+        self.const_params = tuple(d for d in self.parsed.params if d.is_const)
+        self._cache: OrderedDict[tuple[Any, ...], Specialization] = OrderedDict()
+        self._cache_size = cache_size
+        self._hits = 0
+        self._misses = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise DslError(
+            f"kernel {self.name!r} cannot be called from Python; launch it in a JIT session: "
+            f"js.launch({self.name}, count, dim, *args)"
+        )
+
+    def __repr__(self) -> str:
+        return f"<K.kernel {self.name} ({self.parsed.filename}:{self.parsed.func.lineno})>"
+
+    # -------------------------------------------------------- resolution
+
+    def resolve(
+        self, arg_descs: Sequence[ArgDesc], constants: Mapping[str, Any]
+    ) -> tuple[tuple[Param, ...], dict[str, DType], dict[str, Any]]:
+        """Runtime params with concrete dtypes, the generic bindings, the constant values."""
+        if len(arg_descs) != len(self.runtime_params):
+            names = ", ".join(d.name for d in self.runtime_params)
+            raise ValidationError(
+                f"kernel {self.name!r} takes {len(self.runtime_params)} runtime argument(s) "
+                f"({names}), got {len(arg_descs)}; compile-time constants go by keyword"
+            )
+        generics: dict[str, DType] = {}
+        bound_by: dict[str, str] = {}
+
+        def bind(generic: lang.GenericType, dtype: DType, param: str) -> None:
+            if not generic.accepts(dtype):
+                raise DTypeError(
+                    f"parameter {param!r} of kernel {self.name!r} is K.{generic.name} (a "
+                    f"{generic.category} type) but got {dtype.name}", argument=param)
+            have = generics.setdefault(generic.name, dtype)
+            if have is not dtype:
+                raise DTypeError(
+                    f"K.{generic.name} is {have.name} (from {bound_by[generic.name]!r}) but "
+                    f"{param!r} is {dtype.name}; every K.{generic.name} parameter shares one "
+                    "dtype: convert one argument", argument=param)
+            bound_by.setdefault(generic.name, param)
+
+        for decl, desc in zip(self.runtime_params, arg_descs, strict=True):
+            ann = decl.annotation
+            if isinstance(ann, lang.ArrayType):
+                if not isinstance(desc, ArrayDesc):
+                    raise ValidationError(
+                        f"parameter {decl.name!r} of kernel {self.name!r} is an array; pass a "
+                        "Tensor or a binding, not a scalar", argument=decl.name)
+                if isinstance(ann.element, lang.GenericType):
+                    bind(ann.element, desc.dtype, decl.name)
+                elif ann.element.dtype is not desc.dtype:
+                    raise DTypeError(
+                        f"parameter {decl.name!r} of kernel {self.name!r} is {ann!r} but got "
+                        f"{desc.dtype.name}", argument=decl.name)
+            elif not isinstance(desc, ScalarDesc):
+                raise ValidationError(
+                    f"parameter {decl.name!r} of kernel {self.name!r} is a scalar ({ann!r}); "
+                    "pass a Python or numpy number, not a tensor", argument=decl.name)
+        for decl, desc in zip(self.runtime_params, arg_descs, strict=True):
+            ann = decl.annotation
+            if (isinstance(ann, lang.GenericType) and isinstance(desc, ScalarDesc)
+                    and desc.dtype is not None and ann.name not in generics):
+                bind(ann, desc.dtype, decl.name)
+        params = []
+        for decl, desc in zip(self.runtime_params, arg_descs, strict=True):
+            ann = decl.annotation
+            element = ann.element if isinstance(ann, lang.ArrayType) else ann
+            assert isinstance(element, (lang.ScalarType, lang.GenericType))
+            if isinstance(element, lang.GenericType):
+                if element.name not in generics:
+                    raise DTypeError(
+                        f"cannot resolve K.{element.name} for parameter {decl.name!r} of kernel "
+                        f"{self.name!r}: no array binds it; pass a numpy scalar with a dtype "
+                        "(e.g. np.float32(2.0))", argument=decl.name)
+                dtype = generics[element.name]
+            else:
+                dtype = element.dtype
+            if isinstance(ann, lang.ArrayType):
+                assert isinstance(desc, ArrayDesc)
+                params.append(Param(decl.name, "array", dtype, desc.ndim))
+            else:
+                params.append(Param(decl.name, "scalar", dtype))
+        return tuple(params), generics, self._constants(constants)
+
+    def _constants(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        known = {d.name for d in self.const_params}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise ValidationError(
+                f"kernel {self.name!r} has no compile-time constant {unknown[0]!r}; its "
+                f"constants are: {', '.join(sorted(known)) or 'none'}", argument=unknown[0])
+        values = {}
+        for decl in self.const_params:
+            if decl.name in given:
+                value = given[decl.name]
+            elif decl.default is not inspect.Parameter.empty:
+                value = decl.default
+            else:
+                raise ValidationError(
+                    f"kernel {self.name!r} needs the compile-time constant {decl.name!r} "
+                    f"({decl.annotation!r}) by keyword at launch", argument=decl.name)
+            values[decl.name] = _const_value(decl, value, self.name)
+        return values
+
+    # -------------------------------------------------------- specialization
+
+    def specialize(
+        self,
+        arg_descs: Sequence[ArgDesc],
+        constants: Mapping[str, Any] | None = None,
+        target: str = "cpu",
+        features: Sequence[str] = (),
+    ) -> Specialization:
+        """The typed IR for these argument types and constants on ``target`` (cached)."""
+        params, generics, values = self.resolve(arg_descs, constants or {})
+        const_key = tuple((k, type(v).__name__, v) for k, v in sorted(values.items()))
+        key = (
+            tuple((p.kind, p.dtype.name, p.ndim) for p in params),
+            const_key,
+            target,
+            tuple(sorted(features)),
+        )
+        with self._lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                self._hits += 1
+                return found
+            self._misses += 1
+        spec = Specialization(
+            kernel_name=self.name,
+            ir=lower(self.parsed, generics, params, values),
+            constants=tuple(sorted(values.items())),
+            target=target,
+            features=tuple(sorted(features)),
+            key=key,
+        )
+        with self._lock:
+            self._cache[key] = spec
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return spec
+
+    def cache_info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, self._cache_size, len(self._cache))
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+            self._hits = self._misses = 0
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Any:
+    """Decorate a function as a DSL kernel (``@K.kernel`` or ``@K.kernel(cache_size=8)``)."""
+    if fn is None:
+        return lambda f: Kernel(f, cache_size=cache_size)
+    return Kernel(fn, cache_size=cache_size)

@@ -1,0 +1,198 @@
+"""The names a kernel body and signature are written with (``K.f32``, ``K.Array[K.F]``, ``K.sqrt``).
+
+These objects are markers: the front-end recognises them in the parsed source. Python never runs
+a kernel body, so calling one of them outside a kernel raises :class:`DslError` saying so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import dtypes
+from ..dtypes import DType
+from ..errors import DslError
+
+
+def _outside_kernel(name: str) -> DslError:
+    return DslError(
+        f"K.{name} is only meaningful inside a @K.kernel body; Python never runs a kernel body. "
+        "Launch the kernel through a JIT session (ex.jit(op).launch(...))."
+    )
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    """A concrete scalar type (``K.f32``): an annotation and, in kernels, a cast ``K.f32(x)``."""
+
+    name: str
+    dtype: DType
+
+    def __call__(self, *args: Any) -> Any:
+        raise _outside_kernel(self.name)
+
+    def __repr__(self) -> str:
+        return f"K.{self.name}"
+
+
+@dataclass(frozen=True)
+class GenericType:
+    """A type variable resolved from the arguments at launch: ``K.F`` (float) or ``K.I`` (int).
+
+    Every parameter annotated with the same generic shares one dtype in a specialization.
+    """
+
+    name: str
+    category: str  # "float" | "int"
+
+    def accepts(self, dtype: DType) -> bool:
+        if self.category == "float":
+            return dtype.is_float
+        return dtype.is_integer
+
+    def __call__(self, *args: Any) -> Any:
+        raise _outside_kernel(self.name)
+
+    def __repr__(self) -> str:
+        return f"K.{self.name}"
+
+
+ElementType = ScalarType | GenericType
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """``K.Array[T]``: a tensor view parameter with element type ``T``."""
+
+    element: ElementType
+
+    def __repr__(self) -> str:
+        return f"K.Array[{self.element!r}]"
+
+
+class _ArrayFactory:
+    """``K.Array[T]`` builds an :class:`ArrayType`."""
+
+    def __getitem__(self, element: Any) -> ArrayType:
+        if not isinstance(element, (ScalarType, GenericType)):
+            raise DslError(
+                f"K.Array[{element!r}]: the element type must be a K scalar type "
+                "(K.F, K.I, K.f32, K.f64, K.f16, K.i32, K.u32, K.i64, K.bool_)"
+            )
+        return ArrayType(element)
+
+    def __repr__(self) -> str:
+        return "K.Array"
+
+
+@dataclass(frozen=True)
+class ConstType:
+    """``K.Const[T]``: a compile-time constant given at launch by keyword (part of the cache key).
+
+    ``T`` is ``int``, ``float`` or ``bool`` (the value is an untyped literal in the body, so it
+    takes the other operand's type) or a concrete K scalar type (a typed literal).
+    """
+
+    value_type: type | ScalarType
+
+    def __repr__(self) -> str:
+        inner = self.value_type if isinstance(self.value_type, ScalarType) else self.value_type
+        name = inner.__name__ if isinstance(inner, type) else repr(inner)
+        return f"K.Const[{name}]"
+
+
+class _ConstFactory:
+    def __getitem__(self, value_type: Any) -> ConstType:
+        if value_type in (int, float, bool) or isinstance(value_type, ScalarType):
+            return ConstType(value_type)
+        raise DslError(
+            f"K.Const[{value_type!r}]: a constant is an int, float, bool or a concrete K scalar "
+            "type such as K.u32"
+        )
+
+    def __repr__(self) -> str:
+        return "K.Const"
+
+
+@dataclass(frozen=True)
+class Intrinsic:
+    """A math function (``K.sqrt``) or ``K.select``; ``arity`` is its number of arguments."""
+
+    name: str
+    arity: int
+
+    def __call__(self, *args: Any) -> Any:
+        raise _outside_kernel(self.name)
+
+    def __repr__(self) -> str:
+        return f"K.{self.name}"
+
+
+@dataclass(frozen=True)
+class ThreadIndex:
+    """A launch index such as ``K.ABSOLUTE_POS``; always ``u32``."""
+
+    name: str
+
+    def __bool__(self) -> bool:
+        raise _outside_kernel(self.name)
+
+    def __repr__(self) -> str:
+        return f"K.{self.name}"
+
+
+Array = _ArrayFactory()
+Const = _ConstFactory()
+
+F = GenericType("F", "float")
+I = GenericType("I", "int")  # noqa: E741 - the documented public name
+
+f32 = ScalarType("f32", dtypes.float32)
+f64 = ScalarType("f64", dtypes.float64)
+f16 = ScalarType("f16", dtypes.float16)
+i32 = ScalarType("i32", dtypes.int32)
+u32 = ScalarType("u32", dtypes.uint32)
+i64 = ScalarType("i64", dtypes.int64)
+bool_ = ScalarType("bool_", dtypes.bool_)
+
+SCALAR_TYPES: tuple[ScalarType, ...] = (f32, f64, f16, i32, u32, i64, bool_)
+
+sqrt = Intrinsic("sqrt", 1)
+exp = Intrinsic("exp", 1)
+log = Intrinsic("log", 1)
+sin = Intrinsic("sin", 1)
+cos = Intrinsic("cos", 1)
+tanh = Intrinsic("tanh", 1)
+abs = Intrinsic("abs", 1)  # noqa: A001 - mirrors the math name users expect
+floor = Intrinsic("floor", 1)
+ceil = Intrinsic("ceil", 1)
+min = Intrinsic("min", 2)  # noqa: A001
+max = Intrinsic("max", 2)  # noqa: A001
+fma = Intrinsic("fma", 3)
+select = Intrinsic("select", 3)
+
+THREAD_INDEX_NAMES: tuple[str, ...] = tuple(
+    base + suffix
+    for base in ("ABSOLUTE_POS", "UNIT_POS", "CUBE_POS", "CUBE_DIM", "CUBE_COUNT")
+    for suffix in ("", "_X", "_Y", "_Z")
+)
+ABSOLUTE_POS = ThreadIndex("ABSOLUTE_POS")
+ABSOLUTE_POS_X = ThreadIndex("ABSOLUTE_POS_X")
+ABSOLUTE_POS_Y = ThreadIndex("ABSOLUTE_POS_Y")
+ABSOLUTE_POS_Z = ThreadIndex("ABSOLUTE_POS_Z")
+UNIT_POS = ThreadIndex("UNIT_POS")
+UNIT_POS_X = ThreadIndex("UNIT_POS_X")
+UNIT_POS_Y = ThreadIndex("UNIT_POS_Y")
+UNIT_POS_Z = ThreadIndex("UNIT_POS_Z")
+CUBE_POS = ThreadIndex("CUBE_POS")
+CUBE_POS_X = ThreadIndex("CUBE_POS_X")
+CUBE_POS_Y = ThreadIndex("CUBE_POS_Y")
+CUBE_POS_Z = ThreadIndex("CUBE_POS_Z")
+CUBE_DIM = ThreadIndex("CUBE_DIM")
+CUBE_DIM_X = ThreadIndex("CUBE_DIM_X")
+CUBE_DIM_Y = ThreadIndex("CUBE_DIM_Y")
+CUBE_DIM_Z = ThreadIndex("CUBE_DIM_Z")
+CUBE_COUNT = ThreadIndex("CUBE_COUNT")
+CUBE_COUNT_X = ThreadIndex("CUBE_COUNT_X")
+CUBE_COUNT_Y = ThreadIndex("CUBE_COUNT_Y")
+CUBE_COUNT_Z = ThreadIndex("CUBE_COUNT_Z")

@@ -1,0 +1,41 @@
+"""Example kernels shared by the tests and the documentation (kernels must live in a file)."""
+
+from tenferro_host import kernel as K
+
+
+@K.kernel
+def saxpy(out: K.Array[K.F], x: K.Array[K.F], y: K.Array[K.F], a: K.F):
+    """out = a * x + y (SPEC section 7)."""
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = a * x[i] + y[i]
+
+
+@K.kernel
+def add(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):
+    """out = lhs + rhs for compact operands."""
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = lhs[i] + rhs[i]
+
+
+@K.kernel
+def transpose_2d(out: K.Array[K.F], src: K.Array[K.F]):
+    """Copy any-strided 2-D ``src`` into compact column-major ``out`` (same shape)."""
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        rows = src.shape[0]
+        r = i % rows
+        c = i // rows
+        out[i] = src[r * src.stride[0] + c * src.stride[1]]
+
+
+@K.kernel
+def row_sums(out: K.Array[K.F], m: K.Array[K.F]):
+    """out[r] = sum of row r of the column-major matrix ``m`` (one thread per row)."""
+    r = K.ABSOLUTE_POS
+    if r < m.shape[0]:
+        acc = K.F(0)
+        for c in range(m.shape[1]):
+            acc += m[r * m.stride[0] + c * m.stride[1]]
+        out[r] = acc
