@@ -1,0 +1,382 @@
+"""The CPU target: runs a specialization on numpy, vectorised over every thread of a launch.
+
+Each local is a numpy array with one lane per thread. Divergent ``if``/``else`` run each branch
+under a mask; loops iterate while any lane still runs; ``break``, ``continue`` and ``return``
+clear lanes from per-loop / per-kernel masks. Masked-off lanes never read or write memory.
+
+Semantics match the GPU targets: integers wrap around (u32 indices too), ``//`` and ``%``
+truncate toward zero, f16/f32 arithmetic stays in its type (each operation rounds), float
+division by zero gives inf/nan. Where a GPU would silently misbehave the interpreter raises a
+typed :class:`ValidationError` naming kernel, file and line: an out-of-bounds array access by an
+active thread (the bound is the view's extent: ``1 + sum((shape[k]-1) * stride[k])``), an integer
+division or remainder by zero, and a ``range`` step of zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes
+from ..dtypes import DType
+from ..errors import UnsupportedError, ValidationError
+from . import ir
+from .kernel import Specialization
+
+U32_MAX = 2**32 - 1
+
+Grid = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class ArrayArg:
+    """An array argument: flat storage of the element dtype and the view into it."""
+
+    storage: np.ndarray[Any, Any]
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def extent(self) -> int:
+        """Elements from the view's first to its last element (0 for an empty view)."""
+        if self.numel == 0:
+            return 0
+        return 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides, strict=True))
+
+
+def check_u32_array(name: str, numel: int, extent: int) -> None:
+    """Arrays index with u32: larger views are unsupported on every target."""
+    if max(numel, extent) > U32_MAX:
+        raise UnsupportedError(
+            f"array {name!r} spans {max(numel, extent)} elements; DSL kernels index with u32, so "
+            f"at most {U32_MAX} elements per view are supported; split the work",
+            feature="arrays larger than 2^32-1 elements",
+        )
+
+
+class _Loop:
+    def __init__(self, n: int) -> None:
+        self.broken = np.zeros(n, bool)
+        self.continued = np.zeros(n, bool)
+
+
+class _Machine:
+    """One launch's state: locals per lane, arrays, control masks."""
+
+    def __init__(self, spec: Specialization, count: Grid, dim: Grid,
+                 args: Sequence[ArrayArg | Any]) -> None:
+        self.spec = spec
+        self.kernel = spec.ir
+        self.count = count
+        self.dim = dim
+        self.n = math.prod(count) * math.prod(dim)
+        self.arrays: dict[str, ArrayArg] = {}
+        self.values: dict[str, Any] = {}
+        for param, arg in zip(spec.params, args, strict=True):
+            if param.kind == "array":
+                self.arrays[param.name] = arg
+            else:
+                self.values[param.name] = param.dtype.numpy.type(arg)
+        for name, dtype in self.kernel.locals:
+            self.values[name] = np.zeros(self.n, dtype.numpy)
+        self.returned = np.zeros(self.n, bool)
+        self.loops: list[_Loop] = []
+        self._indices: dict[str, Any] = {}
+
+    # -------------------------------------------------------- errors
+
+    def fail(self, node: ir.Node, message: str, lanes: np.ndarray[Any, Any],
+             argument: str | None = None) -> ValidationError:
+        thread = int(np.flatnonzero(lanes)[0])
+        return ValidationError(
+            f"kernel {self.kernel.name!r} at {self.kernel.filename}:{node.line}: {message} "
+            f"(first offending thread: ABSOLUTE_POS={thread})",
+            argument=argument,
+        )
+
+    # -------------------------------------------------------- statements
+
+    def stopped(self) -> np.ndarray[Any, Any]:
+        if self.loops:
+            loop = self.loops[-1]
+            return self.returned | loop.broken | loop.continued
+        return self.returned
+
+    def block(self, stmts: tuple[ir.Stmt, ...], active: np.ndarray[Any, Any]) -> None:
+        for stmt in stmts:
+            if not active.any():
+                return
+            self.stmt(stmt, active)
+            active = active & ~self.stopped()
+
+    def stmt(self, s: ir.Stmt, active: np.ndarray[Any, Any]) -> None:
+        if isinstance(s, ir.Assign):
+            value = self.lanes(self.expr(s.value, active))
+            self.values[s.name][active] = value[active]
+        elif isinstance(s, ir.Store):
+            arr = self.arrays[s.array]
+            pos = self.address(s, s.array, self.expr(s.index, active), active)
+            arr.storage[pos] = self.lanes(self.expr(s.value, active))[active]
+        elif isinstance(s, ir.If):
+            cond = self.lanes(self.expr(s.cond, active))
+            self.block(s.then, active & cond)
+            self.block(s.orelse, active & ~cond)
+        elif isinstance(s, ir.While):
+            self.loop(s, active)
+        elif isinstance(s, ir.For):
+            self.for_range(s, active)
+        elif isinstance(s, ir.Break):
+            self.loops[-1].broken |= active
+        elif isinstance(s, ir.Continue):
+            self.loops[-1].continued |= active
+        elif isinstance(s, ir.Return):
+            self.returned |= active
+        else:
+            raise TypeError(f"unknown IR statement {s!r}")
+
+    def loop(self, s: ir.While, active: np.ndarray[Any, Any]) -> None:
+        frame = _Loop(self.n)
+        self.loops.append(frame)
+        running = active.copy()
+        while True:
+            running &= self.lanes(self.expr(s.cond, running))
+            if not running.any():
+                break
+            frame.continued[:] = False
+            self.block(s.body, running)
+            running &= ~(frame.broken | self.returned)
+        self.loops.pop()
+
+    def for_range(self, s: ir.For, active: np.ndarray[Any, Any]) -> None:
+        counter = self.values[s.var]
+        counter[active] = self.lanes(self.expr(s.start, active))[active]
+        stop = self.lanes(self.expr(s.stop, active))
+        step = self.lanes(self.expr(s.step, active))
+        zero = active & (step == 0)
+        if zero.any():
+            raise self.fail(s, "range step is zero", zero)
+        positive = step > 0
+        frame = _Loop(self.n)
+        self.loops.append(frame)
+        running = active.copy()
+        while True:
+            running &= np.where(positive, counter < stop, counter > stop)
+            if not running.any():
+                break
+            frame.continued[:] = False
+            self.block(s.body, running)
+            running &= ~(frame.broken | self.returned)
+            counter[running] += step[running]
+        self.loops.pop()
+
+    # -------------------------------------------------------- memory
+
+    def address(self, node: ir.Node, name: str, index: Any,
+                active: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        arr = self.arrays[name]
+        idx = self.lanes(index)[active]
+        bad = (idx < 0) | (idx >= arr.extent)
+        if bad.any():
+            lanes = np.zeros(self.n, bool)
+            lanes[np.flatnonzero(active)[bad]] = True
+            first = idx[bad][0]
+            raise self.fail(node, f"index {first} of array {name!r} is out of bounds (the view "
+                                  f"spans {arr.extent} elements)", lanes, argument=name)
+        return arr.offset + idx.astype(np.int64)
+
+    # -------------------------------------------------------- expressions
+
+    def lanes(self, value: Any) -> np.ndarray[Any, Any]:
+        """``value`` as one entry per lane (scalars broadcast, read-only)."""
+        if isinstance(value, np.ndarray) and value.shape == (self.n,):
+            return value
+        return np.broadcast_to(value, (self.n,))
+
+    def expr(self, e: ir.Expr, active: np.ndarray[Any, Any]) -> Any:
+        if isinstance(e, ir.Const):
+            return e.type.numpy.type(e.value)
+        if isinstance(e, ir.Var):
+            return self.values[e.name]
+        if isinstance(e, ir.ThreadIndex):
+            return self.thread_index(e.name)
+        if isinstance(e, ir.ArrayLen):
+            return np.uint32(self.arrays[e.array].numel)
+        if isinstance(e, ir.ArrayShape):
+            return np.uint32(self.arrays[e.array].shape[e.axis])
+        if isinstance(e, ir.ArrayStride):
+            return np.uint32(self.arrays[e.array].strides[e.axis])
+        if isinstance(e, ir.Load):
+            pos = self.address(e, e.array, self.expr(e.index, active), active)
+            out = np.zeros(self.n, e.type.numpy)
+            out[active] = self.arrays[e.array].storage[pos]
+            return out
+        if isinstance(e, ir.Unary):
+            v = self.expr(e.operand, active)
+            return np.logical_not(v) if e.op == "not" else np.negative(v)
+        if isinstance(e, ir.Binary):
+            return self.binary(e, active)
+        if isinstance(e, ir.Compare):
+            a, b = self.expr(e.lhs, active), self.expr(e.rhs, active)
+            return _COMPARE[e.op](a, b)
+        if isinstance(e, ir.Logical):
+            a = self.lanes(self.expr(e.lhs, active))
+            if e.op == "and":
+                return a & self.lanes(self.expr(e.rhs, active & a))
+            return a | self.lanes(self.expr(e.rhs, active & ~a))
+        if isinstance(e, ir.Cast):
+            return cast(self.expr(e.value, active), e.value.type, e.type)
+        if isinstance(e, ir.Math):
+            return math_func(e.func, [self.expr(a, active) for a in e.args], e.type)
+        if isinstance(e, ir.Select):
+            cond = self.expr(e.cond, active)
+            return np.where(cond, self.expr(e.if_true, active), self.expr(e.if_false, active)
+                            ).astype(e.type.numpy, copy=False)
+        raise TypeError(f"unknown IR expression {e!r}")
+
+    def binary(self, e: ir.Binary, active: np.ndarray[Any, Any]) -> Any:
+        a, b = self.expr(e.lhs, active), self.expr(e.rhs, active)
+        t = e.type
+        if t.is_float:
+            result = _FLOAT_OPS[e.op](a, b)
+        elif e.op in ("floordiv", "mod"):
+            zero = active & (self.lanes(b) == 0)
+            if zero.any():
+                raise self.fail(e, "integer division or remainder by zero", zero)
+            b = np.where(self.lanes(b) == 0, t.numpy.type(1), b)
+            r = np.fmod(a, b)
+            result = r if e.op == "mod" else (a - r) // b
+        else:
+            result = _INT_OPS[e.op](a, b)
+        return np.asarray(result).astype(t.numpy, copy=False)
+
+    def thread_index(self, name: str) -> Any:
+        found = self._indices.get(name)
+        if found is None:
+            found = self._indices[name] = self._compute_index(name)
+        return found
+
+    def _compute_index(self, name: str) -> Any:
+        (cx, cy, cz), (dx, dy, dz) = self.count, self.dim
+        scalars = {
+            "CUBE_DIM": dx * dy * dz, "CUBE_DIM_X": dx, "CUBE_DIM_Y": dy, "CUBE_DIM_Z": dz,
+            "CUBE_COUNT": cx * cy * cz, "CUBE_COUNT_X": cx, "CUBE_COUNT_Y": cy,
+            "CUBE_COUNT_Z": cz,
+        }
+        if name in scalars:
+            return np.uint32(scalars[name])
+        t = np.arange(self.n, dtype=np.int64)
+        per_cube = dx * dy * dz
+        cube, unit = t // per_cube, t % per_cube
+        parts = {
+            "ABSOLUTE_POS": t,
+            "UNIT_POS": unit,
+            "UNIT_POS_X": unit % dx,
+            "UNIT_POS_Y": (unit // dx) % dy,
+            "UNIT_POS_Z": unit // (dx * dy),
+            "CUBE_POS": cube,
+            "CUBE_POS_X": cube % cx,
+            "CUBE_POS_Y": (cube // cx) % cy,
+            "CUBE_POS_Z": cube // (cx * cy),
+        }
+        if name.startswith("ABSOLUTE_POS_"):
+            axis = name[-1]
+            value = (self.thread_index("CUBE_POS_" + axis).astype(np.int64)
+                     * scalars["CUBE_DIM_" + axis] + self.thread_index("UNIT_POS_" + axis))
+        else:
+            value = parts[name]
+        return value.astype(np.uint32)
+
+
+_COMPARE: dict[str, Callable[..., Any]] = {
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+}
+_INT_OPS: dict[str, Callable[..., Any]] = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+_FLOAT_OPS: dict[str, Callable[..., Any]] = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+    "floordiv": lambda a, b: np.trunc(np.divide(a, b)), "mod": np.fmod, "pow": np.power,
+}
+
+
+def cast(value: Any, source: DType, target: DType) -> Any:
+    """C conversion semantics: to bool is ``!= 0``; float -> int truncates."""
+    if target is dtypes.bool_:
+        return np.not_equal(value, 0)
+    return np.asarray(value).astype(target.numpy)
+
+
+def math_func(func: str, args: list[Any], t: DType) -> Any:
+    """One math intrinsic on arguments of type ``t``; the result has type ``t``."""
+    if func == "fma":
+        if t is dtypes.float64:
+            result = args[0] * args[1] + args[2]
+        else:  # exact product and sum in f64, one rounding: what a fused multiply-add gives
+            a, b, c = (np.asarray(x, np.float64) for x in args)
+            result = a * b + c
+    elif func in ("min", "max"):
+        if t.is_float:
+            result = (np.fmin if func == "min" else np.fmax)(*args)
+        else:
+            result = (np.minimum if func == "min" else np.maximum)(*args)
+    else:
+        result = _UNARY_MATH[func](args[0])
+    return np.asarray(result).astype(t.numpy, copy=False)
+
+
+_UNARY_MATH: dict[str, Callable[..., Any]] = {
+    "sqrt": np.sqrt, "exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos,
+    "tanh": np.tanh, "abs": np.abs, "floor": np.floor, "ceil": np.ceil,
+}
+
+
+def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | Any]) -> None:
+    """Run ``spec`` over the grid ``count`` x ``dim``, reading and writing the array storages.
+
+    ``args`` align with ``spec.params``: an :class:`ArrayArg` for an array (its storage dtype must
+    be the parameter's), a Python or numpy number for a scalar (converted to its dtype).
+    """
+    if len(args) != len(spec.params):
+        raise ValidationError(
+            f"kernel {spec.kernel_name!r} takes {len(spec.params)} argument(s), got {len(args)}")
+    for param, arg in zip(spec.params, args, strict=True):
+        if param.kind != "array":
+            continue
+        if not isinstance(arg, ArrayArg):
+            raise ValidationError(f"parameter {param.name!r} needs an array", argument=param.name)
+        if arg.storage.dtype != param.dtype.numpy or arg.storage.ndim != 1:
+            raise ValidationError(
+                f"array {param.name!r} needs flat {param.dtype.name} storage, got "
+                f"{arg.storage.dtype} with {arg.storage.ndim} dims", argument=param.name)
+        if len(arg.shape) != param.ndim or len(arg.strides) != param.ndim:
+            raise ValidationError(
+                f"array {param.name!r} was specialized for {param.ndim} dims, got shape "
+                f"{arg.shape}", argument=param.name)
+        if any(s < 0 for s in arg.strides):
+            raise UnsupportedError(
+                f"array {param.name!r} has a negative stride {arg.strides}; DSL kernels index "
+                "with u32 offsets: canonicalize the view first", feature="negative strides")
+        check_u32_array(param.name, arg.numel, arg.extent)
+        if arg.extent and (arg.offset < 0 or arg.offset + arg.extent > arg.storage.size):
+            raise ValidationError(
+                f"array {param.name!r}: the view (offset {arg.offset}, shape {arg.shape}, "
+                f"strides {arg.strides}) exceeds its storage of {arg.storage.size} elements",
+                argument=param.name)
+    n = math.prod(count) * math.prod(dim)
+    if n == 0:
+        return
+    if n > U32_MAX + 1:
+        raise UnsupportedError(
+            f"a launch of {n} threads exceeds the u32 range of ABSOLUTE_POS; split the work",
+            feature="more than 2^32 threads per launch")
+    machine = _Machine(spec, count, dim, args)
+    with np.errstate(all="ignore"):
+        machine.block(spec.ir.body, np.ones(n, bool))
