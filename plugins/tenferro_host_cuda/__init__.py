@@ -1,0 +1,58 @@
+"""CUDA provider plugin: the ``cuda`` backend and the raw extension seam (cuda-python).
+
+Registered by the entry point ``cuda = "tenferro_host_cuda"`` like any third-party plugin and
+importing only tenferro_host's public API and provider SPI. Importing it loads no GPU library:
+``cuda.bindings`` is imported on first use, and ``probe()`` reports a missing driver or
+library as an unavailable backend with the reason.
+
+>>> import tenferro_host as tf
+>>> status = tf.Host().backend_status("cuda")
+>>> status.available or bool(status.reason)
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenferro_host import BackendProvider, ExtensionCapability, hookimpl
+
+from . import raw
+from .device import CudaDeviceInfo, nvrtc_version, probe
+from .exec_session import CudaExecSession
+from .runtime import CudaRuntime
+
+TENFERRO_HOST_API = (1, 0)
+
+
+def _create(host: Any, index: int) -> CudaRuntime:
+    return CudaRuntime(index, host=host)
+
+
+@hookimpl
+def tenferro_host_register(registry: Any) -> None:
+    registry.add_backend(BackendProvider("cuda", probe, _create, priority=100))
+
+
+@hookimpl
+def tenferro_host_capabilities(backend: Any) -> dict[ExtensionCapability, bool] | None:
+    if backend.kind != "cuda":
+        return None
+    return {
+        ExtensionCapability.NATIVE_MODULE: True,
+        ExtensionCapability.RUNTIME_COMPILATION: nvrtc_version() is not None,
+        ExtensionCapability.RAW_STREAM: True,
+        ExtensionCapability.SAME_DEVICE_ASYNC_COPY: False,
+        ExtensionCapability.PEER_COPY: False,
+    }
+
+
+__all__ = [
+    "TENFERRO_HOST_API",
+    "CudaDeviceInfo",
+    "CudaExecSession",
+    "CudaRuntime",
+    "raw",
+    "tenferro_host_capabilities",
+    "tenferro_host_register",
+]

@@ -1,0 +1,235 @@
+"""Launch configurations, typed scalars and the packed kernel-argument buffer.
+
+Kernel arguments are never bare Python numbers: a typed scalar (``i32(8)``, ``f32(0.5)`` ...)
+says how many bytes the kernel receives, so the launch check can compare it with the kernel's
+parameter layout. Arguments are packed once into one ctypes buffer laid out exactly like the
+device-side parameter block, with an array of pointers into it — the form ``cuLaunchKernel``
+takes — so a launch costs one ``struct.pack_into`` and one driver call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tenferro_host.errors import InvalidLaunchConfigError, ValidationError
+
+
+def _dim3(value: Any, argument: str) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if not 1 <= len(dims) <= 3 or not all(
+        isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims
+    ):
+        raise InvalidLaunchConfigError(
+            f"{argument} must be an int or 1-3 ints, got {value!r}", argument=argument
+        )
+    if any(d <= 0 for d in dims):
+        raise InvalidLaunchConfigError(
+            f"{argument} dimensions must be positive, got {value!r}", argument=argument
+        )
+    padded = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    return padded  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, init=False)
+class LaunchConfig:
+    """Grid and block sizes (1-3 dims) and dynamic shared memory; types and positivity only.
+
+    Device and per-function limits are checked at launch (``InvalidLaunchConfigError``).
+
+    >>> LaunchConfig.flat(1000, 256)
+    LaunchConfig(grid=(4, 1, 1), block=(256, 1, 1), shared_mem_bytes=0)
+    """
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem_bytes: int
+
+    def __init__(self, grid: Any, block: Any, shared_mem_bytes: int = 0) -> None:
+        if not isinstance(shared_mem_bytes, (int, np.integer)) or shared_mem_bytes < 0:
+            raise InvalidLaunchConfigError(
+                f"shared_mem_bytes must be a non-negative int, got {shared_mem_bytes!r}",
+                argument="shared_mem_bytes",
+            )
+        object.__setattr__(self, "grid", _dim3(grid, "grid"))
+        object.__setattr__(self, "block", _dim3(block, "block"))
+        object.__setattr__(self, "shared_mem_bytes", int(shared_mem_bytes))
+
+    @classmethod
+    def flat(cls, n: int, block: int = 256, smem: int = 0) -> LaunchConfig:
+        """A 1-D config covering ``n`` threads (``n == 0`` is an error: nothing to launch)."""
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n <= 0:
+            raise InvalidLaunchConfigError(
+                f"LaunchConfig.flat needs n > 0 threads, got {n!r}; skip the launch when "
+                "there is no work",
+                argument="n",
+            )
+        if not isinstance(block, (int, np.integer)) or block <= 0:
+            raise InvalidLaunchConfigError(
+                f"block must be a positive int, got {block!r}", argument="block"
+            )
+        return cls(math.ceil(int(n) / int(block)), int(block), smem)
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    def __str__(self) -> str:
+        return f"grid={self.grid} block={self.block} smem={self.shared_mem_bytes}"
+
+
+class Scalar:
+    """A typed kernel scalar; subclasses fix the C type (``code`` is its struct format)."""
+
+    __slots__ = ("_value",)
+    code: ClassVar[str]
+    _code: ClassVar[str]
+    numpy_type: ClassVar[type]
+    c_name: ClassVar[str]
+    _session: ClassVar[None] = None  # scalars belong to no session
+
+    def __init__(self, value: Any) -> None:
+        self._value = self._convert(value)
+
+    def _convert(self, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValidationError(
+                f"{type(self).__name__} takes an int, got {value!r}", argument="value"
+            )
+        info = np.iinfo(self.numpy_type)
+        if not info.min <= int(value) <= info.max:
+            raise ValidationError(
+                f"{value} does not fit {self.c_name} [{info.min}, {info.max}]", argument="value"
+            )
+        return int(value)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            cls._code = cls.code
+
+    @property
+    def value(self) -> Any:
+        return self._value
+
+    @property
+    def nbytes(self) -> int:
+        return struct.calcsize(self.code)
+
+    def numpy(self) -> np.generic:
+        """The value as a numpy scalar of the right width (what cuda.core's launch packs)."""
+        return self.numpy_type(self._value)  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._value!r})"
+
+
+class _Float(Scalar):
+    __slots__ = ()
+
+    def _convert(self, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValidationError(
+                f"{type(self).__name__} takes a real number, got {value!r}", argument="value"
+            )
+        return float(self.numpy_type(value))
+
+
+class i32(Scalar):  # noqa: N801 - C type names
+    __slots__ = ()
+    code, numpy_type, c_name = "i", np.int32, "int"
+
+
+class u32(Scalar):  # noqa: N801
+    __slots__ = ()
+    code, numpy_type, c_name = "I", np.uint32, "unsigned int"
+
+
+class i64(Scalar):  # noqa: N801
+    __slots__ = ()
+    code, numpy_type, c_name = "q", np.int64, "long long"
+
+
+class u64(Scalar):  # noqa: N801
+    __slots__ = ()
+    code, numpy_type, c_name = "Q", np.uint64, "unsigned long long"
+
+
+class f32(_Float):  # noqa: N801
+    __slots__ = ()
+    code, numpy_type, c_name = "f", np.float32, "float"
+
+
+class f64(_Float):  # noqa: N801
+    __slots__ = ()
+    code, numpy_type, c_name = "d", np.float64, "double"
+
+
+class f16(_Float):  # noqa: N801
+    __slots__ = ()
+    code, numpy_type, c_name = "e", np.float16, "__half"
+
+
+class bool_(Scalar):  # noqa: N801
+    __slots__ = ()
+    code, numpy_type, c_name = "?", np.bool_, "bool"
+
+    def _convert(self, value: Any) -> Any:
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValidationError(f"bool_ takes a bool, got {value!r}", argument="value")
+        return bool(value)
+
+
+SCALAR_TYPES = (i32, u32, i64, u64, f32, f64, f16, bool_)
+
+
+def layout_format(codes: Sequence[str], offsets: Sequence[int]) -> str:
+    """A struct format placing each code at its device-side parameter offset."""
+    parts = ["<"]
+    pos = 0
+    for code, offset in zip(codes, offsets, strict=True):
+        if offset > pos:
+            parts.append(f"{offset - pos}x")
+        parts.append(code)
+        pos = offset + struct.calcsize("<" + code)
+    return "".join(parts)
+
+
+class ArgPack:
+    """One parameter block (ctypes buffer) plus the ``void*[]`` that points into it."""
+
+    __slots__ = ("_buf", "_ptrs", "_struct", "addr")
+
+    def __init__(self, fmt: str, offsets: Sequence[int]) -> None:
+        self._struct = struct.Struct(fmt)
+        self._buf = ctypes.create_string_buffer(max(self._struct.size, 8))
+        base = ctypes.addressof(self._buf)
+        n = max(len(offsets), 1)
+        self._ptrs = (ctypes.c_void_p * n)(*[base + o for o in offsets])
+        self.addr = ctypes.addressof(self._ptrs)
+
+    def pack(self, values: Sequence[Any]) -> None:
+        self._struct.pack_into(self._buf, 0, *values)
+
+
+__all__ = [
+    "SCALAR_TYPES",
+    "ArgPack",
+    "LaunchConfig",
+    "Scalar",
+    "bool_",
+    "f16",
+    "f32",
+    "f64",
+    "i32",
+    "i64",
+    "layout_format",
+    "u32",
+    "u64",
+]

@@ -1,0 +1,187 @@
+"""Thin, typed access to the CUDA driver through ``cuda.bindings``.
+
+``cuda.bindings`` is imported on first use, never at import time, so the provider imports on
+machines without a GPU or without cuda-python. Every driver result goes through :func:`check`,
+which turns error codes into the typed errors of :mod:`tenferro_host.errors` and records sticky
+faults: after one, the device's primary context is poisoned for every runtime in the process and
+:func:`require_healthy` raises :class:`~tenferro_host.errors.ContextPoisonedError`.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import ModuleType
+from typing import Any
+
+from tenferro_host.errors import (
+    BackendError,
+    ContextPoisonedError,
+    OutOfMemoryError,
+)
+
+_driver: ModuleType | None = None
+
+#: Driver error codes after which the context is unusable until the process ends.
+STICKY_FAULTS = frozenset({214, 700, 702, 710, 714, 715, 716, 717, 718, 719, 720})
+OUT_OF_MEMORY = 2
+NOT_READY = 600
+NOT_FOUND = 500
+
+_poisoned: dict[bytes, str] = {}
+_poison_lock = threading.Lock()
+
+
+def drv() -> ModuleType:
+    """``cuda.bindings.driver``, imported and initialised on first use."""
+    global _driver
+    if _driver is None:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        if int(err) != 0:
+            raise BackendError(f"cuInit failed: {error_name(err, driver)}")
+        _driver = driver
+    return _driver
+
+
+def error_name(err: Any, driver: ModuleType | None = None) -> str:
+    """``CUDA_ERROR_X (code): description`` for a driver result."""
+    d = driver or _driver
+    code = int(err)
+    if d is None:
+        return f"CUresult {code}"
+    _, name = d.cuGetErrorName(err)
+    _, text = d.cuGetErrorString(err)
+    name_s = name.decode() if isinstance(name, bytes) else str(name)
+    text_s = text.decode() if isinstance(text, bytes) else str(text)
+    return f"{name_s} ({code}): {text_s}"
+
+
+def poison(uuid: bytes, why: str) -> None:
+    """Mark the device ``uuid`` poisoned (a sticky fault happened on it)."""
+    with _poison_lock:
+        _poisoned.setdefault(uuid, why)
+
+
+def poisoned_reason(uuid: bytes) -> str | None:
+    return _poisoned.get(uuid)
+
+
+def require_healthy(uuid: bytes, op: str | None = None) -> None:
+    """Raise ContextPoisonedError if a sticky fault poisoned the device ``uuid``."""
+    why = _poisoned.get(uuid)
+    if why is not None:
+        from tenferro_host.identity import CudaDeviceUuid
+
+        ident = CudaDeviceUuid(uuid)
+        raise ContextPoisonedError(
+            f"the primary context of CUDA device {ident} is poisoned by an earlier fault "
+            f"({why}); no further work can run on it in this process — restart the process",
+            device_uuid=ident,
+            op=op,
+        )
+
+
+def check(result: Any, what: str, *, uuid: bytes | None = None, op: str | None = None,
+          error: type[BackendError] = BackendError) -> Any:
+    """Unpack a driver result tuple ``(err, *values)``; raise a typed error on failure.
+
+    Returns None, the single value, or the tuple of values.
+    """
+    err = result[0]
+    code = int(err)
+    if code != 0:
+        raise failure(err, what, uuid=uuid, op=op, error=error)
+    if len(result) == 1:
+        return None
+    if len(result) == 2:
+        return result[1]
+    return result[1:]
+
+
+def failure(err: Any, what: str, *, uuid: bytes | None = None, op: str | None = None,
+            error: type[BackendError] = BackendError) -> Exception:
+    """The typed exception for a failed driver call (poisoning the device on sticky faults)."""
+    code = int(err)
+    name = error_name(err)
+    if code in STICKY_FAULTS and uuid is not None:
+        poison(uuid, f"{name} during {what}")
+        from tenferro_host.identity import CudaDeviceUuid
+
+        return ContextPoisonedError(
+            f"{what} failed with {name}; a kernel faulted earlier and poisoned the device's "
+            "primary context — restart the process (run with TENFERRO_DEBUG_SYNC=1 to find "
+            "the faulting launch)",
+            device_uuid=CudaDeviceUuid(uuid),
+            op=op,
+        )
+    if code == OUT_OF_MEMORY:
+        return OutOfMemoryError(f"{what} failed: {name}", op=op)
+    return error(f"{what} failed: {name}", op=op)
+
+
+class PrimaryContext:
+    """Makes a device's primary context current for a block and restores the previous one.
+
+    The switch is skipped when the primary context is already current (it costs ~2 µs).
+    Reentrant per thread by construction: each ``enter`` returns what ``exit`` restores.
+    """
+
+    __slots__ = ("_ctx", "_handle")
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._handle = int(ctx)
+
+    @property
+    def handle(self) -> Any:
+        return self._ctx
+
+    def enter(self) -> Any:
+        """Make the primary context current; return the context to restore, or None."""
+        d = drv()
+        current = check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if int(current) == self._handle:
+            return None
+        check(d.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
+        return current
+
+    @staticmethod
+    def exit(saved: Any) -> None:
+        """Restore what ``enter`` returned (None: nothing was switched)."""
+        if saved is not None:
+            check(drv().cuCtxSetCurrent(saved), "cuCtxSetCurrent (restore)")
+
+    def __enter__(self) -> Any:
+        saved = self.enter()
+        _stack().append(saved)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.exit(_stack().pop())
+
+
+_tls = threading.local()
+
+
+def _stack() -> list[Any]:
+    stack = getattr(_tls, "saved", None)
+    if stack is None:
+        stack = _tls.saved = []
+    return stack
+
+
+__all__ = [
+    "NOT_FOUND",
+    "NOT_READY",
+    "OUT_OF_MEMORY",
+    "STICKY_FAULTS",
+    "PrimaryContext",
+    "check",
+    "drv",
+    "error_name",
+    "failure",
+    "poison",
+    "poisoned_reason",
+    "require_healthy",
+]

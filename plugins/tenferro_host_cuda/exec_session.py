@@ -1,0 +1,95 @@
+"""The CUDA exec session: the only creator of raw (and, through the registry, DSL) sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tenferro_host.errors import ValidationError
+from tenferro_host.provider import BackendSession, ExecSession
+
+from .driver import drv
+
+if TYPE_CHECKING:
+    from .device import CudaDeviceInfo
+    from .raw import RawSession
+    from .runtime import CudaRuntime
+
+
+def foreign_stream(stream: Any, op: str | None = None) -> Any:
+    """The ``CUstream`` of an object implementing ``__cuda_stream__`` (the cuda.core protocol)."""
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is None:
+        raise ValidationError(
+            f"{type(stream).__name__} has no __cuda_stream__; pass a cuda.core Stream, a CuPy "
+            "stream wrapped with cuda.core, or any object implementing the protocol",
+            argument="stream", op=op,
+        )
+    _, handle = protocol()
+    return drv().CUstream(int(handle))
+
+
+class CudaExecSession(ExecSession):
+    """``tf.cuda.exec_session(s)``: device info, identities, raw sessions, external ordering."""
+
+    kind_name = "CUDA exec session"
+
+    def __init__(self, backend_session: BackendSession) -> None:
+        super().__init__(backend_session)
+        self.runtime: CudaRuntime
+        self._pending: list[Callable[[], None]] = []
+
+    @property
+    def device_info(self) -> CudaDeviceInfo:
+        return self.runtime.device_info
+
+    def _on_enter(self) -> None:
+        self.runtime.drain_deferred()
+
+    def raw(self, op: str) -> RawSession:
+        """A raw native-module session for the op ``op`` (SPEC section 6)."""
+        self._check()
+        from .raw import RawSession
+
+        return RawSession(self, op)
+
+    def add_pending_submit(self, submit: Callable[[], None]) -> None:
+        """Register host-side work (an open DSL batch) to submit before the next raw session."""
+        self._check()
+        self._pending.append(submit)
+
+    def submit_pending(self) -> None:
+        """Submit registered host-side work, oldest first (called when a raw session opens)."""
+        while self._pending:
+            self._pending.pop(0)()
+
+    def wait_external(self, stream: Any) -> None:
+        """Order this runtime's stream after the work already on ``stream`` (events only)."""
+        self._check()
+        d = drv()
+        rt = self.runtime
+        foreign = foreign_stream(stream)
+        with rt.primary:
+            event = rt._ok(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+                           "cuEventCreate")
+            try:
+                rt._ok(d.cuEventRecord(event, foreign), "cuEventRecord(foreign stream)")
+                rt.counters.add("events_recorded")
+                rt.stream_wait(event)
+            finally:
+                d.cuEventDestroy(event)
+
+    def signal_external(self, stream: Any) -> None:
+        """Order ``stream`` after the work already on this runtime's stream (events only)."""
+        self._check()
+        d = drv()
+        rt = self.runtime
+        foreign = foreign_stream(stream)
+        event = rt.record_event()
+        try:
+            rt._ok(d.cuStreamWaitEvent(foreign, event, 0), "cuStreamWaitEvent(foreign stream)")
+        finally:
+            rt.recycle_event(event)
+
+
+__all__ = ["CudaExecSession", "foreign_stream"]

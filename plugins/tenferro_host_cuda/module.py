@@ -1,0 +1,232 @@
+"""Loaded modules and their functions, owned so that retirement really unloads them.
+
+A :class:`Module` keeps a :class:`LoadedModule` (the driver handle). Every raw session that
+launches one of its functions leases the LoadedModule until the session's completion event has
+passed, so dropping the Module right after a launch never unloads code a kernel still runs;
+when the last reference goes, the handle is unloaded through the runtime's deferred queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from tenferro_host.errors import (
+    ArgumentMismatchError,
+    InvalidLaunchConfigError,
+    ModuleLoadError,
+    SymbolLookupError,
+    ValidationError,
+)
+
+from .args import LaunchConfig, layout_format
+from .driver import NOT_FOUND, check, drv, failure
+
+if TYPE_CHECKING:
+    from .runtime import CudaRuntime
+
+_LOAD_HINTS = {
+    200: "the image is not a valid CUBIN/fatbin for this driver",
+    209: "the image has no code for this GPU's architecture; compile for the device's sm_XY "
+    "or include PTX",
+    218: "the PTX is invalid (see the driver's JIT log)",
+    222: "the PTX was made by a compiler newer than this driver supports; compile to CUBIN "
+    "(NvrtcOptions() default) or use an NVRTC no newer than the driver",
+}
+
+
+class LoadedModule:
+    """Owns one ``CUmodule``; unloaded (deferred) when the last reference or lease goes."""
+
+    __slots__ = ("__weakref__", "_runtime", "handle")
+
+    def __init__(self, runtime: CudaRuntime, handle: Any) -> None:
+        self._runtime = runtime
+        self.handle = handle
+        runtime.module_counts["loaded"] += 1
+
+    def release(self) -> None:
+        """A lease's release: the reference it held goes with it."""
+
+    def __del__(self) -> None:
+        try:
+            self._runtime.defer("module", self.handle)
+        except Exception:  # interpreter shutdown: nothing left to unload into
+            pass
+
+
+def load_image(runtime: CudaRuntime, data: bytes, kind: str, op: str | None,
+               lowered: Mapping[str, str] | None = None) -> Module:
+    """Load an already validated image into the runtime's primary context."""
+    d = drv()
+    with runtime.primary:
+        result = d.cuModuleLoadData(data)
+    if int(result[0]) != 0:
+        code = int(result[0])
+        hint = _LOAD_HINTS.get(code, "check the image and the device")
+        err = failure(result[0], f"loading a {kind} module", uuid=runtime.uuid_bytes, op=op,
+                      error=ModuleLoadError)
+        if isinstance(err, ModuleLoadError):
+            err = ModuleLoadError(f"{err.message}; {hint}", op=op)
+        raise err
+    owner = LoadedModule(runtime, result[1])
+    return Module(runtime, owner, kind, len(data), dict(lowered or {}))
+
+
+class Module:
+    """A loaded CUDA module; ``function(name)`` looks a kernel up."""
+
+    def __init__(self, runtime: CudaRuntime, owner: LoadedModule, kind: str, nbytes: int,
+                 lowered: dict[str, str]) -> None:
+        self.runtime = runtime
+        self.kind = kind
+        self.nbytes = nbytes
+        self._owner = owner
+        self._lowered = lowered
+        self._functions: dict[str, Function] = {}
+
+    def function(self, name: str) -> Function:
+        """The kernel ``name`` (a name expression given to NVRTC, or the symbol)."""
+        if not isinstance(name, str) or not name:
+            raise ValidationError(f"kernel name must be a non-empty str, got {name!r}",
+                                  argument="name")
+        found = self._functions.get(name)
+        if found is None:
+            found = self._functions[name] = Function(self, name, self._lowered.get(name, name))
+        return found
+
+    def __repr__(self) -> str:
+        return f"<Module {self.kind} {self.nbytes} B on {self.runtime.name}>"
+
+
+def _attr(fn: Any, name: str) -> int:
+    d = drv()
+    return int(check(d.cuFuncGetAttribute(getattr(d.CUfunction_attribute, name), fn), name))
+
+
+class Function:
+    """A kernel with its parameter layout (``cuFuncGetParamInfo``) and its own limits."""
+
+    def __init__(self, module: Module, name: str, symbol: str) -> None:
+        d = drv()
+        runtime = module.runtime
+        with runtime.primary:
+            result = d.cuModuleGetFunction(module._owner.handle, symbol.encode())
+            if int(result[0]) == NOT_FOUND:
+                raise SymbolLookupError(
+                    f"kernel {name!r} is not in this module; declare it extern \"C\" (or pass "
+                    "its C++ spelling in NvrtcOptions(name_expressions=[...]))"
+                )
+            handle = check(result, f"cuModuleGetFunction({name!r})", uuid=runtime.uuid_bytes,
+                           error=SymbolLookupError)
+            offsets, sizes = [], []
+            while True:
+                info = d.cuFuncGetParamInfo(handle, len(offsets))
+                if int(info[0]) != 0:
+                    break
+                offsets.append(int(info[1]))
+                sizes.append(int(info[2]))
+            self.max_threads_per_block = _attr(handle, "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
+            self.static_shared_bytes = _attr(handle, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
+            self.num_regs = _attr(handle, "CU_FUNC_ATTRIBUTE_NUM_REGS")
+            self._dynamic_limit = _attr(handle, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
+        self.name = name
+        self.module = module
+        self.runtime = runtime
+        self.handle = handle
+        self.owner = module._owner
+        self.param_offsets = tuple(offsets)
+        self.param_sizes = tuple(sizes)
+        self._formats: dict[tuple[str, ...], str] = {}
+        self._configs: set[LaunchConfig] = set()
+
+    @property
+    def arity(self) -> int:
+        return len(self.param_sizes)
+
+    def format_for(self, codes: tuple[str, ...], op: str | None) -> str:
+        """The packing format for arguments of these struct codes (checked arity and sizes)."""
+        fmt = self._formats.get(codes)
+        if fmt is not None:
+            return fmt
+        import struct
+
+        if len(codes) != self.arity:
+            raise ArgumentMismatchError(
+                f"kernel {self.name!r} takes {self.arity} arguments, got {len(codes)}; pass one "
+                "ref, DeviceBytes or typed scalar per kernel parameter",
+                argument="args",
+                op=op,
+            )
+        for i, (code, size) in enumerate(zip(codes, self.param_sizes, strict=True)):
+            got = struct.calcsize("<" + code)
+            if got != size:
+                raise ArgumentMismatchError(
+                    f"argument {i} of kernel {self.name!r} is {got} bytes but the kernel's "
+                    f"parameter {i} is {size} bytes; pass the typed scalar of that C type "
+                    "(i32, i64, f32, ...) or a pointer (ref) for a pointer parameter",
+                    argument=f"args[{i}]",
+                    op=op,
+                )
+        fmt = self._formats[codes] = layout_format(codes, self.param_offsets)
+        return fmt
+
+    def check_config(self, config: LaunchConfig, op: str | None) -> None:
+        """Compare ``config`` with min(device, function) limits; opt in to large dynamic smem."""
+        if not isinstance(config, LaunchConfig):
+            raise InvalidLaunchConfigError(
+                f"config must be a LaunchConfig, got {type(config).__name__}",
+                argument="config", op=op,
+            )
+        if config in self._configs:
+            return
+        info = self.runtime.device_info
+        for axis, (g, limit) in enumerate(zip(config.grid, info.max_grid_dims, strict=True)):
+            if g > limit:
+                raise InvalidLaunchConfigError(
+                    f"grid {'xyz'[axis]} = {g} exceeds the device limit {limit}; fold the work "
+                    "into more grid dimensions or loop inside the kernel",
+                    argument="config.grid", op=op,
+                )
+        for axis, (b, limit) in enumerate(zip(config.block, info.max_block_dims, strict=True)):
+            if b > limit:
+                raise InvalidLaunchConfigError(
+                    f"block {'xyz'[axis]} = {b} exceeds the device limit {limit}",
+                    argument="config.block", op=op,
+                )
+        threads = config.threads_per_block
+        limit = min(info.max_threads_per_block, self.max_threads_per_block)
+        if threads > limit:
+            who = "kernel" if self.max_threads_per_block < info.max_threads_per_block else "device"
+            raise InvalidLaunchConfigError(
+                f"block of {threads} threads exceeds the {who} limit of {limit} threads per "
+                f"block for {self.name!r} (device {info.max_threads_per_block}, kernel "
+                f"{self.max_threads_per_block}); use smaller blocks",
+                argument="config.block", op=op,
+            )
+        dynamic = config.shared_mem_bytes
+        room = info.max_shared_memory_per_block_optin - self.static_shared_bytes
+        if dynamic > room:
+            raise InvalidLaunchConfigError(
+                f"{dynamic} bytes of dynamic shared memory exceed what {self.name!r} can get: "
+                f"{info.max_shared_memory_per_block_optin} (device opt-in maximum) - "
+                f"{self.static_shared_bytes} (static) = {room}",
+                argument="config.shared_mem_bytes", op=op,
+            )
+        if dynamic > self._dynamic_limit:
+            d = drv()
+            attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            with self.runtime.primary:
+                check(d.cuFuncSetAttribute(self.handle, attr, dynamic),
+                      "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+                      uuid=self.runtime.uuid_bytes, op=op)
+            self._dynamic_limit = dynamic
+        if len(self._configs) >= 4096:
+            self._configs.clear()
+        self._configs.add(config)
+
+    def __repr__(self) -> str:
+        return f"<Function {self.name} params={self.param_sizes}>"
+
+
+__all__ = ["Function", "LoadedModule", "Module", "load_image"]

@@ -1,0 +1,186 @@
+"""Runtime compilation with NVRTC (``cuda.bindings.nvrtc``); works without a GPU.
+
+:func:`compile_source` turns CUDA C++ into a CUBIN for one ``sm_XY`` (the default: the live
+device's) or, on request, into PTX for a ``compute_XY`` virtual architecture. A failed compile
+raises :class:`~tenferro_host.errors.CompileError` with NVRTC's log, the options, and the first
+error's line and column.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tenferro_host.errors import CompileError, UnsupportedError, ValidationError
+
+_ARCH = re.compile(r"^(sm|compute)_(\d{2,3}[a-z]?)$")
+_ERROR_AT = re.compile(r"^(?P<name>.*?)\((?P<line>\d+)\): (?:catastrophic )?error", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class NvrtcOptions:
+    """Options of :meth:`RawSession.compile_nvrtc`; all optional.
+
+    ``arch``: ``"sm_XY"`` (CUBIN) or ``"compute_XY"`` (PTX); None means the live device's
+    ``sm_XY``. ``ptx=True`` asks for PTX of the device's ``compute_XY`` instead of CUBIN.
+    ``name_expressions`` lists C++ names (templates ...) to look up by their source spelling.
+    """
+
+    arch: str | None = None
+    std: str | None = None
+    defines: Mapping[str, str | int | None] = field(default_factory=dict)
+    include_dirs: Sequence[str] = ()
+    name_expressions: Sequence[str] = ()
+    lineinfo: bool = False
+    extra: Sequence[str] = ()
+    ptx: bool = False
+
+    def __post_init__(self) -> None:
+        if self.arch is not None and not _ARCH.match(self.arch):
+            raise ValidationError(
+                f"NvrtcOptions.arch {self.arch!r} is not 'sm_XY' or 'compute_XY' (e.g. 'sm_90')",
+                argument="arch",
+            )
+        if self.ptx and self.arch is not None and self.arch.startswith("sm_"):
+            raise ValidationError(
+                f"ptx=True needs a virtual architecture, got arch={self.arch!r}; "
+                "use 'compute_XY' or leave arch unset",
+                argument="arch",
+            )
+
+    def target(self, device_arch: str | None) -> tuple[str, bool]:
+        """(architecture, is_ptx) for a device of ``device_arch`` (``sm_XY``) or none."""
+        arch = self.arch
+        if arch is None:
+            if device_arch is None:
+                raise ValidationError(
+                    "no live device to take the architecture from; pass NvrtcOptions(arch=...)",
+                    argument="arch",
+                )
+            arch = device_arch.replace("sm_", "compute_") if self.ptx else device_arch
+        return arch, arch.startswith("compute_")
+
+    def flags(self, arch: str) -> list[str]:
+        out = [f"--gpu-architecture={arch}"]
+        if self.std:
+            out.append(f"--std={self.std}")
+        for key, value in self.defines.items():
+            out.append(f"-D{key}" if value is None else f"-D{key}={value}")
+        out += [f"-I{d}" for d in self.include_dirs]
+        if self.lineinfo:
+            out.append("--generate-line-info")
+        out += list(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class CompiledImage:
+    """What NVRTC produced: ``kind`` is "cubin" or "ptx"."""
+
+    kind: str
+    data: bytes
+    arch: str
+    log: str
+    lowered_names: Mapping[str, str]
+
+
+def _nvrtc():  # type: ignore[no-untyped-def]
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as exc:
+        raise UnsupportedError(
+            f"NVRTC is not available ({exc}); pip install 'tenferro-host[cuda]'",
+            backend="cuda",
+            feature="RUNTIME_COMPILATION",
+        ) from exc
+    return nvrtc
+
+
+def _ok(result: tuple, what: str):  # type: ignore[no-untyped-def,type-arg]
+    from tenferro_host.errors import BackendError
+
+    err = result[0]
+    if int(err) != 0:
+        raise BackendError(f"{what} failed: {err!r}")
+    return result[1] if len(result) == 2 else None
+
+
+def parse_log(log: str) -> tuple[int | None, int | None]:
+    """Line and column of the first error in an NVRTC log (column from the caret line)."""
+    m = _ERROR_AT.search(log)
+    if m is None:
+        return None, None
+    line = int(m.group("line"))
+    rest = log[m.end():].splitlines()[1:4]
+    column = None
+    for i, text in enumerate(rest):
+        if text.strip() == "^" and i > 0:
+            column = text.index("^") - 1  # NVRTC indents the echoed source by 2 spaces
+            break
+    return line, column
+
+
+def compile_source(
+    source: str | bytes,
+    options: NvrtcOptions | None = None,
+    *,
+    device_arch: str | None = None,
+    name: str = "kernel.cu",
+    op: str | None = None,
+) -> CompiledImage:
+    """Compile ``source`` to CUBIN (default) or PTX; CompileError with the log on failure."""
+    nvrtc = _nvrtc()
+    opts = options or NvrtcOptions()
+    if not isinstance(opts, NvrtcOptions):
+        raise ValidationError(
+            f"options must be NvrtcOptions, got {type(opts).__name__}", argument="options", op=op
+        )
+    if isinstance(source, str):
+        source = source.encode()
+    if not isinstance(source, bytes) or not source.strip():
+        raise ValidationError("source must be non-empty CUDA C++ text", argument="source", op=op)
+    arch, is_ptx = opts.target(device_arch)
+    flags = opts.flags(arch)
+    prog = _ok(nvrtc.nvrtcCreateProgram(source, name.encode(), 0, [], []), "nvrtcCreateProgram")
+    try:
+        for expr in opts.name_expressions:
+            _ok(nvrtc.nvrtcAddNameExpression(prog, expr.encode()), "nvrtcAddNameExpression")
+        encoded = [f.encode() for f in flags]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        size = _ok(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+        buf = b" " * size
+        _ok(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
+        log = buf.rstrip(b"\0").decode(errors="replace")
+        if int(err) != 0:
+            line, column = parse_log(log)
+            first = next((ln for ln in log.splitlines() if "error" in ln), log.strip()[:200])
+            raise CompileError(
+                f"NVRTC could not compile {name} for {arch}: {first.strip()}; "
+                "see .log for the full compiler output",
+                log=log,
+                options=flags,
+                line=line,
+                column=column,
+                op=op,
+            )
+        lowered = {}
+        for expr in opts.name_expressions:
+            low = _ok(nvrtc.nvrtcGetLoweredName(prog, expr.encode()), "nvrtcGetLoweredName")
+            lowered[expr] = low.decode() if isinstance(low, bytes) else str(low)
+        if is_ptx:
+            size = _ok(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+            out = b" " * size
+            _ok(nvrtc.nvrtcGetPTX(prog, out), "nvrtcGetPTX")
+            data = out.rstrip(b"\0")
+        else:
+            size = _ok(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
+            out = b" " * size
+            _ok(nvrtc.nvrtcGetCUBIN(prog, out), "nvrtcGetCUBIN")
+            data = out
+        return CompiledImage("ptx" if is_ptx else "cubin", data, arch, log, lowered)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+__all__ = ["CompiledImage", "NvrtcOptions", "compile_source", "parse_log"]

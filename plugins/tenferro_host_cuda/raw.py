@@ -1,0 +1,501 @@
+"""The raw CUDA session (SPEC section 6): load modules, borrow tensors, launch on the stream.
+
+Reached as ``tenferro_host.cuda.raw``. A :class:`RawSession` comes only from
+``CudaExecSession.raw(op)``; everything it hands out (:class:`TensorRef`, :class:`TensorMut`,
+:class:`DeviceBytes`, :class:`StreamRef`, :class:`PreparedLaunch`) is a session handle that
+raises :class:`~tenferro_host.errors.SessionClosedError` once the session has ended. Launches
+are checked (arity and byte size of every argument, the config against min(device, function)
+limits) before anything is enqueued, and never synchronize.
+
+>>> from tenferro_host_cuda import raw
+>>> raw.LaunchConfig.flat(8, 128)
+LaunchConfig(grid=(1, 1, 1), block=(128, 1, 1), shared_mem_bytes=0)
+>>> raw.i32(8), raw.f32(0.5).nbytes
+(i32(8), 4)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tenferro_host.errors import (
+    AliasingError,
+    ArgumentMismatchError,
+    ForeignRuntimeError,
+    InvalidLayoutError,
+    LaunchError,
+    ValidationError,
+)
+from tenferro_host.provider import Session, SessionHandle, normalize_shape, require_resident
+from tenferro_host.tensor import Tensor
+
+from .args import (
+    ArgPack,
+    LaunchConfig,
+    Scalar,
+    bool_,
+    f16,
+    f32,
+    f64,
+    i32,
+    i64,
+    u32,
+    u64,
+)
+from .driver import STICKY_FAULTS, drv, error_name, failure, poison
+from .images import as_bytes, check_binary, check_ptx
+from .module import Function, Module, load_image
+from .nvrtc import NvrtcOptions, compile_source
+from .runtime import CudaRuntime, CudaStorage, check_positive_bytes, debug_sync_enabled
+
+if TYPE_CHECKING:
+
+    from .exec_session import CudaExecSession
+
+_log = logging.getLogger("tenferro_host_cuda")
+_get_ident = threading.get_ident
+_EXCLUSIVE = -1
+
+
+class _PointerArg(SessionHandle):
+    """A device address valid inside its session; passed to kernels as a pointer."""
+
+    __slots__ = ("_value",)
+    _code = "Q"
+
+    def __init__(self, session: RawSession, ptr: int) -> None:
+        super().__init__(session)
+        self._value = ptr
+
+    def data_ptr_unsafe(self) -> int:
+        """The device address, for foreign libraries; valid inside the session only."""
+        self._check()
+        return self._value
+
+
+class TensorRef(_PointerArg):
+    """A shared (read) borrow of a tensor.
+
+    From ``tensor(t)`` the pointer is the first element and the layout compact; from
+    ``tensor_strided(t)`` the pointer is the storage's element 0 and ``offset``, ``shape`` and
+    ``strides`` (in elements) describe the view — the kernel takes them explicitly.
+    """
+
+    __slots__ = ("dtype", "offset", "readonly", "shape", "strides", "tensor")
+
+    def __init__(self, session: RawSession, tensor: Tensor, ptr: int, offset: int) -> None:
+        super().__init__(session, ptr)
+        self.tensor = tensor
+        self.dtype = tensor.dtype
+        self.shape = tensor.shape
+        self.strides = tensor.strides
+        self.offset = offset
+        self.readonly = True
+
+    @property
+    def numel(self) -> int:
+        return self.tensor.numel
+
+    @property
+    def nbytes(self) -> int:
+        return self.tensor.nbytes
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA Array Interface v3 of the view; valid inside the session only."""
+        self._check()
+        isz = self.dtype.itemsize
+        return {
+            "version": 3,
+            "shape": self.shape,
+            "strides": tuple(s * isz for s in self.strides),
+            "typestr": self.dtype.numpy.str,
+            "data": (self._value + self.offset * isz if self.numel else 0, self.readonly),
+        }
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.dtype.name}{list(self.shape)}>"
+
+
+class TensorMut(TensorRef):
+    """An exclusive (write) borrow: no other borrow of the same storage in the session."""
+
+    __slots__ = ()
+
+    def __init__(self, session: RawSession, tensor: Tensor, ptr: int, offset: int) -> None:
+        super().__init__(session, tensor, ptr, offset)
+        self.readonly = False
+
+
+class DeviceBytes(_PointerArg):
+    """Scratch device memory from ``workspace(nbytes)``; freed stream-ordered at session exit."""
+
+    __slots__ = ("nbytes",)
+
+    def __init__(self, session: RawSession, ptr: int, nbytes: int) -> None:
+        super().__init__(session, ptr)
+        self.nbytes = nbytes
+
+
+class StreamRef(SessionHandle):
+    """The session's stream, for foreign libraries (CuPy, cuBLAS ...) inside the session only."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, session: RawSession, handle: int) -> None:
+        super().__init__(session)
+        self._handle = handle
+
+    def native_handle_unsafe(self) -> int:
+        """The ``CUstream`` as an int; never keep it past the session, never destroy it."""
+        self._check()
+        return self._handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The cuda.core stream protocol (version 0, handle)."""
+        self._check()
+        return (0, self._handle)
+
+
+class PreparedLaunch(SessionHandle):
+    """A launch validated once: ``launch()`` re-enqueues it, ``launch(args=...)`` swaps refs."""
+
+    __slots__ = ("_call", "_codes", "_config", "_function", "_pack")
+
+    def __init__(self, session: RawSession, function: Function, config: LaunchConfig,
+                 codes: tuple[str, ...], pack: ArgPack) -> None:
+        super().__init__(session)
+        self._function = function
+        self._config = config
+        self._codes = codes
+        self._pack = pack
+        self._call = (function.handle, *config.grid, *config.block, config.shared_mem_bytes,
+                      session._stream, pack.addr, 0)
+
+    @property
+    def function(self) -> Function:
+        return self._function
+
+    @property
+    def config(self) -> LaunchConfig:
+        return self._config
+
+    def launch(self, args: Sequence[Any] | None = None) -> None:
+        """Enqueue again (with ``args`` of the same kinds and sizes swapped in, if given)."""
+        s: RawSession = self._session  # type: ignore[assignment]
+        if not s._live or _get_ident() != s._owner_thread:
+            s._check()
+        if args is not None:
+            codes, values = s._unpack(args)
+            if codes != self._codes:
+                raise ArgumentMismatchError(
+                    f"launch(args=...) must keep the argument kinds and sizes of prepare() "
+                    f"({self._codes}), got {codes}; prepare a new launch for other arguments",
+                    argument="args", op=s.op,
+                )
+            self._pack.pack(values)
+        result = s._cu_launch(*self._call)
+        if result[0] is not s._success:
+            raise s._launch_failed(result[0], self._function, self._config)
+        if s._debug:
+            s._debug_wait(self._function, self._config)
+
+
+class RawSession(Session):
+    """Raw native-module session of one CUDA runtime (from ``CudaExecSession.raw(op)``)."""
+
+    kind_name = "raw session"
+
+    def __init__(self, ex: CudaExecSession, op: str) -> None:
+        if not isinstance(op, str) or not op:
+            raise ValidationError(
+                f"a raw session needs the op name (e.g. 'my_pkg.add'), got {op!r}", argument="op"
+            )
+        super().__init__(ex.runtime, op=op, parent=ex)
+        self.runtime: CudaRuntime
+        self._ex = ex
+        self._live = False
+        self._owner_thread = _get_ident()
+        self._saved_context: Any = None
+
+    # -- enter / exit ----------
+    def _on_enter(self) -> None:
+        rt = self.runtime
+        rt.check_usable()
+        self._ex.submit_pending()
+        d = drv()
+        self._saved_context = rt.primary.enter()
+        self._stream = rt.stream_handle
+        self._stream_int = int(self._stream)
+        self._cu_launch = d.cuLaunchKernel
+        self._success = d.CUresult.CUDA_SUCCESS
+        self._leases: set[Any] = set()
+        self._borrows: dict[Any, int] = {}
+        self._workspaces: list[CudaStorage] = []
+        self._packs: dict[tuple[Function, tuple[str, ...]], ArgPack] = {}
+        self._debug = debug_sync_enabled()
+        self._live = True
+
+    def _on_exit(self, error: BaseException | None) -> None:
+        self._live = False
+        rt = self.runtime
+        try:
+            for storage in self._workspaces:
+                rt.free_now(storage)
+            if self._leases:
+                event = rt.record_event()
+                leases: list[Callable[[], None]] = [owner.release for owner in self._leases]
+                leases.append(lambda: rt.recycle_event(event))
+                rt.retirement.retire(event, leases)
+        except Exception:
+            if error is None:
+                raise
+            _log.exception("ending raw session %r after an error failed", self.op)
+        finally:
+            self._leases = set()
+            self._packs = {}
+            self._borrows = {}
+            try:
+                rt.primary.exit(self._saved_context)
+            except Exception:
+                _log.exception("restoring the CUDA context after raw session %r failed", self.op)
+
+    # -- tensors and memory ----------
+    def _borrow(self, storage: Any, exclusive: bool, argument: str) -> None:
+        held = self._borrows.get(storage)
+        if held is None:
+            self._borrows[storage] = _EXCLUSIVE if exclusive else 1
+        elif held == _EXCLUSIVE or exclusive:
+            raise AliasingError(
+                f"{argument} shares storage with a tensor already borrowed "
+                f"{'exclusively' if held == _EXCLUSIVE else 'in this session'}; an exclusive "
+                "borrow (tensor_mut) conflicts with every other borrow of that storage, views "
+                "included — write into a fresh alloc_output instead",
+                argument=argument, op=self.op,
+            )
+        else:
+            self._borrows[storage] = held + 1
+
+    def _resident(self, t: Any, argument: str, compact: bool) -> Tensor:
+        self._check()
+        t = require_resident(self.runtime, t, argument=argument, op=self.op)
+        if compact and not t.is_compact():
+            raise InvalidLayoutError(
+                f"{argument} is a non-compact view (shape {t.shape}, strides {t.strides}); use "
+                "rs.tensor_strided(t) and pass offset/shape/strides to the kernel, or make a "
+                "compact copy with backend.canonicalize(t)",
+                argument=argument, op=self.op,
+            )
+        return t
+
+    def tensor(self, t: Tensor) -> TensorRef:
+        """Shared borrow of a compact tensor of this runtime; pointer to its first element."""
+        t = self._resident(t, "t", compact=True)
+        self._borrow(t.storage, False, "t")
+        base = getattr(t.storage, "ptr", 0)
+        return TensorRef(self, t, base + t.offset * t.dtype.itemsize if base else 0, 0)
+
+    def tensor_strided(self, t: Tensor) -> TensorRef:
+        """Shared borrow of any view; pointer to storage element 0, layout in the ref."""
+        t = self._resident(t, "t", compact=False)
+        self._borrow(t.storage, False, "t")
+        return TensorRef(self, t, getattr(t.storage, "ptr", 0), t.offset)
+
+    def tensor_mut(self, t: Tensor) -> TensorMut:
+        """Exclusive borrow of a compact tensor (``AliasingError`` on any other borrow)."""
+        t = self._resident(t, "t", compact=True)
+        self._borrow(t.storage, True, "t")
+        base = getattr(t.storage, "ptr", 0)
+        return TensorMut(self, t, base + t.offset * t.dtype.itemsize if base else 0, 0)
+
+    def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
+        """A fresh compact tensor of this runtime (stream-ordered, uninitialised)."""
+        self._check()
+        return self.runtime.empty(dtype, normalize_shape(shape))
+
+    def workspace(self, nbytes: int) -> DeviceBytes:
+        """Scratch memory freed stream-ordered when the session ends."""
+        self._check()
+        nbytes = check_positive_bytes(nbytes, "nbytes", self.op)
+        if nbytes == 0:
+            return DeviceBytes(self, 0, 0)
+        storage = self.runtime.allocate_bytes(nbytes, self.op)
+        self._workspaces.append(storage)
+        return DeviceBytes(self, storage.ptr, nbytes)
+
+    @property
+    def stream(self) -> StreamRef:
+        """The session's stream (the runtime's only stream)."""
+        self._check()
+        return StreamRef(self, self._stream_int)
+
+    # -- modules ----------
+    def load_ptx(self, ptx: bytes | str) -> Module:
+        """Validate and load PTX text at once (``ModuleLoadError`` here, not at launch)."""
+        self._check()
+        data = check_ptx(as_bytes(ptx, "ptx", self.op), self.op)
+        return load_image(self.runtime, data, "ptx", self.op)
+
+    def load_cubin(self, image: bytes) -> Module:
+        """Validate and load a CUBIN (ELF) or fatbin image at once."""
+        self._check()
+        data = as_bytes(image, "image", self.op)
+        kind = check_binary(data, self.op)
+        return load_image(self.runtime, data, kind, self.op)
+
+    def compile_nvrtc(self, source: str | bytes, options: NvrtcOptions | None = None) -> Module:
+        """Compile with NVRTC (CUBIN for this device's sm_XY unless PTX is asked) and load."""
+        self._check()
+        image = compile_source(source, options, device_arch=self.runtime.device_info.arch,
+                               name=f"{self.op}.cu", op=self.op)
+        if image.kind == "ptx":
+            data = check_ptx(image.data, self.op)
+        else:
+            data = image.data
+            check_binary(data, self.op)
+        return load_image(self.runtime, data, image.kind, self.op, image.lowered_names)
+
+    def resource(self, key: Hashable, init: Callable[[], Any], nbytes: int | None = None) -> Any:
+        """A value from the runtime's bounded cache, made by ``init()`` on a miss."""
+        self._check()
+        return self.runtime.resources.get(key, init, nbytes)
+
+    # -- launches ----------
+    def _unpack(self, args: Sequence[Any]) -> tuple[tuple[str, ...], list[Any]]:
+        """Struct codes and values of ``args``, checking that refs belong to a live session."""
+        try:
+            codes = tuple([a._code for a in args])
+            values = [a._value for a in args]
+            for a in args:
+                owner = a._session
+                if owner is not self and owner is not None:
+                    self._check_foreign_handle(a)
+        except (AttributeError, TypeError):
+            raise self._bad_args(args) from None
+        return codes, values
+
+    def _check_foreign_handle(self, handle: Any) -> None:
+        handle._check()
+        if handle._session.runtime is not self.runtime:
+            raise ForeignRuntimeError(
+                f"a {type(handle).__name__} of runtime {handle._session.runtime.name!r} was "
+                f"passed to a launch on {self.runtime.name!r}", op=self.op,
+            )
+
+    def _bad_args(self, args: Any) -> Exception:
+        if not isinstance(args, (list, tuple)):
+            return ArgumentMismatchError(
+                f"args must be a list or tuple, got {type(args).__name__}",
+                argument="args", op=self.op,
+            )
+        for i, a in enumerate(args):
+            if not isinstance(a, (Scalar, _PointerArg)):
+                what = (
+                    "a bare Python number; wrap it in a typed scalar (i32, u32, i64, u64, f32, "
+                    "f64, f16, bool_) so its size is explicit"
+                    if isinstance(a, (int, float, bool)) else
+                    f"a {type(a).__name__}; pass rs.tensor(t)/tensor_mut(t) refs, DeviceBytes "
+                    "or typed scalars"
+                )
+                return ArgumentMismatchError(f"argument {i} is {what}", argument=f"args[{i}]",
+                                             op=self.op)
+        return ArgumentMismatchError("invalid kernel arguments", argument="args", op=self.op)
+
+    def _checked(self, function: Function, config: LaunchConfig,
+                 args: Sequence[Any]) -> tuple[tuple[str, ...], list[Any]]:
+        if not isinstance(function, Function):
+            raise ValidationError(
+                f"function must come from module.function(name), got {type(function).__name__}",
+                argument="function", op=self.op,
+            )
+        if function.runtime is not self.runtime:
+            raise ForeignRuntimeError(
+                f"kernel {function.name!r} was loaded by runtime {function.runtime.name!r}; load "
+                f"the module in a session of {self.runtime.name!r}", op=self.op,
+            )
+        function.check_config(config, self.op)
+        return self._unpack(args)
+
+    def launch(self, function: Function, config: LaunchConfig, args: Sequence[Any]) -> None:
+        """Check and enqueue ``function`` on the session's stream; never waits."""
+        if not self._live or _get_ident() != self._owner_thread:
+            self._check()
+        codes, values = self._checked(function, config, args)
+        key = (function, codes)
+        pack = self._packs.get(key)
+        if pack is None:
+            pack = self._packs[key] = ArgPack(function.format_for(codes, self.op),
+                                              function.param_offsets)
+        pack.pack(values)
+        self._leases.add(function.owner)
+        result = self._cu_launch(function.handle, *config.grid, *config.block,
+                                 config.shared_mem_bytes, self._stream, pack.addr, 0)
+        if result[0] is not self._success:
+            raise self._launch_failed(result[0], function, config)
+        if self._debug:
+            self._debug_wait(function, config)
+
+    def prepare(self, function: Function, config: LaunchConfig,
+                args: Sequence[Any]) -> PreparedLaunch:
+        """Validate once; the returned object re-enqueues with one driver call."""
+        self._check()
+        codes, values = self._checked(function, config, args)
+        pack = ArgPack(function.format_for(codes, self.op), function.param_offsets)
+        pack.pack(values)
+        self._leases.add(function.owner)
+        return PreparedLaunch(self, function, config, codes, pack)
+
+    def _where(self, function: Function, config: LaunchConfig) -> str:
+        plugin = self.op.split(".", 1)[0] if self.op else "?"
+        return f"kernel {function.name!r} (plugin {plugin!r}, op {self.op!r}, {config})"
+
+    def _launch_failed(self, err: Any, function: Function, config: LaunchConfig) -> Exception:
+        return failure(err, f"launching {self._where(function, config)}",
+                       uuid=self.runtime.uuid_bytes, op=self.op, error=LaunchError)
+
+    def _debug_wait(self, function: Function, config: LaunchConfig) -> None:
+        """Debug mode: wait after the launch and name the kernel that faulted."""
+        self.runtime.counters.add("debug_waits")
+        result = drv().cuStreamSynchronize(self._stream)
+        code = int(result[0])
+        if code == 0:
+            return
+        name = error_name(result[0])
+        if code in STICKY_FAULTS:
+            poison(self.runtime.uuid_bytes, f"{name} in {self._where(function, config)}")
+        raise LaunchError(
+            f"{self._where(function, config)} faulted: {name}. The device's primary context is "
+            "now poisoned for every runtime in this process; fix the kernel and restart",
+            op=self.op,
+        )
+
+    def synchronize(self) -> None:
+        """Wait for the stream (counted in ``synchronizations``)."""
+        self._check()
+        self.runtime.synchronize()
+
+
+__all__ = [
+    "DeviceBytes",
+    "Function",
+    "LaunchConfig",
+    "Module",
+    "NvrtcOptions",
+    "PreparedLaunch",
+    "RawSession",
+    "Scalar",
+    "StreamRef",
+    "TensorMut",
+    "TensorRef",
+    "bool_",
+    "f16",
+    "f32",
+    "f64",
+    "i32",
+    "i64",
+    "u32",
+    "u64",
+]

@@ -1,0 +1,408 @@
+"""The CUDA runtime: retained primary context, one stream, one stream-ordered memory pool.
+
+One :class:`CudaRuntime` is one allocation domain. Its storage comes from its own pool
+(``cuMemPoolCreate`` with a release threshold, ``cuMemAllocFromPoolAsync``/``cuMemFreeAsync``
+on its stream), so freeing a tensor whose kernels still run is safe by stream order. Storages
+collected by the garbage collector — on any thread, after shutdown, after a fault — and unloaded
+modules go to a deferred queue drained at allocation, session entry and ``synchronize``; their
+errors are counted, never raised.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tenferro_host.dtypes import DType
+from tenferro_host.errors import OutOfMemoryError, UnsupportedError, ValidationError
+from tenferro_host.provider import ResourceCache, Runtime, Storage
+from tenferro_host.tensor import Tensor
+
+from .device import CudaDeviceInfo, query
+from .driver import NOT_READY, PrimaryContext, check, drv, failure, require_healthy
+
+if TYPE_CHECKING:
+    from tenferro_host import Host
+    from tenferro_host.provider import BackendSession
+
+    from .exec_session import CudaExecSession
+    from .module import Function
+
+#: Pool memory kept after a synchronization instead of returning it to the OS.
+DEFAULT_RELEASE_THRESHOLD = 1 << 30
+_MAX_COPY_DIMS = 8
+
+_COPY_SOURCE = r"""
+struct Dims { long long shape[8]; long long stride[8]; };
+struct alignas(16) B16 { unsigned long long lo, hi; };
+template <typename T>
+__device__ void gather(T* dst, const T* src, long long n, int ndim, const Dims& d) {
+    long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        long long rem = i, off = 0;
+        for (int k = 0; k < ndim; ++k) {
+            off += (rem % d.shape[k]) * d.stride[k];
+            rem /= d.shape[k];
+        }
+        dst[i] = src[off];
+    }
+}
+#define GATHER(N, T) extern "C" __global__ void gather_##N( \
+    T* dst, const T* src, long long n, int ndim, Dims d) { gather<T>(dst, src, n, ndim, d); }
+GATHER(1, unsigned char)
+GATHER(2, unsigned short)
+GATHER(4, unsigned int)
+GATHER(8, unsigned long long)
+GATHER(16, B16)
+"""
+
+
+class CudaStorage(Storage):
+    """Pool memory at device address ``ptr``; freed stream-ordered when collected."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, runtime: CudaRuntime, ptr: int, nbytes: int, kind: str = "owned") -> None:
+        super().__init__(runtime, nbytes, kind)
+        self.ptr = ptr
+
+    def __del__(self) -> None:
+        if self.ptr and self.kind == "owned":
+            try:
+                self.runtime.defer("memory", self.ptr)  # type: ignore[attr-defined]
+            except Exception:
+                pass
+
+
+class CudaRuntime(Runtime):
+    """A CUDA runtime on device ``ordinal``: own stream, own pool (allocation domain).
+
+    ``CudaRuntime(ordinal)`` makes an additional runtime, like ``host.new_backend("cuda:N")``.
+    """
+
+    supported_dtypes = Runtime.supported_dtypes
+
+    def __init__(self, ordinal: int = 0, host: Host | None = None, *,
+                 release_threshold: int = DEFAULT_RELEASE_THRESHOLD) -> None:
+        if host is None:
+            from tenferro_host import Host
+
+            host = Host()
+        info = query(ordinal)
+        super().__init__(host, "cuda", ordinal)
+        self._info = info
+        self.uuid_bytes = info.uuid.raw
+        require_healthy(self.uuid_bytes)
+        d = drv()
+        self._dev = check(d.cuDeviceGet(ordinal), "cuDeviceGet")
+        ctx = check(d.cuDevicePrimaryCtxRetain(self._dev), "cuDevicePrimaryCtxRetain")
+        self.primary = PrimaryContext(ctx)
+        self._deferred: deque[tuple[str, Any]] = deque()
+        self._events: list[Any] = []
+        self._closed = False
+        self.deferred_errors = 0
+        self.module_counts = {"loaded": 0, "unloaded": 0}
+        self._copy_functions: dict[int, Function] = {}
+        self._copy_module: Any = None
+        self.resources = ResourceCache()
+        with self.primary:
+            self._stream = check(
+                d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate"
+            )
+            props = d.CUmemPoolProps()
+            props.allocType = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+            props.handleTypes = d.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
+            props.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            props.location.id = ordinal
+            self._pool = check(d.cuMemPoolCreate(props), "cuMemPoolCreate")
+            check(
+                d.cuMemPoolSetAttribute(
+                    self._pool,
+                    d.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                    d.cuuint64_t(release_threshold),
+                ),
+                "cuMemPoolSetAttribute(RELEASE_THRESHOLD)",
+            )
+
+    # -- identity ----------
+    @property
+    def device(self) -> object:
+        """The physical device (UUID): two runtimes on one GPU have the same device."""
+        return self._info.uuid
+
+    @property
+    def device_info(self) -> CudaDeviceInfo:
+        return self._info
+
+    @property
+    def stream_handle(self) -> Any:
+        """The ``CUstream`` of this runtime — provider-internal; users get it via a raw session."""
+        return self._stream
+
+    def check_usable(self) -> None:
+        require_healthy(self.uuid_bytes)
+        if self._closed:
+            from tenferro_host.errors import RuntimeStateError
+
+            raise RuntimeStateError(f"runtime {self.name!r} was closed; create a new one")
+
+    def new_exec_session(self, backend_session: BackendSession) -> CudaExecSession:
+        from .exec_session import CudaExecSession
+
+        return CudaExecSession(backend_session)
+
+    def _fail(self, result: Any, what: str, op: str | None = None) -> Exception:
+        return failure(result, what, uuid=self.uuid_bytes, op=op)
+
+    def _ok(self, result: Any, what: str, op: str | None = None) -> Any:
+        return check(result, what, uuid=self.uuid_bytes, op=op)
+
+    # -- memory ----------
+    def pool_stats(self) -> dict[str, int]:
+        """Reserved and used bytes of this runtime's pool (current and high-water marks)."""
+        d = drv()
+        A = d.CUmemPool_attribute
+        names = {
+            "reserved_current": A.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+            "reserved_high": A.CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+            "used_current": A.CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+            "used_high": A.CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+        }
+        out = {}
+        for key, attr in names.items():
+            value = d.cuMemPoolGetAttribute(self._pool, attr)
+            out[key] = int(value[1]) if int(value[0]) == 0 else -1
+        return out
+
+    def allocate_bytes(self, nbytes: int, op: str | None = None) -> CudaStorage:
+        """Stream-ordered pool allocation of ``nbytes`` (> 0); OutOfMemoryError with stats."""
+        self.check_usable()
+        self.drain_deferred()
+        self.retirement.poll()
+        d = drv()
+        with self.primary:
+            result = d.cuMemAllocFromPoolAsync(nbytes, self._pool, self._stream)
+        if int(result[0]) != 0:
+            err = self._fail(result[0], f"allocating {nbytes} bytes", op)
+            if isinstance(err, OutOfMemoryError):
+                stats = self.pool_stats()
+                raise OutOfMemoryError(
+                    f"{self.name}: out of device memory allocating {nbytes} bytes "
+                    f"(pool: {stats}); free tensors, call runtime.trim(), or use smaller batches",
+                    nbytes=nbytes, pool_stats=stats, op=op,
+                )
+            raise err
+        return CudaStorage(self, int(result[1]), nbytes)
+
+    def _allocate(self, nbytes: int, dt: DType) -> Storage:
+        return self.allocate_bytes(nbytes)
+
+    def defer(self, kind: str, handle: Any) -> None:
+        """Queue a free/unload from any thread; done at the next drain point."""
+        self._deferred.append((kind, handle))
+
+    def drain_deferred(self) -> None:
+        """Free queued memory (stream-ordered) and unload queued modules; count errors."""
+        if not self._deferred:
+            return
+        if self._closed:
+            self.deferred_errors += len(self._deferred)
+            self._deferred.clear()
+            return
+        d = drv()
+        with self.primary:
+            while self._deferred:
+                try:
+                    kind, handle = self._deferred.popleft()
+                except IndexError:
+                    break
+                if kind == "memory":
+                    result = d.cuMemFreeAsync(handle, self._stream)
+                else:
+                    result = d.cuModuleUnload(handle)
+                    self.module_counts["unloaded"] += 1
+                if int(result[0]) != 0:
+                    self.deferred_errors += 1
+
+    def free_now(self, storage: CudaStorage) -> None:
+        """Free ``storage`` stream-ordered now (session workspaces at exit)."""
+        ptr, storage.ptr = storage.ptr, 0
+        if ptr:
+            with self.primary:
+                result = drv().cuMemFreeAsync(ptr, self._stream)
+            if int(result[0]) != 0:
+                self.deferred_errors += 1
+
+    def trim(self) -> None:
+        """Return unused pool memory to the OS (after pending frees complete)."""
+        self.drain_deferred()
+        self._ok(drv().cuMemPoolTrimTo(self._pool, 0), "cuMemPoolTrimTo")
+
+    # -- primitives ----------
+    def _write(self, storage: Storage, data: np.ndarray) -> None:
+        assert isinstance(storage, CudaStorage)
+        self.check_usable()
+        with self.primary:
+            self._ok(
+                drv().cuMemcpyHtoDAsync(storage.ptr, data.ctypes.data, data.nbytes, self._stream),
+                "upload (cuMemcpyHtoDAsync)",
+            )
+
+    def _read(self, storage: Storage, byte_offset: int, nbytes: int) -> np.ndarray:
+        assert isinstance(storage, CudaStorage)
+        self.check_usable()
+        out = np.empty(nbytes, dtype=np.uint8)
+        d = drv()
+        with self.primary:
+            self._ok(
+                d.cuMemcpyDtoHAsync(out.ctypes.data, storage.ptr + byte_offset, nbytes,
+                                    self._stream),
+                "download (cuMemcpyDtoHAsync)",
+            )
+            self._ok(d.cuStreamSynchronize(self._stream), "download (cuStreamSynchronize)")
+        self.retirement.poll()
+        return out
+
+    def _fill_zero(self, storage: Storage) -> None:
+        assert isinstance(storage, CudaStorage)
+        with self.primary:
+            self._ok(drv().cuMemsetD8Async(storage.ptr, 0, storage.nbytes, self._stream),
+                     "zeros (cuMemsetD8Async)")
+
+    def _copy_to_compact(self, src: Tensor, dst: Tensor) -> None:
+        assert isinstance(src.storage, CudaStorage) and isinstance(dst.storage, CudaStorage)
+        if src.ndim > _MAX_COPY_DIMS:
+            raise UnsupportedError(
+                f"canonicalize handles up to {_MAX_COPY_DIMS} dimensions, got {src.ndim}",
+                backend=self.name, feature="canonicalize",
+            )
+        isz = src.dtype.itemsize
+        fn = self._copy_function(isz)
+        shapes = list(src.shape) + [1] * (_MAX_COPY_DIMS - src.ndim)
+        strides = list(src.strides) + [0] * (_MAX_COPY_DIMS - src.ndim)
+        n = src.numel
+        values = (dst.storage.ptr, src.storage.ptr + src.offset * isz, n, src.ndim,
+                  *shapes, *strides)
+        params = struct.pack("<QQqi4x8q8q", *values)
+        self.enqueue_packed(fn, (min(math.ceil(n / 256), 65535), 1, 1), (256, 1, 1), params)
+
+    def _copy_function(self, itemsize: int) -> Function:
+        fn = self._copy_functions.get(itemsize)
+        if fn is None:
+            if self._copy_module is None:
+                from .images import check_binary
+                from .module import load_image
+                from .nvrtc import NvrtcOptions, compile_source
+
+                image = compile_source(_COPY_SOURCE, NvrtcOptions(std="c++17"),
+                                       device_arch=self._info.arch, name="tenferro_copy.cu")
+                check_binary(image.data)
+                self._copy_module = load_image(self, image.data, "cubin", "canonicalize")
+            fn = self._copy_functions[itemsize] = self._copy_module.function(f"gather_{itemsize}")
+        return fn
+
+    def enqueue_packed(self, fn: Function, grid: tuple[int, int, int],
+                       block: tuple[int, int, int], params: bytes) -> None:
+        """Launch a host-internal kernel with a pre-packed parameter block (one pointer)."""
+        import ctypes
+
+        buf = ctypes.create_string_buffer(params, len(params))
+        base = ctypes.addressof(buf)
+        ptrs = (ctypes.c_void_p * len(fn.param_offsets))(*[base + o for o in fn.param_offsets])
+        with self.primary:
+            self._ok(
+                drv().cuLaunchKernel(fn.handle, *grid, *block, 0, self._stream,
+                                     ctypes.addressof(ptrs), 0),
+                f"launching {fn.name}",
+            )
+
+    # -- events and synchronization ----------
+    def record_event(self) -> Any:
+        """An event recorded on this runtime's stream now (from a recycled pool)."""
+        d = drv()
+        with self.primary:
+            if self._events:
+                event = self._events.pop()
+            else:
+                event = self._ok(
+                    d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"
+                )
+            self._ok(d.cuEventRecord(event, self._stream), "cuEventRecord")
+        self.counters.add("events_recorded")
+        return event
+
+    def recycle_event(self, event: Any) -> None:
+        self._events.append(event)
+
+    def _event_done(self, event: Any) -> bool:
+        result = drv().cuEventQuery(event)
+        code = int(result[0])
+        if code == 0:
+            return True
+        if code == NOT_READY:
+            return False
+        raise self._fail(result[0], "cuEventQuery")
+
+    def _event_wait(self, event: Any) -> None:
+        self._ok(drv().cuEventSynchronize(event), "cuEventSynchronize")
+
+    def _synchronize(self) -> None:
+        self.check_usable()
+        self._ok(drv().cuStreamSynchronize(self._stream), "cuStreamSynchronize")
+        self.drain_deferred()
+
+    def stream_wait(self, event: Any) -> None:
+        """Make this runtime's stream wait for ``event`` (no host wait)."""
+        self._ok(drv().cuStreamWaitEvent(self._stream, event, 0), "cuStreamWaitEvent")
+
+    def dlpack_device(self) -> tuple[int, int]:
+        return (2, self.index)  # kDLCUDA
+
+    # -- lifetime ----------
+    def close(self) -> None:
+        """Wait for the stream, release everything, destroy the stream and pool.
+
+        Storages collected afterwards are counted in ``deferred_errors`` (nothing to free into).
+        """
+        if self._closed:
+            return
+        d = drv()
+        with self.primary:
+            self._ok(d.cuStreamSynchronize(self._stream), "cuStreamSynchronize")
+            self.counters.add("synchronizations")
+            self.retirement.drain()
+            self.resources.clear()
+            self._copy_functions.clear()
+            self._copy_module = None
+            self.drain_deferred()
+            self._ok(d.cuStreamSynchronize(self._stream), "cuStreamSynchronize")
+            for event in self._events:
+                d.cuEventDestroy(event)
+            self._events.clear()
+            self._closed = True
+            d.cuMemPoolDestroy(self._pool)
+            d.cuStreamDestroy(self._stream)
+        d.cuDevicePrimaryCtxRelease(self._dev)
+
+    def module_stats(self) -> dict[str, int]:
+        """Modules loaded and unloaded by this runtime (retirement evidence)."""
+        return dict(self.module_counts)
+
+
+def check_positive_bytes(nbytes: Any, argument: str, op: str | None) -> int:
+    if not isinstance(nbytes, (int, np.integer)) or isinstance(nbytes, bool) or nbytes < 0:
+        raise ValidationError(f"{argument} must be a non-negative int, got {nbytes!r}",
+                              argument=argument, op=op)
+    return int(nbytes)
+
+
+def debug_sync_enabled() -> bool:
+    return os.environ.get("TENFERRO_DEBUG_SYNC", "") not in ("", "0")
+
+
+__all__ = ["DEFAULT_RELEASE_THRESHOLD", "CudaRuntime", "CudaStorage", "debug_sync_enabled"]
