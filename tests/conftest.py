@@ -1,0 +1,110 @@
+"""Shared test set-up: the tenferro-host pytest kit, fixture distributions, subprocess helpers.
+
+The fixture distributions under ``tests/fixtures/`` are real packages with entry points. The
+session fixture ``fixture_dists`` installs them once with pip into a temporary directory; tests
+then run the host in a subprocess with that directory on ``PYTHONPATH``, so the ordinary
+entry-point machinery finds them. ``tf_fixture_collide`` gets a directory of its own, since it
+makes ``ext_add_kernel.add`` unusable wherever it is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenferro_host.testing import pytest_plugin
+
+# The fixture packages fail on purpose (one raises at import): never collect them.
+collect_ignore_glob = ["fixtures/*"]
+
+FIXTURES = Path(__file__).parent / "fixtures"
+COLLIDE = "tf_fixture_collide"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The kit normally arrives through its pytest11 entry point; register it when it did not.
+    if not config.pluginmanager.is_registered(pytest_plugin):
+        config.pluginmanager.register(pytest_plugin, "tenferro_host.testing")
+
+
+def clean_env(paths: tuple[Path, ...] = (), **extra: str) -> dict[str, str]:
+    """The current environment without TENFERRO_* settings, ``paths`` on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENFERRO_")}
+    env.pop("PYTHONPATH", None)
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
+    env.update(extra)
+    return env
+
+
+def run_python(
+    code: str, paths: tuple[Path, ...] = (), **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter of this environment."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=clean_env(paths, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def run_json(code: str, paths: tuple[Path, ...] = (), **env: str) -> Any:
+    """Run ``code`` (which prints one JSON document) and return the parsed document."""
+    proc = run_python(code, paths, **env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def run_cli(
+    *args: str, paths: tuple[Path, ...] = (), **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -m tenferro_host ARGS`` in a fresh interpreter."""
+    return subprocess.run(
+        [sys.executable, "-m", "tenferro_host", *args],
+        env=clean_env(paths, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@dataclass(frozen=True)
+class FixtureDists:
+    """Directories holding installed fixture distributions (for PYTHONPATH)."""
+
+    faulty: Path  # every fixture except the colliding one
+    collide: Path  # tf_fixture_collide alone
+
+
+@pytest.fixture(scope="session")
+def fixture_dists(tmp_path_factory: pytest.TempPathFactory) -> FixtureDists:
+    """Install every fixture distribution once (one pip run, offline), split in two dirs."""
+    root = tmp_path_factory.mktemp("fixture_dists")
+    sources = root / "src"
+    shutil.copytree(FIXTURES, sources)  # builds write egg-info next to the sources
+    faulty, collide = root / "faulty", root / "collide"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+            "--no-build-isolation", "--disable-pip-version-check", "--target", str(faulty),
+            *sorted(str(p) for p in sources.iterdir() if (p / "pyproject.toml").exists()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    collide.mkdir()
+    for entry in faulty.glob(f"{COLLIDE}*"):
+        entry.rename(collide / entry.name)
+    return FixtureDists(faulty, collide)

@@ -1,0 +1,202 @@
+"""Host: backend names and memoization, creation errors, op dispatch errors, stats."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tenferro_host as tf
+from tenferro_host.provider import STAT_KEYS
+
+ADD = "ext_add_kernel.add"
+
+
+@pytest.fixture
+def cpu(host):
+    return host.backend("cpu")
+
+
+@pytest.mark.parametrize("name", ["", "CPU", "cpu:", "cpu:-1", "cpu:x", "cpu:0:1", " cpu", "1cpu"])
+def test_malformed_backend_names(host, name):
+    with pytest.raises(tf.ValidationError, match=r"kind\[:index\]") as info:
+        host.backend(name)
+    assert info.value.argument == "name"
+
+
+@pytest.mark.parametrize("name", [None, 0, b"cpu"])
+def test_backend_name_must_be_a_string(host, name):
+    with pytest.raises(tf.ValidationError, match="does not match"):
+        host.backend(name)
+
+
+def test_unknown_kind_names_the_installed_ones(host):
+    with pytest.raises(tf.UnsupportedError, match="no provider plugin for backend kind 'tpu'") as i:
+        host.backend("tpu")
+    assert "cpu" in str(i.value) and i.value.backend == "tpu"
+    with pytest.raises(tf.UnsupportedError):
+        host.new_backend("tpu:1")
+
+
+def test_index_beyond_the_devices(host):
+    with pytest.raises(tf.ValidationError, match="has 1 device"):
+        host.backend("cpu:1")
+
+
+def test_backend_is_memoized_and_new_backend_is_not(host, cpu):
+    assert host.backend("cpu:0") is cpu
+    assert (cpu.kind, cpu.name, cpu.index) == ("cpu", "cpu:0", 0)
+    fresh = host.new_backend("cpu")
+    assert fresh is not cpu and host.backend("cpu") is cpu
+    assert fresh.identity != cpu.identity and fresh.domain != cpu.domain
+    assert tf.Host().backend("cpu") is not cpu  # memoized per Host
+
+
+def test_default_backend_is_available(host):
+    kind = host.default_backend().split(":")[0]
+    assert host.backend_status(kind).available
+    assert host.default_backend() in {f"{s.kind}:0" for s in host.backend_statuses()}
+
+
+def test_backend_statuses_lists_cpu_available(host):
+    statuses = {s.kind: s for s in host.backend_statuses()}
+    assert statuses["cpu"].available and statuses["cpu"].devices
+
+
+# -- creation errors ---------
+@pytest.mark.parametrize("shape", [(-1,), (2, -3), "ab", (1.5,), (True,), None, 2.0])
+def test_bad_shapes(cpu, shape):
+    with pytest.raises(tf.ShapeError) as info:
+        cpu.empty("float32", shape)
+    assert info.value.argument == "shape"
+    with pytest.raises(tf.ShapeError):
+        cpu.zeros("float32", shape)
+
+
+@pytest.mark.parametrize("value", ["int8", np.int8, object, "nope", 3, "float128"])
+def test_bad_dtypes(cpu, value):
+    with pytest.raises(tf.DTypeError) as info:
+        cpu.empty(value, (2,))
+    assert info.value.argument == "dtype"
+    assert "float32" in str(info.value)  # the message lists what to use
+
+
+def test_upload_of_an_unsupported_array(cpu):
+    with pytest.raises(tf.DTypeError):
+        cpu.upload(np.array(["a", "b"]))
+    with pytest.raises(tf.DTypeError):
+        cpu.upload(np.zeros(3, dtype=np.int8))
+
+
+def test_empty_zeros_and_int_shape(cpu):
+    z = cpu.zeros(tf.float64, 5)
+    assert z.shape == (5,) and z.dtype is tf.float64
+    assert np.array_equal(z.download(), np.zeros(5))
+    e = cpu.empty("int32", (2, 3))
+    assert e.shape == (2, 3) and e.strides == (1, 2) and e.is_compact()
+
+
+# -- view errors ---------
+def test_permute_errors(cpu):
+    t = cpu.zeros("float32", (2, 3, 4))
+    for axes in [(0, 1), (0, 1, 1), (0, 1, 3), (0, 1, 2, 3)]:
+        with pytest.raises(tf.ShapeError, match="permutation") as info:
+            t.permute(*axes)
+        assert info.value.argument == "axes"
+
+
+def test_index_errors(cpu):
+    t = cpu.zeros("float32", (2, 3))
+    with pytest.raises(tf.ShapeError, match="out of range"):
+        t[2]
+    with pytest.raises(tf.ShapeError, match="out of range"):
+        t[0, -4]
+    with pytest.raises(tf.ShapeError, match="too many indices"):
+        t[0, 0, 0]
+    with pytest.raises(tf.ValidationError, match=r"at most one '\.\.\.'"):
+        t[..., ...]
+    for key in [None, 1.0, True, [0, 1], np.array([0])]:
+        with pytest.raises(tf.ValidationError, match="basic slicing"):
+            t[key]
+
+
+def test_download_by_another_runtime(host, cpu):
+    t = cpu.zeros("float32", (2,))
+    with pytest.raises(tf.ValidationError, match="belongs to"):
+        host.new_backend("cpu").download(t)
+
+
+def test_canonicalize_of_a_foreign_tensor(host, cpu):
+    t = host.new_backend("cpu").zeros("float32", (2,))
+    with pytest.raises(tf.ForeignRuntimeError, match="not owned by this session's runtime"):
+        cpu.canonicalize(t)
+
+
+# -- op dispatch errors ---------
+def test_unknown_op_lists_registered_ones(host):
+    with pytest.raises(tf.ValidationError, match="no op named 'nope.op'") as info:
+        host.run("nope.op")
+    assert ADD in str(info.value)
+
+
+def test_op_arity_and_attributes(host, cpu):
+    a = cpu.zeros("float32", (3,))
+    with pytest.raises(tf.ValidationError, match="takes 2 tensors") as info:
+        host.run(ADD, a)
+    assert info.value.op == ADD
+    with pytest.raises(tf.ValidationError, match="takes 2 tensors"):
+        host.run(ADD, a, a, a)
+    with pytest.raises(tf.ValidationError, match="no attributes") as info:
+        host.run(ADD, a, a, alpha=2.0)
+    assert info.value.argument == "alpha"
+    with pytest.raises(tf.ValidationError, match="got no tensors"):
+        host.run(ADD)
+
+
+def test_host_arrays_must_be_uploaded_first(host, cpu):
+    a = cpu.zeros("float32", (3,))
+    with pytest.raises(tf.ForeignRuntimeError, match="upload it first"):
+        host.run(ADD, np.zeros(3, np.float32), a)
+    with pytest.raises(tf.ForeignRuntimeError, match="upload it first"):
+        host.run(ADD, a, np.zeros(3, np.float32))
+    with pytest.raises(tf.ValidationError, match="must be a Tensor"):
+        host.run(ADD, a, 3)
+
+
+def test_tensor_of_another_runtime_is_foreign(host, cpu):
+    other = host.new_backend("cpu")
+    a, b = cpu.zeros("float32", (3,)), other.zeros("float32", (3,))
+    with pytest.raises(tf.ForeignRuntimeError, match="input 'rhs' lives on") as info:
+        host.run(ADD, a, b)
+    assert info.value.op == ADD
+    with pytest.raises(tf.ForeignRuntimeError):
+        host.run(ADD, b, b, backend="cpu")
+    with cpu.session() as s:
+        with pytest.raises(tf.ForeignRuntimeError):
+            tf.cpu.exec_session(s).run(ADD, a, b)
+
+
+def test_run_on_a_named_backend(host, cpu):
+    a = cpu.upload(np.arange(3, dtype=np.float32))
+    assert host.run(ADD, a, a, backend="cpu:0").download().tolist() == [0.0, 2.0, 4.0]
+
+
+# -- stats ---------
+def test_stats_keys_and_exactly_one_sync_key(cpu):
+    stats = cpu.stats()
+    assert set(stats) == set(STAT_KEYS)
+    assert [k for k in stats if "sync" in k] == ["synchronizations"]
+    assert all(isinstance(v, int) for v in stats.values())
+
+
+def test_stats_count_transfers_and_waits(host):
+    cpu = host.new_backend("cpu")
+    t = cpu.upload(np.ones((4, 4), np.float32))
+    t.download()
+    cpu.canonicalize(t.T)
+    with cpu.session() as s:
+        tf.cpu.exec_session(s).synchronize()
+    stats = cpu.stats()
+    assert stats["uploads"] == 1 and stats["downloads"] == 1
+    assert stats["d2d_copies"] == 1 and stats["synchronizations"] == 1
+    assert [r.kind for r in cpu.transfer_trace()] == ["upload", "download", "d2d"]
+    assert cpu.transfer_trace()[0].nbytes == 64
