@@ -48,6 +48,7 @@ def word(index: int) -> str:
 
 
 GRID_PRELUDE = f"""\
+var<private> cube_index: u32;
 var<private> cube_pos: vec3<u32>;
 var<private> cube_count: vec3<u32>;
 var<private> unit_pos: vec3<u32>;
@@ -59,6 +60,7 @@ fn unfold_grid(wg: vec3<u32>, lid: vec3<u32>, lidx: u32) -> bool {{
     if (linear >= cube_count.x * cube_count.y * cube_count.z) {{
         return false;
     }}
+    cube_index = linear;
     cube_pos = vec3<u32>(
         linear % cube_count.x,
         (linear / cube_count.x) % cube_count.y,

@@ -14,8 +14,6 @@ exactly when all submitted work has finished; that is :meth:`CommandQueue.wait_i
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 
@@ -63,18 +61,17 @@ class CommandQueue:
                 self._pass = self.encoder().begin_compute_pass()
             return self._pass
 
-    @contextmanager
-    def hold(self) -> Iterator[None]:
-        """Keep recorded work pending until the last hold ends, then submit it."""
+    def hold(self) -> None:
+        """Keep recorded work pending until every hold is released (a JIT session's scope)."""
         with self._lock:
             self._holds += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._holds -= 1
-                if self._holds == 0:
-                    self.flush()
+
+    def release(self) -> None:
+        """End one hold; the last one submits the batch."""
+        with self._lock:
+            self._holds -= 1
+            if self._holds == 0:
+                self.flush()
 
     def commit(self) -> None:
         """Submit the pending work unless a batch is held (called after recording)."""

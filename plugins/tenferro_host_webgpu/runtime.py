@@ -10,7 +10,6 @@ is needed for stream-ordered frees.
 from __future__ import annotations
 
 import os
-import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from tenferro_host.dtypes import DType
 from tenferro_host.errors import (
     BackendError,
     InvalidLaunchConfigError,
+    LaunchError,
     OutOfMemoryError,
     UnsupportedError,
 )
@@ -97,7 +97,9 @@ class WebGpuRuntime(Runtime):
             wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         )
         self.debug_sync = os.environ.get(DEBUG_SYNC_ENV, "") not in ("", "0")
-        self._lock = threading.Lock()
+        self.wgpu_errors: tuple[type[Exception], ...] = (wgpu.GPUError,)
+        #: Bound where an array argument is empty (it has no buffer; the shader never reads it).
+        self.placeholder_buffer = self._device.create_buffer(size=4, usage=self._usage)
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -220,6 +222,16 @@ class WebGpuRuntime(Runtime):
     ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """(logical count, physical dispatch) for a grid of cubes, folded past the limit."""
         return count, fold(count, self._fold_limit, op)
+
+    def debug_wait(self, what: str, op: str | None) -> None:
+        """Debug mode (TENFERRO_DEBUG_SYNC=1): wait after a launch, raise what it caused."""
+        self.counters.add("debug_waits")
+        try:
+            self.queue.wait_idle()
+        except self._wgpu.GPUError as exc:
+            raise LaunchError(
+                f"{what} failed on {self.name!r} (debug sync): {exc}", op=op
+            ) from exc
 
     def dispatch(
         self,

@@ -1,0 +1,414 @@
+"""DSL specialization -> WGSL: one compute shader per (specialization, cube dim, aliasing).
+
+Layout of a generated shader:
+
+* binding 0, the uniform block (:mod:`.dispatch`): the grid, then per parameter in declaration
+  order — an array's offset, length, shape and strides; a scalar's bits (f16 scalars travel as
+  f32 and are converted in the shader).
+* bindings 1..n, one storage buffer per distinct storage among the array arguments (views of
+  one storage share a binding, so aliasing never breaks WebGPU's usage rules); read-write when a
+  parameter bound to it is written. Array elements index ``buffer[offset + index]``, as every
+  target does. bool elements are stored as u32.
+* ``kernel_body()`` holds the kernel (``return`` ends the thread); ``main`` unfolds the grid.
+
+Numeric rules follow the IR (see ``docs/dsl-ir.md``): integer arithmetic wraps (WGSL's runtime
+semantics), ``//``/``%`` truncate (WGSL's integer ``/``/``%``, ``trunc`` for floats),
+float->int casts truncate, float ``min``/``max`` return the non-NaN operand (helpers below).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenferro_host.dtypes import DType
+from tenferro_host.errors import UnsupportedError
+from tenferro_host.kernel import Specialization, ir
+
+from .dispatch import GRID_PRELUDE, GRID_WORDS, UniformBlock, entry_point, uniform_decl, word
+
+_SCALAR = {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32", "bool": "bool"}
+_NEVER = {"float64": "shader-f64", "int64": "shader-int64"}
+_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "/", "mod": "%"}
+_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_LOGICAL = {"and": "&&", "or": "||"}
+
+
+def wgsl_type(dt: DType, what: str = "") -> str:
+    """The WGSL scalar type of ``dt``; f64/i64 are never requested (portability rule)."""
+    found = _SCALAR.get(dt.name)
+    if found is None:
+        feature = _NEVER.get(dt.name, dt.name)
+        raise UnsupportedError(
+            f"{what or dt.name} is {dt.name}, which WebGPU kernels do not support: the "
+            f"portability rule never requests {feature!r}; use a 32-bit type or run on cuda/cpu",
+            backend="webgpu",
+            feature=feature,
+        )
+    return found
+
+
+def storage_type(dt: DType) -> str:
+    """The element type of a storage buffer holding ``dt`` (bool -> u32)."""
+    return "u32" if dt.name == "bool" else wgsl_type(dt)
+
+
+def literal(value: Any, dt: DType) -> str:
+    """A WGSL literal of type ``dt``."""
+    t = wgsl_type(dt)
+    if t == "bool":
+        return "true" if value else "false"
+    if t == "u32":
+        return f"{int(value) % (1 << 32)}u"
+    if t == "i32":
+        v = int(value)
+        return f"({v + 1}i - 1i)" if v == -(1 << 31) else (f"({v}i)" if v < 0 else f"{v}i")
+    f = float(value)
+    suffix = "h" if t == "f16" else "f"
+    if f != f or f in (float("inf"), float("-inf")):
+        bits = {"nan": 0x7FC00000, "inf": 0x7F800000, "-inf": 0xFF800000}[repr(f)]
+        as_f32 = f"bitcast<f32>({bits}u)"
+        return f"{t}({as_f32})" if t == "f16" else as_f32
+    text = repr(f)
+    return f"({text}{suffix})" if f < 0 else f"{text}{suffix}"
+
+
+@dataclass(frozen=True)
+class UniformLayout:
+    """Word index of each parameter's first uniform word, and the total word count."""
+
+    starts: tuple[int, ...]
+    nwords: int
+
+    @classmethod
+    def of(cls, params: Sequence[ir.Param]) -> UniformLayout:
+        starts = []
+        at = GRID_WORDS
+        for p in params:
+            starts.append(at)
+            at += 2 + 2 * (p.ndim or 0) if p.kind == "array" else 1
+        return cls(tuple(starts), at)
+
+
+@dataclass(frozen=True)
+class ArrayView:
+    """What the uniform block needs about one array argument."""
+
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+def pack_uniforms(
+    spec: Specialization,
+    count: tuple[int, int, int],
+    physical: tuple[int, int, int],
+    args: Sequence[ArrayView | float | int | bool],
+) -> bytes:
+    """The uniform block for one launch; ``args`` align with ``spec.params``."""
+    block = UniformBlock()
+    block.grid(count, physical)
+    for p, a in zip(spec.params, args, strict=True):
+        if p.kind == "array":
+            assert isinstance(a, ArrayView)
+            numel = 1
+            for n in a.shape:
+                numel *= n
+            block.extend([a.offset, numel, *a.shape, *a.strides])
+        else:
+            assert not isinstance(a, ArrayView)
+            block.scalar(a, wgsl_type(p.dtype))
+    return block.tobytes()
+
+
+@dataclass(frozen=True)
+class WgslProgram:
+    """Generated WGSL with what launching and error reporting need."""
+
+    source: str
+    writable: tuple[bool, ...]
+    dsl_lines: tuple[int, ...]
+    filename: str
+    kernel_name: str
+
+    def locate(self, wgsl_line: int) -> str:
+        """The DSL source location a generated line came from (for CompileError)."""
+        if 1 <= wgsl_line <= len(self.dsl_lines) and self.dsl_lines[wgsl_line - 1]:
+            return (
+                f" (kernel {self.kernel_name!r}, DSL source "
+                f"{self.filename}:{self.dsl_lines[wgsl_line - 1]})"
+            )
+        return f" (kernel {self.kernel_name!r}, {self.filename})"
+
+
+@dataclass
+class _Emitter:
+    spec: Specialization
+    dim: tuple[int, int, int]
+    slots: dict[str, int]  # array param -> storage binding slot (1-based)
+    layout: UniformLayout
+    lines: list[tuple[str, int]] = field(default_factory=list)
+    helpers: dict[str, str] = field(default_factory=dict)
+    temps: int = 0
+
+    # -------------------------------------------------------------- arrays and indices
+    def param_word(self, name: str, k: int) -> str:
+        for p, start in zip(self.spec.params, self.layout.starts, strict=True):
+            if p.name == name:
+                return word(start + k)
+        raise KeyError(name)
+
+    def element(self, array: str, index: ir.Expr) -> str:
+        idx = self.expr(index)
+        if index.type.name != "uint32":
+            idx = f"u32({idx})"
+        return f"b{self.slots[array]}[{self.param_word(array, 0)} + {idx}]"
+
+    def thread_index(self, name: str) -> str:
+        dx, dy, dz = self.dim
+        per_cube = dx * dy * dz
+        axis = {"_X": "x", "_Y": "y", "_Z": "z"}.get(name[-2:])
+        base = name[:-2] if axis else name
+        if base == "ABSOLUTE_POS":
+            if axis is None:
+                return f"(cube_index * {per_cube}u + unit_index)"
+            size = self.dim["xyz".index(axis)]
+            return f"(cube_pos.{axis} * {size}u + unit_pos.{axis})"
+        if base == "UNIT_POS":
+            return f"unit_pos.{axis}" if axis else "unit_index"
+        if base == "CUBE_POS":
+            return f"cube_pos.{axis}" if axis else "cube_index"
+        if base == "CUBE_DIM":
+            return f"{self.dim['xyz'.index(axis)] if axis else per_cube}u"
+        if base == "CUBE_COUNT":
+            return f"cube_count.{axis}" if axis else "(cube_count.x * cube_count.y * cube_count.z)"
+        raise ValueError(f"unknown launch index {name}")
+
+    # -------------------------------------------------------------- expressions
+    def expr(self, e: ir.Expr) -> str:
+        if isinstance(e, ir.Const):
+            return literal(e.value, e.type)
+        if isinstance(e, ir.Var):
+            return f"v_{e.name}"
+        if isinstance(e, ir.ThreadIndex):
+            return self.thread_index(e.name)
+        if isinstance(e, ir.ArrayLen):
+            return self.param_word(e.array, 1)
+        if isinstance(e, ir.ArrayShape):
+            return self.param_word(e.array, 2 + e.axis)
+        if isinstance(e, ir.ArrayStride):
+            p = self.spec.ir.param(e.array)
+            return self.param_word(e.array, 2 + (p.ndim or 0) + e.axis)
+        if isinstance(e, ir.Load):
+            loaded = self.element(e.array, e.index)
+            return f"({loaded} != 0u)" if e.type.name == "bool" else loaded
+        if isinstance(e, ir.Unary):
+            v = self.expr(e.operand)
+            if e.op == "not":
+                return f"(!{v})"
+            return f"(0u - {v})" if e.type.name == "uint32" else f"(-{v})"
+        if isinstance(e, ir.Binary):
+            return self.binary(e)
+        if isinstance(e, ir.Compare):
+            return f"({self.expr(e.lhs)} {_COMPARE[e.op]} {self.expr(e.rhs)})"
+        if isinstance(e, ir.Logical):
+            return f"({self.expr(e.lhs)} {_LOGICAL[e.op]} {self.expr(e.rhs)})"
+        if isinstance(e, ir.Cast):
+            return self.cast(e)
+        if isinstance(e, ir.Math):
+            return self.math(e)
+        if isinstance(e, ir.Select):
+            return (
+                f"select({self.expr(e.if_false)}, {self.expr(e.if_true)}, {self.expr(e.cond)})"
+            )
+        raise TypeError(f"unknown IR expression {e!r}")
+
+    def binary(self, e: ir.Binary) -> str:
+        a, b = self.expr(e.lhs), self.expr(e.rhs)
+        if e.op == "pow":
+            return f"pow({a}, {b})"
+        text = f"({a} {_BINARY[e.op]} {b})"
+        if e.op == "floordiv" and e.type.is_float:
+            return f"trunc{text}"
+        return text
+
+    def cast(self, e: ir.Cast) -> str:
+        src, dst = e.value.type, e.type
+        v = self.expr(e.value)
+        if src is dst:
+            return v
+        t = wgsl_type(dst)
+        if dst.name == "bool":
+            return f"({v} != {literal(0, src)})"
+        if src.name == "bool":
+            return f"select({literal(0, dst)}, {literal(1, dst)}, {v})"
+        return f"{t}({v})"
+
+    def math(self, e: ir.Math) -> str:
+        args = [self.expr(a) for a in e.args]
+        if e.func in ("min", "max") and e.type.is_float:
+            return f"{self.nan_ignoring(e.func, wgsl_type(e.type))}({args[0]}, {args[1]})"
+        return f"{e.func}({', '.join(args)})"
+
+    def nan_ignoring(self, func: str, t: str) -> str:
+        """C ``fmin``/``fmax``: a NaN operand yields the other operand."""
+        name = f"tf_f{func}_{t}"
+        self.helpers.setdefault(
+            name,
+            f"fn {name}(a: {t}, b: {t}) -> {t} {{\n"
+            "    if (a != a) { return b; }\n"
+            "    if (b != b) { return a; }\n"
+            f"    return {func}(a, b);\n"
+            "}\n",
+        )
+        return name
+
+    # -------------------------------------------------------------- statements
+    def emit(self, depth: int, text: str, line: int) -> None:
+        self.lines.append(("    " * depth + text, line))
+
+    def block(self, stmts: Sequence[ir.Stmt], depth: int) -> None:
+        for s in stmts:
+            self.stmt(s, depth)
+
+    def stmt(self, s: ir.Stmt, depth: int) -> None:
+        if isinstance(s, ir.Assign):
+            self.emit(depth, f"v_{s.name} = {self.expr(s.value)};", s.line)
+        elif isinstance(s, ir.Store):
+            value = self.expr(s.value)
+            if s.value.type.name == "bool":
+                value = f"select(0u, 1u, {value})"
+            self.emit(depth, f"{self.element(s.array, s.index)} = {value};", s.line)
+        elif isinstance(s, ir.If):
+            self.emit(depth, f"if ({self.expr(s.cond)}) {{", s.line)
+            self.block(s.then, depth + 1)
+            if s.orelse:
+                self.emit(depth, "} else {", s.line)
+                self.block(s.orelse, depth + 1)
+            self.emit(depth, "}", s.line)
+        elif isinstance(s, ir.For):
+            self.for_range(s, depth)
+        elif isinstance(s, ir.While):
+            self.emit(depth, f"while ({self.expr(s.cond)}) {{", s.line)
+            self.block(s.body, depth + 1)
+            self.emit(depth, "}", s.line)
+        elif isinstance(s, ir.Break):
+            self.emit(depth, "break;", s.line)
+        elif isinstance(s, ir.Continue):
+            self.emit(depth, "continue;", s.line)
+        elif isinstance(s, ir.Return):
+            self.emit(depth, "return;", s.line)
+        else:
+            raise TypeError(f"unknown IR statement {s!r}")
+
+    def for_range(self, s: ir.For, depth: int) -> None:
+        """C semantics: stop and step evaluated once; a zero step runs no iteration."""
+        self.temps += 1
+        stop, step, var = f"t_stop{self.temps}", f"t_step{self.temps}", f"v_{s.var}"
+        zero = literal(0, s.step.type)
+        self.emit(depth, "{", s.line)
+        self.emit(depth + 1, f"let {stop} = {self.expr(s.stop)};", s.line)
+        self.emit(depth + 1, f"let {step} = {self.expr(s.step)};", s.line)
+        self.emit(depth + 1, f"{var} = {self.expr(s.start)};", s.line)
+        if s.step.type.name == "uint32":
+            cond = f"{step} != {zero} && {var} < {stop}"
+        else:
+            cond = f"({step} > {zero} && {var} < {stop}) || ({step} < {zero} && {var} > {stop})"
+        self.emit(depth + 1, "loop {", s.line)
+        self.emit(depth + 2, f"if (!({cond})) {{ break; }}", s.line)
+        self.block(s.body, depth + 2)
+        self.emit(depth + 2, f"continuing {{ {var} = {var} + {step}; }}", s.line)
+        self.emit(depth + 1, "}", s.line)
+        self.emit(depth, "}", s.line)
+
+
+def alias_slots(spec: Specialization, groups: Sequence[int]) -> tuple[dict[str, int], int]:
+    """Binding slot (1-based) per array param from its storage group; and the slot count."""
+    arrays = [p for p in spec.params if p.kind == "array"]
+    order: dict[int, int] = {}
+    slots = {}
+    for p, g in zip(arrays, groups, strict=True):
+        slots[p.name] = order.setdefault(g, len(order) + 1)
+    return slots, len(order)
+
+
+def generate(
+    spec: Specialization, dim: tuple[int, int, int], groups: Sequence[int]
+) -> WgslProgram:
+    """WGSL for ``spec`` with workgroup size ``dim``; ``groups[i]`` numbers the storage of the
+    i-th array parameter (equal numbers: views of one storage, bound once)."""
+    k = spec.ir
+    for p in k.params:
+        wgsl_type(p.dtype, f"parameter {p.name!r} of kernel {k.name!r}")
+    for name, dt in k.locals:
+        wgsl_type(dt, f"local {name!r} of kernel {k.name!r}")
+    slots, nslots = alias_slots(spec, groups)
+    layout = UniformLayout.of(k.params)
+    em = _Emitter(spec, dim, slots, layout)
+    for name, dt in k.locals:
+        em.emit(1, f"var v_{name}: {wgsl_type(dt)};", 0)
+    for p, start in zip(k.params, layout.starts, strict=True):
+        if p.kind == "scalar":
+            t = wgsl_type(p.dtype)
+            bits = word(start)
+            value = {
+                "f32": f"bitcast<f32>({bits})",
+                "f16": f"f16(bitcast<f32>({bits}))",
+                "i32": f"bitcast<i32>({bits})",
+                "u32": bits,
+                "bool": f"({bits} != 0u)",
+            }[t]
+            em.emit(1, f"let v_{p.name} = {value};", 0)
+    em.block(k.body, 1)
+
+    written = [False] * nslots
+    elem = [""] * nslots
+    for p in k.params:
+        if p.kind == "array":
+            slot = slots[p.name]
+            written[slot - 1] |= p.name in k.written
+            elem[slot - 1] = storage_type(p.dtype)
+    uses_f16 = any(wgsl_type(p.dtype) == "f16" for p in k.params) or any(
+        wgsl_type(dt) == "f16" for _, dt in k.locals
+    )
+
+    head: list[str] = []
+    if uses_f16:
+        head.append("enable f16;")
+    head += uniform_decl(layout.nwords).splitlines()
+    for i in range(nslots):
+        access = "read_write" if written[i] else "read"
+        head.append(
+            f"@group(0) @binding({i + 1}) var<storage, {access}> b{i + 1}: array<{elem[i]}>;"
+        )
+    head += GRID_PRELUDE.splitlines()
+    for helper in em.helpers.values():
+        head += helper.splitlines()
+    tail = entry_point("kernel_body()", dim).splitlines()
+
+    text: list[tuple[str, int]] = [(h, 0) for h in head]
+    text.append(("fn kernel_body() {", 0))
+    text += em.lines
+    text.append(("}", 0))
+    text += [(t, 0) for t in tail]
+    return WgslProgram(
+        source="\n".join(t for t, _ in text) + "\n",
+        writable=tuple(written),
+        dsl_lines=tuple(line for _, line in text),
+        filename=k.filename,
+        kernel_name=k.name,
+    )
+
+
+__all__ = [
+    "ArrayView",
+    "UniformLayout",
+    "WgslProgram",
+    "alias_slots",
+    "generate",
+    "literal",
+    "pack_uniforms",
+    "storage_type",
+    "wgsl_type",
+]
