@@ -1,4 +1,4 @@
-"""Shared test set-up: the tenferro-host pytest kit, fixture distributions, subprocess helpers.
+"""Shared test set-up: the tenferro-host pytest kit, fixture distributions, subprocesses.
 
 The fixture distributions under ``tests/fixtures/`` are real packages with entry points. The
 session fixture ``fixture_dists`` installs them once with pip into a temporary directory; tests
@@ -35,47 +35,53 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(pytest_plugin, "tenferro_host.testing")
 
 
-def clean_env(paths: tuple[Path, ...] = (), **extra: str) -> dict[str, str]:
-    """The current environment without TENFERRO_* settings, ``paths`` on PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TENFERRO_")}
-    env.pop("PYTHONPATH", None)
-    if paths:
-        env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
-    env.update(extra)
-    return env
+class Subprocess:
+    """Fresh interpreters of this environment, without TENFERRO_* settings from the caller."""
+
+    @staticmethod
+    def env(paths: tuple[Path, ...] = (), **extra: str) -> dict[str, str]:
+        """The current environment without TENFERRO_* settings, ``paths`` on PYTHONPATH."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TENFERRO_")}
+        env.pop("PYTHONPATH", None)
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
+        env.update(extra)
+        return env
+
+    def python(
+        self, code: str, paths: tuple[Path, ...] = (), **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``code`` with ``python -c``."""
+        return self._run(["-c", code], paths, env)
+
+    def json(self, code: str, paths: tuple[Path, ...] = (), **env: str) -> Any:
+        """Run ``code``, which prints one JSON document, and return the parsed document."""
+        proc = self.python(code, paths, **env)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    def cli(
+        self, *args: str, paths: tuple[Path, ...] = (), **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        """``python -m tenferro_host ARGS``."""
+        return self._run(["-m", "tenferro_host", *args], paths, env)
+
+    def _run(
+        self, argv: list[str], paths: tuple[Path, ...], env: dict[str, str]
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *argv],
+            env=self.env(paths, **env),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
 
-def run_python(
-    code: str, paths: tuple[Path, ...] = (), **env: str
-) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter of this environment."""
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        env=clean_env(paths, **env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def run_json(code: str, paths: tuple[Path, ...] = (), **env: str) -> Any:
-    """Run ``code`` (which prints one JSON document) and return the parsed document."""
-    proc = run_python(code, paths, **env)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def run_cli(
-    *args: str, paths: tuple[Path, ...] = (), **env: str
-) -> subprocess.CompletedProcess[str]:
-    """``python -m tenferro_host ARGS`` in a fresh interpreter."""
-    return subprocess.run(
-        [sys.executable, "-m", "tenferro_host", *args],
-        env=clean_env(paths, **env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+@pytest.fixture(scope="session")
+def subproc() -> Subprocess:
+    """Runs Python code or the CLI in a fresh interpreter (see :class:`Subprocess`)."""
+    return Subprocess()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,78 @@
+"""The retirement queue: leases released in order once their event completed; bounded."""
+
+from __future__ import annotations
+
+from tenferro_host.provider import Counters, RetirementQueue
+
+
+class Events:
+    """Fake events: names in ``done`` are complete; ``wait`` completes one and logs it."""
+
+    def __init__(self) -> None:
+        self.done: set[str] = set()
+        self.waited: list[str] = []
+
+    def is_done(self, event: str) -> bool:
+        return event in self.done
+
+    def wait(self, event: str) -> None:
+        self.waited.append(event)
+        self.done.add(event)
+
+
+def make(capacity: int = 3) -> tuple[RetirementQueue, Events, Counters, list[str]]:
+    events, counters, released = Events(), Counters(), []
+    queue = RetirementQueue(counters, is_done=events.is_done, wait=events.wait, capacity=capacity)
+    return queue, events, counters, released
+
+
+def lease(log: list[str], name: str):
+    return lambda: log.append(name)
+
+
+def test_poll_releases_only_the_completed_prefix_without_waiting():
+    queue, events, counters, released = make()
+    queue.retire("e1", [lease(released, "a"), lease(released, "b")])
+    queue.retire("e2", [lease(released, "c")])
+    assert counters.values["leases_pending"] == 3
+    events.done.add("e2")  # completed out of order: e1 still holds the head
+    assert queue.poll() == 0 and released == []
+    events.done.add("e1")
+    assert queue.poll() == 3 and released == ["a", "b", "c"]
+    assert len(queue) == 0 and events.waited == []
+    assert counters.values["leases_pending"] == 0 and counters.values["leases_released"] == 3
+
+
+def test_empty_lease_batches_are_not_queued():
+    queue, _, counters, _ = make()
+    queue.retire("e1", [])
+    assert len(queue) == 0 and counters.values["leases_pending"] == 0
+
+
+def test_full_queue_waits_on_its_oldest_event_only():
+    queue, events, counters, released = make(capacity=2)
+    for name in ("e1", "e2"):
+        queue.retire(name, [lease(released, name)])
+    assert counters.values["queue_full_waits"] == 0
+    queue.retire("e3", [lease(released, "e3")])
+    assert events.waited == ["e1"]
+    assert released == ["e1"] and len(queue) == 2
+    assert counters.values["queue_full_waits"] == 1
+
+
+def test_retire_polls_first_so_a_completed_head_frees_room_without_waiting():
+    queue, events, counters, released = make(capacity=1)
+    queue.retire("e1", [lease(released, "e1")])
+    events.done.add("e1")
+    queue.retire("e2", [lease(released, "e2")])
+    assert events.waited == [] and counters.values["queue_full_waits"] == 0
+    assert released == ["e1"]
+
+
+def test_drain_waits_for_everything_in_order():
+    queue, events, counters, released = make()
+    queue.retire("e1", [lease(released, "a")])
+    queue.retire("e2", [lease(released, "b")])
+    queue.drain()
+    assert events.waited == ["e1", "e2"] and released == ["a", "b"]
+    assert counters.values["leases_released"] == 2 and len(queue) == 0
