@@ -1,0 +1,109 @@
+"""Run one kernel launch on WebGPU and on the CPU interpreter from the same starting data.
+
+Array arguments are :class:`View` s of a flat numpy storage (offset, shape, strides in
+elements), so non-compact bindings are tested exactly as the interpreter sees them. Both sides
+start from copies of the same storages; the results are the storages after the launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import tenferro_host as tf
+from tenferro_host import dtypes
+from tenferro_host import kernel as K
+from tenferro_host.kernel.interpreter import ArrayArg, run
+from tenferro_host.tensor import Tensor
+
+
+@dataclass
+class View:
+    """A view of a flat storage; views sharing one ``storage`` object alias on both targets."""
+
+    storage: np.ndarray
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @classmethod
+    def compact(cls, array: np.ndarray) -> View:
+        flat = np.asarray(array).reshape(-1, order="F").copy()
+        strides = []
+        step = 1
+        for d in array.shape:
+            strides.append(step)
+            step *= max(d, 1)
+        return cls(flat, 0, tuple(array.shape), tuple(strides))
+
+
+def _desc(arg: Any) -> Any:
+    if isinstance(arg, View):
+        return K.ArrayDesc(dtypes.dtype(arg.storage.dtype), len(arg.shape))
+    if isinstance(arg, np.generic):
+        return K.ScalarDesc(dtypes.dtype(arg.dtype))
+    return K.ScalarDesc()
+
+
+def _storages(args: tuple[Any, ...]) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    for a in args:
+        if isinstance(a, View) and not any(a.storage is s for s in out):
+            out.append(a.storage)
+    return out
+
+
+def on_interpreter(kernel: K.Kernel, count: Any, dim: Any, *args: Any, **consts: Any) -> list[
+    np.ndarray
+]:
+    storages = _storages(args)
+    copies = [s.copy() for s in storages]
+    converted = []
+    for a in args:
+        if isinstance(a, View):
+            flat = copies[next(i for i, s in enumerate(storages) if s is a.storage)]
+            converted.append(ArrayArg(flat, a.offset, a.shape, a.strides))
+        else:
+            converted.append(a)
+    spec = kernel.specialize([_desc(a) for a in args], consts, "cpu")
+    run(spec, _grid(count), _grid(dim), converted)
+    return copies
+
+
+def on_webgpu(
+    rt: Any, kernel: K.Kernel, count: Any, dim: Any, *args: Any, **consts: Any
+) -> list[np.ndarray]:
+    storages = _storages(args)
+    tensors = [rt.upload(s) for s in storages]
+    converted: list[Any] = []
+    for a in args:
+        if isinstance(a, View):
+            base = tensors[next(i for i, s in enumerate(storages) if s is a.storage)]
+            converted.append(Tensor(base.storage, base.dtype, a.shape, a.strides, a.offset))
+        else:
+            converted.append(a)
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.webgpu") as js:
+        js.launch(kernel, count, dim, *converted, **consts)
+    return [t.download() for t in tensors]
+
+
+def _grid(value: Any) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    padded = (*dims, 1, 1)
+    return (padded[0], padded[1], padded[2])
+
+
+def assert_same(
+    rt: Any, kernel: K.Kernel, count: Any, dim: Any, *args: Any, rtol: float = 0.0,
+    atol: float = 0.0, **consts: Any
+) -> None:
+    """The launch gives the same storages on WebGPU as on the interpreter."""
+    expected = on_interpreter(kernel, count, dim, *args, **consts)
+    got = on_webgpu(rt, kernel, count, dim, *args, **consts)
+    for e, g in zip(expected, got, strict=True):
+        if rtol or atol:
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, e)
