@@ -17,7 +17,7 @@ import numpy as np
 import tenferro_host
 from tenferro_host import OpSpec, Signature
 
-from . import DTYPES, OP_NAME, cpu
+from . import DTYPES, OP_NAME, cpu, cuda_raw
 
 TENFERRO_HOST_API = (1, 0)
 
@@ -30,6 +30,7 @@ def reference(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 #: Variant kind -> callable(exec_session, lhs, rhs).
 VARIANTS: dict[str, Callable[..., Any]] = {
     "cpu": cpu.add,
+    "cuda-raw": cuda_raw.add,
 }
 
 ADD = OpSpec(
