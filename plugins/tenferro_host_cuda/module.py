@@ -131,8 +131,7 @@ class Function:
             self.num_regs = _attr(handle, "CU_FUNC_ATTRIBUTE_NUM_REGS")
             self._dynamic_limit = _attr(handle, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
         self.name = name
-        self.module = module
-        self.runtime = runtime
+        self.runtime = runtime  # no reference to the Module: dropping it must free the handle
         self.handle = handle
         self.owner = module._owner
         self.param_offsets = tuple(offsets)

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tenferro_host import Tensor
 from tenferro_host.errors import (
     AliasingError,
     ArgumentMismatchError,
@@ -30,7 +32,6 @@ from tenferro_host.errors import (
     ValidationError,
 )
 from tenferro_host.provider import Session, SessionHandle, normalize_shape, require_resident
-from tenferro_host.tensor import Tensor
 
 from .args import (
     ArgPack,
@@ -48,7 +49,7 @@ from .args import (
 from .driver import STICKY_FAULTS, drv, error_name, failure, poison
 from .images import as_bytes, check_binary, check_ptx
 from .module import Function, Module, load_image
-from .nvrtc import NvrtcOptions, compile_source
+from .nvrtc import CompiledImage, NvrtcOptions, compile_source
 from .runtime import CudaRuntime, CudaStorage, check_positive_bytes, debug_sync_enabled
 
 if TYPE_CHECKING:
@@ -204,6 +205,18 @@ class PreparedLaunch(SessionHandle):
             s._debug_wait(self._function, self._config)
 
 
+def nvrtc_compile(source: str | bytes, options: NvrtcOptions) -> CompiledImage:
+    """Compile without loading (no GPU needed): ``options.arch`` names the target.
+
+    For build steps and compile-only checks; inside a session use ``rs.compile_nvrtc``.
+    """
+    if not isinstance(options, NvrtcOptions) or options.arch is None:
+        raise ValidationError(
+            "nvrtc_compile needs NvrtcOptions(arch='sm_XY' or 'compute_XY')", argument="options"
+        )
+    return compile_source(source, options)
+
+
 class RawSession(Session):
     """Raw native-module session of one CUDA runtime (from ``CudaExecSession.raw(op)``)."""
 
@@ -233,7 +246,7 @@ class RawSession(Session):
         self._cu_launch = d.cuLaunchKernel
         self._success = d.CUresult.CUDA_SUCCESS
         self._leases: set[Any] = set()
-        self._borrows: dict[Any, int] = {}
+        self._borrows: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._workspaces: list[CudaStorage] = []
         self._packs: dict[tuple[Function, tuple[str, ...]], ArgPack] = {}
         self._debug = debug_sync_enabled()
@@ -257,7 +270,7 @@ class RawSession(Session):
         finally:
             self._leases = set()
             self._packs = {}
-            self._borrows = {}
+            self._borrows = weakref.WeakKeyDictionary()
             try:
                 rt.primary.exit(self._saved_context)
             except Exception:
@@ -479,6 +492,7 @@ class RawSession(Session):
 
 
 __all__ = [
+    "CompiledImage",
     "DeviceBytes",
     "Function",
     "LaunchConfig",
@@ -496,6 +510,7 @@ __all__ = [
     "f64",
     "i32",
     "i64",
+    "nvrtc_compile",
     "u32",
     "u64",
 ]

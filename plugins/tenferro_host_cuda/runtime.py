@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tenferro_host import Tensor
 from tenferro_host.dtypes import DType
 from tenferro_host.errors import OutOfMemoryError, UnsupportedError, ValidationError
 from tenferro_host.provider import ResourceCache, Runtime, Storage
-from tenferro_host.tensor import Tensor
 
 from .device import CudaDeviceInfo, query
 from .driver import NOT_READY, PrimaryContext, check, drv, failure, require_healthy
