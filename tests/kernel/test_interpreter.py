@@ -5,6 +5,24 @@ from __future__ import annotations
 import kernels
 import numpy as np
 import pytest
+from construct_kernels import (
+    arith_float,
+    arith_int,
+    branches,
+    casts,
+    divide,
+    generic_zero_and_literals,
+    grid_indices,
+    int_math,
+    loop_counter_after_loop,
+    loops,
+    power_and_math,
+    scalar_kinds,
+    select_and_bools,
+    short_circuit,
+    u32_wrap,
+    unguarded,
+)
 from dsl_harness import launch
 
 from tenferro_host import kernel as K
@@ -65,20 +83,6 @@ def _dt(a):
 # ------------------------------------------------------------ arithmetic
 
 
-@K.kernel
-def arith_float(out: K.Array[K.F], a: K.Array[K.F], b: K.Array[K.F]):
-    i = K.ABSOLUTE_POS
-    if i < a.len:
-        k = i * 7
-        out[k] = a[i] + b[i]
-        out[k + 1] = a[i] - b[i]
-        out[k + 2] = a[i] * b[i]
-        out[k + 3] = a[i] / b[i]
-        out[k + 4] = a[i] // b[i]
-        out[k + 5] = a[i] % b[i]
-        out[k + 6] = -a[i] + 0.5
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 def test_float_arithmetic(dtype):
     a, b = rand(dtype), rand(dtype, lo=0.5, hi=3.0) * np.where(rng.random(N) < 0.5, -1, 1)
@@ -90,19 +94,6 @@ def test_float_arithmetic(dtype):
                     -a + dtype(0.5)]
     for j, e in enumerate(expected):
         np.testing.assert_array_equal(out[j::7], e.astype(dtype), err_msg=f"op {j}")
-
-
-@K.kernel
-def arith_int(out: K.Array[K.I], a: K.Array[K.I], b: K.Array[K.I]):
-    i = K.ABSOLUTE_POS
-    if i < a.len:
-        k = i * 6
-        out[k] = a[i] + b[i]
-        out[k + 1] = a[i] - b[i]
-        out[k + 2] = a[i] * b[i]
-        out[k + 3] = a[i] // b[i]
-        out[k + 4] = a[i] % b[i]
-        out[k + 5] = a[i] * 3 - 1
 
 
 def c_div(a, b):
@@ -127,40 +118,11 @@ def test_int_arithmetic_truncates_and_wraps(dtype):
         np.testing.assert_array_equal(out[j::6], e.astype(dtype), err_msg=f"op {j}")
 
 
-@K.kernel
-def u32_wrap(out: K.Array[K.u32]):
-    i = K.ABSOLUTE_POS
-    if i < out.len:
-        out[i] = i - 5
-
-
 def test_u32_indices_wrap_around():
     out = np.zeros(8, np.uint32)
     launch(u32_wrap, 8, out)
     np.testing.assert_array_equal(out, (np.arange(8, dtype=np.uint32) - np.uint32(5)))
     assert out[0] == 2**32 - 5
-
-
-@K.kernel
-def power_and_math(out: K.Array[K.F], a: K.Array[K.F], b: K.Array[K.F]):
-    i = K.ABSOLUTE_POS
-    if i < a.len:
-        x = K.abs(a[i]) + 0.25
-        k = i * 14
-        out[k] = x ** b[i]
-        out[k + 1] = x ** 2
-        out[k + 2] = K.sqrt(x)
-        out[k + 3] = K.exp(a[i])
-        out[k + 4] = K.log(x)
-        out[k + 5] = K.sin(a[i])
-        out[k + 6] = K.cos(a[i])
-        out[k + 7] = K.tanh(a[i])
-        out[k + 8] = K.abs(a[i])
-        out[k + 9] = K.floor(a[i])
-        out[k + 10] = K.ceil(a[i])
-        out[k + 11] = K.min(a[i], b[i])
-        out[k + 12] = K.max(a[i], b[i])
-        out[k + 13] = K.fma(a[i], b[i], x)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -179,15 +141,6 @@ def test_math_functions(dtype):
     assert out.dtype == dtype
 
 
-@K.kernel
-def int_math(out: K.Array[K.i32], a: K.Array[K.i32], b: K.Array[K.i32]):
-    i = K.ABSOLUTE_POS
-    if i < a.len:
-        out[3 * i] = K.abs(a[i])
-        out[3 * i + 1] = K.min(a[i], b[i])
-        out[3 * i + 2] = K.max(a[i], b[i])
-
-
 def test_int_math():
     a, b = rng.integers(-50, 50, N).astype(np.int32), rng.integers(-50, 50, N).astype(np.int32)
     out = np.zeros(3 * N, np.int32)
@@ -195,20 +148,6 @@ def test_int_math():
     np.testing.assert_array_equal(out[0::3], np.abs(a))
     np.testing.assert_array_equal(out[1::3], np.minimum(a, b))
     np.testing.assert_array_equal(out[2::3], np.maximum(a, b))
-
-
-@K.kernel
-def casts(f: K.Array[K.f32], i: K.Array[K.i32], u: K.Array[K.u32], h: K.Array[K.f16],
-          d: K.Array[K.f64], bo: K.Array[K.bool_], src: K.Array[K.f32]):
-    t = K.ABSOLUTE_POS
-    if t < src.len:
-        x = src[t]
-        i[t] = K.i32(x)
-        u[t] = K.u32(K.abs(x))
-        h[t] = K.f16(x)
-        d[t] = K.f64(x) * 2.0
-        bo[t] = K.bool_(K.i32(x))
-        f[t] = K.f32(bo[t]) + K.f32(K.i64(x))
 
 
 def test_casts_truncate_and_convert():
@@ -225,18 +164,6 @@ def test_casts_truncate_and_convert():
     np.testing.assert_array_equal(f, bo.astype(np.float32) + np.trunc(src))
 
 
-@K.kernel
-def generic_zero_and_literals(out: K.Array[K.F], n: K.I):
-    i = K.ABSOLUTE_POS
-    if i < out.len:
-        acc = K.F(0)
-        j = K.I(0)
-        while j < n:
-            acc += 0.1
-            j += 1
-        out[i] = acc
-
-
 def test_float_literal_takes_f32_and_generic_int():
     out = np.zeros(4, np.float32)
     launch(generic_zero_and_literals, 4, out, np.int64(10))
@@ -249,24 +176,6 @@ def test_float_literal_takes_f32_and_generic_int():
 # ------------------------------------------------------------ control flow
 
 
-@K.kernel
-def branches(out: K.Array[K.i32], a: K.Array[K.i32]):
-    i = K.ABSOLUTE_POS
-    if i >= a.len:
-        return
-    v = a[i]
-    if v < -10:
-        out[i] = 1
-    elif v < 0 or v == 5:
-        out[i] = 2
-    elif not (v < 10):
-        out[i] = 3
-    else:
-        out[i] = 4
-    if 0 <= v < 3 and v != 1:
-        out[i] += 10
-
-
 def test_if_elif_else_and_bool_ops():
     a = np.arange(-20, 20, dtype=np.int32)
     out = np.zeros_like(a)
@@ -274,32 +183,6 @@ def test_if_elif_else_and_bool_ops():
     expected = np.select([a < -10, (a < 0) | (a == 5), a >= 10], [1, 2, 3], 4)
     expected += np.where((a >= 0) & (a < 3) & (a != 1), 10, 0)
     np.testing.assert_array_equal(out, expected)
-
-
-@K.kernel
-def loops(out: K.Array[K.i32], n: K.Array[K.i32]):
-    i = K.ABSOLUTE_POS
-    if i < n.len:
-        total = K.i32(0)
-        for j in range(n[i]):
-            if j == 7:
-                break
-            if j % 2 == 1:
-                continue
-            total += j
-        for j in range(10, 0, -3):
-            total += j * 100
-        for _j in range(K.i32(2), n[i]):
-            total += 1000
-        k = K.i32(0)
-        while True:
-            k += 1
-            if k > n[i]:
-                break
-            if k == 2:
-                continue
-            total += 10000
-        out[i] = total
 
 
 def test_for_while_break_continue_per_thread():
@@ -322,27 +205,10 @@ def test_for_while_break_continue_per_thread():
     np.testing.assert_array_equal(out, expected)
 
 
-@K.kernel
-def loop_counter_after_loop(out: K.Array[K.u32], step: K.u32):
-    i = K.ABSOLUTE_POS
-    if i < out.len:
-        for j in range(i, 10, step):  # noqa: B007 - read after the loop on purpose
-            pass
-        out[i] = j
-
-
 def test_for_counter_keeps_the_value_that_ended_the_loop():
     out = np.zeros(4, np.uint32)
     launch(loop_counter_after_loop, 4, out, 4)
     np.testing.assert_array_equal(out, [12, 13, 10, 11])
-
-
-@K.kernel
-def select_and_bools(out: K.Array[K.F], flags: K.Array[K.bool_], a: K.Array[K.F]):
-    i = K.ABSOLUTE_POS
-    if i < a.len:
-        out[i] = K.select(flags[i] and a[i] > 0, a[i], -1.0)
-        flags[i] = not flags[i]
 
 
 def test_select_and_bool_arrays():
@@ -355,16 +221,6 @@ def test_select_and_bool_arrays():
     np.testing.assert_array_equal(flags, ~before)
 
 
-@K.kernel
-def short_circuit(out: K.Array[K.F], a: K.Array[K.F]):
-    i = K.ABSOLUTE_POS
-    if i < a.len and a[i] > 0:
-        out[i] = 1.0
-    if i >= a.len or a[i] <= 0:
-        return
-    out[i] += 1.0
-
-
 def test_and_or_short_circuit_guard_reads():
     a = np.array([1.0, -1.0, 2.0])
     out = np.zeros(3)
@@ -373,24 +229,6 @@ def test_and_or_short_circuit_guard_reads():
 
 
 # ------------------------------------------------------------ grid
-
-
-@K.kernel
-def grid_indices(out: K.Array[K.u32]):
-    t = K.ABSOLUTE_POS
-    base = t * 12
-    out[base] = K.UNIT_POS
-    out[base + 1] = K.UNIT_POS_X
-    out[base + 2] = K.UNIT_POS_Y
-    out[base + 3] = K.UNIT_POS_Z
-    out[base + 4] = K.CUBE_POS
-    out[base + 5] = K.CUBE_POS_X
-    out[base + 6] = K.CUBE_POS_Y
-    out[base + 7] = K.CUBE_POS_Z
-    out[base + 8] = K.ABSOLUTE_POS_X
-    out[base + 9] = K.ABSOLUTE_POS_Y
-    out[base + 10] = K.ABSOLUTE_POS_Z
-    out[base + 11] = K.CUBE_DIM * 1000 + K.CUBE_COUNT + K.CUBE_DIM_Y * 100 + K.CUBE_COUNT_Z * 10
 
 
 def test_grid_indices_3d():
@@ -425,17 +263,12 @@ def test_empty_launch_runs_nothing():
 # ------------------------------------------------------------ runtime errors
 
 
-@K.kernel
-def unguarded(out: K.Array[K.F], x: K.Array[K.F]):
-    out[K.ABSOLUTE_POS] = x[K.ABSOLUTE_POS]
-
-
 def test_out_of_bounds_read_is_a_validation_error():
     x, out = np.zeros(10), np.zeros(40)
     with pytest.raises(ValidationError, match=r"index 10 of array 'x' is out of bounds") as info:
         launch(unguarded, 40, out, x, dim=8)
     assert info.value.argument == "x"
-    assert "test_interpreter.py:" in str(info.value)
+    assert "construct_kernels.py:" in str(info.value)
     assert "ABSOLUTE_POS=10" in str(info.value)
 
 
@@ -444,13 +277,6 @@ def test_out_of_bounds_write_is_a_validation_error():
     with pytest.raises(ValidationError, match="'out' is out of bounds"):
         launch(unguarded, 16, out, x, dim=16)
     np.testing.assert_array_equal(out, 0)
-
-
-@K.kernel
-def divide(out: K.Array[K.i32], a: K.Array[K.i32], b: K.Array[K.i32]):
-    i = K.ABSOLUTE_POS
-    if i < a.len:
-        out[i] = a[i] // b[i]
 
 
 def test_int_division_by_zero_is_a_validation_error():
@@ -476,3 +302,13 @@ def test_more_than_u32_elements_is_unsupported():
     huge = ArrayArg(np.zeros(4), 0, (2**32,), (0,))
     with pytest.raises(UnsupportedError, match="at most 4294967295 elements"):
         run(spec, (1, 1, 1), (4, 1, 1), [huge, huge, huge])
+
+
+def test_scalar_kinds_i64_runtime_step_and_f16_constants():
+    out, wide = np.zeros(8, np.float16), np.zeros(8, np.int64)
+    launch(scalar_kinds, 8, out, wide, True, 1.5, 5, 3)
+    assert np.all(np.isneginf(out))  # 1.5*0.5 + 3 - f16(1e9) == -inf in f16
+    i = np.arange(8)
+    np.testing.assert_array_equal(wide, -15 + i // 2 + 1 + 5)  # C: INT64_MIN % 7 == -1
+    launch(scalar_kinds, 8, out, wide, False, 1.5, 5, 3)  # flag False: nothing changes
+    np.testing.assert_array_equal(wide, -15 + i // 2 + 1 + 5)

@@ -1,0 +1,434 @@
+"""DSL specialization -> CUDA C source (one ``extern "C" __global__`` kernel) and its ABI.
+
+The source is self-contained: no ``#include``, so NVRTC needs no include path (NVRTC has no
+built-in ``cuda_fp16.h`` and the pip NVRTC wheel ships no headers).
+
+Kernel ABI (:func:`kernel_abi` lists it; the JIT provider packs arguments from it with the
+public raw launch API only — refs and typed scalars):
+
+1. For each runtime parameter of the specialization, in declaration order:
+
+   * an array ``a`` of ndim ``n``: ``T* p_a`` (``const T*`` when the kernel never stores to it),
+     the address of the *view's first element* (storage base + offset * itemsize), then ``u32
+     m_len_a`` (number of elements of the view), ``u32 m_shape0_a .. m_shape{n-1}_a``, ``u32
+     m_stride0_a .. m_stride{n-1}_a`` (strides in elements);
+   * a scalar: its value, typed.
+
+2. Three hidden ``u32`` parameters: the *logical* cube count ``tf_count_x, tf_count_y,
+   tf_count_z``.
+   The physical grid may differ (a 1-D count folded into 2-D/3-D because of the grid limits): the
+   kernel linearises ``blockIdx`` over ``gridDim``, surplus cubes (linear index >= count_x *
+   count_y * count_z) return at once, and ``CUBE_POS_*``/``ABSOLUTE_POS*`` are derived from the
+   linear cube index and the logical count. The total thread count must fit u32.
+
+Element types: f32 ``float``, f64 ``double``, i32 ``int``, u32 ``unsigned int``, i64 ``long
+long``, bool ``unsigned char`` (1 byte, 0 or 1, both in arrays and as scalar argument), f16
+``unsigned short`` holding the IEEE binary16 bits (2 bytes, same bytes as ``__half``). f16
+arithmetic converts to float, computes in float and rounds back to f16 after every operation
+(PTX ``cvt.rn``), which is what numpy's float16 does, so results match the CPU interpreter up to
+the float math functions' own ulp differences.
+
+Numerics follow the DSL rules: signed integer ``+ - *`` and negation are computed in unsigned
+arithmetic (wrap-around, no C undefined behaviour); ``//`` ``%`` truncate (C ``/ %`` for ints,
+``trunc(a/b)`` and ``fmod`` for floats); ``**`` is ``pow``; float ``min``/``max`` are
+``fmin``/``fmax``. Integer division by zero is undefined on the GPU (the interpreter raises).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tenferro_host import dtypes
+from tenferro_host.dtypes import DType
+from tenferro_host.kernel import Specialization, ir
+
+_C_TYPE = {
+    "float32": "float", "float64": "double", "float16": "unsigned short", "int32": "int",
+    "uint32": "unsigned int", "int64": "long long", "bool": "unsigned char",
+}
+"""Storage / ABI types. Inside the kernel a bool value is a C ``bool``."""
+
+_UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
+
+_F16_HELPERS = r"""
+__device__ __forceinline__ float tf_h2f(unsigned short h) {
+    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short tf_f2h(float f) {
+    unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ unsigned short tf_d2h(double d) {
+    unsigned short h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(d)); return h;
+}
+"""
+
+HIDDEN_COUNT = ("count_x", "count_y", "count_z")
+
+
+@dataclass(frozen=True)
+class AbiParam:
+    """One C parameter of a generated kernel.
+
+    ``kind``: ``"pointer"`` (``dtype`` is the element type; 8 bytes) or ``"scalar"``.
+    ``role``: ``"data"`` (array pointer), ``"len"``, ``"shape"``, ``"stride"`` (u32 metadata of
+    array ``param``, ``axis`` for shape/stride), ``"value"`` (scalar parameter ``param``) or
+    ``"count"`` (hidden logical cube count, ``axis`` 0/1/2 = x/y/z, ``param`` None).
+    """
+
+    name: str
+    kind: str
+    dtype: DType
+    role: str
+    param: str | None
+    axis: int | None
+    c_decl: str
+    nbytes: int
+
+
+def c_name(name: str, local: bool) -> str:
+    """User names get a prefix so they never collide with C/CUDA keywords or our own names."""
+    return ("v_" if local else "p_") + name
+
+
+def meta_name(array: str, role: str, axis: int | None = None) -> str:
+    """C name of an array's metadata parameter: ``m_len_x``, ``m_shape0_x``, ``m_stride1_x``."""
+    return f"m_{role}{'' if axis is None else axis}_{array}"
+
+
+def kernel_symbol(spec: Specialization) -> str:
+    return "tfk_" + spec.kernel_name
+
+
+def kernel_abi(spec: Specialization) -> tuple[AbiParam, ...]:
+    """The generated kernel's parameter list, in order (see the module docstring)."""
+    out: list[AbiParam] = []
+    u32 = dtypes.uint32
+
+    def meta(p: ir.Param, role: str, axis: int | None) -> AbiParam:
+        name = meta_name(p.name, role, axis)
+        return AbiParam(name, "scalar", u32, role, p.name, axis, f"unsigned int {name}", 4)
+
+    for p in spec.params:
+        name = c_name(p.name, False)
+        ctype = _C_TYPE[p.dtype.name]
+        if p.kind == "array":
+            assert p.ndim is not None
+            const = "" if p.name in spec.ir.written else "const "
+            out.append(AbiParam(name, "pointer", p.dtype, "data", p.name, None,
+                                f"{const}{ctype}* {name}", 8))
+            out.append(meta(p, "len", None))
+            out.extend(meta(p, "shape", k) for k in range(p.ndim))
+            out.extend(meta(p, "stride", k) for k in range(p.ndim))
+        else:
+            out.append(AbiParam(name, "scalar", p.dtype, "value", p.name, None,
+                                f"{ctype} {name}", p.dtype.itemsize))
+    for axis, hidden in enumerate(HIDDEN_COUNT):
+        out.append(AbiParam(f"tf_{hidden}", "scalar", u32, "count", None, axis,
+                            f"unsigned int tf_{hidden}", 4))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class CudaKernelSource:
+    """Generated source, its kernel symbol and its ABI."""
+
+    symbol: str
+    source: str
+    abi: tuple[AbiParam, ...]
+
+
+def generate(spec: Specialization) -> CudaKernelSource:
+    """CUDA C for ``spec``."""
+    return _Emitter(spec).emit()
+
+
+# ---------------------------------------------------------------- literals
+
+
+def _float_literal(value: float, dtype: DType) -> str:
+    if value != value:
+        return ("__longlong_as_double(0x7ff8000000000000LL)" if dtype is dtypes.float64
+                else "__int_as_float(0x7fc00000)")
+    if value in (float("inf"), float("-inf")):
+        sign = value < 0
+        if dtype is dtypes.float64:
+            return f"__longlong_as_double({'0xfff' if sign else '0x7ff'}0000000000000LL)"
+        return f"__int_as_float({'0xff800000' if sign else '0x7f800000'})"
+    text = repr(float(value))  # exact: the value is already representable in ``dtype``
+    return f"({text})" if dtype is dtypes.float64 else f"({text}f)"
+
+
+def c_literal(c: ir.Const) -> str:
+    t = c.type
+    if t is dtypes.bool_:
+        return "true" if c.value else "false"
+    if t.is_float:
+        lit = _float_literal(float(c.value), dtypes.float32 if t is dtypes.float16 else t)
+        return f"tf_f2h({lit})" if t is dtypes.float16 else lit
+    v = int(c.value)
+    if t is dtypes.uint32:
+        return f"{v}u"
+    suffix = "LL" if t is dtypes.int64 else ""
+    lo = -(2 ** (8 * t.itemsize - 1))
+    if v == lo:
+        return f"({lo + 1}{suffix} - 1)"
+    return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
+
+
+def _wrapping(op: str, a: str, b: str, t: DType) -> str:
+    """Integer ``a op b`` that wraps around: signed types compute in their unsigned twin."""
+    unsigned = _UNSIGNED.get(t.name)
+    if unsigned is None:
+        return f"({a} {op} {b})"
+    return f"(({_C_TYPE[t.name]})(({unsigned})({a}) {op} ({unsigned})({b})))"
+
+
+# ---------------------------------------------------------------- emitter
+
+
+_ARITH_C = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_COMPARE_C = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_FLOAT_FN = {"sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "fma"}
+
+
+class _Emitter:
+    def __init__(self, spec: Specialization) -> None:
+        self.spec = spec
+        self.kir = spec.ir
+        self.locals = {name for name, _ in self.kir.locals}
+        self.lines: list[str] = []
+        self.depth = 1
+        self.temps = 0
+        self.uses_f16 = False
+
+    # -------------------------------------------------------- values
+
+    def f(self, e: ir.Expr) -> str:
+        """``e`` as a C float/double computation value (f16 widened to float)."""
+        code = self.expr(e)
+        if e.type is dtypes.float16:
+            return f"tf_h2f({code})"
+        return code
+
+    def narrow(self, code: str, t: DType) -> str:
+        """A float result of an f16 computation rounded back to f16."""
+        return f"tf_f2h({code})" if t is dtypes.float16 else code
+
+    def fn(self, name: str, t: DType) -> str:
+        """C math function name for type ``t`` (f16 computes in float)."""
+        if name == "abs":
+            name = "fabs"
+        elif name in ("min", "max"):
+            name = "f" + name
+        return name if t is dtypes.float64 else name + "f"
+
+    def expr(self, e: ir.Expr) -> str:
+        if e.type is dtypes.float16:
+            self.uses_f16 = True
+        if isinstance(e, ir.Const):
+            return c_literal(e)
+        if isinstance(e, ir.Var):
+            if e.name in self.locals:
+                return c_name(e.name, True)
+            name = c_name(e.name, False)
+            return f"({name} != 0)" if e.type is dtypes.bool_ else name
+        if isinstance(e, ir.ThreadIndex):
+            return "tf_" + e.name.lower()
+        if isinstance(e, ir.ArrayLen):
+            return meta_name(e.array, "len")
+        if isinstance(e, ir.ArrayShape):
+            return meta_name(e.array, "shape", e.axis)
+        if isinstance(e, ir.ArrayStride):
+            return meta_name(e.array, "stride", e.axis)
+        if isinstance(e, ir.Load):
+            code = f"{c_name(e.array, False)}[{self.expr(e.index)}]"
+            return f"({code} != 0)" if e.type is dtypes.bool_ else code
+        if isinstance(e, ir.Unary):
+            if e.op == "not":
+                return f"(!{self.expr(e.operand)})"
+            return self.neg(e)
+        if isinstance(e, ir.Binary):
+            return self.binary(e)
+        if isinstance(e, ir.Compare):
+            op = _COMPARE_C[e.op]
+            return f"({self.f(e.lhs)} {op} {self.f(e.rhs)})"
+        if isinstance(e, ir.Logical):
+            op = "&&" if e.op == "and" else "||"
+            return f"({self.expr(e.lhs)} {op} {self.expr(e.rhs)})"
+        if isinstance(e, ir.Cast):
+            return self.cast(e)
+        if isinstance(e, ir.Math):
+            return self.math(e)
+        if isinstance(e, ir.Select):
+            return f"({self.expr(e.cond)} ? {self.expr(e.if_true)} : {self.expr(e.if_false)})"
+        raise TypeError(f"unknown IR expression {e!r}")
+
+    def neg(self, e: ir.Unary) -> str:
+        t = e.type
+        if t.is_float:
+            return self.narrow(f"(-{self.f(e.operand)})", t)
+        ctype = _C_TYPE[t.name]
+        unsigned = _UNSIGNED.get(t.name, ctype)
+        return f"(({ctype})(({unsigned})0 - ({unsigned})({self.expr(e.operand)})))"
+
+    def binary(self, e: ir.Binary) -> str:
+        t = e.type
+        if t.is_float:
+            a, b = self.f(e.lhs), self.f(e.rhs)
+            if e.op in _ARITH_C:
+                code = f"({a} {_ARITH_C[e.op]} {b})"
+            elif e.op == "floordiv":
+                code = f"{self.fn('trunc', t)}({a} / {b})"
+            elif e.op == "mod":
+                code = f"{self.fn('fmod', t)}({a}, {b})"
+            else:
+                code = f"{self.fn('pow', t)}({a}, {b})"
+            return self.narrow(code, t)
+        a, b = self.expr(e.lhs), self.expr(e.rhs)
+        if e.op in ("floordiv", "mod"):
+            return f"({a} {'/' if e.op == 'floordiv' else '%'} {b})"
+        return _wrapping(_ARITH_C[e.op], a, b, t)
+
+    def cast(self, e: ir.Cast) -> str:
+        src, dst = e.value.type, e.type
+        if dst is dtypes.bool_:
+            return f"({self.f(e.value)} != 0)"
+        if dst is dtypes.float16:
+            if src is dtypes.float32:
+                return f"tf_f2h({self.expr(e.value)})"
+            return f"tf_d2h((double)({self.expr(e.value)}))"
+        return f"(({_C_TYPE[dst.name]})({self.f(e.value)}))"
+
+    def math(self, e: ir.Math) -> str:
+        t = e.type
+        if t.is_float:
+            args = ", ".join(self.f(a) for a in e.args)
+            return self.narrow(f"{self.fn(e.func, t)}({args})", t)
+        args = ", ".join(self.expr(a) for a in e.args)
+        if e.func == "abs":
+            return f"{'llabs' if t is dtypes.int64 else 'abs'}({args})"
+        return f"{e.func}({args})"  # CUDA's integer min/max overloads
+
+    # -------------------------------------------------------- statements
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def block(self, stmts: tuple[ir.Stmt, ...]) -> None:
+        self.depth += 1
+        for s in stmts:
+            self.stmt(s)
+        self.depth -= 1
+
+    def stmt(self, s: ir.Stmt) -> None:
+        if isinstance(s, ir.Assign):
+            self.line(f"{c_name(s.name, True)} = {self.expr(s.value)};")
+        elif isinstance(s, ir.Store):
+            value = self.expr(s.value)
+            if s.value.type is dtypes.bool_:
+                value = f"(unsigned char)({value})"
+            self.line(f"{c_name(s.array, False)}[{self.expr(s.index)}] = {value};")
+        elif isinstance(s, ir.If):
+            self.line(f"if ({self.expr(s.cond)}) {{")
+            self.block(s.then)
+            if s.orelse:
+                self.line("} else {")
+                self.block(s.orelse)
+            self.line("}")
+        elif isinstance(s, ir.While):
+            self.line(f"while ({self.expr(s.cond)}) {{")
+            self.block(s.body)
+            self.line("}")
+        elif isinstance(s, ir.For):
+            self.for_range(s)
+        elif isinstance(s, ir.Break):
+            self.line("break;")
+        elif isinstance(s, ir.Continue):
+            self.line("continue;")
+        elif isinstance(s, ir.Return):
+            self.line("return;")
+        else:
+            raise TypeError(f"unknown IR statement {s!r}")
+
+    def for_range(self, s: ir.For) -> None:
+        t = s.start.type
+        ctype = _C_TYPE[t.name]
+        var = c_name(s.var, True)
+        n = self.temps
+        self.temps += 1
+        stop, step = f"tf_stop{n}", f"tf_step{n}"
+        self.line("{")
+        self.depth += 1
+        self.line(f"const {ctype} {stop} = {self.expr(s.stop)};")
+        self.line(f"const {ctype} {step} = {self.expr(s.step)};")
+        if isinstance(s.step, ir.Const):
+            cond = f"{var} < {stop}" if s.step.value > 0 else f"{var} > {stop}"
+        elif t.category == "uint":
+            cond = f"{step} > 0u && {var} < {stop}"
+        else:
+            cond = f"({step} > 0 && {var} < {stop}) || ({step} < 0 && {var} > {stop})"
+        increment = _wrapping("+", var, step, t)
+        self.line(f"for ({var} = {self.expr(s.start)}; {cond}; {var} = {increment}) {{")
+        self.block(s.body)
+        self.line("}")
+        self.depth -= 1
+        self.line("}")
+
+    # -------------------------------------------------------- kernel
+
+    def prologue(self) -> Iterator[str]:
+        u = "const unsigned int"
+        yield (f"{u} tf_cube = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * "
+               "blockIdx.z);")
+        yield f"{u} tf_cube_count = tf_count_x * tf_count_y * tf_count_z;"
+        yield "if (tf_cube >= tf_cube_count) return;"
+        yield f"{u} tf_cube_count_x = tf_count_x;"
+        yield f"{u} tf_cube_count_y = tf_count_y;"
+        yield f"{u} tf_cube_count_z = tf_count_z;"
+        yield f"{u} tf_cube_pos = tf_cube;"
+        yield f"{u} tf_cube_pos_x = tf_cube % tf_count_x;"
+        yield f"{u} tf_cube_pos_y = (tf_cube / tf_count_x) % tf_count_y;"
+        yield f"{u} tf_cube_pos_z = tf_cube / (tf_count_x * tf_count_y);"
+        yield f"{u} tf_cube_dim_x = blockDim.x;"
+        yield f"{u} tf_cube_dim_y = blockDim.y;"
+        yield f"{u} tf_cube_dim_z = blockDim.z;"
+        yield f"{u} tf_cube_dim = blockDim.x * blockDim.y * blockDim.z;"
+        yield f"{u} tf_unit_pos_x = threadIdx.x;"
+        yield f"{u} tf_unit_pos_y = threadIdx.y;"
+        yield f"{u} tf_unit_pos_z = threadIdx.z;"
+        yield (f"{u} tf_unit_pos = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * "
+               "threadIdx.z);")
+        yield f"{u} tf_absolute_pos = tf_cube * tf_cube_dim + tf_unit_pos;"
+        yield f"{u} tf_absolute_pos_x = tf_cube_pos_x * blockDim.x + threadIdx.x;"
+        yield f"{u} tf_absolute_pos_y = tf_cube_pos_y * blockDim.y + threadIdx.y;"
+        yield f"{u} tf_absolute_pos_z = tf_cube_pos_z * blockDim.z + threadIdx.z;"
+
+    def emit(self) -> CudaKernelSource:
+        abi = kernel_abi(self.spec)
+        for stmt in self.kir.body:
+            self.stmt(stmt)
+        body = self.lines
+        self.lines = []
+        for text in self.prologue():
+            self.line(text)
+        for name, t in self.kir.locals:
+            if t is dtypes.float16:
+                self.uses_f16 = True
+            if t is dtypes.bool_:
+                self.line(f"bool {c_name(name, True)} = false;")
+            else:
+                self.line(f"{_C_TYPE[t.name]} {c_name(name, True)} = 0;")
+        uses_f16 = self.uses_f16 or any(p.dtype is dtypes.float16 for p in self.spec.params)
+        symbol = kernel_symbol(self.spec)
+        params = ",\n    ".join(p.c_decl for p in abi)
+        header = (f"// tenferro-host DSL kernel {self.spec.kernel_name} "
+                  f"({self.kir.filename}), target {self.spec.target}\n")
+        source = (
+            header
+            + (_F16_HELPERS if uses_f16 else "")
+            + f'\nextern "C" __global__ void {symbol}(\n    {params})\n{{\n'
+            + "\n".join(self.lines + body)
+            + "\n}\n"
+        )
+        return CudaKernelSource(symbol, source, abi)
