@@ -130,11 +130,27 @@ def scale_const(out: K.Array[K.F], x: K.Array[K.F], factor: K.Const[float]):
 
 
 @K.kernel
-def overflow_const(out: K.Array[K.i32]):
-    """Typed constants whose sum overflows i32: WGSL rejects the const expression."""
+def constant_division_by_zero(out: K.Array[K.i32]):
+    """A constant-only expression WGSL evaluates at compile time, and rejects."""
     i = K.ABSOLUTE_POS
     if i < out.len:
-        out[i] = K.i32(2147483647) + K.i32(1)
+        out[i] = K.i32(7) // K.i32(0)
+
+
+@K.kernel
+def f64_scalar(out: K.Array[K.f32], s: K.f64):
+    """An f64 parameter: never requested on WebGPU."""
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = K.f32(s)
+
+
+@K.kernel
+def copy_f16(out: K.Array[K.f32], x: K.Array[K.f32], h: K.f16):
+    """An f16 scalar next to f32 arrays (needs shader-f16)."""
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = x[i] + K.f32(h)
 
 
 @K.kernel

@@ -1,0 +1,257 @@
+"""WebGPU sessions: capabilities, the JIT session's batching, handles, typed errors."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tenferro_host as tf
+from tenferro_host.errors import (
+    CompileError,
+    ForeignRuntimeError,
+    InvalidLaunchConfigError,
+    SessionClosedError,
+    UnsupportedError,
+    ValidationError,
+    WrongThreadError,
+)
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "kernel"))
+
+import kernels  # noqa: E402
+import wgpu_kernels as wk  # noqa: E402
+
+Cap = tf.ExtensionCapability
+
+
+def test_capabilities_are_honest(rt: Any) -> None:
+    with rt.session() as s:
+        ex = tf.webgpu.exec_session(s)
+        assert ex is not None and tf.cuda.exec_session(s) is None
+        assert ex.supports(Cap.JIT_KERNEL)
+        for cap in (Cap.NATIVE_MODULE, Cap.RUNTIME_COMPILATION, Cap.RAW_STREAM, Cap.PEER_COPY,
+                    Cap.SAME_DEVICE_ASYNC_COPY):
+            assert not ex.supports(cap)
+        assert ex.device_info is rt.device_info and ex.allocation_domain == rt.domain
+
+
+def test_raw_session_and_foreign_streams_are_unsupported(rt: Any) -> None:
+    with rt.session() as s:
+        ex = tf.webgpu.exec_session(s)
+        with pytest.raises(UnsupportedError) as info:
+            ex.raw("tests.raw")
+        assert info.value.feature == Cap.NATIVE_MODULE.name
+        with pytest.raises(UnsupportedError):
+            ex.wait_external(object())
+
+
+def test_dispatches_are_one_batch_submitted_at_exit(rt: Any) -> None:
+    n = 1000
+    x = rt.upload(np.arange(n, dtype=np.float32))
+    y = rt.upload(np.ones(n, np.float32))
+    submitted = rt.queue.submissions
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.batch") as js:
+        out = js.alloc_output("float32", (n,))
+        for _ in range(5):
+            js.launch(kernels.saxpy, js.cube_count_1d(n), js.cube_dim_1d(), out, x, y, 2.0)
+        assert rt.queue.pending and rt.queue.submissions == submitted
+    assert not rt.queue.pending and rt.queue.submissions == submitted + 1
+    np.testing.assert_array_equal(out.download(), 2 * np.arange(n) + 1)
+
+
+def test_a_download_inside_the_session_flushes_the_pending_batch(rt: Any) -> None:
+    x = rt.upload(np.arange(10, dtype=np.float32))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.flush") as js:
+        out = js.alloc_output("float32", (10,))
+        js.launch(kernels.add, 1, 16, out, x, x)
+        np.testing.assert_array_equal(out.download(), 2 * np.arange(10))
+        js.launch(kernels.add, 1, 16, out, out, x)
+    np.testing.assert_array_equal(out.download(), 3 * np.arange(10))
+
+
+def test_no_implicit_transfer(rt: Any) -> None:
+    x = rt.upload(np.arange(64, dtype=np.float32).reshape(8, 8))
+    before = rt.stats()
+    start = rt.transfer_trace()[-1]
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.trace") as js:
+        out = js.alloc_output("float32", (8, 8))
+        js.launch(kernels.transpose_2d, 1, 64, out, x.T)  # a non-compact view: no copy
+        sums = js.alloc_output("float32", (8,))
+        js.launch(kernels.row_sums, 1, 8, sums, js.binding(x))
+    after = rt.stats()
+    for key in ("uploads", "downloads", "d2d_copies", "peer_copies", "synchronizations"):
+        assert after[key] == before[key], key
+    assert rt.transfer_trace()[-1] is start
+
+
+def test_a_launch_with_no_work_is_skipped(rt: Any) -> None:
+    empty = rt.empty("float32", (0,))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.empty") as js:
+        js.launch(kernels.add, js.cube_count_1d(0), js.cube_dim_1d(), empty, empty, empty)
+        js.launch(kernels.add, (4, 0, 1), 32, empty, empty, empty)
+        assert not rt.queue.pending
+
+
+def test_empty_arrays_next_to_work_bind_a_placeholder(rt: Any) -> None:
+    empty = rt.empty("float32", (0,))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.empty") as js:
+        js.launch(kernels.add, 1, 32, empty, empty, empty)  # threads run, none passes the guard
+    assert empty.download().shape == (0,)
+
+
+# -- handles and threads ---------------------------------------------------------------------
+
+
+def test_handles_are_invalid_after_the_session(rt: Any) -> None:
+    x = rt.upload(np.ones(4, np.float32))
+    with rt.session() as s:
+        ex = tf.webgpu.exec_session(s)
+        with ex.jit("tests.closed") as js:
+            b = js.binding(x)
+            assert b.tensor is x
+    with pytest.raises(SessionClosedError):
+        b.tensor  # noqa: B018
+    with pytest.raises(SessionClosedError):
+        js.launch(kernels.add, 1, 4, x, x, x)
+    with pytest.raises(SessionClosedError):
+        js.binding(x)
+    with pytest.raises(SessionClosedError):
+        ex.jit("tests.again")
+
+
+def test_a_session_is_bound_to_its_thread(rt: Any) -> None:
+    x = rt.upload(np.ones(4, np.float32))
+    errors: list[BaseException] = []
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.thread") as js:
+        b = js.binding(x)
+
+        def other() -> None:
+            for call in (lambda: js.binding(x), lambda: js.launch(kernels.add, 1, 4, x, x, x),
+                         lambda: b.tensor):
+                try:
+                    call()
+                except WrongThreadError as exc:
+                    errors.append(exc)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert len(errors) == 3
+
+
+def test_another_runtime_on_the_same_device_is_foreign(webgpu_host: Any, rt: Any) -> None:
+    other = webgpu_host.new_backend("webgpu")
+    theirs = other.upload(np.ones(4, np.float32))
+    mine = rt.upload(np.ones(4, np.float32))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.foreign") as js:
+        with pytest.raises(ForeignRuntimeError):
+            js.binding(theirs)
+        with pytest.raises(ForeignRuntimeError):
+            js.launch(kernels.add, 1, 4, mine, theirs, mine)
+
+
+def test_host_data_must_be_uploaded_first(webgpu_host: Any, rt: Any) -> None:
+    cpu = webgpu_host.backend("cpu").upload(np.ones(4, np.float32))
+    mine = rt.upload(np.ones(4, np.float32))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.host") as js:
+        with pytest.raises(ForeignRuntimeError, match="upload"):
+            js.binding(cpu)
+        with pytest.raises(ForeignRuntimeError, match="upload"):
+            js.launch(kernels.add, 1, 4, mine, np.ones(4, np.float32), mine)
+
+
+# -- typed launch errors ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dim", [0, (0, 1), (1, 2, 3, 4), 2.5, (4096, 1, 1), (32, 32, 2)])
+def test_bad_cube_dims_are_refused(rt: Any, dim: Any) -> None:
+    x = rt.upload(np.ones(4, np.float32))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.dim") as js:
+        with pytest.raises(InvalidLaunchConfigError):
+            js.launch(kernels.add, 1, dim, x, x, x)
+
+
+def test_a_grid_that_does_not_fit_even_folded_is_refused(fresh_rt: Any) -> None:
+    fresh_rt.max_workgroups_per_dimension = 2
+    x = fresh_rt.upload(np.ones(4, np.float32))
+    with fresh_rt.session() as s, tf.webgpu.exec_session(s).jit("tests.fold") as js:
+        with pytest.raises(InvalidLaunchConfigError, match="folded"):
+            js.launch(kernels.add, 9, 1, x, x, x)
+        js.launch(kernels.add, 8, 1, x, x, x)  # 2 x 2 x 2 fits
+
+
+@pytest.mark.parametrize("value", [0, -1, 10**6, 2.0])
+def test_the_fold_limit_hook_is_validated(fresh_rt: Any, value: Any) -> None:
+    with pytest.raises(InvalidLaunchConfigError):
+        fresh_rt.max_workgroups_per_dimension = value
+
+
+@pytest.mark.parametrize("scalar", ["2", 1.5, 2**40, True])
+def test_scalars_are_converted_or_refused(rt: Any, scalar: Any) -> None:
+    x = rt.upload(np.ones(4, np.int32))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.scalar") as js:
+        with pytest.raises(ValidationError):
+            js.launch(wk.control, 1, 4, x, scalar, np.int32(1), False)
+
+
+def test_negative_strides_are_refused_with_the_fix(rt: Any) -> None:
+    x = rt.upload(np.arange(4, dtype=np.float32))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.neg") as js:
+        with pytest.raises(UnsupportedError, match="canonicalize"):
+            js.launch(kernels.add, 1, 4, x, x[::-1], x)
+
+
+def test_f64_parameters_are_never_requested(rt: Any) -> None:
+    out = rt.zeros("float32", (4,))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.f64") as js:
+        with pytest.raises(UnsupportedError) as info:
+            js.launch(wk.f64_scalar, 1, 4, out, 1.0)
+    assert info.value.feature == "shader-f64"
+
+
+def test_f16_kernels_need_shader_f16(webgpu_host: Any) -> None:
+    from tenferro_host_webgpu import adapters
+
+    without = [a for a in adapters() if "shader-f16" not in a.features]
+    if not without:
+        pytest.skip("every adapter here offers shader-f16")
+    rt = webgpu_host.backend(f"webgpu:{without[0].index}")
+    x = rt.upload(np.ones(4, np.float32))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.f16") as js:
+        with pytest.raises(UnsupportedError) as info:
+            js.launch(wk.copy_f16, 1, 4, x, x, np.float16(1))
+    assert info.value.feature == "shader-f16"
+
+
+def test_wgsl_errors_are_compile_errors_with_both_locations(rt: Any) -> None:
+    out = rt.zeros("int32", (4,))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.compile") as js:
+        with pytest.raises(CompileError) as info:
+            js.launch(wk.constant_division_by_zero, 1, 4, out)
+    err = info.value
+    assert err.line is not None and err.column is not None
+    generated = err.log.split("--- generated WGSL ---\n", 1)[1].splitlines()[err.line - 1]
+    assert "/ 0i" in generated
+    source = wk.constant_division_by_zero.parsed.filename
+    line = next(i for i, text in enumerate(Path(source).read_text().splitlines(), 1)
+                if "K.i32(7) // K.i32(0)" in text)
+    assert f"{source}:{line}" in str(err) and err.op == "tests.compile"
+
+
+def test_debug_sync_waits_after_each_launch(
+    webgpu_host: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TENFERRO_DEBUG_SYNC", "1")
+    rt = webgpu_host.new_backend("webgpu")
+    x = rt.upload(np.ones(4, np.float32))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.debug") as js:
+        js.launch(kernels.add, 1, 4, x, x, x)
+        js.launch(kernels.add, 1, 4, x, x, x)
+        assert not rt.queue.pending
+    assert rt.stats()["debug_waits"] == 2
+    np.testing.assert_array_equal(x.download(), [4, 4, 4, 4])
