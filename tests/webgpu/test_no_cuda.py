@@ -1,0 +1,46 @@
+"""With only the WebGPU provider in use, no CUDA library is loaded (SPEC section 12).
+
+Checked in a fresh interpreter after running a kernel on WebGPU: ``sys.modules`` holds no
+``cuda``/``cupy`` module and the process maps no libcuda, libcudart or libnvrtc.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KERNELS = Path(__file__).parent.parent / "kernel"
+
+SCRIPT = f"""
+import json, sys
+import numpy as np
+sys.path.insert(0, {str(KERNELS)!r})
+import tenferro_host as tf
+import kernels
+
+host = tf.Host()
+rt = host.backend("webgpu")
+x = rt.upload(np.arange(1000, dtype=np.float32))
+with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.no_cuda") as js:
+    out = js.alloc_output("float32", (1000,))
+    js.launch(kernels.add, js.cube_count_1d(1000), js.cube_dim_1d(), out, x, x)
+ok = bool((out.download() == 2 * np.arange(1000)).all())
+modules = sorted(m for m in sys.modules if m.split(".")[0] in ("cuda", "cupy"))
+maps = open("/proc/self/maps").read()
+libs = sorted(lib for lib in ("libcuda.", "libcudart", "libnvrtc") if lib in maps)
+print(json.dumps({{"ok": ok, "modules": modules, "libs": libs}}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_running_a_kernel_on_webgpu_loads_no_cuda_library(webgpu_host: object) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found == {"ok": True, "modules": [], "libs": []}
