@@ -52,7 +52,7 @@ class Subprocess:
         self, code: str, paths: tuple[Path, ...] = (), **env: str
     ) -> subprocess.CompletedProcess[str]:
         """Run ``code`` with ``python -c``."""
-        return self._run(["-c", code], paths, env)
+        return self.run([sys.executable, "-c", code], paths, **env)
 
     def json(self, code: str, paths: tuple[Path, ...] = (), **env: str) -> Any:
         """Run ``code``, which prints one JSON document, and return the parsed document."""
@@ -64,13 +64,14 @@ class Subprocess:
         self, *args: str, paths: tuple[Path, ...] = (), **env: str
     ) -> subprocess.CompletedProcess[str]:
         """``python -m tenferro_host ARGS``."""
-        return self._run(["-m", "tenferro_host", *args], paths, env)
+        return self.run([sys.executable, "-m", "tenferro_host", *args], paths, **env)
 
-    def _run(
-        self, argv: list[str], paths: tuple[Path, ...], env: dict[str, str]
+    def run(
+        self, argv: list[str], paths: tuple[Path, ...] = (), **env: str
     ) -> subprocess.CompletedProcess[str]:
+        """Run the command ``argv``."""
         return subprocess.run(
-            [sys.executable, *argv],
+            argv,
             env=self.env(paths, **env),
             capture_output=True,
             text=True,

@@ -1,0 +1,172 @@
+"""The CLI in this process: caps/plugins/ops output, run with --check, errors and exit codes."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+
+import tenferro_host as tf
+from tenferro_host.cli import main, parse_attr, shape_arg
+
+CAPABILITY_NAMES = {c.name for c in tf.ExtensionCapability}
+OPTIONAL_STR = (str, type(None))
+
+
+def run_main(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def caps():
+    """``caps --json``, parsed: one run for the module; stdout must be JSON only."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert main(["caps", "--json"]) == 0
+    return json.loads(buffer.getvalue())
+
+
+def test_caps_schema_top_level(caps):
+    assert set(caps) == {"schema_version", "backends", "plugins", "ops"}
+    assert caps["schema_version"] == 1
+
+
+def test_caps_schema_backends(caps):
+    for b in caps["backends"]:
+        assert set(b) == {"name", "kind", "available", "reason", "software", "devices",
+                          "capabilities"}
+        assert isinstance(b["name"], str) and isinstance(b["kind"], str)
+        assert isinstance(b["available"], bool) and isinstance(b["software"], bool)
+        assert isinstance(b["reason"], OPTIONAL_STR) and isinstance(b["devices"], list)
+        assert set(b["capabilities"]) == CAPABILITY_NAMES
+        assert all(isinstance(v, bool) for v in b["capabilities"].values())
+        if not b["available"]:
+            assert b["reason"] and not any(b["capabilities"].values())
+
+
+def test_caps_schema_plugins_and_ops(caps):
+    for p in caps["plugins"]:
+        assert set(p) == {"name", "dist", "version", "status", "error"}
+        assert all(isinstance(p[k], str) for k in ("name", "dist", "version", "status"))
+        assert p["status"] in {"loaded", "error", "disabled"}
+        assert isinstance(p["error"], OPTIONAL_STR)
+        assert (p["error"] is None) == (p["status"] != "error")
+    for o in caps["ops"]:
+        assert set(o) == {"name", "dist", "status", "variants"}
+        assert o["status"] in {"ok", "conflict"}
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in o["variants"].items())
+
+
+def test_caps_content(caps):
+    backends = {b["name"]: b for b in caps["backends"]}
+    assert backends["cpu"]["available"] and backends["cpu"]["capabilities"]["JIT_KERNEL"]
+    assert backends["cpu"]["kind"] == "cpu" and backends["cpu"]["devices"]
+    assert not backends["rocm"]["available"]
+    assert "no validated HIP substrate" in backends["rocm"]["reason"]
+    plugins = {p["name"]: p for p in caps["plugins"]}
+    assert plugins["ext_add_kernel"]["status"] == "loaded"
+    assert plugins["ext_add_kernel"]["dist"] == "ext-add-kernel"
+    ops = {o["name"]: o for o in caps["ops"]}
+    assert ops["ext_add_kernel.add"]["status"] == "ok"
+    assert ops["ext_add_kernel.add"]["variants"]["cpu"] == "cpu"
+
+
+def test_plugins_and_ops_json_equal_the_caps_sections(capsys, caps):
+    code, out, _ = run_main(capsys, "plugins", "--json")
+    assert code == 0 and json.loads(out) == caps["plugins"]
+    code, out, _ = run_main(capsys, "ops", "--json")
+    assert code == 0 and json.loads(out) == caps["ops"]
+
+
+def test_human_caps_renders_tables(capsys):
+    code, out, _ = run_main(capsys, "caps")
+    assert code == 0
+    for text in ("Backends", "Plugins", "Operations", "cpu", "rocm", "ext_add_kernel.add",
+                 "JIT_KERNEL", "loaded"):
+        assert text in out
+    code, out, _ = run_main(capsys, "ops")
+    assert code == 0 and "ext_add_kernel.add" in out and "Backends" not in out
+
+
+def test_run_check_passes_on_cpu(capsys):
+    code, out, err = run_main(capsys, "run", "ext_add_kernel.add", "--backend", "cpu",
+                              "--check", "--shape", "1000", "--repeat", "2")
+    assert code == 0, err
+    assert "ms per run" in out and "check: passed" in out
+
+
+def test_run_json(capsys):
+    code, out, _ = run_main(capsys, "run", "ext_add_kernel.add", "--backend", "cpu", "--json",
+                            "--check", "--shape", "3x4", "--dtype", "int32", "--repeat", "3")
+    assert code == 0
+    result = json.loads(out)
+    assert result["op"] == "ext_add_kernel.add" and result["backend"] == "cpu:0"
+    assert (result["variant"], result["dtype"], result["shape"]) == ("cpu", "int32", [3, 4])
+    assert result["repeat"] == 3 and result["check"] == "passed" and result["mismatch"] is None
+    assert isinstance(result["seconds_per_run"], float) and result["seconds_per_run"] > 0
+
+
+def test_run_on_empty_and_default_backend(capsys):
+    code, out, _ = run_main(capsys, "run", "ext_add_kernel.add", "--shape", "0", "--json",
+                            "--check", "--repeat", "1")
+    assert code == 0
+    result = json.loads(out)
+    assert result["shape"] == [0] and result["check"] == "passed"
+    assert result["backend"] == tf.Host().default_backend()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "nope.op"], "no op named 'nope.op'"),
+        (["run", "ext_add_kernel.add", "--backend", "rocm"], "no validated HIP substrate"),
+        (["run", "ext_add_kernel.add", "--backend", "tpu"], "no provider plugin"),
+        (["run", "ext_add_kernel.add", "--backend", "CPU"], "kind[:index]"),
+        (["run", "ext_add_kernel.add", "--dtype", "bool"], "does not accept bool"),
+        (["run", "ext_add_kernel.add", "--dtype", "nope"], "is not a dtype"),
+        (["run", "ext_add_kernel.add", "--attr", "alpha=1"], "op has no attributes"),
+    ],
+)
+def test_library_errors_exit_2_with_one_line(capsys, argv, message):
+    code, out, err = run_main(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.startswith("tenferro-host: error: ") and err.count("\n") == 1
+    assert message in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["frobnicate"], ["run"], ["run", "x.y", "--shape", "abc"], ["run", "x.y", "--shape", "-1"],
+     ["run", "x.y", "--repeat", "0"], ["caps", "--bogus"]],
+)
+def test_usage_errors_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "usage: tenferro-host" in capsys.readouterr().err
+
+
+def test_shape_arg():
+    assert shape_arg("1000000") == (1_000_000,)
+    assert shape_arg("2,3,4") == shape_arg("2x3x4") == (2, 3, 4)
+    for bad in ("", "a", "2,,3", "-1", "1.5"):
+        with pytest.raises(Exception, match="not a shape"):
+            shape_arg(bad)
+
+
+def test_parse_attr():
+    attrs = {"n": int, "scale": float, "flag": bool, "mode": str}
+    assert parse_attr("n=3", attrs, "p.op") == ("n", 3)
+    assert parse_attr("scale=0.5", attrs, "p.op") == ("scale", 0.5)
+    assert parse_attr("flag=true", attrs, "p.op") == ("flag", True)
+    assert parse_attr("flag=0", attrs, "p.op") == ("flag", False)
+    assert parse_attr("mode=a=b", attrs, "p.op") == ("mode", "a=b")
+    for bad, match in [("n=x", "not a valid int"), ("flag=yes", "not a valid bool"),
+                       ("other=1", "NAME one of flag, mode, n, scale"), ("n", "NAME=VALUE")]:
+        with pytest.raises(tf.ValidationError, match=match) as info:
+            parse_attr(bad, attrs, "p.op")
+        assert info.value.argument == "attr" and info.value.op == "p.op"

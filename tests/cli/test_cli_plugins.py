@@ -1,0 +1,67 @@
+"""The CLI in fresh processes, with fixture distributions installed beside the real plugins."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("tenferro-host:")]
+
+
+def test_caps_json_lists_a_broken_plugin_while_the_rest_works(subproc, fixture_dists):
+    proc = subproc.cli("caps", "--json", paths=(fixture_dists.faulty,))
+    assert proc.returncode == 0, proc.stderr
+    caps = json.loads(proc.stdout)  # stdout is the JSON document and nothing else
+    plugins = {p["name"]: p for p in caps["plugins"]}
+    broken = plugins["tf_fixture_broken_import"]
+    assert (broken["status"], broken["dist"], broken["version"]) == (
+        "error", "tf-fixture-broken-import", "1.0")
+    assert "ImportError" in broken["error"]
+    assert plugins["ext_add_kernel"]["status"] == "loaded"
+    backends = {b["name"]: b for b in caps["backends"]}
+    assert backends["cpu"]["available"] and not backends["rocm"]["available"]
+    ops = {o["name"]: o for o in caps["ops"]}
+    assert ops["ext_add_kernel.add"]["status"] == "ok"
+
+
+def test_run_check_exits_0_beside_broken_plugins(subproc, fixture_dists):
+    script = Path(sys.executable).with_name("tenferro-host")  # the installed console script
+    proc = subproc.run([str(script), "run", "ext_add_kernel.add", "--backend", "cpu", "--check"],
+                       (fixture_dists.faulty,))
+    assert proc.returncode == 0, proc.stderr
+    assert "check: passed" in proc.stdout
+
+
+def test_run_check_mismatch_exits_1_with_a_clear_message(subproc, fixture_dists):
+    proc = subproc.cli("run", "tf_fixture_wrong_op.add", "--backend", "cpu", "--check",
+                       "--shape", "100", "--repeat", "1", paths=(fixture_dists.faulty,))
+    assert proc.returncode == 1
+    (line,) = error_lines(proc.stderr)
+    assert line.startswith("tenferro-host: check failed: tf_fixture_wrong_op.add on cpu:0: ")
+    assert "output 'out' differs from the reference at" in line
+    assert "ms per run" not in proc.stdout and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_strict_mode_is_fatal(subproc, fixture_dists, how):
+    args = ["caps", "--json"] + (["--strict"] if how == "flag" else [])
+    env = {"TENFERRO_STRICT_PLUGINS": "1"} if how == "env" else {}
+    proc = subproc.cli(*args, paths=(fixture_dists.faulty,), **env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = error_lines(proc.stderr)
+    assert line.startswith("tenferro-host: plugin error: plugin ")
+    assert "failed" in line and "Traceback" not in proc.stderr
+
+
+def test_ops_lists_a_conflict_naming_both_distributions(subproc, fixture_dists):
+    proc = subproc.cli("ops", "--json", paths=(fixture_dists.collide,))
+    assert proc.returncode == 0, proc.stderr
+    ops = {o["name"]: o for o in json.loads(proc.stdout)}
+    add = ops["ext_add_kernel.add"]
+    assert add["status"] == "conflict" and add["variants"] == {}
+    assert add["dist"] == "ext-add-kernel, tf-fixture-collide"
