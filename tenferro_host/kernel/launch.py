@@ -1,0 +1,329 @@
+"""The JIT session every backend offers (``ex.jit(op)``): one API, one kernel object, any target.
+
+:class:`JitSession` holds everything that is the same on cpu, cuda and webgpu: tensor bindings,
+argument checking and scalar conversion, specialization, empty-launch skipping, the fold of a
+cube count beyond the grid limits. A backend subclass supplies what differs (see
+:class:`JitSession` "Backend contract") and receives one :class:`JitLaunch` per dispatch.
+
+>>> import numpy as np, tenferro_host as tf
+>>> cpu = tf.Host().backend("cpu")
+>>> x = cpu.upload(np.arange(4, dtype=np.float32))
+>>> with cpu.session() as s, tf.cpu.exec_session(s).jit("doc.example") as js:
+...     js.cube_count_1d(1000), js.cube_dim_1d()
+((4, 1, 1), (256, 1, 1))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes
+from ..dtypes import DType
+from ..errors import (
+    DTypeError,
+    InvalidLaunchConfigError,
+    TenferroError,
+    UnsupportedError,
+    ValidationError,
+)
+from ..provider.residency import require_resident
+from ..provider.session import ExecSession, Session, SessionHandle
+from ..tensor import Tensor
+from .interpreter import U32_MAX, check_u32_array
+from .kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
+
+Grid = tuple[int, int, int]
+
+
+class JitBinding(SessionHandle):
+    """A tensor (any view) bound to one JIT session; valid only inside it."""
+
+    __slots__ = ("_tensor",)
+
+    def __init__(self, session: JitSession, tensor: Tensor) -> None:
+        super().__init__(session)
+        self._tensor = tensor
+
+    @property
+    def tensor(self) -> Tensor:
+        self._check()
+        return self._tensor
+
+    @property
+    def dtype(self) -> DType:
+        return self.tensor.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.tensor.shape
+
+    def __repr__(self) -> str:
+        t = self._tensor
+        return f"<JitBinding {t.dtype.name}{list(t.shape)} strides={t.strides} offset={t.offset}>"
+
+
+@dataclass(frozen=True)
+class JitLaunch:
+    """One checked dispatch handed to the backend.
+
+    ``count`` is the logical cube count (what ``CUBE_COUNT*`` report), ``grid`` the physical one
+    (equal to ``count`` unless folded; see :func:`fold_grid`), ``dim`` the units per cube.
+    ``args`` align with ``spec.params``: a :class:`Tensor` for an array (resident, any layout),
+    a numpy scalar of the parameter's dtype for a scalar.
+    """
+
+    spec: Specialization
+    count: Grid
+    grid: Grid
+    dim: Grid
+    args: tuple[Tensor | np.generic, ...]
+
+
+def as_grid(value: Any, what: str) -> Grid:
+    """An int or a sequence of 1-3 non-negative ints as (x, y, z), padding with 1."""
+    dims = (value,) if isinstance(value, (int, np.integer)) else value
+    try:
+        dims = tuple(dims)
+    except TypeError:
+        dims = None
+    if (dims is None or not 1 <= len(dims) <= 3
+            or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+                       for d in dims)):
+        raise InvalidLaunchConfigError(
+            f"the cube {what} must be an int or 1 to 3 non-negative ints, got {value!r}",
+            argument=what)
+    padded = (*(int(d) for d in dims), 1, 1)
+    return (padded[0], padded[1], padded[2])
+
+
+def fold_grid(count: Grid, max_grid: Grid) -> Grid:
+    """A physical grid within ``max_grid`` covering ``count``'s cubes.
+
+    A count within the limits is kept. Otherwise its cubes are numbered linearly (x fastest) and
+    laid out over x, then y, then z; generated kernels linearise the physical position, let
+    surplus cubes exit and recover the logical ``CUBE_POS`` from the logical count.
+    """
+    if all(c <= m for c, m in zip(count, max_grid, strict=True)):
+        return count
+    total = math.prod(count)
+    mx, my, mz = max_grid
+    gx = min(total, mx)
+    gy = min(-(-total // gx), my)
+    gz = -(-total // (gx * gy))
+    if gz > mz:
+        raise InvalidLaunchConfigError(
+            f"the cube count {count} ({total} cubes) exceeds what the grid limits {max_grid} can "
+            "hold even folded; use larger cubes or split the launch", argument="count")
+    return (gx, gy, gz)
+
+
+def _scalar_desc(value: Any) -> ScalarDesc | None:
+    if isinstance(value, np.generic):
+        try:
+            return ScalarDesc(dtypes.dtype(value.dtype))
+        except DTypeError:
+            return None
+    if isinstance(value, (bool, int, float)):
+        return ScalarDesc()
+    return None
+
+
+def convert_scalar(name: str, dtype: DType, value: Any) -> np.generic:
+    """``value`` (Python or numpy number) as a numpy scalar of ``dtype``, or a typed error."""
+    py = value.item() if isinstance(value, np.generic) else value
+    if dtype is dtypes.bool_:
+        if not isinstance(py, bool):
+            raise DTypeError(f"scalar {name!r} is bool; pass True or False, got {value!r}",
+                             argument=name)
+        return np.bool_(py)
+    if isinstance(py, bool):
+        raise DTypeError(f"scalar {name!r} is {dtype.name}; pass a number, not a bool",
+                         argument=name)
+    if dtype.is_integer:
+        if not isinstance(py, int):
+            raise DTypeError(
+                f"scalar {name!r} is {dtype.name}; pass an int, got {value!r} (convert it "
+                "explicitly if truncation is meant)", argument=name)
+        info = np.iinfo(dtype.numpy)
+        if not info.min <= py <= info.max:
+            raise ValidationError(
+                f"scalar {name!r}={py} does not fit {dtype.name} ({info.min}..{info.max})",
+                argument=name)
+        return dtype.numpy.type(py)
+    if not isinstance(py, (int, float)):
+        raise DTypeError(f"scalar {name!r} is {dtype.name}; pass a real number, got {value!r}",
+                         argument=name)
+    with np.errstate(over="ignore"):
+        return dtype.numpy.type(py)
+
+
+class JitSession(Session):
+    """Base of every backend's DSL session (``ex.jit(op)``).
+
+    User API: :meth:`binding`, :meth:`alloc_output`, :meth:`cube_count_1d`,
+    :meth:`cube_dim_1d`, :meth:`launch`.
+
+    Backend contract — a subclass sets or overrides:
+
+    * ``target`` (class attribute): the specialization target, e.g. ``"cpu"``, ``"cuda"``,
+      ``"webgpu"``;
+    * ``features`` (property): the arch/feature strings that change generated code (e.g.
+      ``("sm_90",)``, ``("shader-f16",)``); part of the specialization cache key;
+    * ``max_grid`` (property): the largest cube count per dimension the backend dispatches;
+    * ``max_cube_threads`` (property): the most units per cube;
+    * ``default_cube_dim`` (class attribute or property): units per cube of ``cube_dim_1d``;
+    * :meth:`_check_specialization` (optional): reject what the target cannot run, e.g. f64 on
+      WebGPU, with ``UnsupportedError`` naming the feature;
+    * :meth:`_dispatch`: compile (and cache) the specialization and enqueue or batch the launch;
+    * ``_on_exit(error)``: submit a batch; ``_on_enter()``: acquire what the session needs.
+    """
+
+    kind_name = "JIT session"
+    target: str = ""
+    default_cube_dim: int = 256
+
+    def __init__(self, exec_session: ExecSession, op: str | None) -> None:
+        super().__init__(exec_session.runtime, op, parent=exec_session)
+
+    # -------------------------------------------------------- backend contract
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def max_grid(self) -> Grid:
+        raise NotImplementedError
+
+    @property
+    def max_cube_threads(self) -> int:
+        raise NotImplementedError
+
+    def _check_specialization(self, spec: Specialization) -> None:
+        """Raise ``UnsupportedError`` for what this target cannot run (default: nothing)."""
+
+    def _dispatch(self, launch: JitLaunch) -> None:
+        raise NotImplementedError
+
+    # -------------------------------------------------------- user API
+
+    def binding(self, t: Tensor) -> JitBinding:
+        """Bind a tensor of this runtime (any view) for launches in this session."""
+        self._check()
+        t = require_resident(self.runtime, t, argument="t", op=self.op)
+        self._check_layout("t", t)
+        return JitBinding(self, t)
+
+    def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
+        """A fresh compact tensor of this runtime, uninitialised (stream-ordered on GPUs)."""
+        self._check()
+        return self.runtime.empty(dtype, shape)
+
+    def cube_dim_1d(self) -> Grid:
+        """The backend's default 1-D cube shape."""
+        self._check()
+        return (self.default_cube_dim, 1, 1)
+
+    def cube_count_1d(self, n: int) -> Grid:
+        """Enough 1-D cubes of :meth:`cube_dim_1d` for ``n`` units (``(0, 1, 1)`` for none)."""
+        self._check()
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+            raise ValidationError(f"cube_count_1d needs a non-negative int, got {n!r}",
+                                  argument="n")
+        return (-(-int(n) // self.default_cube_dim), 1, 1)
+
+    def launch(self, kernel: Kernel, count: Any, dim: Any, *args: Any, **constants: Any) -> None:
+        """Launch ``kernel`` over ``count`` cubes of ``dim`` units.
+
+        ``args`` are the kernel's runtime parameters in order: Tensors (bound implicitly),
+        bindings of this session, or Python/numpy scalars (converted to the parameter's
+        resolved type). Compile-time constants go by keyword. A launch with no work is checked,
+        then skipped.
+        """
+        self._check()
+        try:
+            self._launch(kernel, count, dim, args, constants)
+        except TenferroError as exc:
+            if exc.op is None:
+                exc.op = self.op
+            raise
+
+    # -------------------------------------------------------- shared logic
+
+    def _check_layout(self, name: str, t: Tensor) -> None:
+        if any(s < 0 for s in t.strides):
+            raise UnsupportedError(
+                f"{name} has a negative stride {t.strides}; DSL kernels index with u32 offsets: "
+                "make a compact copy with backend.canonicalize(t)",
+                backend=self.runtime.name, feature="negative strides")
+        lo, hi = t.span()
+        check_u32_array(name, t.numel, hi - lo)
+
+    def _array_arg(self, name: str, value: Any) -> Tensor | None:
+        if isinstance(value, JitBinding):
+            value._check()  # a binding of an ended session: SessionClosedError
+            if value.session is not self:
+                raise ValidationError(
+                    f"argument {name!r} is a binding of another JIT session; bind the tensor in "
+                    "this one", argument=name)
+            return value.tensor
+        if isinstance(value, Tensor):
+            return self.binding(value).tensor
+        return None
+
+    def _launch(self, kernel: Kernel, count: Any, dim: Any, args: Sequence[Any],
+                constants: dict[str, Any]) -> None:
+        if not isinstance(kernel, Kernel):
+            raise ValidationError(
+                f"launch needs a @K.kernel function, got {type(kernel).__name__}",
+                argument="kernel")
+        count_xyz, dim_xyz = as_grid(count, "count"), as_grid(dim, "dim")
+        decls = kernel.runtime_params
+        if len(args) != len(decls):
+            names = ", ".join(d.name for d in decls)
+            raise ValidationError(
+                f"kernel {kernel.name!r} takes {len(decls)} runtime argument(s) ({names}), got "
+                f"{len(args)}; compile-time constants go by keyword", argument="args")
+        values: list[Tensor | Any] = []
+        descs: list[ArgDesc] = []
+        for decl, value in zip(decls, args, strict=True):
+            tensor = self._array_arg(decl.name, value)
+            if tensor is not None:
+                values.append(tensor)
+                descs.append(ArrayDesc(tensor.dtype, tensor.ndim))
+                continue
+            desc = _scalar_desc(value)
+            if desc is None:
+                raise ValidationError(
+                    f"argument {decl.name!r} of kernel {kernel.name!r} must be a Tensor, a "
+                    f"binding or a number, got {type(value).__name__}", argument=decl.name)
+            values.append(value)
+            descs.append(desc)
+        spec = kernel.specialize(descs, constants, self.target, self.features)
+        self._check_specialization(spec)
+        converted: list[Tensor | np.generic] = [
+            v if isinstance(v, Tensor) else convert_scalar(p.name, p.dtype, v)
+            for p, v in zip(spec.params, values, strict=True)
+        ]
+        threads_per_cube = math.prod(dim_xyz)
+        if threads_per_cube > self.max_cube_threads:
+            raise InvalidLaunchConfigError(
+                f"a cube of {dim_xyz} has {threads_per_cube} units; this backend allows at most "
+                f"{self.max_cube_threads}", argument="dim")
+        total = math.prod(count_xyz) * threads_per_cube
+        if total == 0:
+            return
+        if total > U32_MAX + 1:
+            raise UnsupportedError(
+                f"a launch of {total} units exceeds the u32 range of ABSOLUTE_POS; split it",
+                backend=self.runtime.name, feature="more than 2^32 units per launch")
+        grid = fold_grid(count_xyz, self.max_grid)
+        self._dispatch(JitLaunch(spec, count_xyz, grid, dim_xyz, tuple(converted)))
+
+
+__all__ = ["JitBinding", "JitLaunch", "JitSession", "as_grid", "convert_scalar", "fold_grid"]
