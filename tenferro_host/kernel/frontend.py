@@ -19,7 +19,15 @@ Typing rules (identical on every target):
 * ``/`` and ``**`` need floats; ``//`` and ``%`` truncate toward zero for ints and floats.
 * ``and``/``or``/``not``/``if``/``while`` take bools (compare explicitly); ``and``/``or``
   short-circuit. Chained comparisons ``a < b < c`` mean ``a < b and b < c``.
-* A local keeps the type of its first assignment.
+* A local keeps the type of its first assignment (``x: K.f32 = 0`` declares it). Locals are
+  function-scoped, as in Python; the loop variable of ``for`` is read-only inside its loop.
+* ``**`` is ``pow`` (floats); an int literal exponent becomes a float of the base's type.
+
+Names in a body resolve to parameters, locals, compile-time constants, then the function's
+globals and closure: K names (``K.sqrt``, ``K.ABSOLUTE_POS`` ...), ``range`` and int/float/bool
+values (read when the kernel is first specialized; they are not part of the cache key — use
+``K.Const`` for values that change). The body is type-checked at specialization, when the
+argument types are known; the signature is checked at decoration.
 """
 
 from __future__ import annotations
