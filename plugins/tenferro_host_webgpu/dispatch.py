@@ -47,15 +47,15 @@ def word(index: int) -> str:
     return f"P.w[{index // 4}].{'xyzw'[index % 4]}"
 
 
-GRID_PRELUDE = f"""\
+_PRIVATES = """\
 var<private> cube_index: u32;
 var<private> cube_pos: vec3<u32>;
 var<private> cube_count: vec3<u32>;
 var<private> unit_pos: vec3<u32>;
 var<private> unit_index: u32;
+"""
 
-fn unfold_grid(wg: vec3<u32>, lid: vec3<u32>, lidx: u32) -> bool {{
-    cube_count = vec3<u32>({word(0)}, {word(1)}, {word(2)});
+_UNFOLD = f"""\
     let linear = wg.x + wg.y * {word(3)} + wg.z * {word(3)} * {word(4)};
     if (linear >= cube_count.x * cube_count.y * cube_count.z) {{
         return false;
@@ -66,12 +66,24 @@ fn unfold_grid(wg: vec3<u32>, lid: vec3<u32>, lidx: u32) -> bool {{
         (linear / cube_count.x) % cube_count.y,
         linear / (cube_count.x * cube_count.y),
     );
-    unit_pos = lid;
-    unit_index = lidx;
-    return true;
-}}
 """
-"""WGSL declarations and the unfold function; ``main`` calls ``unfold_grid`` first."""
+
+_DIRECT = """\
+    cube_pos = wg;
+    cube_index = wg.x + cube_count.x * (wg.y + cube_count.y * wg.z);
+"""
+
+
+def grid_prelude(folded: bool) -> str:
+    """WGSL declarations and ``unfold_grid``, which ``main`` calls first. An unfolded grid is
+    dispatched as is (no division per thread); a folded one is renumbered linearly."""
+    return (
+        _PRIVATES
+        + "\nfn unfold_grid(wg: vec3<u32>, lid: vec3<u32>, lidx: u32) -> bool {\n"
+        + f"    cube_count = vec3<u32>({word(0)}, {word(1)}, {word(2)});\n"
+        + (_UNFOLD if folded else _DIRECT)
+        + "    unit_pos = lid;\n    unit_index = lidx;\n    return true;\n}\n"
+    )
 
 
 def entry_point(body_call: str, dim: tuple[int, int, int]) -> str:
@@ -131,11 +143,11 @@ class UniformBlock:
 
 
 __all__ = [
-    "GRID_PRELUDE",
-    "GRID_WORDS",
+        "GRID_WORDS",
     "UniformBlock",
     "entry_point",
     "fold",
+    "grid_prelude",
     "uniform_decl",
     "word",
 ]

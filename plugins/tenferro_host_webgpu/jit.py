@@ -195,14 +195,15 @@ class WebGpuJitSession(Session):
                 op=op,
             )
         views, buffers, groups = self._bind(spec, values)
+        logical, physical = self.webgpu.grid(count3, op)
+        folded = physical != logical
         pipeline = self.webgpu.pipelines.get(
-            (kernel, spec.key, dim3, groups),
-            lambda: self._compile(spec, dim3, groups),
+            (kernel, spec.key, dim3, groups, folded),
+            lambda: self._compile(spec, dim3, groups, folded),
             what=f"kernel {kernel.name!r}",
-            locate=lambda line: wgsl.generate(spec, dim3, groups).locate(line),
+            locate=lambda line: wgsl.generate(spec, dim3, groups, folded).locate(line),
             op=op,
         )
-        logical, physical = self.webgpu.grid(count3, op)
         uniform = wgsl.pack_uniforms(spec, logical, physical, views)
         try:
             self.webgpu.dispatch(pipeline, uniform, buffers, physical)
@@ -215,10 +216,10 @@ class WebGpuJitSession(Session):
         if self.webgpu.debug_sync:
             self.webgpu.debug_wait(f"kernel {kernel.name!r} (count {count3}, dim {dim3})", op)
 
-    def _compile(self, spec: Specialization, dim: Grid, groups: tuple[int, ...]) -> tuple[
-        str, tuple[bool, ...]
-    ]:
-        program = wgsl.generate(spec, dim, groups)
+    def _compile(
+        self, spec: Specialization, dim: Grid, groups: tuple[int, ...], folded: bool
+    ) -> tuple[str, tuple[bool, ...]]:
+        program = wgsl.generate(spec, dim, groups, folded)
         return program.source, program.writable
 
     def _check_dim(self, dim: Grid) -> None:

@@ -200,13 +200,14 @@ class WebGpuRuntime(Runtime):
         assert isinstance(src.storage, WebGpuStorage) and isinstance(dst.storage, WebGpuStorage)
         elem = strided_copy.storage_word(src.storage.element_size)
         ndim = src.ndim
-        pipeline = self.pipelines.get(
-            ("strided_copy", elem, ndim),
-            lambda: (strided_copy.source(elem, ndim), (False, True)),
-            what=f"the built-in strided copy ({elem}, rank {ndim})",
-        )
         cubes = -(-src.numel // strided_copy.WORKGROUP)
         count, physical = self.grid((cubes, 1, 1), op="canonicalize")
+        folded = physical != count
+        pipeline = self.pipelines.get(
+            ("strided_copy", elem, ndim, folded),
+            lambda: (strided_copy.source(elem, ndim, folded), (False, True)),
+            what=f"the built-in strided copy ({elem}, rank {ndim})",
+        )
         block = UniformBlock()
         block.grid(count, physical)
         uniform = strided_copy.uniforms(block, src.numel, src.offset, src.shape, src.strides)

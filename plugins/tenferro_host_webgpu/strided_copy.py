@@ -8,7 +8,7 @@ stored dtype shares two shaders per rank.
 
 from __future__ import annotations
 
-from .dispatch import GRID_PRELUDE, GRID_WORDS, UniformBlock, entry_point, uniform_decl, word
+from .dispatch import GRID_WORDS, UniformBlock, entry_point, grid_prelude, uniform_decl, word
 
 WORKGROUP = 256
 
@@ -18,13 +18,13 @@ def storage_word(itemsize: int) -> str:
     return "f16" if itemsize == 2 else "u32"
 
 
-def source(elem: str, ndim: int) -> str:
+def source(elem: str, ndim: int, folded: bool) -> str:
     """WGSL copying a rank-``ndim`` view of ``elem`` elements into a compact buffer."""
     numel, offset = word(GRID_WORDS), word(GRID_WORDS + 1)
     shape = [word(GRID_WORDS + 2 + k) for k in range(ndim)]
     stride = [word(GRID_WORDS + 2 + ndim + k) for k in range(ndim)]
     lines = [
-        f"    let j = cube_pos.x * {WORKGROUP}u + unit_index;",
+        f"    let j = cube_index * {WORKGROUP}u + unit_index;",
         f"    if (j >= {numel}) {{ return; }}",
         "    var rest = j;",
         f"    var src = {offset};",
@@ -39,7 +39,7 @@ def source(elem: str, ndim: int) -> str:
         + uniform_decl(GRID_WORDS + 2 + 2 * ndim)
         + f"@group(0) @binding(1) var<storage, read> src_buf: array<{elem}>;\n"
         + f"@group(0) @binding(2) var<storage, read_write> dst: array<{elem}>;\n"
-        + GRID_PRELUDE
+        + grid_prelude(folded)
         + "fn copy() {\n"
         + "\n".join(lines)
         + "\n}\n"

@@ -26,7 +26,7 @@ from tenferro_host.dtypes import DType
 from tenferro_host.errors import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 
-from .dispatch import GRID_PRELUDE, GRID_WORDS, UniformBlock, entry_point, uniform_decl, word
+from .dispatch import GRID_WORDS, UniformBlock, entry_point, grid_prelude, uniform_decl, word
 
 _SCALAR = {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32", "bool": "bool"}
 _NEVER = {"float64": "shader-f64", "int64": "shader-int64"}
@@ -334,10 +334,11 @@ def alias_slots(spec: Specialization, groups: Sequence[int]) -> tuple[dict[str, 
 
 
 def generate(
-    spec: Specialization, dim: tuple[int, int, int], groups: Sequence[int]
+    spec: Specialization, dim: tuple[int, int, int], groups: Sequence[int], folded: bool
 ) -> WgslProgram:
     """WGSL for ``spec`` with workgroup size ``dim``; ``groups[i]`` numbers the storage of the
-    i-th array parameter (equal numbers: views of one storage, bound once)."""
+    i-th array parameter (equal numbers: views of one storage, bound once); ``folded`` when the
+    grid is dispatched folded (:mod:`.dispatch`)."""
     k = spec.ir
     for p in k.params:
         wgsl_type(p.dtype, f"parameter {p.name!r} of kernel {k.name!r}")
@@ -382,7 +383,7 @@ def generate(
         head.append(
             f"@group(0) @binding({i + 1}) var<storage, {access}> b{i + 1}: array<{elem[i]}>;"
         )
-    head += GRID_PRELUDE.splitlines()
+    head += grid_prelude(folded).splitlines()
     for helper in em.helpers.values():
         head += helper.splitlines()
     tail = entry_point("kernel_body()", dim).splitlines()
