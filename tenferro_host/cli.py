@@ -100,16 +100,30 @@ def caps_report(host: Host) -> dict[str, Any]:
 def _table(title: str, columns: Sequence[str], rows: list[list[Any]]) -> Table:
     table = Table(title=title, title_justify="left")
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(
+            column,
+            overflow="fold",
+            no_wrap=column in ("name", "available"),
+            min_width=36 if column in ("reason", "error") else None,
+        )
     for row in rows:
         table.add_row(*(Text("" if v is None else str(v)) for v in row))
     return table
 
 
+def _device_summary(devices: list[Any]) -> str:
+    """Device names with their counts, e.g. ``2 x llvmpipe``; ``-`` for none."""
+    counts: dict[str, int] = {}
+    for d in devices:
+        name = str(d.get("name", d)) if isinstance(d, dict) else str(d)
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{n} x {name}" if n > 1 else name for name, n in counts.items()) or "-"
+
+
 def _backends_table(backends: list[dict[str, Any]]) -> Table:
     rows = []
     for b in backends:
-        devices = ", ".join(str(d.get("name", d)) for d in b["devices"]) or "-"
+        devices = _device_summary(b["devices"])
         on = ", ".join(name for name, v in b["capabilities"].items() if v) or "-"
         available = "yes" + (" (software)" if b["software"] else "") if b["available"] else "no"
         rows.append([b["name"], available, devices, on, b["reason"] or ""])
