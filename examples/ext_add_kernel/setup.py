@@ -38,8 +38,9 @@ def build_kernels(source_dir: Path, out_dir: Path) -> dict[str, object]:
                str(source_dir / "kernel.cu"), "-o", str(target)]
         version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True)
         subprocess.run(cmd, check=True)
+        release = [ln for ln in version.stdout.splitlines() if "release" in ln]
         info.update(fatbin=target.name, gencode=list(GENCODE),
-                    nvcc=version.stdout.strip().splitlines()[-1])
+                    nvcc=(release or version.stdout.strip().splitlines())[-1].strip())
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
     return info

@@ -22,7 +22,12 @@ from tenferro_host.errors import InvalidLaunchConfigError, ValidationError
 
 
 def _dim3(value: Any, argument: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if isinstance(value, (int, np.integer)):
+        dims: tuple[Any, ...] = (value,)
+    elif isinstance(value, (tuple, list)):
+        dims = tuple(value)
+    else:
+        dims = ()
     if not 1 <= len(dims) <= 3 or not all(
         isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims
     ):
@@ -60,6 +65,10 @@ class LaunchConfig:
         object.__setattr__(self, "grid", _dim3(grid, "grid"))
         object.__setattr__(self, "block", _dim3(block, "block"))
         object.__setattr__(self, "shared_mem_bytes", int(shared_mem_bytes))
+        object.__setattr__(self, "_hash", hash((self.grid, self.block, self.shared_mem_bytes)))
+
+    def __hash__(self) -> int:  # precomputed: launches look configs up in caches
+        return self._hash  # type: ignore[attr-defined,no-any-return]
 
     @classmethod
     def flat(cls, n: int, block: int = 256, smem: int = 0) -> LaunchConfig:

@@ -9,7 +9,9 @@ faults: after one, the device's primary context is poisoned for every runtime in
 
 from __future__ import annotations
 
+import ctypes
 import threading
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -20,6 +22,7 @@ from tenferro_host.errors import (
 )
 
 _driver: ModuleType | None = None
+_launcher: Callable[..., int] | None = None
 
 #: Driver error codes after which the context is unusable until the process ends.
 STICKY_FAULTS = frozenset({214, 700, 702, 710, 714, 715, 716, 717, 718, 719, 720})
@@ -44,11 +47,39 @@ def drv() -> ModuleType:
     return _driver
 
 
+def kernel_launcher() -> Callable[..., int]:
+    """The driver's ``cuLaunchKernel`` as a ctypes function (address from ``cuGetProcAddress``).
+
+    Arguments are plain ints (function, grid x/y/z, block x/y/z, shared bytes, stream, address
+    of the ``void*[]`` parameter array, NULL extra); it returns the CUresult code. This skips
+    the per-call argument conversion of the ``cuda.bindings`` wrapper, which dominates a launch.
+    """
+    global _launcher
+    if _launcher is None:
+        d = drv()
+        result = d.cuGetProcAddress(
+            b"cuLaunchKernel", 12000, d.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
+        )
+        pfn = check(result, "cuGetProcAddress(cuLaunchKernel)")
+        pfn = pfn[0] if isinstance(pfn, tuple) else pfn
+        u = ctypes.c_uint
+        prototype = ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p,
+            ctypes.c_void_p,
+        )
+        _launcher = prototype(int(pfn))
+    return _launcher
+
+
 def error_name(err: Any, driver: ModuleType | None = None) -> str:
     """``CUDA_ERROR_X (code): description`` for a driver result."""
     d = driver or _driver
     code = int(err)
     if d is None:
+        return f"CUresult {code}"
+    try:
+        err = d.CUresult(code)
+    except ValueError:
         return f"CUresult {code}"
     _, name = d.cuGetErrorName(err)
     _, text = d.cuGetErrorString(err)
@@ -181,6 +212,7 @@ __all__ = [
     "drv",
     "error_name",
     "failure",
+    "kernel_launcher",
     "poison",
     "poisoned_reason",
     "require_healthy",

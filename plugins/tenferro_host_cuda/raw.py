@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from collections.abc import Callable, Hashable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host import Tensor
@@ -46,7 +46,7 @@ from .args import (
     u32,
     u64,
 )
-from .driver import STICKY_FAULTS, drv, error_name, failure, poison
+from .driver import STICKY_FAULTS, drv, error_name, failure, kernel_launcher, poison
 from .images import as_bytes, check_binary, check_ptx
 from .module import Function, Module, load_image
 from .nvrtc import CompiledImage, NvrtcOptions, compile_source
@@ -59,6 +59,9 @@ if TYPE_CHECKING:
 _log = logging.getLogger("tenferro_host_cuda")
 _get_ident = threading.get_ident
 _EXCLUSIVE = -1
+_code_of = attrgetter("_code")
+_value_of = attrgetter("_value")
+_session_of = attrgetter("_session")
 
 
 class _PointerArg(SessionHandle):
@@ -95,6 +98,13 @@ class TensorRef(_PointerArg):
         self.strides = tensor.strides
         self.offset = offset
         self.readonly = True
+
+    def __del__(self) -> None:
+        # The borrow lasts as long as this ref (or the session): release it with the ref.
+        try:
+            self._session._unborrow(self.tensor.storage)  # type: ignore[attr-defined]
+        except Exception:
+            pass
 
     @property
     def numel(self) -> int:
@@ -166,15 +176,13 @@ class PreparedLaunch(SessionHandle):
 
     __slots__ = ("_call", "_codes", "_config", "_function", "_pack")
 
-    def __init__(self, session: RawSession, function: Function, config: LaunchConfig,
-                 codes: tuple[str, ...], pack: ArgPack) -> None:
+    def __init__(self, session: RawSession, entry: _Launch) -> None:
         super().__init__(session)
-        self._function = function
-        self._config = config
-        self._codes = codes
-        self._pack = pack
-        self._call = (function.handle, *config.grid, *config.block, config.shared_mem_bytes,
-                      session._stream, pack.addr, 0)
+        self._function = entry.function
+        self._config = entry.config
+        self._codes = entry.codes
+        self._pack = entry.pack
+        self._call = entry.call
 
     @property
     def function(self) -> Function:
@@ -198,11 +206,27 @@ class PreparedLaunch(SessionHandle):
                     argument="args", op=s.op,
                 )
             self._pack.pack(values)
-        result = s._cu_launch(*self._call)
-        if result[0] is not s._success:
-            raise s._launch_failed(result[0], self._function, self._config)
+        code = s._cu_launch(*self._call)
+        if code:
+            raise s._launch_failed(code, self._function, self._config)
         if s._debug:
             s._debug_wait(self._function, self._config)
+
+
+class _Launch:
+    """A validated (function, config, argument kinds): its parameter block and driver call."""
+
+    __slots__ = ("call", "codes", "config", "function", "owner", "pack")
+
+    def __init__(self, function: Function, config: LaunchConfig, codes: tuple[str, ...],
+                 pack: ArgPack, stream: int) -> None:
+        self.function = function
+        self.config = config
+        self.codes = codes
+        self.pack = pack
+        self.owner = function.owner
+        self.call = (int(function.handle), *config.grid, *config.block, config.shared_mem_bytes,
+                     stream, pack.addr, None)
 
 
 def nvrtc_compile(source: str | bytes, options: NvrtcOptions) -> CompiledImage:
@@ -239,16 +263,14 @@ class RawSession(Session):
         rt = self.runtime
         rt.check_usable()
         self._ex.submit_pending()
-        d = drv()
         self._saved_context = rt.primary.enter()
         self._stream = rt.stream_handle
         self._stream_int = int(self._stream)
-        self._cu_launch = d.cuLaunchKernel
-        self._success = d.CUresult.CUDA_SUCCESS
+        self._cu_launch = kernel_launcher()
         self._leases: set[Any] = set()
-        self._borrows: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._borrows: dict[Any, int] = {}
         self._workspaces: list[CudaStorage] = []
-        self._packs: dict[tuple[Function, tuple[str, ...]], ArgPack] = {}
+        self._entries: dict[tuple[Function, LaunchConfig, tuple[str, ...]], _Launch] = {}
         self._debug = debug_sync_enabled()
         self._live = True
 
@@ -269,8 +291,8 @@ class RawSession(Session):
             _log.exception("ending raw session %r after an error failed", self.op)
         finally:
             self._leases = set()
-            self._packs = {}
-            self._borrows = weakref.WeakKeyDictionary()
+            self._entries = {}
+            self._borrows = {}
             try:
                 rt.primary.exit(self._saved_context)
             except Exception:
@@ -291,6 +313,15 @@ class RawSession(Session):
             )
         else:
             self._borrows[storage] = held + 1
+
+    def _unborrow(self, storage: Any) -> None:
+        held = self._borrows.get(storage)
+        if held is None:
+            return
+        if held == _EXCLUSIVE or held <= 1:
+            del self._borrows[storage]
+        else:
+            self._borrows[storage] = held - 1
 
     def _resident(self, t: Any, argument: str, compact: bool) -> Tensor:
         self._check()
@@ -380,22 +411,21 @@ class RawSession(Session):
     def _unpack(self, args: Sequence[Any]) -> tuple[tuple[str, ...], list[Any]]:
         """Struct codes and values of ``args``, checking that refs belong to a live session."""
         try:
-            codes = tuple([a._code for a in args])
-            values = [a._value for a in args]
-            for a in args:
-                owner = a._session
+            codes = tuple(map(_code_of, args))
+            values = list(map(_value_of, args))
+            for owner in map(_session_of, args):
                 if owner is not self and owner is not None:
-                    self._check_foreign_handle(a)
+                    self._check_foreign_session(owner)
         except (AttributeError, TypeError):
             raise self._bad_args(args) from None
         return codes, values
 
-    def _check_foreign_handle(self, handle: Any) -> None:
-        handle._check()
-        if handle._session.runtime is not self.runtime:
+    def _check_foreign_session(self, owner: Any) -> None:
+        owner._check()
+        if owner.runtime is not self.runtime:
             raise ForeignRuntimeError(
-                f"a {type(handle).__name__} of runtime {handle._session.runtime.name!r} was "
-                f"passed to a launch on {self.runtime.name!r}", op=self.op,
+                f"a ref of runtime {owner.runtime.name!r} was passed to a launch on "
+                f"{self.runtime.name!r}; borrow tensors in this runtime's session", op=self.op,
             )
 
     def _bad_args(self, args: Any) -> Exception:
@@ -417,8 +447,9 @@ class RawSession(Session):
                                              op=self.op)
         return ArgumentMismatchError("invalid kernel arguments", argument="args", op=self.op)
 
-    def _checked(self, function: Function, config: LaunchConfig,
-                 args: Sequence[Any]) -> tuple[tuple[str, ...], list[Any]]:
+    def _validated(self, function: Function, config: LaunchConfig,
+                   codes: tuple[str, ...]) -> _Launch:
+        """Check function, config and argument sizes; a fresh parameter block for them."""
         if not isinstance(function, Function):
             raise ValidationError(
                 f"function must come from module.function(name), got {type(function).__name__}",
@@ -430,24 +461,27 @@ class RawSession(Session):
                 f"the module in a session of {self.runtime.name!r}", op=self.op,
             )
         function.check_config(config, self.op)
-        return self._unpack(args)
+        pack = ArgPack(function.format_for(codes, self.op), function.param_offsets)
+        return _Launch(function, config, codes, pack, self._stream_int)
 
     def launch(self, function: Function, config: LaunchConfig, args: Sequence[Any]) -> None:
         """Check and enqueue ``function`` on the session's stream; never waits."""
         if not self._live or _get_ident() != self._owner_thread:
             self._check()
-        codes, values = self._checked(function, config, args)
-        key = (function, codes)
-        pack = self._packs.get(key)
-        if pack is None:
-            pack = self._packs[key] = ArgPack(function.format_for(codes, self.op),
-                                              function.param_offsets)
-        pack.pack(values)
-        self._leases.add(function.owner)
-        result = self._cu_launch(function.handle, *config.grid, *config.block,
-                                 config.shared_mem_bytes, self._stream, pack.addr, 0)
-        if result[0] is not self._success:
-            raise self._launch_failed(result[0], function, config)
+        codes, values = self._unpack(args)
+        key = (function, config, codes)
+        try:
+            entry = self._entries[key]
+        except (KeyError, TypeError):
+            entry = self._validated(function, config, codes)
+            if len(self._entries) >= 1024:
+                self._entries.clear()
+            self._entries[key] = entry
+        entry.pack.pack(values)
+        self._leases.add(entry.owner)
+        code = self._cu_launch(*entry.call)
+        if code:
+            raise self._launch_failed(code, function, config)
         if self._debug:
             self._debug_wait(function, config)
 
@@ -455,11 +489,11 @@ class RawSession(Session):
                 args: Sequence[Any]) -> PreparedLaunch:
         """Validate once; the returned object re-enqueues with one driver call."""
         self._check()
-        codes, values = self._checked(function, config, args)
-        pack = ArgPack(function.format_for(codes, self.op), function.param_offsets)
-        pack.pack(values)
-        self._leases.add(function.owner)
-        return PreparedLaunch(self, function, config, codes, pack)
+        codes, values = self._unpack(args)
+        entry = self._validated(function, config, codes)
+        entry.pack.pack(values)
+        self._leases.add(entry.owner)
+        return PreparedLaunch(self, entry)
 
     def _where(self, function: Function, config: LaunchConfig) -> str:
         plugin = self.op.split(".", 1)[0] if self.op else "?"

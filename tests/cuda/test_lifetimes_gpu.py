@@ -271,15 +271,15 @@ FAULT_SCRIPT = textwrap.dedent(
                 rs.launch(fn, raw.LaunchConfig(1, 32), [raw.u64(16)])
                 print("NOT RAISED")
     except tf.LaunchError as exc:
-        print("LAUNCH_ERROR", exc)
+        print(f"LAUNCH_ERROR {exc}")
     for make in (lambda: rt.session().__enter__(), lambda: host.new_backend("cuda"),
                  lambda: rt.upload(np.ones(2))):
         try:
             make()
             print("NOT POISONED")
         except tf.ContextPoisonedError as exc:
-            print("POISONED", exc.device_uuid)
-    print("DONE", rt.stats()["debug_waits"])
+            print(f"POISONED {exc.device_uuid}")
+    print(f"DONE {rt.stats()['debug_waits']}")
     """
 )
 

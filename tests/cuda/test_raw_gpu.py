@@ -135,14 +135,16 @@ def test_example_op_cuda_raw_all_dtypes(rt):
     np.testing.assert_array_equal(out.download(), 2 * x.T)
 
 
-def test_cli_run_check_on_cuda():
-    from pathlib import Path
-
-    from conftest import run_cli
+def test_cli_run_check_on_cuda(tmp_path):
+    import subprocess
+    import sys
 
     cuda_runtime()
-    site = Path(tf.__file__).parent.parent  # the installed tenferro_host (entry points)
-    proc = run_cli("run", "ext_add_kernel.add", "--backend", "cuda", "--check", paths=(site,))
+    proc = subprocess.run(
+        [sys.executable, "-m", "tenferro_host", "run", "ext_add_kernel.add", "--backend", "cuda",
+         "--check"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -284,16 +286,18 @@ def test_non_compact_view_and_strided_kernel(rt):
 def test_aliasing(rt):
     t = rt.upload(np.zeros(8, np.float32))
     with raw_session(rt) as (_, rs):
-        rs.tensor(t)
-        rs.tensor(t[2:])  # shared borrows repeat
+        shared = [rs.tensor(t), rs.tensor(t[2:])]  # shared borrows repeat
         with pytest.raises(tf.AliasingError):
             rs.tensor_mut(t[4:])
-    with raw_session(rt) as (_, rs):
-        rs.tensor_mut(t[:4])
+        del shared  # a borrow lasts as long as its ref
+        writer = rs.tensor_mut(t[:4])
         with pytest.raises(tf.AliasingError):
             rs.tensor(t[4:])  # a view of the same storage
         with pytest.raises(tf.AliasingError):
             rs.tensor_mut(t)
+        assert writer.readonly is False
+    with raw_session(rt) as (_, rs):
+        rs.tensor_mut(t)  # borrows end with their session
 
 
 # -- handles, threads ----------

@@ -1,0 +1,133 @@
+"""Host cost of one kernel launch: tenferro's raw seam against cuda.core and CuPy.
+
+Interleaved in one process: each round times a batch of launches of every variant in turn
+(empty kernel and 1k-element add kernel), then synchronizes outside the timed region so the
+launch queue never fills. Reports the median per-launch microseconds over rounds and the ratios
+the raw seam promises: ``PreparedLaunch.launch()`` <= 1.1x and ``rs.launch(fn, cfg, args)``
+<= 1.5x cuda.core's bare ``launch``.
+
+    python bench/launch_cost.py [--rounds 60] [--batch 200] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import tenferro_host as tf
+from tenferro_host.cuda import raw
+
+SOURCE = r"""
+extern "C" __global__ void empty_kernel() {}
+extern "C" __global__ void add_kernel(float* out, const float* lhs, const float* rhs, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = lhs[i] + rhs[i];
+}
+"""
+N = 1024
+BLOCK = 256
+
+
+def per_launch_us(fn: Callable[[], None], batch: int, sync: Callable[[], None]) -> float:
+    t0 = time.perf_counter()
+    for _ in range(batch):
+        fn()
+    t1 = time.perf_counter()
+    sync()
+    return (t1 - t0) / batch * 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--json", help="also write the results to this file")
+    opts = parser.parse_args()
+
+    import cupy
+    from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+
+    host = tf.Host()
+    rt = host.backend("cuda")
+    arch = rt.device_info.arch
+    a = rt.upload(np.ones(N, np.float32))
+    b = rt.upload(np.ones(N, np.float32))
+
+    # cuda.core: its own stream and module of the same source.
+    dev = Device(rt.index)
+    dev.set_current()
+    core_stream = dev.create_stream()
+    obj = Program(SOURCE, "c++", ProgramOptions(arch=arch)).compile("cubin")
+    core_empty, core_add = obj.get_kernel("empty_kernel"), obj.get_kernel("add_kernel")
+    core_cfg1 = LaunchConfig(grid=1, block=1)
+    core_cfgn = LaunchConfig(grid=N // BLOCK, block=BLOCK)
+
+    # CuPy: RawKernel of the same source on its own arrays.
+    cp_mod = cupy.RawModule(code=SOURCE, backend="nvrtc")
+    cp_empty, cp_add = cp_mod.get_function("empty_kernel"), cp_mod.get_function("add_kernel")
+    ca, cb = cupy.ones(N, cupy.float32), cupy.ones(N, cupy.float32)
+    cout = cupy.empty(N, cupy.float32)
+    n32 = np.int32(N)
+
+    results: dict[str, list[float]] = {}
+    with rt.session() as s, tf.cuda.exec_session(s).raw("bench.launch_cost") as rs:
+        module = rs.compile_nvrtc(SOURCE)
+        f_empty, f_add = module.function("empty_kernel"), module.function("add_kernel")
+        out = rs.alloc_output(tf.float32, (N,))
+        add_args = [rs.tensor_mut(out), rs.tensor(a), rs.tensor(b), raw.i32(N)]
+        cfg1, cfgn = raw.LaunchConfig(1, 1), raw.LaunchConfig.flat(N, BLOCK)
+        p_empty = rs.prepare(f_empty, cfg1, [])
+        p_add = rs.prepare(f_add, cfgn, add_args)
+        ptrs = [r.data_ptr_unsafe() for r in add_args[:3]]
+
+        def sync_all() -> None:
+            rs.synchronize()
+            core_stream.sync()
+            cupy.cuda.Device().synchronize()
+
+        variants: dict[str, Callable[[], None]] = {
+            "empty/cuda.core launch": lambda: launch(core_stream, core_cfg1, core_empty),
+            "empty/cupy RawKernel": lambda: cp_empty((1,), (1,), ()),
+            "empty/tenferro prepared.launch()": p_empty.launch,
+            "empty/tenferro rs.launch": lambda: rs.launch(f_empty, cfg1, ()),
+            "add/cuda.core launch": lambda: launch(core_stream, core_cfgn, core_add, *ptrs, n32),
+            "add/cupy RawKernel": lambda: cp_add((N // BLOCK,), (BLOCK,), (cout, ca, cb, n32)),
+            "add/tenferro prepared.launch()": p_add.launch,
+            "add/tenferro rs.launch": lambda: rs.launch(f_add, cfgn, add_args),
+        }
+        for fn in variants.values():  # warm-up
+            per_launch_us(fn, opts.batch, sync_all)
+        for _ in range(opts.rounds):
+            for name, fn in variants.items():
+                results.setdefault(name, []).append(per_launch_us(fn, opts.batch, sync_all))
+        rs.synchronize()
+        syncs_in_bench = rt.stats()["synchronizations"]
+    medians = {k: statistics.median(v) for k, v in results.items()}
+    ratios = {}
+    for kernel in ("empty", "add"):
+        base = medians[f"{kernel}/cuda.core launch"]
+        ratios[f"{kernel}: prepared.launch() / cuda.core"] = medians[
+            f"{kernel}/tenferro prepared.launch()"] / base
+        ratios[f"{kernel}: rs.launch / cuda.core"] = medians[f"{kernel}/tenferro rs.launch"] / base
+        ratios[f"{kernel}: cupy / cuda.core"] = medians[f"{kernel}/cupy RawKernel"] / base
+    print(f"launch cost, median of {opts.rounds} rounds x {opts.batch} launches "
+          f"({rt.device_info.name}, python {sys.version.split()[0]})")
+    for name, us in medians.items():
+        print(f"  {name:36s} {us:7.2f} us")
+    for name, ratio in ratios.items():
+        print(f"  {name:36s} {ratio:7.2f}x")
+    print(f"  synchronizations counted by the runtime: {syncs_in_bench}")
+    if opts.json:
+        with open(opts.json, "w") as fh:
+            json.dump({"medians_us": medians, "ratios": ratios}, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
