@@ -8,18 +8,24 @@ public raw launch API only — refs and typed scalars):
 
 1. For each runtime parameter of the specialization, in declaration order:
 
-   * an array ``a`` of ndim ``n``: ``T* p_a`` (``const T*`` when the kernel never stores to it),
-     the address of the *view's first element* (storage base + offset * itemsize), then ``u32
-     m_len_a`` (number of elements of the view), ``u32 m_shape0_a .. m_shape{n-1}_a``, ``u32
-     m_stride0_a .. m_stride{n-1}_a`` (strides in elements);
+   * an array ``a`` of ndim ``n``: ``T* p_a`` (``const T*`` when the kernel never stores to it)
+     and ``u64 m_offset_a``, such that the view's first element is ``p_a + m_offset_a`` — exactly
+     what a raw ref carries: ``rs.tensor_strided(t)`` gives storage element 0 and ``ref.offset``
+     = ``t.offset``; ``rs.tensor(t)``/``rs.tensor_mut(t)`` give the first element and offset 0.
+     Then ``u32 m_len_a`` (number of elements of the view), ``u32 m_shape0_a ..
+     m_shape{n-1}_a``, ``u32 m_stride0_a .. m_stride{n-1}_a`` (strides in elements);
    * a scalar: its value, typed.
 
 2. Three hidden ``u32`` parameters: the *logical* cube count ``tf_count_x, tf_count_y,
-   tf_count_z``.
-   The physical grid may differ (a 1-D count folded into 2-D/3-D because of the grid limits): the
-   kernel linearises ``blockIdx`` over ``gridDim``, surplus cubes (linear index >= count_x *
-   count_y * count_z) return at once, and ``CUBE_POS_*``/``ABSOLUTE_POS*`` are derived from the
-   linear cube index and the logical count. The total thread count must fit u32.
+   tf_count_z`` (``JitLaunch.count``). The physical grid (``JitLaunch.grid``) may differ when a
+   count beyond the grid limits was folded: the kernel linearises ``blockIdx`` over ``gridDim``,
+   surplus cubes (linear index >= the logical cube total) return at once, and
+   ``CUBE_POS_*``/``ABSOLUTE_POS*`` are derived from the linear cube index and the logical
+   count. The block is ``JitLaunch.dim``. The total thread count fits u32.
+
+Arrays the kernel stores to (``spec.ir.written``; their pointer is not ``const``) need an
+exclusive borrow; arrays only read, a shared one. Every array's pointer and offset come from
+the same ref, so compact refs (offset 0) and strided refs (storage element 0) both work.
 
 Element types: f32 ``float``, f64 ``double``, i32 ``int``, u32 ``unsigned int``, i64 ``long
 long``, bool ``unsigned char`` (1 byte, 0 or 1, both in arrays and as scalar argument), f16
@@ -70,20 +76,29 @@ HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 class AbiParam:
     """One C parameter of a generated kernel.
 
-    ``kind``: ``"pointer"`` (``dtype`` is the element type; 8 bytes) or ``"scalar"``.
-    ``role``: ``"data"`` (array pointer), ``"len"``, ``"shape"``, ``"stride"`` (u32 metadata of
-    array ``param``, ``axis`` for shape/stride), ``"value"`` (scalar parameter ``param``) or
-    ``"count"`` (hidden logical cube count, ``axis`` 0/1/2 = x/y/z, ``param`` None).
+    ``raw_type`` says how to pass it through the raw seam: ``"ptr"`` (a ``TensorRef`` /
+    ``TensorMut``; 8 bytes) or the name of the raw typed scalar (``"u32"``, ``"u64"``, ``"f32"``,
+    ``"f16"``, ``"bool_"`` ...). ``role``: ``"data"`` (array pointer), ``"offset"`` (u64 element
+    offset of the view from the pointer), ``"len"``, ``"shape"``, ``"stride"`` (u32 metadata of
+    array ``param``; ``axis`` for shape/stride), ``"value"`` (scalar parameter ``param``, of
+    ``dtype``) or ``"count"`` (hidden logical cube count; ``axis`` 0/1/2 = x/y/z; ``param``
+    None). ``dtype`` is the element type of a pointer or the type of a value, else None.
     """
 
     name: str
-    kind: str
-    dtype: DType
+    raw_type: str
     role: str
     param: str | None
     axis: int | None
+    dtype: DType | None
     c_decl: str
     nbytes: int
+
+
+_RAW_SCALAR = {
+    "float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32", "uint32": "u32",
+    "int64": "i64", "bool": "bool_",
+}
 
 
 def c_name(name: str, local: bool) -> str:
@@ -96,6 +111,11 @@ def meta_name(array: str, role: str, axis: int | None = None) -> str:
     return f"m_{role}{'' if axis is None else axis}_{array}"
 
 
+def view(array: str) -> str:
+    """C expression of a view's first element."""
+    return f"({c_name(array, False)} + {meta_name(array, 'offset')})"
+
+
 def kernel_symbol(spec: Specialization) -> str:
     return "tfk_" + spec.kernel_name
 
@@ -103,11 +123,10 @@ def kernel_symbol(spec: Specialization) -> str:
 def kernel_abi(spec: Specialization) -> tuple[AbiParam, ...]:
     """The generated kernel's parameter list, in order (see the module docstring)."""
     out: list[AbiParam] = []
-    u32 = dtypes.uint32
 
     def meta(p: ir.Param, role: str, axis: int | None) -> AbiParam:
         name = meta_name(p.name, role, axis)
-        return AbiParam(name, "scalar", u32, role, p.name, axis, f"unsigned int {name}", 4)
+        return AbiParam(name, "u32", role, p.name, axis, None, f"unsigned int {name}", 4)
 
     for p in spec.params:
         name = c_name(p.name, False)
@@ -115,16 +134,19 @@ def kernel_abi(spec: Specialization) -> tuple[AbiParam, ...]:
         if p.kind == "array":
             assert p.ndim is not None
             const = "" if p.name in spec.ir.written else "const "
-            out.append(AbiParam(name, "pointer", p.dtype, "data", p.name, None,
+            out.append(AbiParam(name, "ptr", "data", p.name, None, p.dtype,
                                 f"{const}{ctype}* {name}", 8))
+            offset = meta_name(p.name, "offset")
+            out.append(AbiParam(offset, "u64", "offset", p.name, None, None,
+                                f"unsigned long long {offset}", 8))
             out.append(meta(p, "len", None))
             out.extend(meta(p, "shape", k) for k in range(p.ndim))
             out.extend(meta(p, "stride", k) for k in range(p.ndim))
         else:
-            out.append(AbiParam(name, "scalar", p.dtype, "value", p.name, None,
+            out.append(AbiParam(name, _RAW_SCALAR[p.dtype.name], "value", p.name, None, p.dtype,
                                 f"{ctype} {name}", p.dtype.itemsize))
     for axis, hidden in enumerate(HIDDEN_COUNT):
-        out.append(AbiParam(f"tf_{hidden}", "scalar", u32, "count", None, axis,
+        out.append(AbiParam(f"tf_{hidden}", "u32", "count", None, axis, None,
                             f"unsigned int tf_{hidden}", 4))
     return tuple(out)
 
@@ -242,7 +264,7 @@ class _Emitter:
         if isinstance(e, ir.ArrayStride):
             return meta_name(e.array, "stride", e.axis)
         if isinstance(e, ir.Load):
-            code = f"{c_name(e.array, False)}[{self.expr(e.index)}]"
+            code = f"{view(e.array)}[{self.expr(e.index)}]"
             return f"({code} != 0)" if e.type is dtypes.bool_ else code
         if isinstance(e, ir.Unary):
             if e.op == "not":
@@ -328,7 +350,7 @@ class _Emitter:
             value = self.expr(s.value)
             if s.value.type is dtypes.bool_:
                 value = f"(unsigned char)({value})"
-            self.line(f"{c_name(s.array, False)}[{self.expr(s.index)}] = {value};")
+            self.line(f"{view(s.array)}[{self.expr(s.index)}] = {value};")
         elif isinstance(s, ir.If):
             self.line(f"if ({self.expr(s.cond)}) {{")
             self.block(s.then)

@@ -90,38 +90,44 @@ def test_every_construct_compiles_for_sm90(kern, descs, consts):
 def test_abi_layout_of_saxpy():
     spec = kernels.saxpy.specialize(arrays(D.float32, D.float32, D.float32) + [S], {}, "cuda")
     abi = kernel_abi(spec)
-    assert [(a.name, a.kind, a.role, a.param, a.axis, a.nbytes) for a in abi] == [
-        ("p_out", "pointer", "data", "out", None, 8),
-        ("m_len_out", "scalar", "len", "out", None, 4),
-        ("m_shape0_out", "scalar", "shape", "out", 0, 4),
-        ("m_stride0_out", "scalar", "stride", "out", 0, 4),
-        ("p_x", "pointer", "data", "x", None, 8),
-        ("m_len_x", "scalar", "len", "x", None, 4),
-        ("m_shape0_x", "scalar", "shape", "x", 0, 4),
-        ("m_stride0_x", "scalar", "stride", "x", 0, 4),
-        ("p_y", "pointer", "data", "y", None, 8),
-        ("m_len_y", "scalar", "len", "y", None, 4),
-        ("m_shape0_y", "scalar", "shape", "y", 0, 4),
-        ("m_stride0_y", "scalar", "stride", "y", 0, 4),
-        ("p_a", "scalar", "value", "a", None, 4),
-        ("tf_count_x", "scalar", "count", None, 0, 4),
-        ("tf_count_y", "scalar", "count", None, 1, 4),
-        ("tf_count_z", "scalar", "count", None, 2, 4),
+    assert [(a.name, a.raw_type, a.role, a.param, a.axis, a.nbytes) for a in abi] == [
+        ("p_out", "ptr", "data", "out", None, 8),
+        ("m_offset_out", "u64", "offset", "out", None, 8),
+        ("m_len_out", "u32", "len", "out", None, 4),
+        ("m_shape0_out", "u32", "shape", "out", 0, 4),
+        ("m_stride0_out", "u32", "stride", "out", 0, 4),
+        ("p_x", "ptr", "data", "x", None, 8),
+        ("m_offset_x", "u64", "offset", "x", None, 8),
+        ("m_len_x", "u32", "len", "x", None, 4),
+        ("m_shape0_x", "u32", "shape", "x", 0, 4),
+        ("m_stride0_x", "u32", "stride", "x", 0, 4),
+        ("p_y", "ptr", "data", "y", None, 8),
+        ("m_offset_y", "u64", "offset", "y", None, 8),
+        ("m_len_y", "u32", "len", "y", None, 4),
+        ("m_shape0_y", "u32", "shape", "y", 0, 4),
+        ("m_stride0_y", "u32", "stride", "y", 0, 4),
+        ("p_a", "f32", "value", "a", None, 4),
+        ("tf_count_x", "u32", "count", None, 0, 4),
+        ("tf_count_y", "u32", "count", None, 1, 4),
+        ("tf_count_z", "u32", "count", None, 2, 4),
     ]
     assert abi[0].c_decl == "float* p_out"  # written
-    assert abi[4].c_decl == "const float* p_x"  # read only
+    assert abi[5].c_decl == "const float* p_x"  # read only
     assert generate(spec).abi == abi
 
 
 def test_abi_scalar_sizes_and_2d_metadata():
     spec = ck.scalar_kinds.specialize(arrays(D.float16, D.int64) + [S, S, S, S], {}, "cuda")
-    values = {a.param: (a.c_decl, a.nbytes) for a in kernel_abi(spec) if a.role == "value"}
-    assert values == {"flag": ("unsigned char p_flag", 1), "h": ("unsigned short p_h", 2),
-                      "n": ("long long p_n", 8), "u": ("unsigned int p_u", 4)}
+    values = {a.param: (a.raw_type, a.c_decl, a.nbytes)
+              for a in kernel_abi(spec) if a.role == "value"}
+    assert values == {"flag": ("bool_", "unsigned char p_flag", 1),
+                      "h": ("f16", "unsigned short p_h", 2), "n": ("i64", "long long p_n", 8),
+                      "u": ("u32", "unsigned int p_u", 4)}
     spec = kernels.row_sums.specialize(
         [K.ArrayDesc(D.float64, 1), K.ArrayDesc(D.float64, 2)], {}, "cuda")
     names = [a.name for a in kernel_abi(spec) if a.param == "m"]
-    assert names == ["p_m", "m_len_m", "m_shape0_m", "m_shape1_m", "m_stride0_m", "m_stride1_m"]
+    assert names == ["p_m", "m_offset_m", "m_len_m", "m_shape0_m", "m_shape1_m", "m_stride0_m",
+                     "m_stride1_m"]
 
 
 @pytest.mark.parametrize("const,expected", [
@@ -145,4 +151,4 @@ def test_signed_arithmetic_wraps_in_unsigned():
     spec = ck.arith_int.specialize(arrays(D.int32, D.int32, D.int32), {}, "cuda")
     source = generate(spec).source
     assert "((int)((unsigned int)(" in source
-    assert "(p_a[v_i] / p_b[v_i])" in source  # C division truncates toward zero
+    assert "((p_a + m_offset_a)[v_i] / (p_b + m_offset_b)[v_i])" in source  # C: truncates
