@@ -1,45 +1,25 @@
 """Dispatch geometry and the uniform block every generated shader reads.
 
 WebGPU caps each dispatch dimension (65535 workgroups on every adapter seen so far). A logical
-grid of cubes is therefore *folded*: its cubes are numbered linearly and dispatched over as few
-physical dimensions as fit; the shader unfolds the physical workgroup id back into the logical
-cube position and skips the padding workgroups. Offsets, lengths, shapes, strides, scalars and
-the grid reach the shader through one uniform buffer of u32 words (``array<vec4<u32>, N>``);
-the generator knows each value's word index at compile time.
+grid of cubes beyond it arrives *folded* (``tenferro_host.kernel.launch.fold_grid``): its cubes
+numbered linearly over as few physical dimensions as fit; the shader unfolds the physical
+workgroup id back into the logical cube position and skips the padding workgroups. Offsets,
+lengths, shapes, strides, scalars and the grid reach the shader through one uniform buffer of
+u32 words (``array<vec4<u32>, N>``); the generator knows each value's word index at compile
+time.
 """
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from tenferro_host.errors import InvalidLaunchConfigError
-
 #: Words 0-4 of every uniform block: logical cube count x, y, z; physical dispatch x, y.
 GRID_WORDS = 5
 _U32 = 1 << 32
-
-
-def fold(count: tuple[int, int, int], limit: int, op: str | None = None) -> tuple[int, int, int]:
-    """Physical workgroup counts, each <= ``limit``, covering ``count``'s cubes."""
-    if all(c <= limit for c in count):
-        return count
-    total = math.prod(count)
-    x = min(total, limit)
-    y = min(-(-total // x), limit)
-    z = -(-total // (x * y))
-    if z > limit:
-        raise InvalidLaunchConfigError(
-            f"a grid of {total} cubes does not fit {limit}^3 workgroups even folded; "
-            "use larger cubes (cube_dim) or split the launch",
-            argument="count",
-            op=op,
-        )
-    return (x, y, z)
 
 
 def word(index: int) -> str:
@@ -146,7 +126,6 @@ __all__ = [
         "GRID_WORDS",
     "UniformBlock",
     "entry_point",
-    "fold",
     "grid_prelude",
     "uniform_decl",
     "word",

@@ -26,6 +26,7 @@ class Pipeline:
     layout: Any
     source: str
     storage_bindings: int
+    keepalive: Any = None
 
 
 def numbered(source: str) -> str:
@@ -71,11 +72,15 @@ class PipelineCache:
         source: Callable[[], tuple[str, tuple[bool, ...]]],
         *,
         what: str,
+        keepalive: Any = None,
         locate: Callable[[int], str] = lambda line: "",
         op: str | None = None,
     ) -> Pipeline:
-        """The pipeline for ``key``; ``source()`` gives (WGSL, writable flag per storage buffer)."""
-        return self._cache.get(key, lambda: self._build(*source(), what, locate, op), nbytes=0)
+        """The pipeline for ``key``; ``source()`` gives (WGSL, writable flag per storage buffer).
+        ``keepalive`` is held as long as the entry (an object whose id is part of ``key``)."""
+        return self._cache.get(
+            key, lambda: self._build(*source(), what, locate, op, keepalive), nbytes=0
+        )
 
     def _build(
         self,
@@ -84,6 +89,7 @@ class PipelineCache:
         what: str,
         locate: Callable[[int], str],
         op: str | None,
+        keepalive: Any,
     ) -> Pipeline:
         import wgpu
 
@@ -107,7 +113,7 @@ class PipelineCache:
             )
         except wgpu.GPUError as exc:
             raise compile_error(exc, source, what, locate, op) from exc
-        return Pipeline(pipeline, layout, source, len(writable))
+        return Pipeline(pipeline, layout, source, len(writable), keepalive)
 
     def stats(self) -> dict[str, int]:
         return self._cache.stats()

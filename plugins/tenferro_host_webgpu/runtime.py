@@ -22,6 +22,7 @@ from tenferro_host.errors import (
     OutOfMemoryError,
     UnsupportedError,
 )
+from tenferro_host.kernel.launch import fold_grid
 from tenferro_host.provider import BackendSession, ExecSession, Runtime, Storage
 from tenferro_host.tensor import Tensor
 
@@ -34,7 +35,7 @@ from .device import (
     stored_dtypes,
     unsupported_dtype,
 )
-from .dispatch import UniformBlock, fold
+from .dispatch import UniformBlock
 from .pipelines import Pipeline, PipelineCache
 from .queue import CommandQueue
 
@@ -200,8 +201,9 @@ class WebGpuRuntime(Runtime):
         assert isinstance(src.storage, WebGpuStorage) and isinstance(dst.storage, WebGpuStorage)
         elem = strided_copy.storage_word(src.storage.element_size)
         ndim = src.ndim
-        cubes = -(-src.numel // strided_copy.WORKGROUP)
-        count, physical = self.grid((cubes, 1, 1), op="canonicalize")
+        count = (-(-src.numel // strided_copy.WORKGROUP), 1, 1)
+        limit = self._fold_limit
+        physical = fold_grid(count, (limit, limit, limit))
         folded = physical != count
         pipeline = self.pipelines.get(
             ("strided_copy", elem, ndim, folded),
@@ -218,12 +220,6 @@ class WebGpuRuntime(Runtime):
         self.queue.wait_idle()
 
     # -- dispatch (used by the JIT session and canonicalize) ------------------------------------
-    def grid(
-        self, count: tuple[int, int, int], op: str | None = None
-    ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """(logical count, physical dispatch) for a grid of cubes, folded past the limit."""
-        return count, fold(count, self._fold_limit, op)
-
     def debug_wait(self, what: str, op: str | None) -> None:
         """Debug mode (TENFERRO_DEBUG_SYNC=1): wait after a launch, raise what it caused."""
         self.counters.add("debug_waits")
