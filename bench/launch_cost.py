@@ -51,6 +51,7 @@ def main() -> int:
     opts = parser.parse_args()
 
     import cupy
+    from cuda.bindings import driver
     from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
 
     host = tf.Host()
@@ -85,6 +86,7 @@ def main() -> int:
         p_empty = rs.prepare(f_empty, cfg1, [])
         p_add = rs.prepare(f_add, cfgn, add_args)
         ptrs = [r.data_ptr_unsafe() for r in add_args[:3]]
+        stream = rt.stream_handle  # the runtime's CUstream, for the bare-binding reference row
 
         def sync_all() -> None:
             rs.synchronize()
@@ -96,6 +98,8 @@ def main() -> int:
             "empty/cupy RawKernel": lambda: cp_empty((1,), (1,), ()),
             "empty/tenferro prepared.launch()": p_empty.launch,
             "empty/tenferro rs.launch": lambda: rs.launch(f_empty, cfg1, ()),
+            "empty/cuda.bindings cuLaunchKernel": lambda: driver.cuLaunchKernel(
+                f_empty.handle, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0),
             "add/cuda.core launch": lambda: launch(core_stream, core_cfgn, core_add, *ptrs, n32),
             "add/cupy RawKernel": lambda: cp_add((N // BLOCK,), (BLOCK,), (cout, ca, cb, n32)),
             "add/tenferro prepared.launch()": p_add.launch,

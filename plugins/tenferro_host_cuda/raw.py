@@ -172,12 +172,16 @@ class StreamRef(SessionHandle):
 
 
 class PreparedLaunch(SessionHandle):
-    """A launch validated once: ``launch()`` re-enqueues it, ``launch(args=...)`` swaps refs."""
+    """A launch validated once: ``launch()`` re-enqueues it, ``launch(args=...)`` swaps refs.
 
-    __slots__ = ("_call", "_codes", "_config", "_function", "_pack")
+    It keeps its arguments (and so their borrows) until the next swap or the session's end.
+    """
 
-    def __init__(self, session: RawSession, entry: _Launch) -> None:
+    __slots__ = ("_args", "_call", "_codes", "_config", "_function", "_pack")
+
+    def __init__(self, session: RawSession, entry: _Launch, args: tuple[Any, ...]) -> None:
         super().__init__(session)
+        self._args = args
         self._function = entry.function
         self._config = entry.config
         self._codes = entry.codes
@@ -206,6 +210,7 @@ class PreparedLaunch(SessionHandle):
                     argument="args", op=s.op,
                 )
             self._pack.pack(values)
+            self._args = tuple(args)
         code = s._cu_launch(*self._call)
         if code:
             raise s._launch_failed(code, self._function, self._config)
@@ -493,7 +498,7 @@ class RawSession(Session):
         entry = self._validated(function, config, codes)
         entry.pack.pack(values)
         self._leases.add(entry.owner)
-        return PreparedLaunch(self, entry)
+        return PreparedLaunch(self, entry, tuple(args))
 
     def _where(self, function: Function, config: LaunchConfig) -> str:
         plugin = self.op.split(".", 1)[0] if self.op else "?"
