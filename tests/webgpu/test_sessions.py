@@ -255,3 +255,35 @@ def test_debug_sync_waits_after_each_launch(
         assert not rt.queue.pending
     assert rt.stats()["debug_waits"] == 2
     np.testing.assert_array_equal(x.download(), [4, 4, 4, 4])
+
+
+def test_freeing_a_tensor_with_pending_work_is_safe(rt: Any) -> None:
+    import gc
+
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.free") as js:
+        out = js.alloc_output("float32", (300,))
+        tmp = rt.upload(np.full(300, 2.0, np.float32))
+        js.launch(kernels.add, 2, 256, out, tmp, tmp)
+        del tmp
+        gc.collect()
+    np.testing.assert_array_equal(out.download(), np.full(300, 4.0))
+
+
+def test_sessions_on_two_threads_share_the_runtime_queue(rt: Any) -> None:
+    results: dict[int, np.ndarray] = {}
+
+    def work(k: int) -> None:
+        x = rt.upload(np.full(5000, float(k), np.float32))
+        with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.threads") as js:
+            out = js.alloc_output("float32", (5000,))
+            for _ in range(3):
+                js.launch(kernels.add, js.cube_count_1d(5000), js.cube_dim_1d(), out, x, x)
+        results[k] = out.download()
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in (1, 2, 3):
+        np.testing.assert_array_equal(results[k], np.full(5000, 2.0 * k))

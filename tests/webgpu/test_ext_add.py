@@ -1,0 +1,50 @@
+"""The example op ``ext_add_kernel.add``: its ``dsl`` variant runs on WebGPU through host.run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tenferro_host as tf
+
+OP = "ext_add_kernel.add"
+
+
+@pytest.fixture
+def dsl_op(webgpu_host: Any) -> str:
+    variants = webgpu_host.variants_by_backend(OP)
+    if variants.get("webgpu") != "dsl":
+        pytest.skip(f"{OP} has no dsl variant installed (variants: {variants})")
+    return OP
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (1000,), (33, 17)])
+def test_host_run_uses_the_dsl_variant_on_webgpu(
+    webgpu_host: Any, rt: Any, dsl_op: str, shape: tuple[int, ...]
+) -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape).astype(np.float32)
+    b = rng.standard_normal(shape).astype(np.float32)
+    before = rt.stats()
+    out = webgpu_host.run(dsl_op, rt.upload(a), rt.upload(b))
+    assert isinstance(out, tf.Tensor) and out.storage.domain == rt.domain
+    after = rt.stats()
+    assert after["uploads"] == before["uploads"] + (2 if a.size else 0)
+    assert after["downloads"] == before["downloads"]
+    np.testing.assert_array_equal(out.download(), a + b)
+
+
+def test_cli_runs_the_op_on_the_software_adapter(dsl_op: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tenferro_host", "run", dsl_op, "--backend", "webgpu",
+         "--shape", "1000", "--repeat", "2", "--check", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["backend"] == "webgpu:0" and report["variant"] == "dsl"
