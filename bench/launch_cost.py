@@ -87,6 +87,7 @@ def main() -> int:
         p_add = rs.prepare(f_add, cfgn, add_args)
         ptrs = [r.data_ptr_unsafe() for r in add_args[:3]]
         stream = rt.stream_handle  # the runtime's CUstream, for the bare-binding reference row
+        empty_handle = driver.CUfunction(int(f_empty.handle))
 
         def sync_all() -> None:
             rs.synchronize()
@@ -99,7 +100,7 @@ def main() -> int:
             "empty/tenferro prepared.launch()": p_empty.launch,
             "empty/tenferro rs.launch": lambda: rs.launch(f_empty, cfg1, ()),
             "empty/cuda.bindings cuLaunchKernel": lambda: driver.cuLaunchKernel(
-                f_empty.handle, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0),
+                empty_handle, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0),
             "add/cuda.core launch": lambda: launch(core_stream, core_cfgn, core_add, *ptrs, n32),
             "add/cupy RawKernel": lambda: cp_add((N // BLOCK,), (BLOCK,), (cout, ca, cb, n32)),
             "add/tenferro prepared.launch()": p_add.launch,

@@ -1,18 +1,15 @@
-"""Launch configurations, typed scalars and the packed kernel-argument buffer.
+"""Launch configurations and typed kernel scalars.
 
 Kernel arguments are never bare Python numbers: a typed scalar (``i32(8)``, ``f32(0.5)`` ...)
 says how many bytes the kernel receives, so the launch check can compare it with the kernel's
-parameter layout. Arguments are packed once into one ctypes buffer laid out exactly like the
-device-side parameter block, with an array of pointers into it — the form ``cuLaunchKernel``
-takes — so a launch costs one ``struct.pack_into`` and one driver call.
+parameter layout. A scalar holds its value as a numpy scalar of that width — what cuda.core's
+``launch`` packs (it would pack a bare Python int as a pointer).
 """
 
 from __future__ import annotations
 
-import ctypes
 import math
 import struct
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -104,7 +101,7 @@ class Scalar:
     _session: ClassVar[None] = None  # scalars belong to no session
 
     def __init__(self, value: Any) -> None:
-        self._value = self._convert(value)
+        self._value = self.numpy_type(self._convert(value))
 
     def _convert(self, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -125,7 +122,8 @@ class Scalar:
 
     @property
     def value(self) -> Any:
-        return self._value
+        """The value as a Python number."""
+        return self._value.item()
 
     @property
     def nbytes(self) -> int:
@@ -133,10 +131,10 @@ class Scalar:
 
     def numpy(self) -> np.generic:
         """The value as a numpy scalar of the right width (what cuda.core's launch packs)."""
-        return self.numpy_type(self._value)  # type: ignore[no-any-return]
+        return self._value  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._value!r})"
+        return f"{type(self).__name__}({self.value!r})"
 
 
 class _Float(Scalar):
@@ -147,7 +145,7 @@ class _Float(Scalar):
             raise ValidationError(
                 f"{type(self).__name__} takes a real number, got {value!r}", argument="value"
             )
-        return float(self.numpy_type(value))
+        return value
 
 
 class i32(Scalar):  # noqa: N801 - C type names
@@ -198,38 +196,8 @@ class bool_(Scalar):  # noqa: N801
 SCALAR_TYPES = (i32, u32, i64, u64, f32, f64, f16, bool_)
 
 
-def layout_format(codes: Sequence[str], offsets: Sequence[int]) -> str:
-    """A struct format placing each code at its device-side parameter offset."""
-    parts = ["<"]
-    pos = 0
-    for code, offset in zip(codes, offsets, strict=True):
-        if offset > pos:
-            parts.append(f"{offset - pos}x")
-        parts.append(code)
-        pos = offset + struct.calcsize("<" + code)
-    return "".join(parts)
-
-
-class ArgPack:
-    """One parameter block (ctypes buffer) plus the ``void*[]`` that points into it."""
-
-    __slots__ = ("_buf", "_ptrs", "_struct", "addr")
-
-    def __init__(self, fmt: str, offsets: Sequence[int]) -> None:
-        self._struct = struct.Struct(fmt)
-        self._buf = ctypes.create_string_buffer(max(self._struct.size, 8))
-        base = ctypes.addressof(self._buf)
-        n = max(len(offsets), 1)
-        self._ptrs = (ctypes.c_void_p * n)(*[base + o for o in offsets])
-        self.addr = ctypes.addressof(self._ptrs)
-
-    def pack(self, values: Sequence[Any]) -> None:
-        self._struct.pack_into(self._buf, 0, *values)
-
-
 __all__ = [
     "SCALAR_TYPES",
-    "ArgPack",
     "LaunchConfig",
     "Scalar",
     "bool_",
@@ -238,7 +206,6 @@ __all__ = [
     "f64",
     "i32",
     "i64",
-    "layout_format",
     "u32",
     "u64",
 ]

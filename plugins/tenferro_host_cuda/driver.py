@@ -9,9 +9,7 @@ faults: after one, the device's primary context is poisoned for every runtime in
 
 from __future__ import annotations
 
-import ctypes
 import threading
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -22,10 +20,16 @@ from tenferro_host.errors import (
 )
 
 _driver: ModuleType | None = None
-_launcher: Callable[..., int] | None = None
 
 #: Driver error codes after which the context is unusable until the process ends.
-STICKY_FAULTS = frozenset({214, 700, 702, 710, 714, 715, 716, 717, 718, 719, 720})
+STICKY_FAULTS = frozenset({214, 700, 702, 710, 714, 715, 716, 717, 718, 719})
+#: Their names, to recognise them in the messages of libraries that raise (cuda.core).
+STICKY_FAULT_NAMES = (
+    "CUDA_ERROR_ECC_UNCORRECTABLE", "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT",
+    "CUDA_ERROR_ASSERT", "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC",
+    "CUDA_ERROR_LAUNCH_FAILED",
+)
 OUT_OF_MEMORY = 2
 NOT_READY = 600
 NOT_FOUND = 500
@@ -45,30 +49,6 @@ def drv() -> ModuleType:
             raise BackendError(f"cuInit failed: {error_name(err, driver)}")
         _driver = driver
     return _driver
-
-
-def kernel_launcher() -> Callable[..., int]:
-    """The driver's ``cuLaunchKernel`` as a ctypes function (address from ``cuGetProcAddress``).
-
-    Arguments are plain ints (function, grid x/y/z, block x/y/z, shared bytes, stream, address
-    of the ``void*[]`` parameter array, NULL extra); it returns the CUresult code. This skips
-    the per-call argument conversion of the ``cuda.bindings`` wrapper, which dominates a launch.
-    """
-    global _launcher
-    if _launcher is None:
-        d = drv()
-        result = d.cuGetProcAddress(
-            b"cuLaunchKernel", 12000, d.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
-        )
-        pfn = check(result, "cuGetProcAddress(cuLaunchKernel)")
-        pfn = pfn[0] if isinstance(pfn, tuple) else pfn
-        u = ctypes.c_uint
-        prototype = ctypes.CFUNCTYPE(
-            ctypes.c_int, ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p,
-            ctypes.c_void_p,
-        )
-        _launcher = prototype(int(pfn))
-    return _launcher
 
 
 def error_name(err: Any, driver: ModuleType | None = None) -> str:
@@ -207,12 +187,12 @@ __all__ = [
     "NOT_READY",
     "OUT_OF_MEMORY",
     "STICKY_FAULTS",
+    "STICKY_FAULT_NAMES",
     "PrimaryContext",
     "check",
     "drv",
     "error_name",
     "failure",
-    "kernel_launcher",
     "poison",
     "poisoned_reason",
     "require_healthy",

@@ -1,6 +1,9 @@
 """Loaded modules and their functions, owned so that retirement really unloads them.
 
-A :class:`Module` keeps a :class:`LoadedModule` (the driver handle). Every raw session that
+Images are loaded with the driver's library API (``cuLibraryLoadData``): a module is a
+``CUlibrary`` and a function a ``CUkernel``, which cuda.core wraps as its ``Kernel`` (so a launch
+goes through cuda.core's ``launch``). A :class:`Module` keeps a :class:`LoadedModule` (the
+library handle). Every raw session that
 launches one of its functions leases the LoadedModule until the session's completion event has
 passed, so dropping the Module right after a launch never unloads code a kernel still runs;
 when the last reference goes, the handle is unloaded through the runtime's deferred queue.
@@ -19,7 +22,7 @@ from tenferro_host.errors import (
     ValidationError,
 )
 
-from .args import LaunchConfig, layout_format
+from .args import LaunchConfig
 from .driver import NOT_FOUND, check, drv, failure
 
 if TYPE_CHECKING:
@@ -36,7 +39,7 @@ _LOAD_HINTS = {
 
 
 class LoadedModule:
-    """Owns one ``CUmodule``; unloaded (deferred) when the last reference or lease goes."""
+    """Owns one ``CUlibrary``; unloaded (deferred) when the last reference or lease goes."""
 
     __slots__ = ("__weakref__", "_runtime", "handle")
 
@@ -60,7 +63,7 @@ def load_image(runtime: CudaRuntime, data: bytes, kind: str, op: str | None,
     """Load an already validated image into the runtime's primary context."""
     d = drv()
     with runtime.primary:
-        result = d.cuModuleLoadData(data)
+        result = d.cuLibraryLoadData(data, [], [], 0, [], [], 0)
     if int(result[0]) != 0:
         code = int(result[0])
         hint = _LOAD_HINTS.get(code, "check the image and the device")
@@ -99,55 +102,61 @@ class Module:
         return f"<Module {self.kind} {self.nbytes} B on {self.runtime.name}>"
 
 
-def _attr(fn: Any, name: str) -> int:
+def _attr(kernel: Any, device: Any, name: str) -> int:
     d = drv()
-    return int(check(d.cuFuncGetAttribute(getattr(d.CUfunction_attribute, name), fn), name))
+    attr = getattr(d.CUfunction_attribute, name)
+    return int(check(d.cuKernelGetAttribute(attr, kernel, device), name))
 
 
 class Function:
-    """A kernel with its parameter layout (``cuFuncGetParamInfo``) and its own limits."""
+    """A kernel with its parameter layout (``cuKernelGetParamInfo``) and its own limits."""
 
     def __init__(self, module: Module, name: str, symbol: str) -> None:
+        from cuda.core import Kernel
+
         d = drv()
         runtime = module.runtime
+        dev = runtime.cu_device
         with runtime.primary:
-            result = d.cuModuleGetFunction(module._owner.handle, symbol.encode())
+            result = d.cuLibraryGetKernel(module._owner.handle, symbol.encode())
             if int(result[0]) == NOT_FOUND:
                 raise SymbolLookupError(
                     f"kernel {name!r} is not in this module; declare it extern \"C\" (or pass "
                     "its C++ spelling in NvrtcOptions(name_expressions=[...]))"
                 )
-            handle = check(result, f"cuModuleGetFunction({name!r})", uuid=runtime.uuid_bytes,
+            handle = check(result, f"cuLibraryGetKernel({name!r})", uuid=runtime.uuid_bytes,
                            error=SymbolLookupError)
             offsets, sizes = [], []
             while True:
-                info = d.cuFuncGetParamInfo(handle, len(offsets))
+                info = d.cuKernelGetParamInfo(handle, len(offsets))
                 if int(info[0]) != 0:
                     break
                 offsets.append(int(info[1]))
                 sizes.append(int(info[2]))
-            self.max_threads_per_block = _attr(handle, "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
-            self.static_shared_bytes = _attr(handle, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
-            self.num_regs = _attr(handle, "CU_FUNC_ATTRIBUTE_NUM_REGS")
-            self._dynamic_limit = _attr(handle, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
+            self.max_threads_per_block = _attr(handle, dev,
+                                               "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
+            self.static_shared_bytes = _attr(handle, dev, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
+            self.num_regs = _attr(handle, dev, "CU_FUNC_ATTRIBUTE_NUM_REGS")
+            self._dynamic_limit = _attr(handle, dev,
+                                        "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
+        self.core_kernel = Kernel.from_handle(int(handle))
         self.name = name
         self.runtime = runtime  # no reference to the Module: dropping it must free the handle
         self.handle = handle
         self.owner = module._owner
         self.param_offsets = tuple(offsets)
         self.param_sizes = tuple(sizes)
-        self._formats: dict[tuple[str, ...], str] = {}
+        self._checked_codes: set[tuple[str, ...]] = set()
         self._configs: set[LaunchConfig] = set()
 
     @property
     def arity(self) -> int:
         return len(self.param_sizes)
 
-    def format_for(self, codes: tuple[str, ...], op: str | None) -> str:
-        """The packing format for arguments of these struct codes (checked arity and sizes)."""
-        fmt = self._formats.get(codes)
-        if fmt is not None:
-            return fmt
+    def check_arguments(self, codes: tuple[str, ...], op: str | None) -> None:
+        """Arguments of these struct codes match the parameters' count and byte sizes."""
+        if codes in self._checked_codes:
+            return
         import struct
 
         if len(codes) != self.arity:
@@ -167,8 +176,7 @@ class Function:
                     argument=f"args[{i}]",
                     op=op,
                 )
-        fmt = self._formats[codes] = layout_format(codes, self.param_offsets)
-        return fmt
+        self._checked_codes.add(codes)
 
     def check_config(self, config: LaunchConfig, op: str | None) -> None:
         """Compare ``config`` with min(device, function) limits; opt in to large dynamic smem."""
@@ -216,8 +224,8 @@ class Function:
             d = drv()
             attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             with self.runtime.primary:
-                check(d.cuFuncSetAttribute(self.handle, attr, dynamic),
-                      "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+                check(d.cuKernelSetAttribute(attr, dynamic, self.handle, self.runtime.cu_device),
+                      "cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
                       uuid=self.runtime.uuid_bytes, op=op)
             self._dynamic_limit = dynamic
         if len(self._configs) >= 4096:

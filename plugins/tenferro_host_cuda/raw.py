@@ -34,7 +34,6 @@ from tenferro_host.errors import (
 from tenferro_host.provider import Session, SessionHandle, normalize_shape, require_resident
 
 from .args import (
-    ArgPack,
     LaunchConfig,
     Scalar,
     bool_,
@@ -46,7 +45,7 @@ from .args import (
     u32,
     u64,
 )
-from .driver import STICKY_FAULTS, drv, error_name, failure, kernel_launcher, poison
+from .driver import STICKY_FAULT_NAMES, STICKY_FAULTS, drv, error_name, failure, poison
 from .images import as_bytes, check_binary, check_ptx
 from .module import Function, Module, load_image
 from .nvrtc import CompiledImage, NvrtcOptions, compile_source
@@ -59,6 +58,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("tenferro_host_cuda")
 _get_ident = threading.get_ident
 _EXCLUSIVE = -1
+_STICKY_CODE = 719  # CUDA_ERROR_LAUNCH_FAILED: stands for any sticky fault named in the text
 _code_of = attrgetter("_code")
 _value_of = attrgetter("_value")
 _session_of = attrgetter("_session")
@@ -177,16 +177,16 @@ class PreparedLaunch(SessionHandle):
     It keeps its arguments (and so their borrows) until the next swap or the session's end.
     """
 
-    __slots__ = ("_args", "_call", "_codes", "_config", "_function", "_pack")
+    __slots__ = ("_args", "_call", "_codes", "_config", "_function")
 
-    def __init__(self, session: RawSession, entry: _Launch, args: tuple[Any, ...]) -> None:
+    def __init__(self, session: RawSession, entry: _Launch, args: tuple[Any, ...],
+                 values: list[Any]) -> None:
         super().__init__(session)
         self._args = args
         self._function = entry.function
         self._config = entry.config
         self._codes = entry.codes
-        self._pack = entry.pack
-        self._call = entry.call
+        self._call = (*entry.call, *values)
 
     @property
     def function(self) -> Function:
@@ -209,29 +209,32 @@ class PreparedLaunch(SessionHandle):
                     f"({self._codes}), got {codes}; prepare a new launch for other arguments",
                     argument="args", op=s.op,
                 )
-            self._pack.pack(values)
+            self._call = (*self._call[:3], *values)
             self._args = tuple(args)
-        code = s._cu_launch(*self._call)
-        if code:
-            raise s._launch_failed(code, self._function, self._config)
+        try:
+            s._cu_launch(*self._call)
+        except Exception as exc:
+            raise s._launch_failed(exc, self._function, self._config) from exc
         if s._debug:
             s._debug_wait(self._function, self._config)
 
 
 class _Launch:
-    """A validated (function, config, argument kinds): its parameter block and driver call."""
+    """A validated (function, config, argument kinds) and the head of its cuda.core call."""
 
-    __slots__ = ("call", "codes", "config", "function", "owner", "pack")
+    __slots__ = ("call", "codes", "config", "function", "owner")
 
     def __init__(self, function: Function, config: LaunchConfig, codes: tuple[str, ...],
-                 pack: ArgPack, stream: int) -> None:
+                 stream: Any) -> None:
+        from cuda.core import LaunchConfig as CoreLaunchConfig
+
         self.function = function
         self.config = config
         self.codes = codes
-        self.pack = pack
         self.owner = function.owner
-        self.call = (int(function.handle), *config.grid, *config.block, config.shared_mem_bytes,
-                     stream, pack.addr, None)
+        core_config = CoreLaunchConfig(grid=config.grid, block=config.block,
+                                       shmem_size=config.shared_mem_bytes)
+        self.call = (stream, core_config, function.core_kernel)
 
 
 def nvrtc_compile(source: str | bytes, options: NvrtcOptions) -> CompiledImage:
@@ -271,7 +274,10 @@ class RawSession(Session):
         self._saved_context = rt.primary.enter()
         self._stream = rt.stream_handle
         self._stream_int = int(self._stream)
-        self._cu_launch = kernel_launcher()
+        from cuda.core import launch
+
+        self._cu_launch = launch
+        self._core_stream = rt.core_stream
         self._leases: set[Any] = set()
         self._borrows: dict[Any, int] = {}
         self._workspaces: list[CudaStorage] = []
@@ -466,8 +472,8 @@ class RawSession(Session):
                 f"the module in a session of {self.runtime.name!r}", op=self.op,
             )
         function.check_config(config, self.op)
-        pack = ArgPack(function.format_for(codes, self.op), function.param_offsets)
-        return _Launch(function, config, codes, pack, self._stream_int)
+        function.check_arguments(codes, self.op)
+        return _Launch(function, config, codes, self._core_stream)
 
     def launch(self, function: Function, config: LaunchConfig, args: Sequence[Any]) -> None:
         """Check and enqueue ``function`` on the session's stream; never waits."""
@@ -482,11 +488,11 @@ class RawSession(Session):
             if len(self._entries) >= 1024:
                 self._entries.clear()
             self._entries[key] = entry
-        entry.pack.pack(values)
         self._leases.add(entry.owner)
-        code = self._cu_launch(*entry.call)
-        if code:
-            raise self._launch_failed(code, function, config)
+        try:
+            self._cu_launch(*entry.call, *values)
+        except Exception as exc:
+            raise self._launch_failed(exc, function, config) from exc
         if self._debug:
             self._debug_wait(function, config)
 
@@ -496,17 +502,24 @@ class RawSession(Session):
         self._check()
         codes, values = self._unpack(args)
         entry = self._validated(function, config, codes)
-        entry.pack.pack(values)
         self._leases.add(entry.owner)
-        return PreparedLaunch(self, entry, tuple(args))
+        return PreparedLaunch(self, entry, tuple(args), values)
 
     def _where(self, function: Function, config: LaunchConfig) -> str:
         plugin = self.op.split(".", 1)[0] if self.op else "?"
         return f"kernel {function.name!r} (plugin {plugin!r}, op {self.op!r}, {config})"
 
-    def _launch_failed(self, err: Any, function: Function, config: LaunchConfig) -> Exception:
-        return failure(err, f"launching {self._where(function, config)}",
-                       uuid=self.runtime.uuid_bytes, op=self.op, error=LaunchError)
+    def _launch_failed(self, exc: Exception, function: Function,
+                       config: LaunchConfig) -> Exception:
+        """The typed error for a launch cuda.core refused (poisoning on a sticky fault)."""
+        text = str(exc)
+        sticky = next((name for name in STICKY_FAULT_NAMES if name in text), None)
+        if sticky is not None:
+            poison(self.runtime.uuid_bytes, f"{sticky} at {self._where(function, config)}")
+            return failure(_STICKY_CODE, f"launching {self._where(function, config)}",
+                           uuid=self.runtime.uuid_bytes, op=self.op)
+        return LaunchError(f"launching {self._where(function, config)} failed: {text}",
+                           op=self.op)
 
     def _debug_wait(self, function: Function, config: LaunchConfig) -> None:
         """Debug mode: wait after the launch and name the kernel that faulted."""

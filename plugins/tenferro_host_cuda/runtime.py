@@ -109,6 +109,7 @@ class CudaRuntime(Runtime):
         self.module_counts = {"loaded": 0, "unloaded": 0}
         self._copy_functions: dict[int, Function] = {}
         self._copy_module: Any = None
+        self._core_stream: Any = None
         self.resources = ResourceCache()
         with self.primary:
             self._stream = check(
@@ -138,6 +139,20 @@ class CudaRuntime(Runtime):
     @property
     def device_info(self) -> CudaDeviceInfo:
         return self._info
+
+    @property
+    def cu_device(self) -> Any:
+        """The driver's ``CUdevice`` of this runtime (for per-device kernel attributes)."""
+        return self._dev
+
+    @property
+    def core_stream(self) -> Any:
+        """This runtime's stream as a cuda.core ``Stream`` (not owning it) — provider-internal."""
+        if self._core_stream is None:
+            from cuda.core import Stream
+
+            self._core_stream = Stream.from_handle(int(self._stream))
+        return self._core_stream
 
     @property
     def stream_handle(self) -> Any:
@@ -224,7 +239,7 @@ class CudaRuntime(Runtime):
                 if kind == "memory":
                     result = d.cuMemFreeAsync(handle, self._stream)
                 else:
-                    result = d.cuModuleUnload(handle)
+                    result = d.cuLibraryUnload(handle)
                     self.module_counts["unloaded"] += 1
                 if int(result[0]) != 0:
                     self.deferred_errors += 1
@@ -316,7 +331,8 @@ class CudaRuntime(Runtime):
         ptrs = (ctypes.c_void_p * len(fn.param_offsets))(*[base + o for o in fn.param_offsets])
         with self.primary:
             self._ok(
-                drv().cuLaunchKernel(fn.handle, *grid, *block, 0, self._stream,
+                drv().cuLaunchKernel(drv().CUfunction(int(fn.handle)), *grid, *block, 0,
+                                     self._stream,
                                      ctypes.addressof(ptrs), 0),
                 f"launching {fn.name}",
             )

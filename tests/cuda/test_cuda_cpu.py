@@ -161,20 +161,6 @@ def test_typed_scalars():
             bad()
 
 
-def test_argument_block_layout():
-    from tenferro_host_cuda.args import ArgPack, layout_format
-
-    fmt = layout_format(("Q", "i", "d"), (0, 8, 16))
-    assert fmt == "<Qi4xd" and struct.calcsize(fmt) == 24
-    pack = ArgPack(fmt, (0, 8, 16))
-    pack.pack([7, -1, 2.5])
-    import ctypes
-
-    ptrs = ctypes.cast(pack.addr, ctypes.POINTER(ctypes.c_void_p))
-    assert ctypes.c_int.from_address(ptrs[1]).value == -1
-    assert ctypes.c_double.from_address(ptrs[2]).value == 2.5
-
-
 # -- probing and imports ----------
 def _run(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

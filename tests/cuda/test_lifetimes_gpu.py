@@ -225,11 +225,12 @@ def test_cublas_through_cupy_between_raw_launches(rt):
             mem = cupy.cuda.UnownedMemory(ref.data_ptr_unsafe(), nbytes, owner=None)
             return cupy.ndarray((n, n), cupy.float32, cupy.cuda.MemoryPointer(mem, 0), order="F")
 
-        stream = cupy.cuda.ExternalStream(rs.stream.native_handle_unsafe())
-        with stream:
+        # CuPy's ExternalStream takes the raw handle (Stream.from_external takes rs.stream).
+        with cupy.cuda.ExternalStream(rs.stream.native_handle_unsafe()):
             a = wrap(src, n * n * 4)
             out = wrap(dst, n * n * 4)
             cupy.matmul(a, a, out=out)  # cuBLAS sgemm on the session's stream
+        del src, dst, a, out  # end the borrows before reading product
         result = rs.alloc_output(tf.float32, (n, n))
         rs.launch(fn, cfg, [rs.tensor_mut(result), rs.tensor(product), rs.tensor(product),
                             raw.i32(n * n)])
