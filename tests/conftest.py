@@ -22,9 +22,6 @@ import pytest
 
 from tenferro_host.testing import pytest_plugin
 
-# The fixture packages fail on purpose (one raises at import): never collect them.
-collect_ignore_glob = ["fixtures/*"]
-
 FIXTURES = Path(__file__).parent / "fixtures"
 COLLIDE = "tf_fixture_collide"
 
