@@ -60,9 +60,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend_name" not in metafunc.fixturenames:
         return
     stash = metafunc.config.stash
-    if _PARAMS not in stash:
-        stash[_PARAMS] = backend_params(Host())
-    metafunc.parametrize("backend_name", stash[_PARAMS])
+    params = stash.get(_PARAMS, None)
+    if params is None:
+        params = stash[_PARAMS] = backend_params(Host())  # probed once per test run
+    metafunc.parametrize("backend_name", params)
 
 
 @pytest.fixture
