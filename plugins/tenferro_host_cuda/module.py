@@ -58,21 +58,31 @@ class LoadedModule:
             pass
 
 
+def _load_error(runtime: CudaRuntime, err: Any, kind: str, op: str | None) -> Exception:
+    hint = _LOAD_HINTS.get(int(err), "check the image and the device")
+    exc = failure(err, f"loading a {kind} module", uuid=runtime.uuid_bytes, op=op,
+                  error=ModuleLoadError)
+    if isinstance(exc, ModuleLoadError):
+        exc = ModuleLoadError(f"{exc.message}; {hint}", op=op)
+    return exc
+
+
 def load_image(runtime: CudaRuntime, data: bytes, kind: str, op: str | None,
                lowered: Mapping[str, str] | None = None) -> Module:
-    """Load an already validated image into the runtime's primary context."""
+    """Load an already validated image into the runtime's primary context, eagerly."""
     d = drv()
     with runtime.primary:
         result = d.cuLibraryLoadData(data, [], [], 0, [], [], 0)
-    if int(result[0]) != 0:
-        code = int(result[0])
-        hint = _LOAD_HINTS.get(code, "check the image and the device")
-        err = failure(result[0], f"loading a {kind} module", uuid=runtime.uuid_bytes, op=op,
-                      error=ModuleLoadError)
-        if isinstance(err, ModuleLoadError):
-            err = ModuleLoadError(f"{err.message}; {hint}", op=op)
-        raise err
-    owner = LoadedModule(runtime, result[1])
+        if int(result[0]) != 0:
+            raise _load_error(runtime, result[0], kind, op)
+        library = result[1]
+        # Libraries load lazily; asking for this context's module loads (and JITs) it now, so
+        # a bad image fails here and not at its first launch.
+        loaded = d.cuLibraryGetModule(library)
+        if int(loaded[0]) != 0:
+            d.cuLibraryUnload(library)
+            raise _load_error(runtime, loaded[0], kind, op)
+    owner = LoadedModule(runtime, library)
     return Module(runtime, owner, kind, len(data), dict(lowered or {}))
 
 
