@@ -33,7 +33,18 @@ try:
         raise ValueError("body failed")
 except ValueError:
     pass
-out["events"] = tf_fixture_observer.EVENTS
+out["events"] = list(tf_fixture_observer.EVENTS)
+out["observer_raised"] = {}
+for hook in ("started", "finished"):
+    tf_fixture_observer.RAISE_IN = {hook}
+    try:
+        with cpu.session():
+            pass
+    except tf.PluginError as exc:
+        out["observer_raised"][hook] = str(exc)
+    tf_fixture_observer.RAISE_IN = set()
+    with cpu.session():  # a failing observer leaves the runtime usable
+        pass
 
 os.environ["TENFERRO_STRICT_PLUGINS"] = "1"
 try:
@@ -138,6 +149,14 @@ def test_observers_are_called_when_implemented(faulty):
         ["started", "cpu:0", None],
         ["finished", "cpu:0", "ValueError"],
     ]
+
+
+def test_a_failing_observer_raises_plugin_error(faulty):
+    raised = faulty["observer_raised"]
+    assert set(raised) == {"started", "finished"}
+    for hook, message in raised.items():
+        assert f"tenferro_host_session_{hook} observer raised RuntimeError" in message
+        assert f"the {hook} observer fails on purpose" in message
 
 
 def test_strict_env_makes_a_failure_fatal(faulty):
