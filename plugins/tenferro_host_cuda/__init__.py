@@ -18,6 +18,7 @@ from typing import Any
 from tenferro_host import BackendProvider, ExtensionCapability, hookimpl
 
 from . import raw
+from .copies import copy_from_same_device
 from .device import CudaDeviceInfo, nvrtc_version, probe
 from .exec_session import CudaExecSession
 from .runtime import CudaRuntime
@@ -42,7 +43,7 @@ def tenferro_host_capabilities(backend: Any) -> dict[ExtensionCapability, bool] 
         ExtensionCapability.NATIVE_MODULE: True,
         ExtensionCapability.RUNTIME_COMPILATION: nvrtc_version() is not None,
         ExtensionCapability.RAW_STREAM: True,
-        ExtensionCapability.SAME_DEVICE_ASYNC_COPY: False,
+        ExtensionCapability.SAME_DEVICE_ASYNC_COPY: True,
         ExtensionCapability.PEER_COPY: False,
     }
 
@@ -52,6 +53,7 @@ __all__ = [
     "CudaDeviceInfo",
     "CudaExecSession",
     "CudaRuntime",
+    "copy_from_same_device",
     "raw",
     "tenferro_host_capabilities",
     "tenferro_host_register",
