@@ -25,7 +25,6 @@ class Pipeline:
     pipeline: Any
     layout: Any
     source: str
-    storage_bindings: int
     keepalive: Any = None
 
 
@@ -113,10 +112,7 @@ class PipelineCache:
             )
         except wgpu.GPUError as exc:
             raise compile_error(exc, source, what, locate, op) from exc
-        return Pipeline(pipeline, layout, source, len(writable), keepalive)
-
-    def stats(self) -> dict[str, int]:
-        return self._cache.stats()
+        return Pipeline(pipeline, layout, source, keepalive)
 
 
 __all__ = ["Pipeline", "PipelineCache", "compile_error", "numbered"]

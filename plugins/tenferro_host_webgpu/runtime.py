@@ -82,12 +82,17 @@ class WebGpuRuntime(Runtime):
         super().__init__(host, "webgpu", index, software=info.software)
         self._wgpu = wgpu
         f16 = "shader-f16" in info.features
-        self._device = wgpu_adapter.request_device_sync(
-            label=f"tenferro webgpu:{index}",
-            required_features=["shader-f16"] if f16 else [],
-            required_limits=dict(wgpu_adapter.limits),
-        )
-        self._adapter_info = info
+        try:
+            self._device = wgpu_adapter.request_device_sync(
+                label=f"tenferro webgpu:{index}",
+                required_features=["shader-f16"] if f16 else [],
+                required_limits=dict(wgpu_adapter.limits),
+            )
+        except (wgpu.GPUError, RuntimeError) as exc:
+            raise BackendError(
+                f"adapter {info.name!r} ({info.backend}) refused a device: {exc}; choose another "
+                "adapter with TENFERRO_WEBGPU_ADAPTER"
+            ) from exc
         self._id = WebGpuDeviceId(index, info.name, info.backend)
         self._info = WebGpuDeviceInfo.from_device(info, dict(self._device.limits), f16)
         self.supported_dtypes = stored_dtypes(f16)
@@ -110,11 +115,6 @@ class WebGpuRuntime(Runtime):
     @property
     def device_info(self) -> WebGpuDeviceInfo:
         return self._info
-
-    @property
-    def wgpu_device(self) -> Any:
-        """The wgpu device (for this plugin's own modules; not part of any public API)."""
-        return self._device
 
     @property
     def max_workgroups_per_dimension(self) -> int:
