@@ -1,0 +1,36 @@
+"""The CUDA DSL provider: ``ex.jit(op)`` on CUDA, built only on the public raw seam.
+
+Registered by the entry point ``cuda_jit`` like any third-party plugin: it adds the JIT factory
+for backend kind ``cuda``. DSL kernels become CUDA C (:mod:`.codegen`), are compiled with NVRTC
+for the live device and launched through one raw session per JIT session (:mod:`.session`).
+It imports only tenferro_host's public API and SPI and ``tenferro_host.cuda.raw``; importing it
+loads no GPU library (the session module is imported when a CUDA JIT session is made).
+
+>>> import tenferro_host as tf
+>>> tf.Host().registry.jit_factory("cuda") is not None
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenferro_host.hookspecs import hookimpl
+from tenferro_host.registry import RegistrationView
+
+TENFERRO_HOST_API = (1, 0)
+
+
+def jit_session(ex: Any, op: str) -> Any:
+    """The JIT factory for ``cuda`` exec sessions."""
+    from .session import CudaJitSession
+
+    return CudaJitSession(ex, op)
+
+
+@hookimpl
+def tenferro_host_register(registry: RegistrationView) -> None:
+    registry.add_jit("cuda", jit_session)
+
+
+__all__ = ["TENFERRO_HOST_API", "jit_session", "tenferro_host_register"]

@@ -1,0 +1,307 @@
+"""The CUDA JIT session: ``ex.jit(op)`` on a CUDA exec session, built only on the raw seam.
+
+The user API and the argument checks come from :class:`tenferro_host.kernel.launch.JitSession`
+(identical on cpu, cuda and webgpu). What is CUDA's own:
+
+* the session holds ONE raw sub-session (``ex.raw(op)``) for its whole scope; every launch is
+  enqueued on the runtime's stream at once, so launches, raw work and downloads are ordered by
+  submission — there is no host-side batch to submit;
+* each specialization is generated as CUDA C (:mod:`.codegen`), compiled once by NVRTC for the
+  live device's ``sm_XY`` (``features``) and cached per runtime with ``rs.resource``;
+* each (kernel, argument kinds, constants, count, dim) gets a :class:`_Plan` holding a
+  ``PreparedLaunch``: after the first launch, a launch costs argument conversion plus one
+  ``PreparedLaunch.launch(args=...)`` — the base class's checks ran once for that plan, and each
+  tensor's checks and metadata scalars once per session;
+* a storage is borrowed once per session: shared while only read, exclusively as soon as a kernel
+  writes it (a shared borrow is dropped first: the plans holding it go with it). Views of one
+  storage share that borrow, each with its own offset, shape and strides, so aliased views work.
+  A written array needs an exclusive borrow, which the raw seam gives only for a compact view
+  (``tensor_mut``, pointing at its first element): a non-compact written array raises
+  ``InvalidLayoutError`` naming ``canonicalize``, and a view of a written storage that starts
+  before the written view raises ``AliasingError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from tenferro_host import Tensor
+from tenferro_host.cuda import raw
+from tenferro_host.errors import AliasingError, InvalidLayoutError, TenferroError
+from tenferro_host.kernel import Kernel, Specialization
+from tenferro_host.kernel.launch import Grid, JitBinding, JitLaunch, JitSession, convert_scalar
+from tenferro_host.provider import ExecSession, require_resident
+
+from .codegen import generate, kernel_abi
+
+#: Plans (prepared launches) one session keeps; more are dropped oldest-first in one go.
+MAX_PLANS = 256
+#: Tensors whose checks and metadata one session remembers.
+MAX_VIEWS = 4096
+
+
+class _View:
+    """A checked tensor of this session: its storage and its u32 metadata, converted once."""
+
+    __slots__ = ("compact", "meta", "offset", "storage")
+
+    def __init__(self, t: Tensor) -> None:
+        self.storage = t.storage
+        self.offset = t.offset
+        self.compact = t.is_compact()
+        self.meta = (raw.u32(t.numel), *map(raw.u32, t.shape), *map(raw.u32, t.strides))
+
+
+class _Borrow:
+    """The session's one borrow of a storage; the ref points at storage element ``base``."""
+
+    __slots__ = ("base", "exclusive", "offsets", "ref")
+
+    def __init__(self, ref: Any, base: int, exclusive: bool) -> None:
+        self.ref = ref
+        self.base = base
+        self.exclusive = exclusive
+        self.offsets: dict[int, Any] = {}  # view offset -> u64 offset from the ref's pointer
+
+
+class _Slot:
+    """One runtime parameter of a specialization, in ABI order."""
+
+    __slots__ = ("dtype", "index", "name", "scalar", "written")
+
+    def __init__(self, index: int, name: str, dtype: Any, scalar: type | None,
+                 written: bool) -> None:
+        self.index = index
+        self.name = name
+        self.dtype = dtype
+        self.scalar = scalar  # the raw typed-scalar class of a scalar parameter, None for arrays
+        self.written = written
+
+
+class _Plan:
+    """A specialization compiled for one launch shape: what a cached launch replays.
+
+    ``prepared`` is None until the first launch, and again after a borrow upgrade dropped it.
+    """
+
+    __slots__ = ("config", "count", "function", "prepared", "slots", "written")
+
+    def __init__(self, spec: Specialization, function: Any, launch: JitLaunch) -> None:
+        index = {p.name: i for i, p in enumerate(spec.params)}
+        slots = []
+        for a in kernel_abi(spec):
+            if a.role == "data":
+                assert a.param is not None
+                slots.append(_Slot(index[a.param], a.param, a.dtype, None,
+                                   a.param in spec.ir.written))
+            elif a.role == "value":
+                assert a.param is not None
+                slots.append(_Slot(index[a.param], a.param, a.dtype, getattr(raw, a.raw_type),
+                                   False))
+        self.slots = tuple(slots)
+        self.written = tuple(s for s in slots if s.written)
+        self.function = function
+        self.config = raw.LaunchConfig(launch.grid, launch.dim)
+        self.count = tuple(map(raw.u32, launch.count))
+        self.prepared: Any = None
+
+
+class CudaJitSession(JitSession):
+    """A DSL session on a CUDA runtime, launching through one raw sub-session."""
+
+    target = "cuda"
+    default_cube_dim = 256
+
+    #: Test hook: a smaller per-dimension grid limit (x, y, z) than the device's, so that the fold
+    #: of 1-D counts into 2-D/3-D grids is exercised at small sizes. None: the device's limits.
+    max_grid_override: ClassVar[Grid | None] = None
+
+    def __init__(self, exec_session: ExecSession, op: str) -> None:
+        super().__init__(exec_session, op)
+        self._ex = exec_session
+        self._raw_op = op
+        self._device = exec_session.device_info
+        self._rs: Any = None
+        self._plans: dict[Any, _Plan] = {}
+        self._views: dict[Tensor, _View] = {}
+        self._borrows: dict[Any, _Borrow] = {}
+        self._plan_key: Any = None
+
+    # -- backend contract -------------------------------------------------------------------------
+    @property
+    def features(self) -> tuple[str, ...]:
+        return (self._device.arch,)
+
+    @property
+    def max_grid(self) -> Grid:
+        limits: Grid = self._device.max_grid_dims
+        override = self.max_grid_override
+        if override is None:
+            return limits
+        return (min(limits[0], override[0]), min(limits[1], override[1]),
+                min(limits[2], override[2]))
+
+    @property
+    def max_cube_threads(self) -> int:
+        return int(self._device.max_threads_per_block)
+
+    def _on_enter(self) -> None:
+        self._rs = self._ex.raw(self._raw_op)
+        self._rs.__enter__()
+
+    def _on_exit(self, error: BaseException | None) -> None:
+        self._plans.clear()
+        self._borrows.clear()
+        self._views.clear()
+        rs, self._rs = self._rs, None
+        if error is None:
+            rs.__exit__(None, None, None)
+        else:
+            rs.__exit__(type(error), error, error.__traceback__)
+
+    # -- launches ---------------------------------------------------------------------------------
+    def launch(self, kernel: Kernel, count: Any, dim: Any, *args: Any, **constants: Any) -> None:
+        """As :meth:`JitSession.launch`; a launch shape seen before replays its prepared plan."""
+        self._check()
+        key: Any
+        try:
+            key = (kernel, count, dim, tuple(map(_kind, args)),
+                   tuple(sorted((k, type(v), v) for k, v in constants.items())))
+            plan = self._plans.get(key)
+        except TypeError:  # unhashable count, dim or constant: no plan, launch checked in full
+            key = plan = None
+        if plan is None:
+            self._plan_key = key
+            try:
+                super().launch(kernel, count, dim, *args, **constants)
+            finally:
+                self._plan_key = None
+            return
+        try:
+            self._run(plan, args)
+        except TenferroError as exc:
+            if exc.op is None:
+                exc.op = self.op
+            raise
+
+    def _dispatch(self, launch: JitLaunch) -> None:
+        """First launch of a plan: compile (cached per runtime), prepare, enqueue."""
+        plan = _Plan(launch.spec, self._function(launch.spec), launch)
+        self._run(plan, launch.args)
+        if self._plan_key is not None:
+            if len(self._plans) >= MAX_PLANS:
+                self._plans.clear()
+            self._plans[self._plan_key] = plan
+
+    def _run(self, plan: _Plan, values: Sequence[Any]) -> None:
+        """Pack the arguments and enqueue: one ``launch(args=...)`` once the plan is prepared."""
+        packed = self._pack(plan, values)
+        if plan.prepared is None:
+            plan.prepared = self._rs.prepare(plan.function, plan.config, packed)
+            plan.prepared.launch()
+        else:
+            plan.prepared.launch(args=packed)
+
+    def _function(self, spec: Specialization) -> Any:
+        """The compiled kernel of ``spec`` from the runtime's bounded resource cache.
+
+        Keyed by the specialization object, which the entry keeps alive (so its id cannot be
+        reused while the entry exists): hashing the IR on each lookup would cost more.
+        """
+        def compile_spec() -> tuple[Specialization, Any, int]:
+            source = generate(spec)
+            module = self._rs.compile_nvrtc(source.source)
+            return spec, module.function(source.symbol), int(module.nbytes)
+
+        key = ("tenferro_host_cuda_jit", id(spec))
+        entry = self._rs.resource(key, compile_spec, None)
+        if entry[0] is not spec:  # pragma: no cover - guarded by the keep-alive above
+            raise AssertionError("specialization cache key reused")
+        return entry[1]
+
+    # -- arguments --------------------------------------------------------------------------------
+    def _pack(self, plan: _Plan, values: Sequence[Any]) -> list[Any]:
+        """The raw argument list of one launch: refs, view metadata, scalars, logical count."""
+        tensors: dict[int, tuple[Tensor, _View]] = {}
+        for slot in plan.written:
+            t, view = self._tensor(slot, values[slot.index])
+            tensors[slot.index] = (t, view)
+            self._borrow_exclusive(slot.name, t, view)
+        packed: list[Any] = []
+        for slot in plan.slots:
+            if slot.scalar is not None:
+                packed.append(slot.scalar(convert_scalar(slot.name, slot.dtype,
+                                                         values[slot.index])))
+                continue
+            found = tensors.get(slot.index)
+            t, view = found if found is not None else self._tensor(slot, values[slot.index])
+            borrow = self._borrows.get(view.storage)
+            if borrow is None:
+                borrow = self._borrows[view.storage] = _Borrow(
+                    self._rs.tensor_strided(t), 0, exclusive=False)
+            offset = borrow.offsets.get(view.offset)
+            if offset is None:
+                offset = borrow.offsets[view.offset] = self._offset(slot.name, view, borrow)
+            packed.append(borrow.ref)
+            packed.append(offset)
+            packed.extend(view.meta)
+        packed.extend(plan.count)
+        return packed
+
+    def _tensor(self, slot: _Slot, value: Any) -> tuple[Tensor, _View]:
+        """The tensor of an array argument and its view record (checked once per session)."""
+        t = value if type(value) is Tensor else self._array_arg(slot.name, value)
+        view = self._views.get(t)  # type: ignore[arg-type]
+        if view is None:
+            assert t is not None
+            require_resident(self.runtime, t, argument=slot.name, op=self.op)
+            self._check_layout(slot.name, t)
+            if len(self._views) >= MAX_VIEWS:
+                self._views.clear()
+            view = self._views[t] = _View(t)
+        assert t is not None
+        return t, view
+
+    def _borrow_exclusive(self, name: str, t: Tensor, view: _View) -> None:
+        """Make the session's borrow of ``t``'s storage exclusive (``t`` is written)."""
+        held = self._borrows.get(view.storage)
+        if held is not None and held.exclusive:
+            return
+        if not view.compact:
+            raise InvalidLayoutError(
+                f"kernel argument {name!r} is written but is a non-compact view (shape "
+                f"{t.shape}, strides {t.strides}); on CUDA a written array must be compact: "
+                "write into a compact tensor (js.alloc_output or backend.canonicalize(t)) and "
+                "copy back if needed", argument=name, op=self.op)
+        if held is not None:
+            # Shared -> exclusive: the raw seam refuses both at once. Drop the shared ref and
+            # every prepared launch (one may hold it); plans prepare again on their next launch.
+            del self._borrows[view.storage]
+            held = None
+            for plan in self._plans.values():
+                plan.prepared = None
+        self._borrows[view.storage] = _Borrow(self._rs.tensor_mut(t), view.offset, exclusive=True)
+
+    def _offset(self, name: str, view: _View, borrow: _Borrow) -> Any:
+        relative = view.offset - borrow.base
+        if relative < 0:
+            raise AliasingError(
+                f"kernel argument {name!r} starts at element {view.offset} of a storage whose "
+                f"written view starts at element {borrow.base}; on CUDA views of a written "
+                "storage must not start before the written view: launch them in separate "
+                "sessions or write into a fresh tensor", argument=name, op=self.op)
+        return raw.u64(relative)
+
+
+def _kind(value: Any) -> Any:
+    """What of an argument selects a plan: dtype and ndim of a tensor, else its type."""
+    if type(value) is Tensor:
+        return (value.dtype, len(value.shape))
+    if type(value) is JitBinding:
+        t = value.tensor
+        return (t.dtype, len(t.shape))
+    return type(value)
+
+
+__all__ = ["MAX_PLANS", "MAX_VIEWS", "CudaJitSession"]

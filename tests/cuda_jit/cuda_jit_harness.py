@@ -1,0 +1,108 @@
+"""Targets for the CUDA JIT tests: the real CUDA runtime, or the fake raw seam on the CPU.
+
+Both give a ``jit()`` context (a :class:`CudaJitSession`) and a runtime to upload to and
+download from; :func:`assert_same` runs one launch there and on the CPU interpreter from the
+same starting storages (:class:`View` s, shared with the WebGPU tests) and compares them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tenferro_host as tf
+from tenferro_host import kernel as K
+from tenferro_host.tensor import Tensor
+
+TESTS = Path(__file__).parent.parent
+for _d in ("kernel", "webgpu"):
+    if str(TESTS / _d) not in sys.path:
+        sys.path.insert(0, str(TESTS / _d))
+
+from harness import View, on_interpreter  # noqa: E402  (tests/webgpu/harness.py)
+from jit_fake_raw import FakeRuntimeState, fake_cuda_jit  # noqa: E402
+
+OP = "tests.cuda_jit"
+#: Parameters of the ``target`` fixture: the fake seam always, CUDA when a device is present.
+TARGETS = [
+    pytest.param("fake", id="fake-raw-on-cpu"),
+    pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu, pytest.mark.cuda]),
+]
+
+
+@cache
+def shared_host() -> tf.Host:
+    return tf.Host()
+
+
+def cuda_runtime() -> Any:
+    """The process's ``cuda:0`` runtime, or skip with the reason CUDA is unavailable."""
+    status = shared_host().backend_status("cuda")
+    if not status.available:
+        pytest.skip(f"no CUDA device: {status.reason}")
+    return shared_host().backend("cuda")
+
+
+class Target:
+    """Where a CUDA JIT session runs: ``rt`` holds the tensors, ``jit()`` opens the session."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        if name == "cuda":
+            self.rt = cuda_runtime()
+            self.fake: FakeRuntimeState | None = None
+        else:
+            self.rt = shared_host().backend("cpu")
+            self.fake = FakeRuntimeState()
+
+    @contextmanager
+    def jit(self, op: str = OP) -> Iterator[Any]:
+        if self.fake is not None:
+            with fake_cuda_jit(self.rt, self.fake, op) as js:
+                yield js
+            return
+        with self.rt.session() as s, tf.cuda.exec_session(s).jit(op) as js:
+            yield js
+
+
+def on_target(target: Target, kernel: K.Kernel, count: Any, dim: Any, *args: Any,
+              **consts: Any) -> list[np.ndarray]:
+    """Upload the distinct storages, launch once with views of them, download them."""
+    storages: list[np.ndarray] = []
+    for a in args:
+        if isinstance(a, View) and not any(a.storage is s for s in storages):
+            storages.append(a.storage)
+    tensors = [target.rt.upload(s) for s in storages]
+    converted: list[Any] = []
+    for a in args:
+        if isinstance(a, View):
+            base = tensors[next(i for i, s in enumerate(storages) if s is a.storage)]
+            converted.append(Tensor(base.storage, base.dtype, a.shape, a.strides, a.offset))
+        else:
+            converted.append(a)
+    with target.jit() as js:
+        js.launch(kernel, count, dim, *converted, **consts)
+    return [t.download() for t in tensors]
+
+
+def assert_same(target: Target, kernel: K.Kernel, count: Any, dim: Any, *args: Any,
+                rtol: float = 0.0, atol: float = 0.0, **consts: Any) -> None:
+    """The launch leaves the same storages on ``target`` as on the interpreter."""
+    expected = on_interpreter(kernel, count, dim, *args, **consts)
+    got = on_target(target, kernel, count, dim, *args, **consts)
+    for e, g in zip(expected, got, strict=True):
+        if rtol or atol:
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, e)
+
+
+__all__ = ["OP", "TARGETS", "Target", "View", "assert_same", "cuda_runtime", "on_target",
+           "shared_host"]
