@@ -55,11 +55,11 @@ class WebGpuJitSession(JitSession):
 
     def _check_specialization(self, spec: Specialization) -> None:
         """The portability rule: no f64/i64 ever; f16 only with ``shader-f16``."""
-        for name, dt in [(p.name, p.dtype) for p in spec.params] + list(spec.ir.locals):
-            wgsl.wgsl_type(dt, f"{name!r} of kernel {spec.kernel_name!r}")
+        for dt, where in wgsl.value_types(spec.ir).items():
+            wgsl.wgsl_type(dt, f"{where} of kernel {spec.kernel_name!r}")
             if dt.name == "float16" and not self.webgpu.device_info.shader_f16:
                 raise UnsupportedError(
-                    f"kernel {spec.kernel_name!r} uses f16 ({name!r}), but the adapter does not "
+                    f"kernel {spec.kernel_name!r} uses f16 ({where}), but the adapter does not "
                     "offer the 'shader-f16' feature; use f32 or another adapter",
                     backend=self.runtime.name,
                     feature="shader-f16",

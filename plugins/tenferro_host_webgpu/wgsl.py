@@ -19,7 +19,7 @@ float->int casts truncate, float ``min``/``max`` return the non-NaN operand (hel
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tenferro_host.dtypes import DType
@@ -33,6 +33,29 @@ _NEVER = {"float64": "shader-f64", "int64": "shader-int64"}
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "/", "mod": "%"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _LOGICAL = {"and": "&&", "or": "||"}
+
+
+def value_types(kernel: ir.KernelIR) -> dict[DType, str]:
+    """Every type a value of ``kernel`` has (parameters, locals, every expression), with where
+    it first appears; what the portability rule and ``enable f16`` are decided on."""
+    found: dict[DType, str] = {}
+    for p in kernel.params:
+        found.setdefault(p.dtype, f"parameter {p.name!r}")
+    for name, dt in kernel.locals:
+        found.setdefault(dt, f"local {name!r}")
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tuple):
+            for item in node:
+                visit(item)
+        elif isinstance(node, ir.Node):
+            if isinstance(node, ir.Expr):
+                found.setdefault(node.type, f"an expression at line {node.line}")
+            for f in fields(node):
+                visit(getattr(node, f.name))
+
+    visit(kernel.body)
+    return found
 
 
 def wgsl_type(dt: DType, what: str = "") -> str:
@@ -340,10 +363,9 @@ def generate(
     i-th array parameter (equal numbers: views of one storage, bound once); ``folded`` when the
     grid is dispatched folded (:mod:`.dispatch`)."""
     k = spec.ir
-    for p in k.params:
-        wgsl_type(p.dtype, f"parameter {p.name!r} of kernel {k.name!r}")
-    for name, dt in k.locals:
-        wgsl_type(dt, f"local {name!r} of kernel {k.name!r}")
+    types = value_types(k)
+    for dt, where in types.items():
+        wgsl_type(dt, f"{where} of kernel {k.name!r}")
     slots, nslots = alias_slots(spec, groups)
     layout = UniformLayout.of(k.params)
     em = _Emitter(spec, dim, slots, layout)
@@ -370,9 +392,7 @@ def generate(
             slot = slots[p.name]
             written[slot - 1] |= p.name in k.written
             elem[slot - 1] = storage_type(p.dtype)
-    uses_f16 = any(wgsl_type(p.dtype) == "f16" for p in k.params) or any(
-        wgsl_type(dt) == "f16" for _, dt in k.locals
-    )
+    uses_f16 = any(dt.name == "float16" for dt in types)
 
     head: list[str] = []
     if uses_f16:
@@ -404,6 +424,7 @@ def generate(
 
 __all__ = [
     "ArrayView",
+    "value_types",
     "UniformLayout",
     "WgslProgram",
     "alias_slots",

@@ -189,3 +189,11 @@ def test_float16_when_the_adapter_offers_it(rt: Any) -> None:
     rng = np.random.default_rng(1)
     out, x, y = (View.compact(rng.uniform(-4, 4, 301).astype(np.float16)) for _ in range(3))
     assert_same(rt, kernels.saxpy, 5, 64, out, x, y, np.float16(0.5), rtol=2e-3, atol=2e-3)
+
+
+def test_f16_inside_expressions_only(rt: Any) -> None:
+    if not rt.device_info.shader_f16:
+        pytest.skip("the adapter does not offer shader-f16")
+    x = View.compact(np.linspace(-100, 100, 77).astype(np.float32))
+    out = View.compact(np.zeros(77, np.float32))
+    assert_same(rt, wk.inline_f16, 2, 64, out, x)

@@ -214,6 +214,14 @@ def test_f64_parameters_are_never_requested(rt: Any) -> None:
     assert info.value.feature == "shader-f64"
 
 
+def test_i64_inside_an_expression_is_never_requested(rt: Any) -> None:
+    x = rt.upload(np.ones(4, np.float32))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.i64") as js:
+        with pytest.raises(UnsupportedError) as info:
+            js.launch(wk.inline_i64, 1, 4, x, x)
+    assert info.value.feature == "shader-int64"
+
+
 def test_f16_kernels_need_shader_f16(webgpu_host: Any) -> None:
     from tenferro_host_webgpu import adapters
 

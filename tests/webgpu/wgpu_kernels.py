@@ -159,3 +159,19 @@ def min_max(out: K.Array[K.F], a: K.Array[K.F], b: K.Array[K.F]):
     if i < a.len:
         out[2 * i] = K.min(a[i], b[i])
         out[2 * i + 1] = K.max(a[i], b[i])
+
+
+@K.kernel
+def inline_f16(out: K.Array[K.f32], x: K.Array[K.f32]):
+    """f16 values only inside expressions (no f16 local or parameter)."""
+    i = K.ABSOLUTE_POS
+    if i < x.len:
+        out[i] = K.f32(K.f16(x[i]) * K.f16(0.5))
+
+
+@K.kernel
+def inline_i64(out: K.Array[K.f32], x: K.Array[K.f32]):
+    """An i64 value only inside an expression."""
+    i = K.ABSOLUTE_POS
+    if i < x.len:
+        out[i] = x[i] + K.f32(K.i64(i) // K.i64(2))
