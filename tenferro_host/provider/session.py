@@ -162,8 +162,10 @@ class BackendSession(Session):
             self._exec = runtime.new_exec_session(self)
             self._exec._open()
             runtime.host.notify_session_started(self)
-        except BaseException:
+        except BaseException as exc:
             opened.discard(runtime.identity)
+            if self._exec is not None:
+                self._exec._close(exc)  # release what the exec session acquired on entry
             raise
 
     def _on_exit(self, error: BaseException | None) -> None:
