@@ -42,6 +42,7 @@ for hook in ("started", "finished"):
             pass
     except tf.PluginError as exc:
         out["observer_raised"][hook] = str(exc)
+    out["exec_closed_after_" + hook] = tf_fixture_observer.EXEC_SESSIONS[-1].closed
     tf_fixture_observer.RAISE_IN = set()
     with cpu.session():  # a failing observer leaves the runtime usable
         pass
@@ -157,6 +158,7 @@ def test_a_failing_observer_raises_plugin_error(faulty):
     for hook, message in raised.items():
         assert f"tenferro_host_session_{hook} observer raised RuntimeError" in message
         assert f"the {hook} observer fails on purpose" in message
+        assert faulty["exec_closed_after_" + hook]  # the session's exec session ended too
 
 
 def test_strict_env_makes_a_failure_fatal(faulty):
