@@ -76,7 +76,7 @@ def copy_from_same_device(src_session: Any, dst_session: Any, tensor: Tensor) ->
     dst.stream_wait(ready)
     src.recycle_event(ready)
     with dst.primary:
-        dst._ok(
+        dst.ok(
             d.cuMemcpyDtoDAsync(out.storage.ptr, t.storage.ptr + t.offset * t.dtype.itemsize,
                                 out.nbytes, dst.stream_handle),
             "copy_from_same_device (cuMemcpyDtoDAsync)", OP,

@@ -70,10 +70,10 @@ class CudaExecSession(ExecSession):
         rt = self.runtime
         foreign = foreign_stream(stream)
         with rt.primary:
-            event = rt._ok(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+            event = rt.ok(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING),
                            "cuEventCreate")
             try:
-                rt._ok(d.cuEventRecord(event, foreign), "cuEventRecord(foreign stream)")
+                rt.ok(d.cuEventRecord(event, foreign), "cuEventRecord(foreign stream)")
                 rt.counters.add("events_recorded")
                 rt.stream_wait(event)
             finally:
@@ -87,7 +87,7 @@ class CudaExecSession(ExecSession):
         foreign = foreign_stream(stream)
         event = rt.record_event()
         try:
-            rt._ok(d.cuStreamWaitEvent(foreign, event, 0), "cuStreamWaitEvent(foreign stream)")
+            rt.ok(d.cuStreamWaitEvent(foreign, event, 0), "cuStreamWaitEvent(foreign stream)")
         finally:
             rt.recycle_event(event)
 

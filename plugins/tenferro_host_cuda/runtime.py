@@ -63,20 +63,24 @@ GATHER(16, B16)
 
 
 class CudaStorage(Storage):
-    """Pool memory at device address ``ptr``; freed stream-ordered when collected."""
+    """Device memory at ``ptr``: pool memory ("owned", freed stream-ordered when collected) or
+    another library's buffer ("imported", its DLPack deleter runs after the stream passes)."""
 
-    __slots__ = ("ptr",)
+    __slots__ = ("imported", "ptr")
 
     def __init__(self, runtime: CudaRuntime, ptr: int, nbytes: int, kind: str = "owned") -> None:
         super().__init__(runtime, nbytes, kind)
         self.ptr = ptr
+        self.imported: Any = None
 
     def __del__(self) -> None:
-        if self.ptr and self.kind == "owned":
-            try:
+        try:
+            if self.kind == "owned" and self.ptr:
                 self.runtime.defer("memory", self.ptr)  # type: ignore[attr-defined]
-            except Exception:
-                pass
+            elif self.imported is not None:
+                self.runtime.defer("dlpack", self.imported[0])  # type: ignore[attr-defined]
+        except Exception:
+            pass
 
 
 class CudaRuntime(Runtime):
@@ -174,7 +178,7 @@ class CudaRuntime(Runtime):
     def _fail(self, result: Any, what: str, op: str | None = None) -> Exception:
         return failure(result, what, uuid=self.uuid_bytes, op=op)
 
-    def _ok(self, result: Any, what: str, op: str | None = None) -> Any:
+    def ok(self, result: Any, what: str, op: str | None = None) -> Any:
         return check(result, what, uuid=self.uuid_bytes, op=op)
 
     # -- memory ----------
@@ -225,9 +229,15 @@ class CudaRuntime(Runtime):
         """Free queued memory (stream-ordered) and unload queued modules; count errors."""
         if not self._deferred:
             return
-        if self._closed:
-            self.deferred_errors += len(self._deferred)
-            self._deferred.clear()
+        from .dlpack import call_deleter
+
+        if self._closed:  # the stream was drained at close: only foreign deleters remain to run
+            while self._deferred:
+                kind, handle = self._deferred.popleft()
+                if kind == "dlpack":
+                    call_deleter(handle)
+                else:
+                    self.deferred_errors += 1
             return
         d = drv()
         with self.primary:
@@ -236,6 +246,11 @@ class CudaRuntime(Runtime):
                     kind, handle = self._deferred.popleft()
                 except IndexError:
                     break
+                if kind == "dlpack":
+                    event = self.record_event()
+                    self.retirement.retire(event, [lambda h=handle: call_deleter(h),
+                                                   lambda e=event: self.recycle_event(e)])
+                    continue
                 if kind == "memory":
                     result = d.cuMemFreeAsync(handle, self._stream)
                 else:
@@ -256,14 +271,14 @@ class CudaRuntime(Runtime):
     def trim(self) -> None:
         """Return unused pool memory to the OS (after pending frees complete)."""
         self.drain_deferred()
-        self._ok(drv().cuMemPoolTrimTo(self._pool, 0), "cuMemPoolTrimTo")
+        self.ok(drv().cuMemPoolTrimTo(self._pool, 0), "cuMemPoolTrimTo")
 
     # -- primitives ----------
     def _write(self, storage: Storage, data: np.ndarray) -> None:
         assert isinstance(storage, CudaStorage)
         self.check_usable()
         with self.primary:
-            self._ok(
+            self.ok(
                 drv().cuMemcpyHtoDAsync(storage.ptr, data.ctypes.data, data.nbytes, self._stream),
                 "upload (cuMemcpyHtoDAsync)",
             )
@@ -274,19 +289,19 @@ class CudaRuntime(Runtime):
         out = np.empty(nbytes, dtype=np.uint8)
         d = drv()
         with self.primary:
-            self._ok(
+            self.ok(
                 d.cuMemcpyDtoHAsync(out.ctypes.data, storage.ptr + byte_offset, nbytes,
                                     self._stream),
                 "download (cuMemcpyDtoHAsync)",
             )
-            self._ok(d.cuStreamSynchronize(self._stream), "download (cuStreamSynchronize)")
+            self.ok(d.cuStreamSynchronize(self._stream), "download (cuStreamSynchronize)")
         self.retirement.poll()
         return out
 
     def _fill_zero(self, storage: Storage) -> None:
         assert isinstance(storage, CudaStorage)
         with self.primary:
-            self._ok(drv().cuMemsetD8Async(storage.ptr, 0, storage.nbytes, self._stream),
+            self.ok(drv().cuMemsetD8Async(storage.ptr, 0, storage.nbytes, self._stream),
                      "zeros (cuMemsetD8Async)")
 
     def _copy_to_compact(self, src: Tensor, dst: Tensor) -> None:
@@ -330,7 +345,7 @@ class CudaRuntime(Runtime):
         base = ctypes.addressof(buf)
         ptrs = (ctypes.c_void_p * len(fn.param_offsets))(*[base + o for o in fn.param_offsets])
         with self.primary:
-            self._ok(
+            self.ok(
                 drv().cuLaunchKernel(drv().CUfunction(int(fn.handle)), *grid, *block, 0,
                                      self._stream,
                                      ctypes.addressof(ptrs), 0),
@@ -345,10 +360,10 @@ class CudaRuntime(Runtime):
             if self._events:
                 event = self._events.pop()
             else:
-                event = self._ok(
+                event = self.ok(
                     d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"
                 )
-            self._ok(d.cuEventRecord(event, self._stream), "cuEventRecord")
+            self.ok(d.cuEventRecord(event, self._stream), "cuEventRecord")
         self.counters.add("events_recorded")
         return event
 
@@ -365,19 +380,34 @@ class CudaRuntime(Runtime):
         raise self._fail(result[0], "cuEventQuery")
 
     def _event_wait(self, event: Any) -> None:
-        self._ok(drv().cuEventSynchronize(event), "cuEventSynchronize")
+        self.ok(drv().cuEventSynchronize(event), "cuEventSynchronize")
 
     def _synchronize(self) -> None:
         self.check_usable()
-        self._ok(drv().cuStreamSynchronize(self._stream), "cuStreamSynchronize")
+        self.ok(drv().cuStreamSynchronize(self._stream), "cuStreamSynchronize")
         self.drain_deferred()
 
     def stream_wait(self, event: Any) -> None:
         """Make this runtime's stream wait for ``event`` (no host wait)."""
-        self._ok(drv().cuStreamWaitEvent(self._stream, event, 0), "cuStreamWaitEvent")
+        self.ok(drv().cuStreamWaitEvent(self._stream, event, 0), "cuStreamWaitEvent")
 
     def dlpack_device(self) -> tuple[int, int]:
         return (2, self.index)  # kDLCUDA
+
+    def from_dlpack(self, x: Any) -> Tensor:
+        """Import a CUDA buffer of this device (zero-copy, "imported" storage of this domain)."""
+        from .dlpack import import_
+
+        return import_(self, x)
+
+    def export_dlpack(self, t: Tensor, stream: Any, **kwargs: Any) -> Any:
+        from .dlpack import export
+
+        return export(self, t, stream, **kwargs)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     # -- lifetime ----------
     def close(self) -> None:
@@ -389,14 +419,14 @@ class CudaRuntime(Runtime):
             return
         d = drv()
         with self.primary:
-            self._ok(d.cuStreamSynchronize(self._stream), "cuStreamSynchronize")
+            self.ok(d.cuStreamSynchronize(self._stream), "cuStreamSynchronize")
             self.counters.add("synchronizations")
             self.retirement.drain()
             self.resources.clear()
             self._copy_functions.clear()
             self._copy_module = None
             self.drain_deferred()
-            self._ok(d.cuStreamSynchronize(self._stream), "cuStreamSynchronize")
+            self.ok(d.cuStreamSynchronize(self._stream), "cuStreamSynchronize")
             for event in self._events:
                 d.cuEventDestroy(event)
             self._events.clear()

@@ -1,0 +1,242 @@
+"""DLPack interop on CUDA (SPEC section 3), ordered by events — no stream is exported.
+
+Export: ``tensor.__dlpack__(stream=s)`` makes the consumer's stream ``s`` wait on an event of
+the runtime's stream and hands out a capsule that keeps the storage alive; when the consumer
+calls the deleter, the runtime's stream waits on the consumer's stream before the storage can
+be freed (stream-ordered). Import: ``backend.from_dlpack(x)`` asks the producer to order its
+work before the runtime's stream (``x.__dlpack__(stream=runtime_stream)``) and wraps the memory
+as storage of kind "imported"; once that storage is collected, the producer's deleter runs from
+the retirement queue after the runtime's stream has passed an event.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import TYPE_CHECKING, Any
+
+from tenferro_host import Tensor
+from tenferro_host.dtypes import DType, dtype
+from tenferro_host.errors import DTypeError, ForeignRuntimeError, ValidationError
+
+from .driver import drv
+
+if TYPE_CHECKING:
+    from .runtime import CudaRuntime
+
+KDL_CPU, KDL_CUDA = 1, 2
+_CODES = {"int": 0, "uint": 1, "float": 2, "complex": 5, "bool": 6}
+_NAMES = {0: "int", 1: "uint", 2: "float", 5: "complex", 6: "bool"}
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [
+    ("dl_tensor", DLTensor),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", _Deleter),
+]
+
+_api = ctypes.pythonapi
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_SetName.restype = ctypes.c_int
+_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_NAME = b"dltensor"
+_USED = b"used_dltensor"
+
+
+# -- export ----------
+class _Export:
+    """What an exported capsule keeps alive: the tensor and the ctypes memory it points to."""
+
+    def __init__(self, runtime: CudaRuntime, tensor: Tensor, consumer: int | None) -> None:
+        self.runtime = runtime
+        self.tensor = tensor
+        self.consumer = consumer
+        n = tensor.ndim
+        self.shape = (ctypes.c_int64 * max(n, 1))(*tensor.shape)
+        self.strides = (ctypes.c_int64 * max(n, 1))(*tensor.strides)
+        self.managed = DLManagedTensor()
+
+
+_exports: dict[int, _Export] = {}
+_exports_lock = threading.Lock()
+
+
+def _release(address: int) -> None:
+    """The deleter: order the runtime's stream after the consumer's, then drop the tensor."""
+    with _exports_lock:
+        export = _exports.pop(address, None)
+    if export is None:
+        return
+    rt = export.runtime
+    try:
+        if export.consumer is not None and not rt.closed:
+            d = drv()
+            with rt.primary:
+                event = rt.ok(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+                              "cuEventCreate")
+                rt.ok(d.cuEventRecord(event, d.CUstream(export.consumer)),
+                      "cuEventRecord(DLPack consumer stream)")
+                rt.stream_wait(event)
+                d.cuEventDestroy(event)
+    except Exception:
+        rt.deferred_errors += 1
+
+
+@_Deleter
+def _deleter(managed: Any) -> None:
+    _release(ctypes.addressof(managed.contents))
+
+
+@_CapsuleDestructor
+def _capsule_destructor(capsule: int) -> None:
+    obj = ctypes.cast(capsule, ctypes.py_object)
+    if _api.PyCapsule_IsValid(obj, _NAME):  # never consumed: we delete it ourselves
+        _release(_api.PyCapsule_GetPointer(obj, _NAME))
+
+
+def _dl_dtype(dt: DType) -> DLDataType:
+    return DLDataType(_CODES[dt.category], dt.itemsize * 8, 1)
+
+
+def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
+    """A DLPack capsule of ``t``; the consumer's ``stream`` waits on the runtime's stream."""
+    if kwargs.get("copy") is True:
+        raise BufferError("a tenferro CUDA tensor is exported without copying; copy it first")
+    dl_device = kwargs.get("dl_device")
+    if dl_device is not None and tuple(dl_device) != (KDL_CUDA, runtime.index):
+        raise BufferError(f"the tensor lives on CUDA device {runtime.index}, not {dl_device}")
+    runtime.check_usable()
+    if stream is None:
+        consumer: int | None = 1  # the legacy default stream
+    elif isinstance(stream, int) and not isinstance(stream, bool):
+        consumer = None if stream == -1 else stream
+    else:
+        raise ValidationError(
+            f"stream must be an int (a CUstream handle, 1, 2 or -1), got {stream!r}",
+            argument="stream",
+        )
+    if consumer is not None:
+        d = drv()
+        event = runtime.record_event()
+        runtime.ok(d.cuStreamWaitEvent(d.CUstream(consumer), event, 0),
+                   "cuStreamWaitEvent(DLPack consumer stream)")
+        runtime.recycle_event(event)
+    exp = _Export(runtime, t, consumer)
+    dl = exp.managed.dl_tensor
+    dl.data = getattr(t.storage, "ptr", 0) or None
+    dl.device = DLDevice(KDL_CUDA, runtime.index)
+    dl.ndim = t.ndim
+    dl.dtype = _dl_dtype(t.dtype)
+    dl.shape = ctypes.cast(exp.shape, ctypes.POINTER(ctypes.c_int64))
+    dl.strides = ctypes.cast(exp.strides, ctypes.POINTER(ctypes.c_int64))
+    dl.byte_offset = t.offset * t.dtype.itemsize
+    exp.managed.deleter = _deleter
+    address = ctypes.addressof(exp.managed)
+    with _exports_lock:
+        _exports[address] = exp
+    return _api.PyCapsule_New(address, _NAME, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+
+
+# -- import ----------
+def _dtype_of(dl: DLDataType) -> DType:
+    name = _NAMES.get(dl.code)
+    if name is None or dl.lanes != 1:
+        raise DTypeError(f"DLPack dtype code {dl.code} x{dl.lanes} is not supported",
+                         argument="x")
+    if name == "bool":
+        return dtype("bool")
+    try:
+        return dtype(f"{name}{dl.bits}")
+    except DTypeError as exc:
+        raise DTypeError(f"DLPack dtype {name}{dl.bits} is not supported; convert it first",
+                         argument="x") from exc
+
+
+def import_(runtime: CudaRuntime, x: Any) -> Tensor:
+    """Wrap a CUDA buffer of this device (CuPy, torch, JAX ...) as an "imported" tensor."""
+    from .runtime import CudaStorage
+
+    if not hasattr(x, "__dlpack__"):
+        raise ValidationError(f"{type(x).__name__} does not implement __dlpack__", argument="x")
+    device_type, device_id = x.__dlpack_device__()
+    if device_type == KDL_CPU:
+        raise ForeignRuntimeError(
+            f"{type(x).__name__} lives in host memory; upload it with {runtime.name!r}.upload"
+        )
+    if device_type != KDL_CUDA or device_id != runtime.index:
+        raise ForeignRuntimeError(
+            f"{type(x).__name__} lives on DLPack device ({device_type}, {device_id}), not on "
+            f"CUDA device {runtime.index}; move it there first"
+        )
+    runtime.check_usable()
+    capsule = x.__dlpack__(stream=int(runtime.stream_handle))
+    address = _api.PyCapsule_GetPointer(capsule, _NAME)
+    managed = DLManagedTensor.from_address(address)
+    _api.PyCapsule_SetName(capsule, _USED)  # we own it now: its destructor must not delete it
+    dl = managed.dl_tensor
+    try:
+        dt = _dtype_of(dl.dtype)
+    except DTypeError:
+        call_deleter(address)  # we own the capsule: give the buffer back before failing
+        raise
+    shape = tuple(dl.shape[i] for i in range(dl.ndim))
+    if dl.strides:
+        strides = tuple(dl.strides[i] for i in range(dl.ndim))
+    else:  # NULL strides: row-major compact
+        acc, rev = 1, []
+        for dim in reversed(shape):
+            rev.append(acc)
+            acc *= max(dim, 1)
+        strides = tuple(reversed(rev))
+    isz = dt.itemsize
+    numel = 1
+    for dim in shape:
+        numel *= dim
+    lo = sum(min(0, (dim - 1) * s) for dim, s in zip(shape, strides, strict=True)) if numel else 0
+    hi = sum(max(0, (dim - 1) * s) for dim, s in zip(shape, strides, strict=True)) + 1
+    base = (dl.data or 0) + dl.byte_offset + lo * isz
+    storage = CudaStorage(runtime, base if numel else 0, (hi - lo) * isz if numel else 0,
+                          kind="imported")
+    storage.imported = (address, managed)  # the deleter runs when the storage dies
+    return Tensor(storage, dt, shape, strides, -lo)
+
+
+def call_deleter(address: int) -> None:
+    """Run a producer's DLPack deleter (from the retirement queue)."""
+    managed = DLManagedTensor.from_address(address)
+    if managed.deleter:
+        managed.deleter(ctypes.pointer(managed))
+
+
+__all__ = ["KDL_CUDA", "call_deleter", "export", "import_"]

@@ -1,0 +1,93 @@
+"""CUDA DLPack interop with CuPy and torch: zero-copy, ordered by events, deleters run."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from cuda_support import ADD_SRC, cuda_runtime, raw_session
+
+import tenferro_host as tf
+from tenferro_host.cuda import raw
+
+pytestmark = [pytest.mark.gpu, pytest.mark.cuda]
+
+
+@pytest.fixture
+def rt():
+    return cuda_runtime()
+
+
+def _exports_alive() -> int:
+    from tenferro_host_cuda import dlpack
+
+    return len(dlpack._exports)
+
+
+def test_import_from_cupy_and_launch(rt):
+    cupy = pytest.importorskip("cupy")
+    src = cupy.arange(12, dtype=cupy.float32).reshape(3, 4)  # row-major
+    t = rt.from_dlpack(src)
+    assert t.storage.kind == "imported" and t.storage.domain == rt.domain
+    assert t.shape == (3, 4) and t.strides == (4, 1) and not t.is_compact()
+    np.testing.assert_array_equal(t.download(), cupy.asnumpy(src))
+    col = t.T  # column-major view of the same memory: compact
+    with raw_session(rt) as (_, rs):
+        out = rs.alloc_output(tf.float32, col.shape)
+        rs.launch(rs.compile_nvrtc(ADD_SRC).function("add_kernel"), raw.LaunchConfig.flat(12),
+                  [rs.tensor_mut(out), rs.tensor(col), rs.tensor(col), raw.i32(12)])
+    np.testing.assert_array_equal(out.download(), 2 * cupy.asnumpy(src).T)
+    released = rt.stats()["leases_released"]
+    del t, col, src
+    gc.collect()
+    rt.synchronize()  # drains the deferred deleter into the retirement queue and polls it
+    assert rt.stats()["leases_released"] > released and rt.deferred_errors == 0
+    view = rt.from_dlpack(cupy.arange(10, dtype=cupy.int64)[::-2])  # negative stride
+    np.testing.assert_array_equal(view.download(), np.arange(10)[::-2])
+
+
+def test_import_from_torch_and_errors(rt):
+    torch = pytest.importorskip("torch")
+    x = torch.arange(6, dtype=torch.float64, device=f"cuda:{rt.index}").reshape(2, 3)
+    t = rt.from_dlpack(x)
+    np.testing.assert_array_equal(t.download(), x.cpu().numpy())
+    with pytest.raises(tf.ForeignRuntimeError, match="upload"):
+        rt.from_dlpack(np.ones(3))
+    with pytest.raises(tf.ValidationError):
+        rt.from_dlpack([1, 2, 3])
+    with pytest.raises(tf.DTypeError):
+        rt.from_dlpack(torch.ones(2, dtype=torch.int8, device=f"cuda:{rt.index}"))
+
+
+def test_export_to_cupy_and_torch(rt):
+    cupy = pytest.importorskip("cupy")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = rt.upload(x)
+    syncs = rt.stats()["synchronizations"]
+    before = _exports_alive()
+    c = cupy.from_dlpack(t)
+    assert c.shape == (3, 4) and c.flags.f_contiguous
+    np.testing.assert_array_equal(cupy.asnumpy(c), x)
+    np.testing.assert_array_equal(cupy.asnumpy(cupy.from_dlpack(t.T[1:])), x.T[1:])
+    assert rt.stats()["synchronizations"] == syncs  # ordered by events, not waits
+    del c
+    gc.collect()
+    assert _exports_alive() == before
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(torch.from_dlpack(t).cpu().numpy(), x)
+    assert t.__dlpack_device__() == (2, rt.index)
+
+
+def test_unconsumed_capsule_and_export_options(rt):
+    t = rt.upload(np.ones(3, np.float32))
+    before = _exports_alive()
+    capsule = t.__dlpack__(stream=-1)
+    assert _exports_alive() == before + 1
+    del capsule
+    gc.collect()
+    assert _exports_alive() == before
+    with pytest.raises(BufferError):
+        t.__dlpack__(stream=None, copy=True)
+    with pytest.raises(tf.ValidationError):
+        t.__dlpack__(stream="default")
