@@ -67,11 +67,13 @@ _BY_NUMPY = {d.numpy: d for d in ALL}
 
 
 def dtype(value: Any) -> DType:
-    """Resolve ``value`` (DType, name, numpy dtype or scalar type) to a DType or raise DTypeError."""
+    """Resolve ``value`` (DType, name, numpy dtype or scalar type) to a DType, or DTypeError."""
     if isinstance(value, DType):
         return value
     if isinstance(value, str) and value in _BY_NAME:
         return _BY_NAME[value]
+    if value is None:  # numpy would read None as float64
+        raise DTypeError(f"a dtype is required; use one of {', '.join(_BY_NAME)}", argument="dtype")
     try:
         npd = np.dtype(value)
     except TypeError as exc:
