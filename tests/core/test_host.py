@@ -72,7 +72,7 @@ def test_bad_shapes(cpu, shape):
         cpu.zeros("float32", shape)
 
 
-@pytest.mark.parametrize("value", ["int8", np.int8, object, "nope", 3, "float128"])
+@pytest.mark.parametrize("value", ["int8", np.int8, object, "nope", 3, "float128", None])
 def test_bad_dtypes(cpu, value):
     with pytest.raises(tf.DTypeError) as info:
         cpu.empty(value, (2,))
