@@ -149,7 +149,7 @@ def test_handles_end_with_the_session(cpu: Any, fake: FakeRuntimeState) -> None:
     with pytest.raises(tf.SessionClosedError):
         js.launch(kernels.add, 1, 1, x, x, x)
     with pytest.raises(tf.SessionClosedError):
-        b.tensor
+        _ = b.tensor
 
 
 def test_device_limits_and_features(cpu: Any, fake: FakeRuntimeState,
