@@ -134,7 +134,9 @@ def _cpu_jit(ex: Any, op: str) -> Any:
 
 def _probe() -> BackendStatus:
     info = CpuDeviceInfo(platform.processor() or platform.machine(), os.cpu_count() or 1)
-    return BackendStatus("cpu", True, devices=[{"index": 0, "name": info.name, "cores": info.cores}])
+    return BackendStatus(
+        "cpu", True, devices=[{"index": 0, "name": info.name, "cores": info.cores}]
+    )
 
 
 @hookimpl

@@ -53,7 +53,7 @@ class Host:
         self._statuses: dict[str, BackendStatus] = {}
         self._lock = threading.RLock()
 
-    # -- plugins ---------------------------------------------------------------------------------
+    # -- plugins -------------------------------------------------------------------------------
     @property
     def plugins(self) -> PluginSet:
         """The loaded plugins (loaded on first use)."""
@@ -87,7 +87,7 @@ class Host:
         except Exception as exc:
             raise PluginError(f"a {hook} observer raised {type(exc).__name__}: {exc}") from exc
 
-    # -- backends --------------------------------------------------------------------------------
+    # -- backends ------------------------------------------------------------------------------
     def backend_status(self, kind: str) -> BackendStatus:
         """Availability of a backend kind (probed once per Host)."""
         with self._lock:
@@ -96,8 +96,9 @@ class Host:
                 if provider is None:
                     known = ", ".join(sorted(self.registry.providers)) or "none"
                     return BackendStatus(
-                        kind, False, f"no provider plugin for backend kind {kind!r} "
-                        f"(installed: {known})"
+                        kind,
+                        False,
+                        f"no provider plugin for backend kind {kind!r} (installed: {known})",
                     )
                 self._statuses[kind] = provider.probe()
             return self._statuses[kind]
@@ -153,7 +154,7 @@ class Host:
         assert provider is not None
         return provider.create(self, index)
 
-    # -- operations ---------------------------------------------------------------------------------
+    # -- operations ----------------------------------------------------------------------------
     def run(self, name: str, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:
         """Run op ``name`` on the backend its tensors live on, inside a fresh session."""
         rec = self.registry.op(name)
@@ -196,7 +197,9 @@ class Host:
                     f"{runtime.name!r}; move it explicitly (upload/download or a copy_from_*)",
                     op=name,
                 )
-        kind = spec.variant_kind_for(runtime.kind, self.registry.jit_factory(runtime.kind) is not None)
+        kind = spec.variant_kind_for(
+            runtime.kind, self.registry.jit_factory(runtime.kind) is not None
+        )
         if kind is None:
             raise UnsupportedError(
                 f"op {name!r} has no variant for backend {runtime.name!r} "
@@ -222,12 +225,16 @@ class Host:
 
 def _owner(t: Any, argument: str = "tensors", op: str | None = None) -> Runtime:
     if not isinstance(t, Tensor):
-        raise ForeignRuntimeError(
-            f"{argument} is a {type(t).__name__}, not a tensor; upload it first "
-            "(backend.upload)",
-            op=op,
-        ) if hasattr(t, "__array__") else ValidationError(
-            f"{argument} must be a Tensor, got {type(t).__name__}", argument=argument, op=op
+        raise (
+            ForeignRuntimeError(
+                f"{argument} is a {type(t).__name__}, not a tensor; upload it first "
+                "(backend.upload)",
+                op=op,
+            )
+            if hasattr(t, "__array__")
+            else ValidationError(
+                f"{argument} must be a Tensor, got {type(t).__name__}", argument=argument, op=op
+            )
         )
     return t.storage.runtime
 

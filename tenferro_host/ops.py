@@ -79,7 +79,9 @@ class OpSpec:
                 argument="variants",
             )
         if not callable(self.reference):
-            raise ValidationError(f"op {self.name!r} needs a callable reference", argument="reference")
+            raise ValidationError(
+                f"op {self.name!r} needs a callable reference", argument="reference"
+            )
 
     @property
     def package(self) -> str:

@@ -78,9 +78,7 @@ class Registry:
         rec = self.ops.get(name)
         if rec is None:
             known = ", ".join(sorted(self.ops)) or "none"
-            raise ValidationError(
-                f"no op named {name!r}; registered ops: {known}", argument="name"
-            )
+            raise ValidationError(f"no op named {name!r}; registered ops: {known}", argument="name")
         if rec.status == "conflict":
             raise PluginError(
                 f"op {name!r} is registered by several distributions "
@@ -92,7 +90,7 @@ class Registry:
         return [r for r in self.ops.values() if r.status == "conflict"]
 
     def _commit(self, view: RegistrationView) -> None:
-        for kind, provider in view.providers:
+        for kind, _ in view.providers:
             if kind in self.providers:
                 raise PluginError(
                     f"backend kind {kind!r} is already provided by {self.providers[kind][0]}"

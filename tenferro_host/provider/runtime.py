@@ -34,8 +34,12 @@ def normalize_shape(shape: Any) -> tuple[int, ...]:
     try:
         dims = tuple(shape)
     except TypeError as exc:
-        raise ShapeError(f"shape must be a sequence of ints, got {shape!r}", argument="shape") from exc
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims):
+        raise ShapeError(
+            f"shape must be a sequence of ints, got {shape!r}", argument="shape"
+        ) from exc
+    if not all(
+        isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims
+    ):
         raise ShapeError(f"shape must hold non-negative ints, got {shape!r}", argument="shape")
     return tuple(int(d) for d in dims)
 
@@ -45,8 +49,17 @@ class Runtime(ABC):
 
     #: dtypes this backend stores; providers narrow it.
     supported_dtypes: frozenset[str] = frozenset(
-        {"float32", "float64", "float16", "int32", "uint32", "int64", "bool", "complex64",
-         "complex128"}
+        {
+            "float32",
+            "float64",
+            "float16",
+            "int32",
+            "uint32",
+            "int64",
+            "bool",
+            "complex64",
+            "complex128",
+        }
     )
 
     def __init__(self, host: Host, kind: str, index: int, *, software: bool = False) -> None:
@@ -62,7 +75,7 @@ class Runtime(ABC):
         )
         self._capabilities: dict[ExtensionCapability, bool] | None = None
 
-    # -- identity -------------------------------------------------------------------------------
+    # -- identity ------------------------------------------------------------------------------
     @property
     def name(self) -> str:
         return f"{self.kind}:{self.index}"
@@ -84,13 +97,15 @@ class Runtime(ABC):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
 
-    # -- capabilities, stats ------------------------------------------------------------------------
+    # -- capabilities, stats -------------------------------------------------------------------
     def capabilities(self) -> dict[ExtensionCapability, bool]:
         """What this backend plausibly offers (answered by its provider's hook)."""
         if self._capabilities is None:
             caps = dict.fromkeys(ExtensionCapability, False)
             caps.update(self.host.provider_capabilities(self))
-            caps[ExtensionCapability.JIT_KERNEL] = self.host.registry.jit_factory(self.kind) is not None
+            caps[ExtensionCapability.JIT_KERNEL] = (
+                self.host.registry.jit_factory(self.kind) is not None
+            )
             self._capabilities = caps
         return self._capabilities
 
@@ -105,7 +120,7 @@ class Runtime(ABC):
     def check_usable(self) -> None:
         """Raise if the runtime can no longer run work (e.g. a poisoned context)."""
 
-    # -- sessions ----------------------------------------------------------------------------------
+    # -- sessions ------------------------------------------------------------------------------
     def session(self) -> BackendSession:
         """A backend session bound to the calling thread."""
         return BackendSession(self)
@@ -114,7 +129,7 @@ class Runtime(ABC):
         """Provider hook: the exec session type of this backend."""
         return ExecSession(backend_session)
 
-    # -- creation and transfer -----------------------------------------------------------------------
+    # -- creation and transfer -----------------------------------------------------------------
     def _check_dtype(self, dt: DType) -> DType:
         if dt.name not in self.supported_dtypes:
             raise UnsupportedError(
@@ -194,7 +209,7 @@ class Runtime(ABC):
         self._synchronize()
         self.retirement.poll()
 
-    # -- interop ----------------------------------------------------------------------------------------
+    # -- interop -------------------------------------------------------------------------------
     def from_dlpack(self, x: Any) -> Tensor:
         """Import a foreign buffer as storage of kind "imported" in this runtime's domain."""
         raise UnsupportedError(
@@ -215,7 +230,7 @@ class Runtime(ABC):
             f"backend {self.name!r} has no DLPack device", backend=self.name, feature="dlpack"
         )
 
-    # -- provider primitives ----------------------------------------------------------------------------
+    # -- provider primitives -------------------------------------------------------------------
     @abstractmethod
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
         """A new storage of ``nbytes`` (> 0) for elements of ``dt`` in this runtime's domain."""
