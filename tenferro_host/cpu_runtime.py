@@ -98,7 +98,7 @@ class CpuRuntime(Runtime):
             strides=tuple(s * isz for s in t.strides),
         )
 
-    # -- DLPack -------------------------------------------------------------------------------------
+    # -- DLPack ------------------------------------------------------------------------------
     def from_dlpack(self, x: Any) -> Tensor:
         """Import a CPU buffer; zero-copy unless its strides are negative or uneven."""
         arr = np.from_dlpack(x)
