@@ -17,7 +17,7 @@ import numpy as np
 import tenferro_host
 from tenferro_host import OpSpec, Signature
 
-from . import DTYPES, OP_NAME, cpu, cuda_raw
+from . import DTYPES, OP_NAME, cpu, cuda_raw, dsl
 
 TENFERRO_HOST_API = (1, 0)
 
@@ -31,6 +31,7 @@ def reference(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 VARIANTS: dict[str, Callable[..., Any]] = {
     "cpu": cpu.add,
     "cuda-raw": cuda_raw.add,
+    "dsl": dsl.add,
 }
 
 ADD = OpSpec(
