@@ -226,10 +226,31 @@ def import_(runtime: CudaRuntime, x: Any) -> Tensor:
     lo = sum(min(0, (dim - 1) * s) for dim, s in zip(shape, strides, strict=True)) if numel else 0
     hi = sum(max(0, (dim - 1) * s) for dim, s in zip(shape, strides, strict=True)) + 1
     base = (dl.data or 0) + dl.byte_offset + lo * isz
+    if numel:
+        anchor = (dl.data or 0) + dl.byte_offset  # element 0: inside the allocation
+        _check_inside_allocation(runtime, anchor, base, (hi - lo) * isz, address)
     storage = CudaStorage(runtime, base if numel else 0, (hi - lo) * isz if numel else 0,
                           kind="imported")
     storage.imported = (address, managed)  # the deleter runs when the storage dies
     return Tensor(storage, dt, shape, strides, -lo)
+
+
+def _check_inside_allocation(runtime: CudaRuntime, anchor: int, base: int, nbytes: int,
+                             address: int) -> None:
+    """The view's byte range must lie inside the producer's allocation (checked by the driver)."""
+    d = drv()
+    with runtime.primary:
+        result = d.cuMemGetAddressRange(anchor)
+    if int(result[0]) != 0:
+        return  # memory the driver cannot describe (e.g. host-registered): trust the producer
+    start, size = int(result[1]), int(result[2])
+    if base < start or base + nbytes > start + size:
+        call_deleter(address)
+        raise ValidationError(
+            f"the DLPack tensor's shape and strides reach bytes [{base:#x}, {base + nbytes:#x}) "
+            f"outside its allocation [{start:#x}, {start + size:#x}); pass a well-formed view",
+            argument="x",
+        )
 
 
 def call_deleter(address: int) -> None:
