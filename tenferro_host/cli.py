@@ -52,8 +52,8 @@ def backend_report(host: Host, status: BackendStatus) -> dict[str, Any]:
         try:
             runtime = host.backend(f"{status.kind}:0")
             caps.update({c.name: bool(v) for c, v in runtime.capabilities().items()})
-        except TenferroError as exc:
-            reason = f"could not create a runtime: {exc}"
+        except Exception as exc:  # a provider's bug must not take `caps` down
+            reason = f"could not create a runtime: {type(exc).__name__}: {exc}"
     return {
         "name": status.kind,
         "kind": status.kind,

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import tenferro_host as tf
-from tenferro_host.cli import main, parse_attr, shape_arg
+from tenferro_host.cli import caps_report, main, parse_attr, shape_arg
 
 CAPABILITY_NAMES = {c.name for c in tf.ExtensionCapability}
 OPTIONAL_STR = (str, type(None))
@@ -170,3 +170,17 @@ def test_parse_attr():
         with pytest.raises(tf.ValidationError, match=match) as info:
             parse_attr(bad, attrs, "p.op")
         assert info.value.argument == "attr" and info.value.op == "p.op"
+
+
+def test_caps_survives_a_provider_whose_runtime_cannot_be_created():
+    def create(host, index):
+        raise RuntimeError("driver exploded")
+
+    host = tf.Host()
+    view = host.registry.staging("broken-provider")
+    probe = lambda: tf.BackendStatus("broken", True, devices=[{"index": 0}])  # noqa: E731
+    view.add_backend(tf.BackendProvider("broken", probe, create))
+    view.commit()
+    broken = next(b for b in caps_report(host)["backends"] if b["name"] == "broken")
+    assert broken["available"] and not any(broken["capabilities"].values())
+    assert broken["reason"] == "could not create a runtime: RuntimeError: driver exploded"
