@@ -100,7 +100,16 @@ class Host:
                         False,
                         f"no provider plugin for backend kind {kind!r} (installed: {known})",
                     )
-                self._statuses[kind] = provider.probe()
+                try:
+                    status = provider.probe()
+                except Exception as exc:  # a provider's bug leaves its backend unavailable
+                    status = BackendStatus(
+                        kind,
+                        False,
+                        f"probing the backend failed: {type(exc).__name__}: {exc}",
+                        error=exc,
+                    )
+                self._statuses[kind] = status
             return self._statuses[kind]
 
     def backend_statuses(self) -> list[BackendStatus]:
@@ -126,7 +135,7 @@ class Host:
                 backend=kind,
                 feature="backend",
                 reason=status.reason,
-            )
+            ) from status.error
         if index >= len(status.devices):
             raise ValidationError(
                 f"backend {kind!r} has {len(status.devices)} device(s); "
