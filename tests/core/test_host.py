@@ -200,3 +200,19 @@ def test_stats_count_transfers_and_waits(host):
     assert stats["d2d_copies"] == 1 and stats["synchronizations"] == 1
     assert [r.kind for r in cpu.transfer_trace()] == ["upload", "download", "d2d"]
     assert cpu.transfer_trace()[0].nbytes == 64
+
+
+def test_a_raising_probe_makes_the_backend_unavailable_not_the_host(host):
+    def probe():
+        raise RuntimeError("probe exploded")
+
+    view = host.registry.staging("broken-provider")
+    view.add_backend(tf.BackendProvider("broken", probe, lambda host, index: None))
+    view.commit()
+    status = host.backend_status("broken")
+    assert not status.available
+    assert status.reason == "probing the backend failed: RuntimeError: probe exploded"
+    assert "broken" in [s.kind for s in host.backend_statuses()]
+    with pytest.raises(tf.UnsupportedError, match="probe exploded") as info:
+        host.backend("broken")
+    assert isinstance(info.value.__cause__, RuntimeError)
