@@ -65,7 +65,7 @@ class LaunchConfig:
         object.__setattr__(self, "_hash", hash((self.grid, self.block, self.shared_mem_bytes)))
 
     def __hash__(self) -> int:  # precomputed: launches look configs up in caches
-        return self._hash  # type: ignore[attr-defined,no-any-return]
+        return self._hash  # type: ignore[attr-defined]
 
     @classmethod
     def flat(cls, n: int, block: int = 256, smem: int = 0) -> LaunchConfig:
@@ -131,7 +131,8 @@ class Scalar:
 
     def numpy(self) -> np.generic:
         """The value as a numpy scalar of the right width (what cuda.core's launch packs)."""
-        return self._value  # type: ignore[no-any-return]
+        value: np.generic = self._value
+        return value
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.value!r})"

@@ -83,8 +83,10 @@ def copy_from_same_device(src_session: Any, dst_session: Any, tensor: Tensor) ->
         )
     done = dst.record_event()
     src.stream_wait(done)
-    source = t
-    dst.retirement.retire(done, [lambda: source, lambda: dst.recycle_event(done)])
+    def release_source(source: Tensor = t) -> None:
+        """The lease: holds the source tensor until the copy's event has completed."""
+
+    dst.retirement.retire(done, [release_source, lambda: dst.recycle_event(done)])
     dst.counters.add("d2d_copies")
     dst.counters.record(TransferRecord("same_device", out.nbytes, src.name, dst.name, "d2d"))
     return out

@@ -136,7 +136,8 @@ class Function:
                 )
             handle = check(result, f"cuLibraryGetKernel({name!r})", uuid=runtime.uuid_bytes,
                            error=SymbolLookupError)
-            offsets, sizes = [], []
+            offsets: list[int] = []
+            sizes: list[int] = []
             while True:
                 info = d.cuKernelGetParamInfo(handle, len(offsets))
                 if int(info[0]) != 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tenferro_host.errors import CompileError, UnsupportedError, ValidationError
 
@@ -85,7 +86,7 @@ class CompiledImage:
     lowered_names: Mapping[str, str]
 
 
-def _nvrtc():  # type: ignore[no-untyped-def]
+def _nvrtc() -> Any:
     try:
         from cuda.bindings import nvrtc
     except ImportError as exc:
@@ -97,7 +98,7 @@ def _nvrtc():  # type: ignore[no-untyped-def]
     return nvrtc
 
 
-def _ok(result: tuple, what: str):  # type: ignore[no-untyped-def,type-arg]
+def _ok(result: tuple[Any, ...], what: str) -> Any:
     from tenferro_host.errors import BackendError
 
     err = result[0]

@@ -59,9 +59,7 @@ _log = logging.getLogger("tenferro_host_cuda")
 _get_ident = threading.get_ident
 _EXCLUSIVE = -1
 _STICKY_CODE = 719  # CUDA_ERROR_LAUNCH_FAILED: stands for any sticky fault named in the text
-_code_of = attrgetter("_code")
-_value_of = attrgetter("_value")
-_session_of = attrgetter("_session")
+_fields_of = attrgetter("_code", "_value", "_session")
 
 
 class _PointerArg(SessionHandle):
@@ -180,7 +178,7 @@ class PreparedLaunch(SessionHandle):
     __slots__ = ("_args", "_call", "_codes", "_config", "_function")
 
     def __init__(self, session: RawSession, entry: _Launch, args: tuple[Any, ...],
-                 values: list[Any]) -> None:
+                 values: tuple[Any, ...]) -> None:
         super().__init__(session)
         self._args = args
         self._function = entry.function
@@ -419,16 +417,20 @@ class RawSession(Session):
         return self.runtime.resources.get(key, init, nbytes)
 
     # -- launches ----------
-    def _unpack(self, args: Sequence[Any]) -> tuple[tuple[str, ...], list[Any]]:
+    def _unpack(self, args: Sequence[Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         """Struct codes and values of ``args``, checking that refs belong to a live session."""
+        if not args:
+            if args is None or not isinstance(args, (list, tuple)):
+                raise self._bad_args(args)
+            return (), ()
         try:
-            codes = tuple(map(_code_of, args))
-            values = list(map(_value_of, args))
-            for owner in map(_session_of, args):
-                if owner is not self and owner is not None:
-                    self._check_foreign_session(owner)
+            codes, values, owners = zip(*map(_fields_of, args), strict=True)
         except (AttributeError, TypeError):
             raise self._bad_args(args) from None
+        if owners.count(self) + owners.count(None) != len(owners):
+            for owner in owners:
+                if owner is not self and owner is not None:
+                    self._check_foreign_session(owner)
         return codes, values
 
     def _check_foreign_session(self, owner: Any) -> None:

@@ -247,9 +247,7 @@ class CudaRuntime(Runtime):
                 except IndexError:
                     break
                 if kind == "dlpack":
-                    event = self.record_event()
-                    self.retirement.retire(event, [lambda h=handle: call_deleter(h),
-                                                   lambda e=event: self.recycle_event(e)])
+                    self._retire_deleter(handle)
                     continue
                 if kind == "memory":
                     result = d.cuMemFreeAsync(handle, self._stream)
@@ -258,6 +256,14 @@ class CudaRuntime(Runtime):
                     self.module_counts["unloaded"] += 1
                 if int(result[0]) != 0:
                     self.deferred_errors += 1
+
+    def _retire_deleter(self, address: int) -> None:
+        """Run a producer's DLPack deleter once the stream has passed an event recorded now."""
+        from .dlpack import call_deleter
+
+        event = self.record_event()
+        self.retirement.retire(event, [lambda: call_deleter(address),
+                                       lambda: self.recycle_event(event)])
 
     def free_now(self, storage: CudaStorage) -> None:
         """Free ``storage`` stream-ordered now (session workspaces at exit)."""
