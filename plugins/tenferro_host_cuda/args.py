@@ -93,7 +93,7 @@ class LaunchConfig:
 class Scalar:
     """A typed kernel scalar; subclasses fix the C type (``code`` is its struct format)."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_arg", "_value")
     code: ClassVar[str]
     _code: ClassVar[str]
     numpy_type: ClassVar[type]
@@ -102,6 +102,7 @@ class Scalar:
 
     def __init__(self, value: Any) -> None:
         self._value = self.numpy_type(self._convert(value))
+        self._arg = (self.code, self._value, None)  # (struct code, value, owner) for launches
 
     def _convert(self, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):

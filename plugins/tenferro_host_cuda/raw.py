@@ -59,18 +59,19 @@ _log = logging.getLogger("tenferro_host_cuda")
 _get_ident = threading.get_ident
 _EXCLUSIVE = -1
 _STICKY_CODE = 719  # CUDA_ERROR_LAUNCH_FAILED: stands for any sticky fault named in the text
-_fields_of = attrgetter("_code", "_value", "_session")
+_arg_of = attrgetter("_arg")
 
 
 class _PointerArg(SessionHandle):
     """A device address valid inside its session; passed to kernels as a pointer."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_arg", "_value")
     _code = "Q"
 
     def __init__(self, session: RawSession, ptr: int) -> None:
         super().__init__(session)
         self._value = ptr
+        self._arg = ("Q", ptr, session)  # (struct code, value, owner): one lookup per launch
 
     def data_ptr_unsafe(self) -> int:
         """The device address, for foreign libraries; valid inside the session only."""
@@ -424,7 +425,7 @@ class RawSession(Session):
                 raise self._bad_args(args)
             return (), ()
         try:
-            codes, values, owners = zip(*map(_fields_of, args), strict=True)
+            codes, values, owners = zip(*map(_arg_of, args))  # noqa: B905 - triples
         except (AttributeError, TypeError):
             raise self._bad_args(args) from None
         if owners.count(self) + owners.count(None) != len(owners):
