@@ -11,9 +11,11 @@ The user API and the argument checks come from :class:`tenferro_host.kernel.laun
 * each (kernel, argument kinds, constants, count, dim) gets a :class:`_Plan` holding a
   ``PreparedLaunch``: after the first launch, a launch costs argument conversion plus one
   ``PreparedLaunch.launch(args=...)`` — the base class's checks ran once for that plan, and each
-  tensor's checks and metadata scalars once per session;
+  array argument's checks and raw form (ref, offset, len, shape, strides) once per session;
+  a launch repeating the previous one with the same argument objects is one ``launch()``;
 * a storage is borrowed once per session: shared while only read, exclusively as soon as a kernel
-  writes it (a shared borrow is dropped first: the plans holding it go with it). Views of one
+  writes it (the shared borrow is dropped first, with the converted arguments and prepared
+  launches holding its ref; plans prepare again on their next launch). Views of one
   storage share that borrow, each with its own offset, shape and strides, so aliased views work.
   A written array needs an exclusive borrow, which the raw seam gives only for a compact view
   (``tensor_mut``, pointing at its first element): a non-compact written array raises
@@ -23,7 +25,7 @@ The user API and the argument checks come from :class:`tenferro_host.kernel.laun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
 from typing import Any, ClassVar
 
 from tenferro_host import Tensor
@@ -35,34 +37,25 @@ from tenferro_host.provider import ExecSession, require_resident
 
 from .codegen import generate, kernel_abi
 
-#: Plans (prepared launches) one session keeps; more are dropped oldest-first in one go.
+#: Plans (prepared launches) one session keeps; more are dropped all at once.
 MAX_PLANS = 256
-#: Tensors whose checks and metadata one session remembers.
-MAX_VIEWS = 4096
+#: Array arguments whose checks and packed form one session remembers.
+MAX_CHUNKS = 4096
 
 
-class _View:
-    """A checked tensor of this session: its storage and its u32 metadata, converted once."""
-
-    __slots__ = ("compact", "meta", "offset", "storage")
-
-    def __init__(self, t: Tensor) -> None:
-        self.storage = t.storage
-        self.offset = t.offset
-        self.compact = t.is_compact()
-        self.meta = (raw.u32(t.numel), *map(raw.u32, t.shape), *map(raw.u32, t.strides))
+_NOT_CONVERTED = (False, ())
+_same = operator.is_
 
 
 class _Borrow:
     """The session's one borrow of a storage; the ref points at storage element ``base``."""
 
-    __slots__ = ("base", "exclusive", "offsets", "ref")
+    __slots__ = ("base", "exclusive", "ref")
 
     def __init__(self, ref: Any, base: int, exclusive: bool) -> None:
         self.ref = ref
         self.base = base
         self.exclusive = exclusive
-        self.offsets: dict[int, Any] = {}  # view offset -> u64 offset from the ref's pointer
 
 
 class _Slot:
@@ -124,9 +117,13 @@ class CudaJitSession(JitSession):
         self._device = exec_session.device_info
         self._rs: Any = None
         self._plans: dict[Any, _Plan] = {}
-        self._views: dict[Tensor, _View] = {}
-        self._borrows: dict[Any, _Borrow] = {}
+        self._borrows: dict[Any, _Borrow] = {}  # storage -> its borrow
+        # argument (Tensor or JitBinding) -> (exclusive borrow?, (ref, offset, len, shape,
+        # strides) as raw arguments): checked and converted once per session
+        self._chunks: dict[Any, tuple[bool, tuple[Any, ...]]] = {}
         self._plan_key: Any = None
+        # (kernel, count, dim, args, plan) of the previous launch, replayed when repeated as is
+        self._last: tuple[Kernel, Any, Any, tuple[Any, ...], _Plan] | None = None
 
     # -- backend contract -------------------------------------------------------------------------
     @property
@@ -151,9 +148,10 @@ class CudaJitSession(JitSession):
         self._rs.__enter__()
 
     def _on_exit(self, error: BaseException | None) -> None:
+        self._last = None
         self._plans.clear()
+        self._chunks.clear()
         self._borrows.clear()
-        self._views.clear()
         rs, self._rs = self._rs, None
         if error is None:
             rs.__exit__(None, None, None)
@@ -162,12 +160,26 @@ class CudaJitSession(JitSession):
 
     # -- launches ---------------------------------------------------------------------------------
     def launch(self, kernel: Kernel, count: Any, dim: Any, *args: Any, **constants: Any) -> None:
-        """As :meth:`JitSession.launch`; a launch shape seen before replays its prepared plan."""
+        """As :meth:`JitSession.launch`. A launch shape seen before replays its prepared plan;
+        the same launch as the previous one (same kernel, count, dim and argument objects, no
+        constants) re-enqueues it as it is."""
         self._check()
+        last = self._last
+        if (last is not None and last[0] is kernel and not constants and last[1] == count
+                and last[2] == dim and len(args) == len(last[3])
+                and all(map(_same, args, last[3]))):
+            prepared = last[4].prepared
+            if prepared is not None:  # else dropped by a borrow upgrade since
+                prepared.launch()
+                return
+        self._last = None
         key: Any
         try:
-            key = (kernel, count, dim, tuple(map(_kind, args)),
-                   tuple(sorted((k, type(v), v) for k, v in constants.items())))
+            key = (kernel, count, dim,
+                   tuple([(a.dtype, len(a.shape)) if type(a) is Tensor else _kind(a)
+                          for a in args]),
+                   tuple(sorted((k, type(v), v) for k, v in constants.items()))
+                   if constants else ())
             plan = self._plans.get(key)
         except TypeError:  # unhashable count, dim or constant: no plan, launch checked in full
             key = plan = None
@@ -184,6 +196,8 @@ class CudaJitSession(JitSession):
             if exc.op is None:
                 exc.op = self.op
             raise
+        if not constants:
+            self._last = (kernel, count, dim, args, plan)
 
     def _dispatch(self, launch: JitLaunch) -> None:
         """First launch of a plan: compile (cached per runtime), prepare, enqueue."""
@@ -194,10 +208,10 @@ class CudaJitSession(JitSession):
                 self._plans.clear()
             self._plans[self._plan_key] = plan
 
-    def _run(self, plan: _Plan, values: Sequence[Any]) -> None:
-        """Pack the arguments and enqueue: one ``launch(args=...)`` once the plan is prepared."""
-        packed = self._pack(plan, values)
-        if plan.prepared is None:
+    def _run(self, plan: _Plan, values: tuple[Any, ...]) -> None:
+        """Pack the arguments and enqueue: ``launch(args=...)``, or prepare on first use."""
+        packed = self._pack(plan, values)  # may drop plan.prepared (and its borrows): no local
+        if plan.prepared is None:  # new, or dropped by a borrow upgrade in _pack
             plan.prepared = self._rs.prepare(plan.function, plan.config, packed)
             plan.prepared.launch()
         else:
@@ -221,77 +235,71 @@ class CudaJitSession(JitSession):
         return entry[1]
 
     # -- arguments --------------------------------------------------------------------------------
-    def _pack(self, plan: _Plan, values: Sequence[Any]) -> list[Any]:
+    def _pack(self, plan: _Plan, values: tuple[Any, ...]) -> list[Any]:
         """The raw argument list of one launch: refs, view metadata, scalars, logical count."""
-        tensors: dict[int, tuple[Tensor, _View]] = {}
-        for slot in plan.written:
-            t, view = self._tensor(slot, values[slot.index])
-            tensors[slot.index] = (t, view)
-            self._borrow_exclusive(slot.name, t, view)
+        chunks = self._chunks
+        for slot in plan.written:  # (no local may hold a chunk here: an upgrade drops them)
+            if not chunks.get(values[slot.index], _NOT_CONVERTED)[0]:
+                self._borrow_exclusive(slot.name, self._tensor(slot.name, values[slot.index]))
         packed: list[Any] = []
         for slot in plan.slots:
+            value = values[slot.index]
             if slot.scalar is not None:
-                packed.append(slot.scalar(convert_scalar(slot.name, slot.dtype,
-                                                         values[slot.index])))
+                packed.append(slot.scalar(convert_scalar(slot.name, slot.dtype, value)))
                 continue
-            found = tensors.get(slot.index)
-            t, view = found if found is not None else self._tensor(slot, values[slot.index])
-            borrow = self._borrows.get(view.storage)
-            if borrow is None:
-                borrow = self._borrows[view.storage] = _Borrow(
-                    self._rs.tensor_strided(t), 0, exclusive=False)
-            offset = borrow.offsets.get(view.offset)
-            if offset is None:
-                offset = borrow.offsets[view.offset] = self._offset(slot.name, view, borrow)
-            packed.append(borrow.ref)
-            packed.append(offset)
-            packed.extend(view.meta)
+            found = chunks.get(value)
+            packed.extend(found[1] if found is not None else self._chunk(slot.name, value))
         packed.extend(plan.count)
         return packed
 
-    def _tensor(self, slot: _Slot, value: Any) -> tuple[Tensor, _View]:
-        """The tensor of an array argument and its view record (checked once per session)."""
-        t = value if type(value) is Tensor else self._array_arg(slot.name, value)
-        view = self._views.get(t)  # type: ignore[arg-type]
-        if view is None:
-            assert t is not None
-            require_resident(self.runtime, t, argument=slot.name, op=self.op)
-            self._check_layout(slot.name, t)
-            if len(self._views) >= MAX_VIEWS:
-                self._views.clear()
-            view = self._views[t] = _View(t)
-        assert t is not None
-        return t, view
+    def _tensor(self, name: str, value: Any) -> Tensor:
+        """The tensor of an array argument (a Tensor or a binding), checked for this session."""
+        t = value if type(value) is Tensor else self._array_arg(name, value)
+        t = require_resident(self.runtime, t, argument=name, op=self.op)
+        self._check_layout(name, t)
+        return t
 
-    def _borrow_exclusive(self, name: str, t: Tensor, view: _View) -> None:
+    def _chunk(self, name: str, value: Any) -> tuple[Any, ...]:
+        """Borrow (shared unless already exclusive) and convert an array argument, once."""
+        t = self._tensor(name, value)
+        borrow = self._borrows.get(t.storage)
+        if borrow is None:
+            borrow = self._borrows[t.storage] = _Borrow(self._rs.tensor_strided(t), 0, False)
+        relative = t.offset - borrow.base
+        if relative < 0:
+            raise AliasingError(
+                f"kernel argument {name!r} starts at element {t.offset} of a storage whose "
+                f"written view starts at element {borrow.base}; on CUDA views of a written "
+                "storage must not start before the written view: launch them in separate "
+                "sessions or write into a fresh tensor", argument=name, op=self.op)
+        chunk = (borrow.ref, raw.u64(relative), raw.u32(t.numel), *map(raw.u32, t.shape),
+                 *map(raw.u32, t.strides))
+        if len(self._chunks) >= MAX_CHUNKS:
+            self._chunks.clear()
+        self._chunks[value] = (borrow.exclusive, chunk)
+        return chunk
+
+    def _borrow_exclusive(self, name: str, t: Tensor) -> None:
         """Make the session's borrow of ``t``'s storage exclusive (``t`` is written)."""
-        held = self._borrows.get(view.storage)
+        held = self._borrows.get(t.storage)
         if held is not None and held.exclusive:
             return
-        if not view.compact:
+        if not t.is_compact():
             raise InvalidLayoutError(
                 f"kernel argument {name!r} is written but is a non-compact view (shape "
                 f"{t.shape}, strides {t.strides}); on CUDA a written array must be compact: "
                 "write into a compact tensor (js.alloc_output or backend.canonicalize(t)) and "
                 "copy back if needed", argument=name, op=self.op)
         if held is not None:
-            # Shared -> exclusive: the raw seam refuses both at once. Drop the shared ref and
-            # every prepared launch (one may hold it); plans prepare again on their next launch.
-            del self._borrows[view.storage]
+            # Shared -> exclusive: the raw seam refuses both at once. Drop the shared ref with
+            # everything holding it: converted arguments and prepared launches (plans prepare
+            # again on their next launch).
+            del self._borrows[t.storage]
             held = None
+            self._chunks.clear()
             for plan in self._plans.values():
                 plan.prepared = None
-        self._borrows[view.storage] = _Borrow(self._rs.tensor_mut(t), view.offset, exclusive=True)
-
-    def _offset(self, name: str, view: _View, borrow: _Borrow) -> Any:
-        relative = view.offset - borrow.base
-        if relative < 0:
-            raise AliasingError(
-                f"kernel argument {name!r} starts at element {view.offset} of a storage whose "
-                f"written view starts at element {borrow.base}; on CUDA views of a written "
-                "storage must not start before the written view: launch them in separate "
-                "sessions or write into a fresh tensor", argument=name, op=self.op)
-        return raw.u64(relative)
+        self._borrows[t.storage] = _Borrow(self._rs.tensor_mut(t), t.offset, exclusive=True)
 
 
 def _kind(value: Any) -> Any:
@@ -304,4 +312,4 @@ def _kind(value: Any) -> Any:
     return type(value)
 
 
-__all__ = ["MAX_PLANS", "MAX_VIEWS", "CudaJitSession"]
+__all__ = ["MAX_CHUNKS", "MAX_PLANS", "CudaJitSession"]

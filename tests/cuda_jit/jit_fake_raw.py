@@ -73,6 +73,7 @@ class FakeRuntimeState:
         self.compiles = 0
         self.prepares = 0
         self.launches = 0
+        self.replays = 0  # launch() of an already launched PreparedLaunch: no argument swap
         self.sources: dict[str, Specialization] = {}  # generated source -> its specialization
 
 
@@ -135,9 +136,13 @@ class FakePrepared:
         self.function = function
         self.config = config
         self.args = tuple(args)
+        self.launched = False
 
     def launch(self, args: list[Any] | None = None) -> None:
         self.rs._check()
+        if args is None and self.launched:
+            self.rs.state.replays += 1
+        self.launched = True
         if args is not None:
             assert [type(a) for a in args] == [type(a) for a in self.args], "argument kinds changed"
             self.args = tuple(args)

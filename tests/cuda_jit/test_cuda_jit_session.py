@@ -52,6 +52,20 @@ def test_a_repeated_launch_replays_its_plan(cpu: Any, fake: FakeRuntimeState) ->
         assert (fake.compiles, fake.prepares) == (1, 3)
 
 
+def test_the_same_launch_again_is_replayed_as_is(cpu: Any, fake: FakeRuntimeState) -> None:
+    x = cpu.upload(f32([1, 2, 3]))
+    with fake_cuda_jit(cpu, fake) as js:
+        out = js.alloc_output("float32", (3,))
+        b = js.binding(out)
+        for _ in range(3):  # prepared; then launch(args=...); then launch() as is
+            js.launch(kernels.add, 1, 32, b, x, x)
+        assert (fake.prepares, fake.launches, fake.replays) == (1, 3, 1)
+        js.launch(kernels.add, 1, 32, b, b, x)  # other arguments: packed again
+        js.launch(kernels.add, 1, 32, b, b, x)
+        assert (fake.prepares, fake.launches, fake.replays) == (1, 5, 2)
+    np.testing.assert_array_equal(out.download(), [4, 8, 12])
+
+
 def test_bindings_and_views_replay_the_same_plan(cpu: Any, fake: FakeRuntimeState) -> None:
     data = f32(np.arange(40))
     t = cpu.upload(data)
