@@ -37,11 +37,15 @@ class Subprocess:
 
     @staticmethod
     def env(paths: tuple[Path, ...] = (), **extra: str) -> dict[str, str]:
-        """The current environment without TENFERRO_* settings, ``paths`` on PYTHONPATH."""
+        """The current environment without TENFERRO_* settings, ``paths`` first on PYTHONPATH.
+
+        The caller's PYTHONPATH stays behind them: on the GPU machine the installed package is
+        reachable only through it.
+        """
         env = {k: v for k, v in os.environ.items() if not k.startswith("TENFERRO_")}
-        env.pop("PYTHONPATH", None)
-        if paths:
-            env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
+        inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if paths or inherited:
+            env["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in paths), *inherited])
         env.update(extra)
         return env
 
