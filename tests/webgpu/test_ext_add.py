@@ -18,8 +18,7 @@ OP = "ext_add_kernel.add"
 @pytest.fixture
 def dsl_op(webgpu_host: Any) -> str:
     variants = webgpu_host.variants_by_backend(OP)
-    if variants.get("webgpu") != "dsl":
-        pytest.skip(f"{OP} has no dsl variant installed (variants: {variants})")
+    assert variants.get("webgpu") == "dsl", variants
     return OP
 
 
@@ -37,6 +36,14 @@ def test_host_run_uses_the_dsl_variant_on_webgpu(
     assert after["uploads"] == before["uploads"] + (2 if a.size else 0)
     assert after["downloads"] == before["downloads"]
     np.testing.assert_array_equal(out.download(), a + b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint32"])
+def test_views_and_integer_dtypes(webgpu_host: Any, rt: Any, dsl_op: str, dtype: str) -> None:
+    a = np.arange(35).reshape(5, 7).astype(dtype)
+    b = (3 * np.arange(35)).reshape(7, 5).astype(dtype)
+    out = webgpu_host.run(dsl_op, rt.upload(a)[:, ::2], rt.upload(b).T[:, ::2])
+    np.testing.assert_array_equal(out.download(), a[:, ::2] + b.T[:, ::2])
 
 
 def test_cli_runs_the_op_on_the_software_adapter(dsl_op: str) -> None:
