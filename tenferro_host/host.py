@@ -128,12 +128,11 @@ class Host:
         kind, index = parse_backend_name(name)
         status = self.backend_status(kind)
         if not status.available:
-            if isinstance(status.error, UnsupportedError):
-                raise status.error
-            raise UnsupportedError(
+            known = status.error if isinstance(status.error, UnsupportedError) else None
+            raise UnsupportedError(  # a fresh error each time: the stored one keeps its traceback
                 f"backend {kind!r} is unavailable: {status.reason}",
                 backend=kind,
-                feature="backend",
+                feature=known.feature if known is not None else "backend",
                 reason=status.reason,
             ) from status.error
         if index >= len(status.devices):
