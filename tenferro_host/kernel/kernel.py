@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -51,7 +52,8 @@ class Specialization:
     """One kernel, fully typed for a target: what every code generator and the interpreter take.
 
     ``params`` are the runtime parameters in declaration order (name, kind, dtype, ndim);
-    ``constants`` the compile-time constant values by name; ``key`` the cache key.
+    ``constants`` the compile-time constant values by name; ``key`` the cache key, unique
+    across kernels, so backends may key compiled code on it.
     """
 
     kernel_name: str
@@ -105,6 +107,9 @@ def _const_value(decl: ParamDecl, value: Any, kernel: str) -> Any:
     return value
 
 
+_kernel_tokens = itertools.count(1)
+
+
 class Kernel:
     """A DSL kernel: launch it through a JIT session; Python never runs its body."""
 
@@ -119,6 +124,7 @@ class Kernel:
         self._hits = 0
         self._misses = 0
         self._lock = threading.Lock()
+        self._token = next(_kernel_tokens)  # never reused, unlike id(): keys compiled code
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise DslError(
@@ -233,6 +239,7 @@ class Kernel:
         params, generics, values = self.resolve(arg_descs, constants or {})
         const_key = tuple((k, type(v).__name__, v) for k, v in sorted(values.items()))
         key = (
+            self._token,
             tuple((p.kind, p.dtype.name, p.ndim) for p in params),
             const_key,
             target,

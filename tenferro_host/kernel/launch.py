@@ -298,6 +298,8 @@ class JitSession(Session):
                 descs.append(ArrayDesc(tensor.dtype, tensor.ndim))
                 continue
             desc = _scalar_desc(value)
+            if desc is None and (hasattr(value, "__array__") or hasattr(value, "__dlpack__")):
+                require_resident(self.runtime, value, argument=decl.name, op=self.op)
             if desc is None:
                 raise ValidationError(
                     f"argument {decl.name!r} of kernel {kernel.name!r} must be a Tensor, a "

@@ -113,6 +113,13 @@ def test_foreign_tensor_and_foreign_binding(cpu):
                 js3.launch(kernels.add, 1, 4, other_binding, mine, mine)
 
 
+def test_host_array_must_be_uploaded_first(cpu):
+    out = cpu.zeros("float32", (4,))
+    with cpu.session() as s, tf.cpu.exec_session(s).jit("tests.numpy") as js:
+        with pytest.raises(ForeignRuntimeError, match="upload it first"):
+            js.launch(kernels.add, 1, 4, out, np.ones(4, np.float32), out)
+
+
 def test_binding_of_another_open_session_is_rejected(cpu):
     mine = cpu.zeros("float32", (4,))
     with cpu.session() as s:

@@ -48,3 +48,16 @@ def test_lru_keeps_recently_used():
     assert copy.specialize(descs(dtypes.float32)) is f32  # refresh f32
     copy.specialize(descs(dtypes.float16))  # evicts f64, not f32
     assert copy.specialize(descs(dtypes.float32)) is f32
+
+
+@K.kernel
+def twin(out: K.Array[K.F], x: K.Array[K.F]):
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = x[i]
+
+
+def test_keys_differ_between_kernels_of_one_signature():
+    a = copy.specialize(descs(dtypes.float32), target="cpu")
+    b = twin.specialize(descs(dtypes.float32), target="cpu")
+    assert a.key != b.key
