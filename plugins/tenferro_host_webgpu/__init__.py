@@ -20,7 +20,7 @@ from .device import WebGpuDeviceId, WebGpuDeviceInfo
 from .runtime import WebGpuExecSession, WebGpuRuntime, WebGpuStorage
 
 if TYPE_CHECKING:
-    from tenferro_host.host import Host
+    from tenferro_host import Host
     from tenferro_host.provider import Runtime
 
 TENFERRO_HOST_API = (1, 0)

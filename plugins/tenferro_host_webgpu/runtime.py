@@ -40,7 +40,7 @@ from .pipelines import Pipeline, PipelineCache
 from .queue import CommandQueue
 
 if TYPE_CHECKING:
-    from tenferro_host.host import Host
+    from tenferro_host import Host
 
 DEBUG_SYNC_ENV = "TENFERRO_DEBUG_SYNC"
 
