@@ -12,7 +12,8 @@ The user API and the argument checks come from :class:`tenferro_host.kernel.laun
   ``PreparedLaunch``: after the first launch, a launch costs argument conversion plus one
   ``PreparedLaunch.launch(args=...)`` — the base class's checks ran once for that plan, and each
   array argument's checks and raw form (ref, offset, len, shape, strides) once per session;
-  a launch repeating the previous one with the same argument objects is one ``launch()``;
+  a launch of arrays only that was seen before (same kernel, count, dim, argument objects)
+  reuses its packed arguments, and is one ``launch()`` when it repeats the plan's last launch;
 * a storage is borrowed once per session: shared while only read, exclusively as soon as a kernel
   writes it (the shared borrow is dropped first, with the converted arguments and prepared
   launches holding its ref; plans prepare again on their next launch). Views of one
@@ -25,7 +26,6 @@ The user API and the argument checks come from :class:`tenferro_host.kernel.laun
 
 from __future__ import annotations
 
-import operator
 from typing import Any, ClassVar
 
 from tenferro_host import Tensor
@@ -41,10 +41,11 @@ from .codegen import generate, kernel_abi
 MAX_PLANS = 256
 #: Array arguments whose checks and packed form one session remembers.
 MAX_CHUNKS = 4096
+#: Launches of arrays only whose packed arguments one session remembers.
+MAX_REPLAYS = 1024
 
 
 _NOT_CONVERTED = (False, ())
-_same = operator.is_
 
 
 class _Borrow:
@@ -58,46 +59,38 @@ class _Borrow:
         self.exclusive = exclusive
 
 
-class _Slot:
-    """One runtime parameter of a specialization, in ABI order."""
-
-    __slots__ = ("dtype", "index", "name", "scalar", "written")
-
-    def __init__(self, index: int, name: str, dtype: Any, scalar: type | None,
-                 written: bool) -> None:
-        self.index = index
-        self.name = name
-        self.dtype = dtype
-        self.scalar = scalar  # the raw typed-scalar class of a scalar parameter, None for arrays
-        self.written = written
+#: One runtime parameter in ABI order: (index in the arguments, name, dtype, raw typed-scalar
+#: class of a scalar parameter or None for an array). Plain tuples: they unpack fastest.
+_Slot = tuple[int, str, Any, "type | None"]
 
 
 class _Plan:
     """A specialization compiled for one launch shape: what a cached launch replays.
 
-    ``prepared`` is None until the first launch, and again after a borrow upgrade dropped it.
+    ``prepared`` is None until the first launch, and again after a borrow upgrade dropped it
+    (with ``current``, the packed arguments it holds).
     """
 
-    __slots__ = ("config", "count", "function", "prepared", "slots", "written")
+    __slots__ = ("arrays_only", "config", "count", "current", "function", "prepared", "slots",
+                 "written")
 
     def __init__(self, spec: Specialization, function: Any, launch: JitLaunch) -> None:
         index = {p.name: i for i, p in enumerate(spec.params)}
-        slots = []
+        slots: list[_Slot] = []
         for a in kernel_abi(spec):
-            if a.role == "data":
+            if a.role in ("data", "value"):
                 assert a.param is not None
-                slots.append(_Slot(index[a.param], a.param, a.dtype, None,
-                                   a.param in spec.ir.written))
-            elif a.role == "value":
-                assert a.param is not None
-                slots.append(_Slot(index[a.param], a.param, a.dtype, getattr(raw, a.raw_type),
-                                   False))
+                scalar = getattr(raw, a.raw_type) if a.role == "value" else None
+                slots.append((index[a.param], a.param, a.dtype, scalar))
         self.slots = tuple(slots)
-        self.written = tuple(s for s in slots if s.written)
+        #: (index, name) of the arrays the kernel writes
+        self.written = tuple((s[0], s[1]) for s in slots if s[1] in spec.ir.written)
         self.function = function
         self.config = raw.LaunchConfig(launch.grid, launch.dim)
         self.count = tuple(map(raw.u32, launch.count))
+        self.arrays_only = all(s[3] is None for s in slots)
         self.prepared: Any = None
+        self.current: list[Any] | None = None  # the packed arguments ``prepared`` holds
 
 
 class CudaJitSession(JitSession):
@@ -122,8 +115,9 @@ class CudaJitSession(JitSession):
         # strides) as raw arguments): checked and converted once per session
         self._chunks: dict[Any, tuple[bool, tuple[Any, ...]]] = {}
         self._plan_key: Any = None
-        # (kernel, count, dim, args, plan) of the previous launch, replayed when repeated as is
-        self._last: tuple[Kernel, Any, Any, tuple[Any, ...], _Plan] | None = None
+        # (kernel, count, dim, array arguments) -> (plan, packed arguments): launches of arrays
+        # only, replayed without converting anything (dropped with a borrow upgrade)
+        self._replays: dict[Any, tuple[_Plan, list[Any]]] = {}
 
     # -- backend contract -------------------------------------------------------------------------
     @property
@@ -148,7 +142,7 @@ class CudaJitSession(JitSession):
         self._rs.__enter__()
 
     def _on_exit(self, error: BaseException | None) -> None:
-        self._last = None
+        self._replays.clear()
         self._plans.clear()
         self._chunks.clear()
         self._borrows.clear()
@@ -161,18 +155,21 @@ class CudaJitSession(JitSession):
     # -- launches ---------------------------------------------------------------------------------
     def launch(self, kernel: Kernel, count: Any, dim: Any, *args: Any, **constants: Any) -> None:
         """As :meth:`JitSession.launch`. A launch shape seen before replays its prepared plan;
-        the same launch as the previous one (same kernel, count, dim and argument objects, no
-        constants) re-enqueues it as it is."""
+        array arguments seen before with that plan replay their converted form."""
         self._check()
-        last = self._last
-        if (last is not None and last[0] is kernel and not constants and last[1] == count
-                and last[2] == dim and len(args) == len(last[3])
-                and all(map(_same, args, last[3]))):
-            prepared = last[4].prepared
-            if prepared is not None:  # else dropped by a borrow upgrade since
-                prepared.launch()
+        if not constants:
+            try:
+                replay = self._replays.get((kernel, count, dim, args))
+            except TypeError:  # unhashable count or dim
+                replay = None
+            if replay is not None:
+                seen, packed = replay
+                if seen.current is packed:  # the arguments its PreparedLaunch holds
+                    seen.prepared.launch()
+                else:
+                    seen.prepared.launch(args=packed)
+                    seen.current = packed
                 return
-        self._last = None
         key: Any
         try:
             key = (kernel, count, dim,
@@ -191,13 +188,16 @@ class CudaJitSession(JitSession):
                 self._plan_key = None
             return
         try:
-            self._run(plan, args)
+            packed = self._run(plan, args)
         except TenferroError as exc:
             if exc.op is None:
                 exc.op = self.op
             raise
-        if not constants:
-            self._last = (kernel, count, dim, args, plan)
+        if plan.arrays_only and not constants:
+            # Arrays only: the argument objects (compared by identity) determine ``packed``.
+            if len(self._replays) >= MAX_REPLAYS:
+                self._replays.clear()
+            self._replays[(kernel, count, dim, args)] = (plan, packed)
 
     def _dispatch(self, launch: JitLaunch) -> None:
         """First launch of a plan: compile (cached per runtime), prepare, enqueue."""
@@ -208,14 +208,17 @@ class CudaJitSession(JitSession):
                 self._plans.clear()
             self._plans[self._plan_key] = plan
 
-    def _run(self, plan: _Plan, values: tuple[Any, ...]) -> None:
+    def _run(self, plan: _Plan, values: tuple[Any, ...]) -> list[Any]:
         """Pack the arguments and enqueue: ``launch(args=...)``, or prepare on first use."""
         packed = self._pack(plan, values)  # may drop plan.prepared (and its borrows): no local
         if plan.prepared is None:  # new, or dropped by a borrow upgrade in _pack
             plan.prepared = self._rs.prepare(plan.function, plan.config, packed)
+            plan.current = packed
             plan.prepared.launch()
         else:
+            plan.current = packed
             plan.prepared.launch(args=packed)
+        return packed
 
     def _function(self, spec: Specialization) -> Any:
         """The compiled kernel of ``spec`` from the runtime's bounded resource cache.
@@ -238,17 +241,17 @@ class CudaJitSession(JitSession):
     def _pack(self, plan: _Plan, values: tuple[Any, ...]) -> list[Any]:
         """The raw argument list of one launch: refs, view metadata, scalars, logical count."""
         chunks = self._chunks
-        for slot in plan.written:  # (no local may hold a chunk here: an upgrade drops them)
-            if not chunks.get(values[slot.index], _NOT_CONVERTED)[0]:
-                self._borrow_exclusive(slot.name, self._tensor(slot.name, values[slot.index]))
+        for i, name in plan.written:  # (no local may hold a chunk here: an upgrade drops them)
+            if not chunks.get(values[i], _NOT_CONVERTED)[0]:
+                self._borrow_exclusive(name, self._tensor(name, values[i]))
         packed: list[Any] = []
-        for slot in plan.slots:
-            value = values[slot.index]
-            if slot.scalar is not None:
-                packed.append(slot.scalar(convert_scalar(slot.name, slot.dtype, value)))
-                continue
-            found = chunks.get(value)
-            packed.extend(found[1] if found is not None else self._chunk(slot.name, value))
+        for i, name, dtype, scalar in plan.slots:
+            value = values[i]
+            if scalar is None:
+                found = chunks.get(value)
+                packed.extend(found[1] if found is not None else self._chunk(name, value))
+            else:
+                packed.append(scalar(convert_scalar(name, dtype, value)))
         packed.extend(plan.count)
         return packed
 
@@ -297,8 +300,9 @@ class CudaJitSession(JitSession):
             del self._borrows[t.storage]
             held = None
             self._chunks.clear()
+            self._replays.clear()
             for plan in self._plans.values():
-                plan.prepared = None
+                plan.prepared = plan.current = None
         self._borrows[t.storage] = _Borrow(self._rs.tensor_mut(t), t.offset, exclusive=True)
 
 
@@ -312,4 +316,4 @@ def _kind(value: Any) -> Any:
     return type(value)
 
 
-__all__ = ["MAX_CHUNKS", "MAX_PLANS", "CudaJitSession"]
+__all__ = ["MAX_CHUNKS", "MAX_PLANS", "MAX_REPLAYS", "CudaJitSession"]

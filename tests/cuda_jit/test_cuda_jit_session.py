@@ -66,6 +66,26 @@ def test_the_same_launch_again_is_replayed_as_is(cpu: Any, fake: FakeRuntimeStat
     np.testing.assert_array_equal(out.download(), [4, 8, 12])
 
 
+def test_alternating_array_arguments_reuse_their_packed_form(
+    cpu: Any, fake: FakeRuntimeState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    packs: list[int] = []
+    pack = CudaJitSession._pack
+    monkeypatch.setattr(CudaJitSession, "_pack",
+                        lambda self, plan, values: packs.append(1) or pack(self, plan, values))
+    x = cpu.upload(f32([1, 2, 3]))
+    with fake_cuda_jit(cpu, fake) as js:
+        o1, o2 = js.alloc_output("float32", (3,)), js.alloc_output("float32", (3,))
+        for _ in range(3):
+            js.launch(kernels.add, 1, 32, o1, x, x)
+            js.launch(kernels.add, 1, 32, o2, x, o1)
+        assert (len(packs), fake.prepares, fake.launches, fake.replays) == (3, 1, 6, 0)
+        js.launch(kernels.add, 1, 32, x, o2, o2)  # x written: its shared borrow is upgraded
+        js.launch(kernels.add, 1, 32, o1, x, x)  # converted again, with the exclusive ref
+        assert (len(packs), fake.prepares) == (5, 2)
+    np.testing.assert_array_equal(o1.download(), [12, 24, 36])
+
+
 def test_bindings_and_views_replay_the_same_plan(cpu: Any, fake: FakeRuntimeState) -> None:
     data = f32(np.arange(40))
     t = cpu.upload(data)
