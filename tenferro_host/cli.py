@@ -73,17 +73,29 @@ def plugins_report(host: Host) -> list[dict[str, Any]]:
     ]
 
 
-def ops_report(host: Host) -> list[dict[str, Any]]:
-    """Every op: name, distribution(s), status (ok|conflict), the variant kind per backend."""
-    return [
-        {
+def ops_report(host: Host, *, kernels: bool = False) -> list[dict[str, Any]]:
+    """Every op: name, distribution(s), status (ok|conflict), the variant kind per backend.
+
+    With ``kernels``, each op also lists the kernels it ships with their build info (``ops``;
+    ``caps --json`` keeps exactly the schema-1 keys).
+    """
+    report = []
+    for rec in sorted(host.registry.ops.values(), key=lambda r: r.name):
+        entry: dict[str, Any] = {
             "name": rec.name,
             "dist": ", ".join(rec.conflicting) if rec.status == "conflict" else rec.dist,
             "status": rec.status,
             "variants": host.variants_by_backend(rec.name),
         }
-        for rec in sorted(host.registry.ops.values(), key=lambda r: r.name)
-    ]
+        if kernels:
+            shipped = rec.spec.kernels if rec.spec is not None else ()
+            entry["kernels"] = [
+                {"name": k.name, "language": k.language, "archs": list(k.archs),
+                 "build_info": dict(k.build_info), "summary": k.describe()}
+                for k in shipped
+            ]
+        report.append(entry)
+    return report
 
 
 def caps_report(host: Host) -> dict[str, Any]:
@@ -138,8 +150,9 @@ def _ops_table(ops: list[dict[str, Any]]) -> Table:
     rows = []
     for o in ops:
         variants = ", ".join(f"{k}: {v}" for k, v in o["variants"].items())
-        rows.append([o["name"], o["dist"], o["status"], variants])
-    return _table("Operations", ["name", "distribution", "status", "variants"], rows)
+        kernels = "; ".join(k["summary"] for k in o.get("kernels", ()))
+        rows.append([o["name"], o["dist"], o["status"], variants, kernels])
+    return _table("Operations", ["name", "distribution", "status", "variants", "kernels"], rows)
 
 
 def _emit(args: argparse.Namespace, data: Any, *tables: Table) -> None:
@@ -159,7 +172,7 @@ def cmd_caps(host: Host, args: argparse.Namespace) -> int:
         report,
         _backends_table(report["backends"]),
         _plugins_table(report["plugins"]),
-        _ops_table(report["ops"]),
+        _ops_table(ops_report(host, kernels=True)),
     )
     return 0
 
@@ -171,7 +184,7 @@ def cmd_plugins(host: Host, args: argparse.Namespace) -> int:
 
 
 def cmd_ops(host: Host, args: argparse.Namespace) -> int:
-    report = ops_report(host)
+    report = ops_report(host, kernels=True)
     _emit(args, report, _ops_table(report))
     return 0
 

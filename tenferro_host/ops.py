@@ -44,14 +44,29 @@ class Signature:
     shape_rule: str | Callable[..., Any] = "same"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class KernelSource:
-    """A kernel an op ships, for compile-only checks: ``language`` is "cuda" or "dsl"."""
+    """A kernel an op ships, for compile-only checks: ``language`` is "cuda" or "dsl".
+
+    ``build_info`` records what the package's build step produced (e.g. a fatbin and its
+    ``gencode`` targets) or why it did not; ``ops`` and ``caps`` show it.
+    """
 
     name: str
     language: str
     source: Any
     archs: tuple[str, ...] = ()
+    build_info: Mapping[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """One line for people: what was prebuilt, else how the kernel is compiled."""
+        built = self.build_info.get("gencode") if self.build_info.get("fatbin") else None
+        if built:
+            codes = ", ".join(g.rpartition("code=")[2] for g in built)
+            return f"{self.name} ({self.language}): prebuilt {codes}"
+        reason = self.build_info.get("reason")
+        tail = f" ({reason})" if reason else ""
+        return f"{self.name} ({self.language}): compiled at run time{tail}"
 
 
 @dataclass(frozen=True)

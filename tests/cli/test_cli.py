@@ -79,7 +79,28 @@ def test_plugins_and_ops_json_equal_the_caps_sections(capsys, caps):
     code, out, _ = run_main(capsys, "plugins", "--json")
     assert code == 0 and json.loads(out) == caps["plugins"]
     code, out, _ = run_main(capsys, "ops", "--json")
-    assert code == 0 and json.loads(out) == caps["ops"]
+    ops = json.loads(out)
+    assert code == 0 and [{k: o[k] for k in o if k != "kernels"} for o in ops] == caps["ops"]
+
+
+def test_ops_lists_shipped_kernels_with_their_build_info(capsys):
+    from ext_add_kernel import cuda_raw
+
+    code, out, _ = run_main(capsys, "ops", "--json")
+    (add,) = [o for o in json.loads(out) if o["name"] == "ext_add_kernel.add"]
+    (kernel,) = add["kernels"]
+    assert kernel["name"] == "add_kernel" and kernel["language"] == "cuda"
+    assert kernel["build_info"] == cuda_raw.build_info()
+    expected = "prebuilt sm_80" if kernel["build_info"].get("fatbin") else "compiled at run time"
+    assert expected in kernel["summary"]
+
+
+def test_kernel_source_describes_its_build():
+    built = tf.KernelSource("k", "cuda", "", build_info={
+        "fatbin": "k.fatbin", "gencode": ["arch=compute_90,code=sm_90"]})
+    assert built.describe() == "k (cuda): prebuilt sm_90"
+    missing = tf.KernelSource("k", "cuda", "", build_info={"fatbin": None, "reason": "no nvcc"})
+    assert missing.describe() == "k (cuda): compiled at run time (no nvcc)"
 
 
 def test_human_caps_renders_tables(capsys):

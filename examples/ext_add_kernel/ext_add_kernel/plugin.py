@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import tenferro_host
-from tenferro_host import OpSpec, Signature
+from tenferro_host import KernelSource, OpSpec, Signature
 
 from . import DTYPES, OP_NAME, cpu, cuda_raw, dsl
 
@@ -39,6 +39,15 @@ ADD = OpSpec(
     signature=Signature(inputs=("lhs", "rhs"), outputs=("out",), dtypes=DTYPES),
     reference=reference,
     variants=VARIANTS,
+    kernels=(
+        KernelSource(
+            "add_kernel",
+            "cuda",
+            cuda_raw.kernel_source,
+            archs=("sm_80", "sm_90", "compute_90"),
+            build_info=cuda_raw.build_info(),
+        ),
+    ),
     doc="Elementwise sum of two tensors of one shape and dtype.",
 )
 
