@@ -6,9 +6,9 @@ Importing this module loads no GPU library; the first access to a CUDA type does
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from .facade import lazy_names
 from .identity import CudaDeviceId, CudaDeviceUuid
 from .provider.session import ExecSession, exec_session_of
 
@@ -17,8 +17,6 @@ _LAZY = {
     "CudaExecSession": "tenferro_host_cuda",
     "CudaDeviceInfo": "tenferro_host_cuda",
     "copy_from_same_device": "tenferro_host_cuda",
-    "copy_from_peer": "tenferro_host_cuda",
-    "can_access_peer": "tenferro_host_cuda",
     "raw": "tenferro_host_cuda",
 }
 
@@ -28,15 +26,6 @@ def exec_session(session: Any) -> ExecSession | None:
     return exec_session_of(session, "cuda")
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tenferro_host.cuda' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
-
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = ["CudaDeviceId", "CudaDeviceUuid", "exec_session", *_LAZY]

@@ -6,9 +6,9 @@ WGSL surface and no CUDA-like module or pointer API.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from .facade import lazy_names
 from .provider.session import ExecSession, exec_session_of
 
 _LAZY = {
@@ -24,15 +24,6 @@ def exec_session(session: Any) -> ExecSession | None:
     return exec_session_of(session, "webgpu")
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tenferro_host.webgpu' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
-
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = ["exec_session", *_LAZY]

@@ -1,0 +1,31 @@
+"""Lazy facade support (PEP 562): public names that resolve from a provider plugin on first use.
+
+A facade module (``tenferro_host.cuda``, ``tenferro_host.webgpu``) imports no GPU library; the
+provider package is imported only when one of its names is first read.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_names(
+    facade: str, names: Mapping[str, str], own: Mapping[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``__getattr__`` and ``__dir__`` for ``facade``: each of ``names`` maps to its module."""
+
+    def __getattr__(name: str) -> Any:
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {facade!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module), name)
+
+    def __dir__() -> list[str]:
+        return sorted([*own, *names])
+
+    return __getattr__, __dir__
+
+
+__all__ = ["lazy_names"]
