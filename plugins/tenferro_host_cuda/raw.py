@@ -365,6 +365,16 @@ class RawSession(Session):
         base = getattr(t.storage, "ptr", 0)
         return TensorMut(self, t, base + t.offset * t.dtype.itemsize if base else 0, 0)
 
+    def tensor_strided_mut(self, t: Tensor) -> TensorMut:
+        """Exclusive borrow of any view; pointer to storage element 0, layout in the ref.
+
+        The write counterpart of ``tensor_strided``: the kernel takes offset, shape and strides
+        explicitly, and the borrow conflicts with every other borrow of the storage.
+        """
+        t = self._resident(t, "t", compact=False)
+        self._borrow(t.storage, True, "t")
+        return TensorMut(self, t, getattr(t.storage, "ptr", 0), t.offset)
+
     def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
         """A fresh compact tensor of this runtime (stream-ordered, uninitialised)."""
         self._check()
