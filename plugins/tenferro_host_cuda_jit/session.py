@@ -17,11 +17,9 @@ The user API and the argument checks come from :class:`tenferro_host.kernel.laun
 * a storage is borrowed once per session: shared while only read, exclusively as soon as a kernel
   writes it (the shared borrow is dropped first, with the converted arguments and prepared
   launches holding its ref; plans prepare again on their next launch). Views of one
-  storage share that borrow, each with its own offset, shape and strides, so aliased views work.
-  A written array needs an exclusive borrow, which the raw seam gives only for a compact view
-  (``tensor_mut``, pointing at its first element): a non-compact written array raises
-  ``InvalidLayoutError`` naming ``canonicalize``, and a view of a written storage that starts
-  before the written view raises ``AliasingError``.
+  storage share that borrow (``tensor_strided`` / ``tensor_strided_mut``: the pointer is storage
+  element 0), each with its own offset, shape and strides, so any layout may be read or written
+  and aliased views work as on the other targets.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from typing import Any, ClassVar
 
 from tenferro_host import Tensor
 from tenferro_host.cuda import raw
-from tenferro_host.errors import AliasingError, InvalidLayoutError, TenferroError
+from tenferro_host.errors import TenferroError
 from tenferro_host.kernel import Kernel, Specialization
 from tenferro_host.kernel.launch import Grid, JitBinding, JitLaunch, JitSession, convert_scalar
 from tenferro_host.provider import ExecSession, require_resident
@@ -49,13 +47,12 @@ _NOT_CONVERTED = (False, ())
 
 
 class _Borrow:
-    """The session's one borrow of a storage; the ref points at storage element ``base``."""
+    """The session's one borrow of a storage; the ref points at storage element 0."""
 
-    __slots__ = ("base", "exclusive", "ref")
+    __slots__ = ("exclusive", "ref")
 
-    def __init__(self, ref: Any, base: int, exclusive: bool) -> None:
+    def __init__(self, ref: Any, exclusive: bool) -> None:
         self.ref = ref
-        self.base = base
         self.exclusive = exclusive
 
 
@@ -243,7 +240,7 @@ class CudaJitSession(JitSession):
         chunks = self._chunks
         for i, name in plan.written:  # (no local may hold a chunk here: an upgrade drops them)
             if not chunks.get(values[i], _NOT_CONVERTED)[0]:
-                self._borrow_exclusive(name, self._tensor(name, values[i]))
+                self._borrow_exclusive(self._tensor(name, values[i]))
         packed: list[Any] = []
         for i, name, dtype, scalar in plan.slots:
             value = values[i]
@@ -267,32 +264,19 @@ class CudaJitSession(JitSession):
         t = self._tensor(name, value)
         borrow = self._borrows.get(t.storage)
         if borrow is None:
-            borrow = self._borrows[t.storage] = _Borrow(self._rs.tensor_strided(t), 0, False)
-        relative = t.offset - borrow.base
-        if relative < 0:
-            raise AliasingError(
-                f"kernel argument {name!r} starts at element {t.offset} of a storage whose "
-                f"written view starts at element {borrow.base}; on CUDA views of a written "
-                "storage must not start before the written view: launch them in separate "
-                "sessions or write into a fresh tensor", argument=name, op=self.op)
-        chunk = (borrow.ref, raw.u64(relative), raw.u32(t.numel), *map(raw.u32, t.shape),
+            borrow = self._borrows[t.storage] = _Borrow(self._rs.tensor_strided(t), False)
+        chunk = (borrow.ref, raw.u64(t.offset), raw.u32(t.numel), *map(raw.u32, t.shape),
                  *map(raw.u32, t.strides))
         if len(self._chunks) >= MAX_CHUNKS:
             self._chunks.clear()
         self._chunks[value] = (borrow.exclusive, chunk)
         return chunk
 
-    def _borrow_exclusive(self, name: str, t: Tensor) -> None:
+    def _borrow_exclusive(self, t: Tensor) -> None:
         """Make the session's borrow of ``t``'s storage exclusive (``t`` is written)."""
         held = self._borrows.get(t.storage)
         if held is not None and held.exclusive:
             return
-        if not t.is_compact():
-            raise InvalidLayoutError(
-                f"kernel argument {name!r} is written but is a non-compact view (shape "
-                f"{t.shape}, strides {t.strides}); on CUDA a written array must be compact: "
-                "write into a compact tensor (js.alloc_output or backend.canonicalize(t)) and "
-                "copy back if needed", argument=name, op=self.op)
         if held is not None:
             # Shared -> exclusive: the raw seam refuses both at once. Drop the shared ref with
             # everything holding it: converted arguments and prepared launches (plans prepare
@@ -303,7 +287,7 @@ class CudaJitSession(JitSession):
             self._replays.clear()
             for plan in self._plans.values():
                 plan.prepared = plan.current = None
-        self._borrows[t.storage] = _Borrow(self._rs.tensor_mut(t), t.offset, exclusive=True)
+        self._borrows[t.storage] = _Borrow(self._rs.tensor_strided_mut(t), True)
 
 
 def _kind(value: Any) -> Any:

@@ -1,6 +1,6 @@
 """A CPU double of the raw CUDA seam, so the CUDA JIT session runs on machines without a GPU.
 
-It has the raw session methods the JIT session uses (``tensor_strided``, ``tensor_mut``,
+It has the raw session methods the JIT session uses (``tensor_strided``, ``tensor_strided_mut``,
 ``compile_nvrtc``, ``resource``, ``prepare`` -> ``launch(args=...)``) with the seam's borrow
 rules (an exclusive borrow conflicts with any other borrow of the storage; a ref's borrow ends
 with the ref). A launch decodes the packed arguments with the generated kernel's ABI
@@ -24,7 +24,7 @@ from tenferro_host_cuda_jit.codegen import CudaKernelSource, kernel_abi
 
 from tenferro_host import Tensor
 from tenferro_host.cuda import raw
-from tenferro_host.errors import AliasingError, InvalidLayoutError
+from tenferro_host.errors import AliasingError
 from tenferro_host.kernel import Specialization
 from tenferro_host.kernel.interpreter import ArrayArg, run
 from tenferro_host.provider import BackendSession, ExecSession, Session
@@ -104,12 +104,10 @@ class FakeRawSession(Session):
         self.borrow(t, False)
         return FakeRef(self, t, 0, False)
 
-    def tensor_mut(self, t: Tensor) -> FakeRef:
+    def tensor_strided_mut(self, t: Tensor) -> FakeRef:
         self._check()
-        if not t.is_compact():
-            raise InvalidLayoutError("tensor_mut needs a compact tensor", argument="t")
         self.borrow(t, True)
-        return FakeRef(self, t, t.offset, True)
+        return FakeRef(self, t, 0, True)
 
     def compile_nvrtc(self, source: str) -> FakeModule:
         self._check()

@@ -85,6 +85,15 @@ def test_offset_and_step_views_are_read_with_their_layout(
     assert_same(target, kernels.add, blocks(n, 64), 64, out, x, x)
 
 
+def test_aliased_views_of_one_storage(target: Target) -> None:
+    storage = np.arange(20, dtype=np.float32)
+    out = View(storage, 0, (10,), (2,))  # even elements, written: not compact
+    lhs = View(storage, 1, (10,), (2,))  # odd elements of the same storage, read
+    assert_same(target, kernels.add, 1, 16, out, lhs, lhs)
+    inplace = View(storage, 0, (20,), (1,))
+    assert_same(target, kernels.add, 1, 32, inplace, inplace, inplace)
+
+
 # ---------------------------------------------------------------- construct_kernels.py
 
 
