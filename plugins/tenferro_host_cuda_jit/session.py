@@ -33,7 +33,7 @@ from tenferro_host.kernel import Kernel, Specialization
 from tenferro_host.kernel.launch import Grid, JitBinding, JitLaunch, JitSession, convert_scalar
 from tenferro_host.provider import ExecSession, require_resident
 
-from .codegen import generate, kernel_abi
+from .codegen import generate, kernel_abi, kernel_symbol
 
 #: Plans (prepared launches) one session keeps; more are dropped all at once.
 MAX_PLANS = 256
@@ -218,21 +218,12 @@ class CudaJitSession(JitSession):
         return packed
 
     def _function(self, spec: Specialization) -> Any:
-        """The compiled kernel of ``spec`` from the runtime's bounded resource cache.
-
-        Keyed by the specialization object, which the entry keeps alive (so its id cannot be
-        reused while the entry exists): hashing the IR on each lookup would cost more.
-        """
-        def compile_spec() -> tuple[Specialization, Any, int]:
-            source = generate(spec)
-            module = self._rs.compile_nvrtc(source.source)
-            return spec, module.function(source.symbol), int(module.nbytes)
-
-        key = ("tenferro_host_cuda_jit", id(spec))
-        entry = self._rs.resource(key, compile_spec, None)
-        if entry[0] is not spec:  # pragma: no cover - guarded by the keep-alive above
-            raise AssertionError("specialization cache key reused")
-        return entry[1]
+        """The compiled kernel of ``spec``; its module is cached per runtime (``rs.resource``,
+        bounded, counted by image size) under the specialization key, which names the kernel,
+        argument types, constants, target and device arch."""
+        module = self._rs.resource(("tenferro_host_cuda_jit", spec.key),
+                                   lambda: self._rs.compile_nvrtc(generate(spec).source))
+        return module.function(kernel_symbol(spec))
 
     # -- arguments --------------------------------------------------------------------------------
     def _pack(self, plan: _Plan, values: tuple[Any, ...]) -> list[Any]:
