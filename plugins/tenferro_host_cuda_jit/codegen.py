@@ -301,7 +301,11 @@ class _Emitter:
             if e.op in _ARITH_C:
                 code = f"({a} {_ARITH_C[e.op]} {b})"
             elif e.op == "floordiv":
-                code = f"{self.fn('trunc', t)}({a} / {b})"
+                # the quotient is rounded to t before truncation, as numpy's float16 does
+                quotient = f"({a} / {b})"
+                if t is dtypes.float16:
+                    quotient = f"tf_h2f({self.narrow(quotient, t)})"
+                code = f"{self.fn('trunc', t)}({quotient})"
             elif e.op == "mod":
                 code = f"{self.fn('fmod', t)}({a}, {b})"
             else:

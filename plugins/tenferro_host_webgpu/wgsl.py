@@ -251,6 +251,10 @@ class _Emitter:
         a, b = self.expr(e.lhs), self.expr(e.rhs)
         if e.op == "pow":
             return f"pow({a}, {b})"
+        if e.op == "mod" and e.type.name == "int32":
+            # a - (a / b) * b: NVIDIA's Vulkan driver computed i32 `%` of a negative dividend
+            # as an unsigned remainder (seen on an H200, wgpu 0.32); `/` truncates correctly
+            return f"({a} - ({a} / {b}) * {b})"
         text = f"({a} {_BINARY[e.op]} {b})"
         if e.op == "floordiv" and e.type.is_float:
             return f"trunc{text}"
