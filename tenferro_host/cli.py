@@ -110,7 +110,9 @@ def caps_report(host: Host) -> dict[str, Any]:
 
 # -- rendering for people ----------------------------------------------------------------------
 #: Flexible columns share the terminal width in these ratios; the others fit their content.
-_RATIOS = {"reason": 3, "error": 3, "devices": 2, "capabilities": 2, "variants": 2}
+_RATIOS = {
+    "reason": 3, "error": 3, "devices": 2, "capabilities": 2, "variants": 2, "kernels": 3,
+}
 
 
 def _table(title: str, columns: Sequence[str], rows: list[list[Any]]) -> Table:
@@ -149,8 +151,8 @@ def _plugins_table(plugins: list[dict[str, Any]]) -> Table:
 def _ops_table(ops: list[dict[str, Any]]) -> Table:
     rows = []
     for o in ops:
-        variants = ", ".join(f"{k}: {v}" for k, v in o["variants"].items())
-        kernels = "; ".join(k["summary"] for k in o.get("kernels", ()))
+        variants = "\n".join(f"{k}: {v}" for k, v in o["variants"].items())
+        kernels = "\n".join(k["summary"] for k in o.get("kernels", ()))
         rows.append([o["name"], o["dist"], o["status"], variants, kernels])
     return _table("Operations", ["name", "distribution", "status", "variants", "kernels"], rows)
 
