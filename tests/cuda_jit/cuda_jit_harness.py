@@ -19,14 +19,14 @@ import pytest
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
-from tenferro_host.tensor import Tensor
 
 TESTS = Path(__file__).parent.parent
 for _d in ("kernel", "webgpu"):
     if str(TESTS / _d) not in sys.path:
         sys.path.insert(0, str(TESTS / _d))
 
-from harness import View, on_interpreter  # noqa: E402  (tests/webgpu/harness.py)
+import harness  # noqa: E402  (tests/webgpu/harness.py)
+from harness import View  # noqa: E402
 from jit_fake_raw import FakeRuntimeState, fake_cuda_jit  # noqa: E402
 
 OP = "tests.cuda_jit"
@@ -75,33 +75,14 @@ class Target:
 def on_target(target: Target, kernel: K.Kernel, count: Any, dim: Any, *args: Any,
               **consts: Any) -> list[np.ndarray]:
     """Upload the distinct storages, launch once with views of them, download them."""
-    storages: list[np.ndarray] = []
-    for a in args:
-        if isinstance(a, View) and not any(a.storage is s for s in storages):
-            storages.append(a.storage)
-    tensors = [target.rt.upload(s) for s in storages]
-    converted: list[Any] = []
-    for a in args:
-        if isinstance(a, View):
-            base = tensors[next(i for i, s in enumerate(storages) if s is a.storage)]
-            converted.append(Tensor(base.storage, base.dtype, a.shape, a.strides, a.offset))
-        else:
-            converted.append(a)
-    with target.jit() as js:
-        js.launch(kernel, count, dim, *converted, **consts)
-    return [t.download() for t in tensors]
+    return harness.on_target(target.rt, target.jit, kernel, count, dim, *args, **consts)
 
 
 def assert_same(target: Target, kernel: K.Kernel, count: Any, dim: Any, *args: Any,
                 rtol: float = 0.0, atol: float = 0.0, **consts: Any) -> None:
     """The launch leaves the same storages on ``target`` as on the interpreter."""
-    expected = on_interpreter(kernel, count, dim, *args, **consts)
-    got = on_target(target, kernel, count, dim, *args, **consts)
-    for e, g in zip(expected, got, strict=True):
-        if rtol or atol:
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
-        else:
-            np.testing.assert_array_equal(g, e)
+    harness.assert_same_on(target.rt, target.jit, kernel, count, dim, *args, rtol=rtol,
+                           atol=atol, **consts)
 
 
 __all__ = ["OP", "TARGETS", "Target", "View", "assert_same", "cuda_runtime", "on_target",

@@ -7,6 +7,8 @@ start from copies of the same storages; the results are the storages after the l
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,9 +74,10 @@ def on_interpreter(kernel: K.Kernel, count: Any, dim: Any, *args: Any, **consts:
     return copies
 
 
-def on_webgpu(
-    rt: Any, kernel: K.Kernel, count: Any, dim: Any, *args: Any, **consts: Any
-) -> list[np.ndarray]:
+def on_target(rt: Any, jit: Callable[[], Any], kernel: K.Kernel, count: Any, dim: Any,
+              *args: Any, **consts: Any) -> list[np.ndarray]:
+    """Upload the distinct storages to ``rt``, launch once inside ``jit()`` with views of them,
+    download them."""
     storages = _storages(args)
     tensors = [rt.upload(s) for s in storages]
     converted: list[Any] = []
@@ -84,9 +87,28 @@ def on_webgpu(
             converted.append(Tensor(base.storage, base.dtype, a.shape, a.strides, a.offset))
         else:
             converted.append(a)
-    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.webgpu") as js:
+    with jit() as js:
         js.launch(kernel, count, dim, *converted, **consts)
     return [t.download() for t in tensors]
+
+
+def assert_same_on(rt: Any, jit: Callable[[], Any], kernel: K.Kernel, count: Any, dim: Any,
+                   *args: Any, rtol: float = 0.0, atol: float = 0.0, **consts: Any) -> None:
+    """The launch leaves the same storages on ``rt`` (inside ``jit()``) as on the interpreter."""
+    expected = on_interpreter(kernel, count, dim, *args, **consts)
+    got = on_target(rt, jit, kernel, count, dim, *args, **consts)
+    for e, g in zip(expected, got, strict=True):
+        if rtol or atol:
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, e)
+
+
+@contextmanager
+def webgpu_jit(rt: Any, op: str = "tests.webgpu") -> Iterator[Any]:
+    """A WebGPU JIT session on ``rt`` (its backend session around it)."""
+    with rt.session() as s, tf.webgpu.exec_session(s).jit(op) as js:
+        yield js
 
 
 def _grid(value: Any) -> tuple[int, int, int]:
@@ -95,15 +117,8 @@ def _grid(value: Any) -> tuple[int, int, int]:
     return (padded[0], padded[1], padded[2])
 
 
-def assert_same(
-    rt: Any, kernel: K.Kernel, count: Any, dim: Any, *args: Any, rtol: float = 0.0,
-    atol: float = 0.0, **consts: Any
-) -> None:
+def assert_same(rt: Any, kernel: K.Kernel, count: Any, dim: Any, *args: Any, rtol: float = 0.0,
+                atol: float = 0.0, **consts: Any) -> None:
     """The launch gives the same storages on WebGPU as on the interpreter."""
-    expected = on_interpreter(kernel, count, dim, *args, **consts)
-    got = on_webgpu(rt, kernel, count, dim, *args, **consts)
-    for e, g in zip(expected, got, strict=True):
-        if rtol or atol:
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
-        else:
-            np.testing.assert_array_equal(g, e)
+    assert_same_on(rt, lambda: webgpu_jit(rt), kernel, count, dim, *args, rtol=rtol, atol=atol,
+                   **consts)
