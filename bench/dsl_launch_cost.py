@@ -17,12 +17,9 @@ the target is DSL <= 1.2x the raw PreparedLaunch.
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
 import sys
-import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +29,9 @@ import tenferro_host as tf
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
 from tenferro_host.cuda import raw
+
+sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
+from launch_timing import arguments, interleaved_medians, write_json  # noqa: E402
 
 N = 1024
 BLOCK = 256
@@ -52,15 +52,6 @@ extern "C" __global__ void add_kernel(float* out, const float* lhs, const float*
     if (i < n) out[i] = lhs[i] + rhs[i];
 }
 """
-
-
-def per_launch_us(fn: Callable[[], None], batch: int, sync: Callable[[], None]) -> float:
-    t0 = time.perf_counter()
-    for _ in range(batch):
-        fn()
-    t1 = time.perf_counter()
-    sync()
-    return (t1 - t0) / batch * 1e6
 
 
 def raw_args(rs: Any, spec: Any, out: Any, lhs: Any, rhs: Any) -> list[Any]:
@@ -113,11 +104,7 @@ def cupy_sync() -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=60)
-    parser.add_argument("--batch", type=int, default=200)
-    parser.add_argument("--json", help="also write the results to this file")
-    opts = parser.parse_args()
+    opts = arguments(__doc__)
 
     rt = tf.Host().backend("cuda")
     lhs = rt.upload(np.ones(N, np.float32))
@@ -125,7 +112,6 @@ def main() -> int:
     spec = add.specialize([K.ArrayDesc(dtypes.float32, 1)] * 3, {}, "cuda",
                           (rt.device_info.arch,))
     source = generate(spec)
-    results: dict[str, list[float]] = {}
     with rt.session() as s:
         ex = tf.cuda.exec_session(s)
         with ex.jit("bench.dsl_launch_cost") as js, ex.raw("bench.dsl_launch_cost") as rs:
@@ -156,18 +142,13 @@ def main() -> int:
                 "DSL js.launch, alternating outputs": dsl_alternating,
                 **cupy_variants(np.int32(N)),
             }
-            for fn in variants.values():  # warm-up
-                per_launch_us(fn, opts.batch, sync)
             syncs = rt.stats()["synchronizations"]
-            for _ in range(opts.rounds):
-                for name, fn in variants.items():
-                    results.setdefault(name, []).append(per_launch_us(fn, opts.batch, sync))
-            syncs = rt.stats()["synchronizations"] - syncs
+            medians = interleaved_medians(variants, opts.rounds, opts.batch, sync)
+            syncs = rt.stats()["synchronizations"] - syncs - len(variants)  # minus the warm-up
         expected = np.full(N, 2, np.float32)
         for t in (out1, out2, raw_out):
             np.testing.assert_array_equal(t.download(), expected)
 
-    medians = {k: statistics.median(v) for k, v in results.items()}
     raw_plain = medians["raw PreparedLaunch.launch()"]
     raw_swap = medians["raw PreparedLaunch.launch(args=...)"]
     same = medians["DSL js.launch, same arguments"]
@@ -189,9 +170,7 @@ def main() -> int:
         print(f"  {name:44s} {ratio:9.2f}x")
     print(f"  synchronizations per round: {syncs / opts.rounds:.0f} (the {len(medians)} "
           "timed batches' own waits, outside the timing; none inside the launches)")
-    if opts.json:
-        with open(opts.json, "w") as fh:
-            json.dump({"medians_us": medians, "ratios": ratios}, fh, indent=2)
+    write_json(opts.json, medians, ratios)
     return 0
 
 

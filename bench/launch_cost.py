@@ -11,17 +11,17 @@ the raw seam promises: ``PreparedLaunch.launch()`` <= 1.1x and ``rs.launch(fn, c
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
 import sys
-import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 import tenferro_host as tf
 from tenferro_host.cuda import raw
+
+sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
+from launch_timing import arguments, interleaved_medians, write_json  # noqa: E402
 
 SOURCE = r"""
 extern "C" __global__ void empty_kernel() {}
@@ -34,21 +34,8 @@ N = 1024
 BLOCK = 256
 
 
-def per_launch_us(fn: Callable[[], None], batch: int, sync: Callable[[], None]) -> float:
-    t0 = time.perf_counter()
-    for _ in range(batch):
-        fn()
-    t1 = time.perf_counter()
-    sync()
-    return (t1 - t0) / batch * 1e6
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=60)
-    parser.add_argument("--batch", type=int, default=200)
-    parser.add_argument("--json", help="also write the results to this file")
-    opts = parser.parse_args()
+    opts = arguments(__doc__)
 
     import cupy
     from cuda.bindings import driver
@@ -76,7 +63,6 @@ def main() -> int:
     cout = cupy.empty(N, cupy.float32)
     n32 = np.int32(N)
 
-    results: dict[str, list[float]] = {}
     with rt.session() as s, tf.cuda.exec_session(s).raw("bench.launch_cost") as rs:
         module = rs.compile_nvrtc(SOURCE)
         f_empty, f_add = module.function("empty_kernel"), module.function("add_kernel")
@@ -106,14 +92,9 @@ def main() -> int:
             "add/tenferro prepared.launch()": p_add.launch,
             "add/tenferro rs.launch": lambda: rs.launch(f_add, cfgn, add_args),
         }
-        for fn in variants.values():  # warm-up
-            per_launch_us(fn, opts.batch, sync_all)
-        for _ in range(opts.rounds):
-            for name, fn in variants.items():
-                results.setdefault(name, []).append(per_launch_us(fn, opts.batch, sync_all))
+        medians = interleaved_medians(variants, opts.rounds, opts.batch, sync_all)
         rs.synchronize()
         syncs_in_bench = rt.stats()["synchronizations"]
-    medians = {k: statistics.median(v) for k, v in results.items()}
     ratios = {}
     for kernel in ("empty", "add"):
         base = medians[f"{kernel}/cuda.core launch"]
@@ -128,9 +109,7 @@ def main() -> int:
     for name, ratio in ratios.items():
         print(f"  {name:36s} {ratio:7.2f}x")
     print(f"  synchronizations counted by the runtime: {syncs_in_bench}")
-    if opts.json:
-        with open(opts.json, "w") as fh:
-            json.dump({"medians_us": medians, "ratios": ratios}, fh, indent=2)
+    write_json(opts.json, medians, ratios)
     return 0
 
 
