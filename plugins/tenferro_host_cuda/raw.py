@@ -333,13 +333,14 @@ class RawSession(Session):
         else:
             self._borrows[storage] = held - 1
 
-    def _resident(self, t: Any, argument: str, compact: bool) -> Tensor:
+    def _resident(self, t: Any, argument: str, compact: bool, write: bool = False) -> Tensor:
         self._check()
         t = require_resident(self.runtime, t, argument=argument, op=self.op)
         if compact and not t.is_compact():
+            strided = "rs.tensor_strided_mut(t)" if write else "rs.tensor_strided(t)"
             raise InvalidLayoutError(
                 f"{argument} is a non-compact view (shape {t.shape}, strides {t.strides}); use "
-                "rs.tensor_strided(t) and pass offset/shape/strides to the kernel, or make a "
+                f"{strided} and pass offset/shape/strides to the kernel, or make a "
                 "compact copy with backend.canonicalize(t)",
                 argument=argument, op=self.op,
             )
@@ -360,7 +361,7 @@ class RawSession(Session):
 
     def tensor_mut(self, t: Tensor) -> TensorMut:
         """Exclusive borrow of a compact tensor (``AliasingError`` on any other borrow)."""
-        t = self._resident(t, "t", compact=True)
+        t = self._resident(t, "t", compact=True, write=True)
         self._borrow(t.storage, True, "t")
         base = getattr(t.storage, "ptr", 0)
         return TensorMut(self, t, base + t.offset * t.dtype.itemsize if base else 0, 0)

@@ -270,8 +270,10 @@ def test_non_compact_view_and_strided_kernel(rt):
     view = t[1:4, ::2].T  # shape (4, 3), non-compact, offset 1
     expected = x[1:4, ::2].T
     with raw_session(rt) as (_, rs):
-        with pytest.raises(tf.InvalidLayoutError, match="tensor_strided"):
+        with pytest.raises(tf.InvalidLayoutError, match=r"rs\.tensor_strided\(t\)"):
             rs.tensor(view)
+        with pytest.raises(tf.InvalidLayoutError, match=r"rs\.tensor_strided_mut\(t\)"):
+            rs.tensor_mut(view)
         ref = rs.tensor_strided(view)
         assert (ref.offset, ref.shape, ref.strides) == (view.offset, view.shape, view.strides)
         fn = rs.compile_nvrtc(STRIDED_SRC).function("copy2d")
