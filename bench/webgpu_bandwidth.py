@@ -74,7 +74,7 @@ def measure(host: tf.Host, kind: str, n: int, launches: int, repeats: int) -> di
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log2-n", type=int, default=28, help="2^N float32 elements (28)")
-    parser.add_argument("--launches", type=int, default=10, help="launches per sample (10)")
+    parser.add_argument("--launches", type=int, default=50, help="launches per sample (50)")
     parser.add_argument("--repeats", type=int, default=10, help="samples per backend (10)")
     parser.add_argument("--json", action="store_true", help="print one JSON document only")
     args = parser.parse_args(argv)
