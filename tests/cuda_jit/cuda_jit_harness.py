@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +20,12 @@ import tenferro_host as tf
 from tenferro_host import kernel as K
 
 TESTS = Path(__file__).parent.parent
-for _d in ("kernel", "webgpu"):
+for _d in ("cuda", "kernel", "webgpu"):
     if str(TESTS / _d) not in sys.path:
         sys.path.insert(0, str(TESTS / _d))
 
 import harness  # noqa: E402  (tests/webgpu/harness.py)
+from cuda_support import cuda_runtime, shared_host  # noqa: E402  (tests/cuda/)
 from harness import View  # noqa: E402
 from jit_fake_raw import FakeRuntimeState, fake_cuda_jit  # noqa: E402
 
@@ -35,19 +35,6 @@ TARGETS = [
     pytest.param("fake", id="fake-raw-on-cpu"),
     pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu, pytest.mark.cuda]),
 ]
-
-
-@cache
-def shared_host() -> tf.Host:
-    return tf.Host()
-
-
-def cuda_runtime() -> Any:
-    """The process's ``cuda:0`` runtime, or skip with the reason CUDA is unavailable."""
-    status = shared_host().backend_status("cuda")
-    if not status.available:
-        pytest.skip(f"no CUDA device: {status.reason}")
-    return shared_host().backend("cuda")
 
 
 class Target:

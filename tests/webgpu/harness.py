@@ -74,6 +74,16 @@ def on_interpreter(kernel: K.Kernel, count: Any, dim: Any, *args: Any, **consts:
     return copies
 
 
+def rand(rng: np.random.Generator, n: int, dtype: str, low: float = -8, high: float = 8) -> Any:
+    """``n`` random values of ``dtype`` in [low, high] (bools: fair coin; unsigned: from 0)."""
+    if dtype == "bool":
+        return rng.random(n) < 0.5
+    if np.dtype(dtype).kind == "f":
+        return rng.uniform(low, high, n).astype(dtype)
+    lo = 0 if np.dtype(dtype).kind == "u" else int(low)
+    return rng.integers(lo, int(high) + 1, n).astype(dtype)
+
+
 def on_target(rt: Any, jit: Callable[[], Any], kernel: K.Kernel, count: Any, dim: Any,
               *args: Any, **consts: Any) -> list[np.ndarray]:
     """Upload the distinct storages to ``rt``, launch once inside ``jit()`` with views of them,

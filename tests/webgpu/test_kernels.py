@@ -15,22 +15,13 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "kernel"))
 
 import kernels  # noqa: E402  (tests/kernel/kernels.py: the DSL helper's test kernels)
 import wgpu_kernels as wk  # noqa: E402
-from harness import View, assert_same  # noqa: E402
+from harness import View, assert_same, rand  # noqa: E402
 
 SETTINGS = settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 sizes = st.one_of(st.sampled_from([0, 1, 2, 3, 7, 255, 256, 257, 1023]), st.integers(0, 3000))
 dims = st.sampled_from([1, 3, 32, 64, 256])
-
-
-def rand(rng: np.random.Generator, n: int, dtype: str, low: float = -8, high: float = 8) -> Any:
-    if dtype == "bool":
-        return rng.random(n) < 0.5
-    if np.dtype(dtype).kind == "f":
-        return rng.uniform(low, high, n).astype(dtype)
-    lo = 0 if np.dtype(dtype).kind == "u" else int(low)
-    return rng.integers(lo, int(high) + 1, n).astype(dtype)
 
 
 def blocks(n: int, dim: int) -> int:
