@@ -107,6 +107,17 @@ def _ok(result: tuple[Any, ...], what: str) -> Any:
     return result[1] if len(result) == 2 else None
 
 
+def _read(getter: Any, prog: Any, size: int) -> bytes:
+    """Let NVRTC fill a fresh writable buffer of ``size`` bytes and return an immutable copy.
+
+    Never hand NVRTC a ``bytes`` object to write into: ``b" " * 1`` is CPython's one shared
+    one-byte object, and writing into it corrupts every later one-byte ``b" "`` in the process.
+    """
+    buf = bytearray(max(int(size), 1))
+    _ok(getter(prog, buf), getter.__name__)
+    return bytes(buf)
+
+
 def parse_log(log: str) -> tuple[int | None, int | None]:
     """Line and column of the first error in an NVRTC log (column from the caret line)."""
     m = _ERROR_AT.search(log)
@@ -150,9 +161,7 @@ def compile_source(
         encoded = [f.encode() for f in flags]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
         size = _ok(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-        buf = b" " * size
-        _ok(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
-        log = buf.rstrip(b"\0").decode(errors="replace")
+        log = _read(nvrtc.nvrtcGetProgramLog, prog, size).rstrip(b"\0").decode(errors="replace")
         if int(err) != 0:
             line, column = parse_log(log)
             first = next((ln for ln in log.splitlines() if "error" in ln), log.strip()[:200])
@@ -171,14 +180,10 @@ def compile_source(
             lowered[expr] = low.decode() if isinstance(low, bytes) else str(low)
         if is_ptx:
             size = _ok(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-            out = b" " * size
-            _ok(nvrtc.nvrtcGetPTX(prog, out), "nvrtcGetPTX")
-            data = out.rstrip(b"\0")
+            data = _read(nvrtc.nvrtcGetPTX, prog, size).rstrip(b"\0")
         else:
             size = _ok(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-            out = b" " * size
-            _ok(nvrtc.nvrtcGetCUBIN(prog, out), "nvrtcGetCUBIN")
-            data = out
+            data = _read(nvrtc.nvrtcGetCUBIN, prog, size)
         return CompiledImage("ptx" if is_ptx else "cubin", data, arch, log, lowered)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
