@@ -316,6 +316,18 @@ class FakeDriver:
         dst_alloc.data[d_off : d_off + nbytes] = src_alloc.data[s_off : s_off + nbytes]
         return (SUCCESS,)
 
+    def cuMemcpyPeerAsync(
+        self, dst: Any, dst_ctx: Any, src: Any, src_ctx: Any, nbytes: int, stream: Any
+    ) -> tuple[Any]:
+        """Copies whatever the access (real drivers stage an ungranted copy through the host)."""
+        d, s = self._find(int(dst), nbytes), self._find(int(src), nbytes)
+        self._log("cuMemcpyPeerAsync", int(dst), int(src), nbytes, int(stream))
+        if d is None or s is None:
+            return (INVALID_VALUE,)
+        (dst_alloc, d_off), (src_alloc, s_off) = d, s
+        dst_alloc.data[d_off : d_off + nbytes] = src_alloc.data[s_off : s_off + nbytes]
+        return (SUCCESS,)
+
     # -- helpers for tests ----------
     def stream_of(self, runtime: Any) -> int:
         return int(runtime.stream_handle)

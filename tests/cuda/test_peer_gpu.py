@@ -12,6 +12,7 @@ import hashlib
 import re
 import threading
 import weakref
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,6 +165,15 @@ def run_in_threads(runtimes, contexts) -> None:
 
 def test_two_runtimes_of_one_gpu_in_two_threads(rt):
     run_in_threads([rt, rt.host.new_backend("cuda")], [None, None])
+
+
+def test_doc_blocks_run(rt):
+    doc = Path(__file__).resolve().parents[2] / "docs" / "multi-gpu.md"
+    blocks = re.findall(r"^```python\n(.*?)^```$", doc.read_text(), re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 2 and "copy_from_peer" in blocks[1]
+    namespace: dict[str, object] = {"__name__": "multi_gpu_doc"}
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"{doc.name}[python block {i}]", "exec"), namespace)  # noqa: S102
 
 
 # -- two GPUs -----------------------------------------------------------------------------------
