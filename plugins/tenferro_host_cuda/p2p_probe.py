@@ -109,9 +109,7 @@ def probe_pair(
             "reported success (writes dropped or misrouted)",
         )
     gbps = repeats * nbytes / seconds / 1e9
-    return result(
-        "verified", round(gbps, 1), f"checksum matched; {repeats} copies of {nbytes >> 20} MiB"
-    )
+    return result("verified", gbps, f"checksum matched; {repeats} copies of {nbytes / 2**20:g} MiB")
 
 
 def _copy_and_time(

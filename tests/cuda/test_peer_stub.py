@@ -428,3 +428,18 @@ def test_caps_probe_p2p_json_adds_a_p2p_list(install, monkeypatch):
     with redirect_stdout(out):
         assert cli.main(["caps", "--json"]) == 0
     assert "p2p" not in json.loads(out.getvalue())
+
+
+def test_caps_probe_p2p_with_one_gpu_says_there_is_no_pair(install, capsys):
+    install(1)
+    assert cli.main(["caps", "--probe-p2p", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["p2p"] == []
+    assert cli.main(["caps", "--probe-p2p"]) == 0
+    assert "1 CUDA device(s): no ordered device pairs to probe" in capsys.readouterr().out
+
+
+def test_caps_probe_p2p_without_cuda_says_why(install, capsys):
+    install(0)
+    assert cli.main(["caps", "--probe-p2p"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no device pairs to probe: CUDA is unavailable (the CUDA driver sees no device)" in out
