@@ -70,7 +70,8 @@ def stream_sync(rt: Any) -> Callable[[], None]:
 
 def same_device(host: tf.Host, nbytes: int, opts: argparse.Namespace) -> dict[str, float]:
     driver = drv()
-    src_rt, dst_rt = host.backend("cuda:0"), host.new_backend("cuda:0")
+    src_rt: Any = host.backend("cuda:0")
+    dst_rt: Any = host.new_backend("cuda:0")
     src = src_rt.upload(np.ones(nbytes // 4, np.float32))
     buf = dst_rt.empty(tf.float32, (nbytes // 4,))
     src_ptr, buf_ptr = src.storage.ptr, buf.storage.ptr
@@ -99,7 +100,8 @@ def peer(host: tf.Host, nbytes: int, opts: argparse.Namespace) -> dict[str, floa
         return f"skipped: {count} CUDA device(s), the peer rows need two"
     if not tf.cuda.can_access_peer(1, 0):
         return "skipped: cuda:1 cannot access cuda:0 (copy_from_peer raises PeerAccessError)"
-    src_rt, dst_rt = host.new_backend("cuda:0"), host.new_backend("cuda:1")
+    src_rt: Any = host.new_backend("cuda:0")
+    dst_rt: Any = host.new_backend("cuda:1")
     src = src_rt.upload(np.ones(nbytes // 4, np.float32))
     buf = dst_rt.empty(tf.float32, (nbytes // 4,))
     src_ptr, buf_ptr = src.storage.ptr, buf.storage.ptr
@@ -139,7 +141,7 @@ def main() -> int:
         ratios["peer: copy_from_peer / cuMemcpyPeerAsync"] = (
             gbps["peer/copy_from_peer"] / gbps["peer/cuMemcpyPeerAsync (access granted)"]
         )
-    rt = host.backend("cuda:0")
+    rt: Any = host.backend("cuda:0")
     print(
         f"copies of {opts.mib} MiB, median GB/s of {opts.rounds} rounds x {opts.batch} "
         f"({rt.device_info.name}, python {sys.version.split()[0]})"
