@@ -13,7 +13,8 @@ from .driver import check, drv
 
 @dataclass(frozen=True)
 class CudaDeviceInfo:
-    """Identity, limits and versions of one CUDA device (limits used by the launch checks)."""
+    """Identity, limits, versions and placement (PCI bus id, closest host NUMA node) of one
+    CUDA device (limits used by the launch checks)."""
 
     ordinal: CudaDeviceId
     uuid: CudaDeviceUuid
