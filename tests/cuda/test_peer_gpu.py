@@ -186,6 +186,8 @@ def test_peer_copy_grants_access_and_moves_no_host_bytes(two):
     for src, dst in ((r0, r1), (r1, r0)):
         err, direct = d.cuDeviceCanAccessPeer(d.CUdevice(dst.index), d.CUdevice(src.index))
         assert tf.cuda.can_access_peer(dst, src) is bool(direct)  # each direction asked
+        if direct:
+            assert dst.capabilities()[tf.ExtensionCapability.PEER_COPY]
         x = np.random.default_rng(src.index).standard_normal((1000, 513)).astype(np.float32)
         t = src.upload(x)
         assert peer.pool_access(src, dst) == "none" and peer.granted(src) == frozenset()
