@@ -169,14 +169,41 @@ def _emit(args: argparse.Namespace, data: Any, *tables: Table) -> None:
 # -- commands ------------------------------------------------------------------------------------
 def cmd_caps(host: Host, args: argparse.Namespace) -> int:
     report = caps_report(host)
-    _emit(
-        args,
-        report,
+    tables = [
         _backends_table(report["backends"]),
         _plugins_table(report["plugins"]),
         _ops_table(ops_report(host, kernels=True)),
-    )
+    ]
+    if args.probe_p2p:
+        report["p2p"], summary = p2p_report(host)
+        tables.append(_p2p_table(report["p2p"], summary))
+    _emit(args, report, *tables)
     return 0
+
+
+def p2p_report(host: Host) -> tuple[list[dict[str, Any]], str]:
+    """``caps --probe-p2p``: every ordered CUDA device pair probed with a checksummed copy and
+    a bandwidth sample (``verified | unsupported | failed``), and a one-line summary."""
+    status = host.backend_status("cuda")
+    if not status.available:
+        return [], f"no device pairs to probe: CUDA is unavailable ({status.reason})"
+    from . import cuda
+
+    probes, summary = cuda.probe_p2p(host)
+    return [p.as_dict() for p in probes], summary
+
+
+def _p2p_table(pairs: list[dict[str, Any]], summary: str) -> Table:
+    rows = [
+        [f"cuda:{p['dst']}", f"cuda:{p['src']}", p["status"],
+         "" if p["gbps"] is None else f"{p['gbps']:.1f}", p["link"].get("performance_rank"),
+         p["detail"]]
+        for p in pairs
+    ]
+    table = _table("Peer copies (dst reads src)",
+                   ["dst", "src", "status", "GB/s", "link rank", "reason"], rows)
+    table.caption, table.caption_justify = summary, "left"
+    return table
 
 
 def cmd_plugins(host: Host, args: argparse.Namespace) -> int:
@@ -320,9 +347,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="GPU tensor host: list backends, plugins and ops; run an op.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser(
+    caps = sub.add_parser(
         "caps", parents=[common], help="backends, devices, capabilities, plugins and ops"
-    ).set_defaults(func=cmd_caps)
+    )
+    caps.add_argument(
+        "--probe-p2p", action="store_true",
+        help="also copy between every ordered pair of CUDA devices: checksum and bandwidth "
+        "(JSON: a 'p2p' list)",
+    )
+    caps.set_defaults(func=cmd_caps)
     sub.add_parser("plugins", parents=[common], help="installed plugins").set_defaults(
         func=cmd_plugins
     )
@@ -368,6 +401,7 @@ __all__ = [
     "caps_report",
     "main",
     "ops_report",
+    "p2p_report",
     "parse_attr",
     "plugins_report",
     "shape_arg",
