@@ -6,9 +6,9 @@ compact on the device (``runtime.canonicalize``), never through the host.
 
 >>> import numpy as np, tenferro_host as tf
 >>> cpu = tf.Host().backend("cpu")
->>> t = cpu.upload(np.arange(6.0).reshape(2, 3))
+>>> t = cpu.upload(np.arange(6.0).reshape(2, 3))  # column-major storage: 0 3 1 4 2 5
 >>> reshaped(t, (3, 2)).download().tolist()
-[[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+[[0.0, 4.0], [3.0, 2.0], [1.0, 5.0]]
 """
 
 from __future__ import annotations
