@@ -6,10 +6,10 @@ transposed or copied (a non-compact input is made compact on the device first). 
 parameters match ``cupy.matmul``'s: f16 in and out with float32 accumulation and tensor-op
 algorithms, f32 with ``CUBLAS_COMPUTE_32F`` (no TF32), f64 and complex in their own
 precision. ``sum``, ``norm``, ``qr`` and ``svd`` run CuPy's routines on CuPy views of the
-refs and write into the op's outputs. None of them synchronizes the host, with one vendor
-exception the docs name: cuSOLVER's SVD (``gesvd``) may block the calling thread inside the
-library; CuPy skips its own ``devInfo`` checks (they would read the device) unless
-``cupyx.errstate(linalg="raise")`` is active, which makes every factorization wait.
+refs and write into the op's outputs. None of them synchronizes the host. The vendor
+libraries may: CuPy reads cuSOLVER's ``devInfo`` (a wait) only under
+``cupyx.errstate(linalg="raise")``, and a cuSOLVER routine may block inside the library — the
+docs say so and ``bench/linalg_bench.py`` counts, per op, the calls that blocked.
 """
 
 from __future__ import annotations
