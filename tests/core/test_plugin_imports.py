@@ -103,6 +103,9 @@ def test_linalg_package_loads_vendor_libraries_only_inside_calls():
                 names = [node.module or ""]
             else:
                 continue
-            eager += [f"{path.name}:{node.lineno}: {n}" for n in names
-                      if n.split(".")[0] in ("cupy", "cuda")]
+            eager += [
+                f"{path.name}:{node.lineno}: {n}"
+                for n in names
+                if n.split(".")[0] in ("cupy", "cuda")
+            ]
     assert not eager, "module-level GPU imports in tenferro_host_linalg:\n" + "\n".join(eager)
