@@ -78,6 +78,14 @@ def _sum_shape(x: tuple[int, ...], axis: Any = None) -> tuple[int, ...]:
     return tuple(d for i, d in enumerate(x) if i not in axes)
 
 
+#: What the factorizations' docs say about waits inside the vendor library.
+_SOLVER_WAITS = (
+    "On CUDA (cuSOLVER through CuPy) the host never waits, but cuSOLVER may block inside the "
+    "library, and cupyx.errstate(linalg='raise') makes CuPy read devInfo (a wait) after each "
+    "call; bench/linalg_bench.py counts the calls that blocked."
+)
+
+
 def _thin(a: tuple[int, ...]) -> int:
     return min(a[0], a[1])
 
@@ -157,7 +165,7 @@ QR = _spec(
     reference.qr,
     {"cpu": cpu.qr, "cuda-raw": cuda.qr},
     _FACTOR_TOL,
-    "Reduced QR, R's diagonal real and non-negative (unique for full rank).",
+    "Reduced QR, R's diagonal real and non-negative (unique for full rank). " + _SOLVER_WAITS,
 )
 SVD = _spec(
     "linalg.svd",
@@ -171,7 +179,8 @@ SVD = _spec(
     reference.svd,
     {"cpu": cpu.svd, "cuda-raw": cuda.svd},
     _FACTOR_TOL,
-    "Thin SVD, descending s; each column of u has its largest entry real and positive.",
+    "Thin SVD, descending s; each column of u has its largest entry real and positive. "
+    + _SOLVER_WAITS,
 )
 OPS = (MATMUL, BATCHED_MATMUL, TENSORDOT, EINSUM, SUM, NORM, QR, SVD)
 
