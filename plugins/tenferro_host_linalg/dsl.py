@@ -5,7 +5,8 @@
 The DSL has no shared memory yet, so each output element is one thread that loops over its
 reduction: a GEMM thread walks ``k``, a reduction thread walks the reduced elements. Inputs
 are read through their strides (any layout); outputs are compact column-major. Float dtypes
-only (the DSL has no complex type); every thread accumulates in the operand dtype.
+only (the DSL has no complex type; f16 would accumulate in f16): other dtypes the op accepts
+are an ``UnsupportedError`` of this variant. Every thread accumulates in the operand dtype.
 
 >>> import numpy as np, tenferro_host as tf
 >>> cpu = tf.Host().backend("cpu")
@@ -20,10 +21,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tenferro_host import Tensor
+from tenferro_host import Tensor, UnsupportedError
 from tenferro_host import kernel as K
 
-from .checks import accepted, gemm_dims, normalize_axes
+from .checks import GEMM_DTYPES, SOLVER_DTYPES, accepted, gemm_dims, normalize_axes
 from .views import compact, reshaped
 
 #: Element types of the DSL variants (WebGPU stores float32 only).
@@ -67,6 +68,19 @@ def reduce_kernel(out: K.Array[K.F], x: K.Array[K.F], root_of_squares: K.Const[b
             out[i] = acc
 
 
+def _dsl_dtype(ex: Any, op: str, t: Tensor) -> None:
+    """UnsupportedError for a dtype the op accepts but these kernels do not (f16, complex)."""
+    if t.dtype.name not in DSL_DTYPES:
+        raise UnsupportedError(
+            f"{op}'s DSL variant on {ex.runtime.name} takes {', '.join(DSL_DTYPES)}, not "
+            f"{t.dtype.name} (no complex type in the DSL; f16 would accumulate in f16); run "
+            "it on the cpu or cuda backend",
+            backend=ex.runtime.name,
+            feature=t.dtype.name,
+            op=op,
+        )
+
+
 def _as_batch(runtime: Any, t: Tensor) -> Tensor:
     """``t`` as a 3-D (rows, cols, batch) view: a unit batch appended, or batches flattened."""
     if t.ndim == 2:
@@ -78,7 +92,7 @@ def _as_batch(runtime: Any, t: Tensor) -> Tensor:
 
 def _gemm(ex: Any, op: str, a: Tensor, b: Tensor, batched: bool) -> Tensor:
     m, _, n, batch = gemm_dims(op, a, b, batched)
-    accepted(op, a, DSL_DTYPES, "a")
+    _dsl_dtype(ex, op, a)
     runtime = ex.runtime
     with ex.jit(op) as js:
         out = js.alloc_output(a.dtype, (m, n, *batch))
@@ -103,7 +117,7 @@ def batched_matmul(ex: Any, a: Tensor, b: Tensor) -> Tensor:
 
 
 def _reduce(ex: Any, op: str, x: Tensor, axes: tuple[int, ...], root: bool) -> Tensor:
-    accepted(op, x, DSL_DTYPES, "x")
+    _dsl_dtype(ex, op, x)
     kept = [i for i in range(x.ndim) if i not in axes]
     shape = tuple(x.shape[i] for i in kept)
     if x.numel == 0:
@@ -123,10 +137,12 @@ def _reduce(ex: Any, op: str, x: Tensor, axes: tuple[int, ...], root: bool) -> T
 
 
 def sum(ex: Any, x: Tensor, axis: Any = None) -> Tensor:  # noqa: A001 - the op's name
+    accepted("linalg.sum", x, GEMM_DTYPES, "x")
     return _reduce(ex, "linalg.sum", x, normalize_axes("linalg.sum", axis, x.ndim), False)
 
 
 def norm(ex: Any, x: Tensor) -> Tensor:
+    accepted("linalg.norm", x, SOLVER_DTYPES, "x")
     return _reduce(ex, "linalg.norm", x, tuple(range(x.ndim)), True)
 
 

@@ -52,6 +52,9 @@ def canonical_svd(xp: Any, u: Any, s: Any, vh: Any) -> tuple[Any, Any, Any]:
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The product of two matrices; vectors and stacks are refused, as the op refuses them."""
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"linalg.matmul takes two matrices, got shapes {a.shape} and {b.shape}")
     return np.matmul(widened(a), widened(b)).astype(a.dtype)
 
 

@@ -152,15 +152,25 @@ def test_single_operand_ops_check_their_input(host, cpu, op, shape, dtype, error
         host.run(op, _t(cpu, shape, dtype))
 
 
-def test_dsl_variants_refuse_complex(cpu):
-    z = _t(cpu, (2, 2), np.complex64)
+def test_dsl_variants_refuse_dtypes_their_kernels_lack(cpu):
+    """f16 and complex are the op's dtypes but not the DSL kernels': a typed refusal of the
+    variant (UnsupportedError naming the dtype), after the op's own dtype check."""
     with cpu.session() as s:
         ex = s.exec_session()
-        for variant in (dsl.matmul, dsl.batched_matmul):
-            with pytest.raises(tf.DTypeError, match="takes float32, float64"):
-                variant(ex, z, z)
-        with pytest.raises(tf.DTypeError, match="takes float32, float64"):
-            dsl.sum(ex, z)
+        for dt, variants in [
+            (np.complex64, (dsl.matmul, dsl.batched_matmul, dsl.sum, dsl.norm)),
+            (np.float16, (dsl.matmul, dsl.sum)),
+        ]:
+            x = _t(cpu, (2, 2), dt)
+            for variant in variants:
+                args = (x, x) if variant in (dsl.matmul, dsl.batched_matmul) else (x,)
+                with pytest.raises(tf.UnsupportedError, match="DSL variant on cpu:0") as info:
+                    variant(ex, *args)
+                assert info.value.feature == np.dtype(dt).name
+        with pytest.raises(tf.DTypeError, match="takes float32"):
+            dsl.sum(ex, _t(cpu, (2,), np.int32))
+        with pytest.raises(tf.DTypeError, match="takes float32"):
+            dsl.norm(ex, _t(cpu, (2,), np.float16))
 
 
 def test_missing_cupy_is_a_typed_reason(monkeypatch):
