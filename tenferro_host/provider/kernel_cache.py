@@ -196,17 +196,19 @@ class KernelCache:
         if not self._writable:
             return self._miss(key, why, build)
         try:
-            shard = self._flock(self.root / "locks" / key.digest[:2])
+            shard = _acquire(self.root / "locks" / key.digest[:2])
         except OSError as exc:
             self._degrade(exc, "lock")
             return self._miss(key, why, build)
-        with shard:
+        try:
             found, again = self._read(key, discard=True)  # built by another process meanwhile?
             if found is not None:
                 self._hit(key)
                 return found
             kernel = self._miss(key, why or again, build)
             self._store(key, kernel)
+        finally:
+            os.close(shard)  # closing drops the lock; so does the holder's death
         return kernel
 
     # -- reading --------------------------------------------------------------------------------
@@ -321,13 +323,11 @@ class KernelCache:
 
     @contextlib.contextmanager
     def _flock(self, path: Path) -> Iterator[None]:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _acquire(path)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
-            os.close(fd)  # closing drops the lock; so does the holder's death
+            os.close(fd)
 
     def _degrade(self, exc: OSError, what: str) -> None:
         """Stop writing; warn once. Compiling goes on without the cache."""
@@ -491,6 +491,18 @@ class KernelCache:
         with self._lock:
             self._unsaved_hits = 0
         return removed
+
+
+def _acquire(path: Path) -> int:
+    """An open descriptor of the lock file ``path``, exclusively flocked (waits for a holder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _name_id(key: KernelKey) -> str:
