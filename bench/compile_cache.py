@@ -42,14 +42,14 @@ def _sources(kernel: str, arch: str) -> tuple[str, str]:
     """(source, a different source of the same size) of ``kernel``."""
     if kernel == "raw":
         return ADD, ADD.replace("lhs[i] + rhs[i]", "lhs[i] - rhs[i]")
-    import tenferro_host as tf
     from ext_add_kernel import dsl
-    from tenferro_host.kernel.kernel import ArrayDesc
     from tenferro_host_cuda_jit.codegen import generate
 
+    import tenferro_host as tf
+    from tenferro_host.kernel.kernel import ArrayDesc
+
     def source(dtype: Any) -> str:
-        spec = dsl.add_kernel.specialize([ArrayDesc(dtype, 1)] * 3, target="cuda",
-                                         features=(arch,))
+        spec = dsl.add_kernel.specialize([ArrayDesc(dtype, 1)] * 3, target="cuda", features=(arch,))
         return generate(spec).source
 
     return source(tf.float32), source(tf.float64)
@@ -61,14 +61,14 @@ def child(kernel: str, with_nvrtc: bool) -> dict[str, float]:
     from tenferro_host.cuda import raw
     from tenferro_host.provider import ResourceCache
 
-    status = tf.Host().backend_status("cuda")
+    host = tf.Host()
+    status = host.backend_status("cuda")
     if status.available:
-        rt = tf.Host().backend("cuda")
+        rt: Any = host.backend("cuda")
         arch = rt.device_info.arch
-        session = rt.session()
-        ex = tf.cuda.exec_session(session.__enter__())
+        ex: Any = tf.cuda.exec_session(rt.session().__enter__())  # open until the process ends
         rs = ex.raw("bench.compile_cache").__enter__()
-        memory = rt.resources
+        memory = rt.resources  # the per-runtime cache that rs.resource uses
 
         def compile_(src: str) -> Any:
             return rs.compile_nvrtc(src)
@@ -99,8 +99,9 @@ def child(kernel: str, with_nvrtc: bool) -> dict[str, float]:
     return out
 
 
-def run_child(kernel: str, cache_dir: Path, *, off: bool = False,
-              with_nvrtc: bool = False) -> dict[str, float]:
+def run_child(
+    kernel: str, cache_dir: Path, *, off: bool = False, with_nvrtc: bool = False
+) -> dict[str, float]:
     env = {**os.environ, "TENFERRO_CACHE_DIR": str(cache_dir)}
     env.pop("TENFERRO_CACHE", None)
     if off:
