@@ -323,14 +323,16 @@ def cmd_cache(host: Host, args: argparse.Namespace) -> int:
             report["removed"] = cache.clear()
     except OSError as exc:
         raise ValidationError(
-            f"the kernel cache at {cache.root} cannot be {args.action}d: {exc.strerror or exc}; "
+            f"`cache {args.action}` cannot use the kernel cache at {cache.root}: "
+            f"{exc.strerror or exc}; "
             f"check its permissions or point {kc.ENV_DIR} elsewhere",
             argument=kc.ENV_DIR,
         ) from exc
-    if args.action == "path" and not args.json:
-        print(cache.root)
-        return 0
-    rows = [[k, "-" if v is None else str(v)] for k, v in report.items()]
+    if not args.json:
+        print(cache.root)  # first, whole: a table would fold a long path
+        if args.action == "path":
+            return 0
+    rows = [[k, "-" if v is None else str(v)] for k, v in report.items() if k != "path"]
     _emit(args, report, _table(f"Kernel cache: {args.action}", ["", "value"], rows))
     return 0
 
