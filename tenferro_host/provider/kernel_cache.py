@@ -141,7 +141,9 @@ def decode_entry(data: bytes, digest: str) -> CachedKernel:
         raise _Unusable(f"unreadable metadata ({exc})") from None
     if not isinstance(meta, dict) or meta.get("key") != digest:
         raise _Unusable("entry stored under another key")
-    return CachedKernel(bytes(body[n_meta:]), meta.get("meta", {}))
+    if not isinstance(meta.get("meta"), dict):
+        raise _Unusable("metadata without the compiler's fields")
+    return CachedKernel(bytes(body[n_meta:]), meta["meta"])
 
 
 def parse_size(text: str) -> int:

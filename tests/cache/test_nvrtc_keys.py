@@ -78,6 +78,23 @@ def test_an_option_or_target_change_recompiles(cache: KernelCache, other: raw.Nv
     assert changed.kind == ("ptx" if other.arch.startswith("compute_") else "cubin")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_dsl_kernels_generated_cuda_c_is_cached(cache: KernelCache, dtype: str) -> None:
+    from ext_add_kernel import dsl
+    from tenferro_host_cuda_jit.codegen import generate
+
+    import tenferro_host as tf
+    from tenferro_host.kernel.kernel import ArrayDesc
+
+    spec = dsl.add_kernel.specialize(
+        [ArrayDesc(getattr(tf, dtype), 1)] * 3, target="cuda", features=("sm_90",)
+    )
+    source = generate(spec).source
+    first = compile_source(source, SM90, name="tests.cache.cu")
+    again = compile_source(generate(spec).source, SM90, name="tests.cache.cu")
+    assert (cache.misses, cache.hits) == (1, 1) and again == first
+
+
 def test_log_and_lowered_names_come_back_from_the_cache(cache: KernelCache) -> None:
     opts = raw.NvrtcOptions(arch="sm_90", name_expressions=["scale<float>"])
     noisy = TEMPLATE + "__global__ void warn() { int unused = 1; }\n"
