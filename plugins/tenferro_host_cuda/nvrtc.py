@@ -176,16 +176,28 @@ def compile_source(
         return build()
     found = cache.load_or_build(key, lambda: _entry(build()))
     meta = found.meta
-    return CompiledImage(str(meta["kind"]), found.payload, str(meta["arch"]), str(meta["log"]),
-                         dict(meta["lowered_names"]))
+    return CompiledImage(
+        str(meta["kind"]),
+        found.payload,
+        str(meta["arch"]),
+        str(meta["log"]),
+        dict(meta["lowered_names"]),
+    )
 
 
 def _entry(image: CompiledImage) -> CachedKernel:
     """The cache entry of a compiled image: the binary, with its log and lowered names."""
     from tenferro_host.provider.kernel_cache import CachedKernel
 
-    return CachedKernel(image.data, {"kind": image.kind, "arch": image.arch, "log": image.log,
-                                     "lowered_names": dict(image.lowered_names)})
+    return CachedKernel(
+        image.data,
+        {
+            "kind": image.kind,
+            "arch": image.arch,
+            "log": image.log,
+            "lowered_names": dict(image.lowered_names),
+        },
+    )
 
 
 def _compile(
