@@ -24,10 +24,11 @@ _COMPILE_AT_ONCE = textwrap.dedent(
     from tenferro_host.cuda import raw
     from tenferro_host.provider import kernel_cache as kc
 
-    barrier = sys.argv[1]
-    source = open(sys.argv[2]).read()
+    ready, go = sys.argv[1], sys.argv[2]
+    source = open(sys.argv[3]).read()
     kc.kernel_cache()  # everything imported before the start
-    while not os.path.exists(barrier):
+    open(ready, "w").close()
+    while not os.path.exists(go):
         time.sleep(0.001)
     image = raw.nvrtc_compile(source, raw.NvrtcOptions(arch="sm_90"))
     cache = kc.kernel_cache()
@@ -77,19 +78,28 @@ def test_two_processes_compiling_one_kernel_compile_it_once(
         'extern "C" __global__ void add(float* o, const float* a, const float* b, int n) {\n'
         "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = a[i] + b[i]; }\n"
     )
-    barrier = tmp_path / "go"
+    go = tmp_path / "go"
     env = {**os.environ, "TENFERRO_CACHE_DIR": str(cache_dir)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _COMPILE_AT_ONCE, str(barrier), str(source)],
+            [
+                sys.executable,
+                "-c",
+                _COMPILE_AT_ONCE,
+                str(tmp_path / f"ready{i}"),
+                str(go),
+                str(source),
+            ],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(2)
+        for i in range(2)
     ]
-    barrier.touch()
+    for i, proc in enumerate(procs):  # both imported everything: they start together
+        _wait_for(tmp_path / f"ready{i}", proc)
+    go.touch()
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=WAIT_S)
