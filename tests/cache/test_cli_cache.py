@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import cache_support
 import pytest
 
 from tenferro_host.cli import main
 from tenferro_host.provider import CachedKernel, KernelCache, KernelKey
+
+cache_dir = cache_support.cache_dir
 
 
 def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:

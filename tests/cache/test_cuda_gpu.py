@@ -9,9 +9,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import cache_support
 import pytest
 
 import tenferro_host as tf
+
+cache_dir = cache_support.cache_dir
 
 pytestmark = [pytest.mark.gpu, pytest.mark.cuda]
 

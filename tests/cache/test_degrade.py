@@ -12,10 +12,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import cache_support
 import pytest
 
 from tenferro_host.provider import CachedKernel, KernelCache, KernelCacheWarning, KernelKey
 from tenferro_host.provider import kernel_cache as kc
+
+cache_dir = cache_support.cache_dir
 
 
 def key(source: str) -> KernelKey:

@@ -6,11 +6,15 @@ import os
 import warnings
 from pathlib import Path
 
+import cache_support
 import pytest
 
 from tenferro_host.errors import ValidationError
 from tenferro_host.provider import CachedKernel, KernelCache, KernelCacheWarning, KernelKey
 from tenferro_host.provider import kernel_cache as kc
+
+cache_dir = cache_support.cache_dir
+cache_log = cache_support.cache_log
 
 
 def key(source: str = "a", name: str = "k.cu", **parts: str) -> KernelKey:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cache_support
 import pytest
 
 pytest.importorskip("cuda.bindings.nvrtc")
@@ -14,6 +15,10 @@ from tenferro_host_cuda.nvrtc_cache import headers_digest  # noqa: E402
 from tenferro_host.cuda import raw  # noqa: E402
 from tenferro_host.errors import CompileError  # noqa: E402
 from tenferro_host.provider import KernelCache  # noqa: E402
+
+cache_dir = cache_support.cache_dir
+cache = cache_support.cache
+cache_log = cache_support.cache_log
 
 ADD = (
     'extern "C" __global__ void add(float* o, const float* a, int n) {\n'

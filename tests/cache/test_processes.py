@@ -12,9 +12,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import cache_support
 import pytest
 
 from tenferro_host.provider import CachedKernel, KernelCache, KernelKey
+
+cache_dir = cache_support.cache_dir
 
 WAIT_S = 120  # a bound on waiting for a child to get ready, never a measured figure
 

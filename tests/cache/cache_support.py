@@ -1,4 +1,8 @@
-"""Every cache test works in its own temporary TENFERRO_CACHE_DIR, never the user's cache."""
+"""Fixtures of the cache tests: each works in its own temporary TENFERRO_CACHE_DIR.
+
+Not a conftest (``tests/conftest.py`` is imported as ``conftest``): a test module binds the
+fixtures it needs by name (``cache_dir = cache_support.cache_dir``), the autouse one always.
+"""
 
 from __future__ import annotations
 
