@@ -1,6 +1,6 @@
 """The persistent kernel cache: compile each kernel once per machine, not once per process.
 
-Backends key a compiled artifact (a CUBIN or PTX with its log, a WGSL text) on every input that
+Backends key a compiled artifact (a CUBIN or PTX with its log and names) on every input that
 decides its bytes (:class:`KernelKey`) and ask :meth:`KernelCache.load_or_build`. The cache is one
 directory shared by every process of the user:
 
@@ -81,7 +81,7 @@ class KernelCacheWarning(UserWarning):
 class KernelKey:
     """Everything that decides a compiled artifact's bytes, as named parts (short strings).
 
-    ``kind`` names the compiler ("nvrtc", "wgsl"); ``name`` the source's name, used only to
+    ``kind`` names the compiler (``"nvrtc"``); ``name`` the source's name, used only to
     explain a miss (which parts differ from the entry last stored under that name).
     """
 
