@@ -20,6 +20,7 @@ module); without one, compile-only (``nvrtc_compile`` for sm_90). Times in milli
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,47 +57,42 @@ def _sources(kernel: str, arch: str) -> tuple[str, str]:
     return source(tf.float32), source(tf.float64)
 
 
-def child(kernel: str, with_nvrtc: bool) -> dict[str, float]:
-    """One fresh process: time the first compile, a second one and an in-memory hit."""
+def _compiler(stack: contextlib.ExitStack) -> tuple[str, Any, Callable[[str], Any], bool]:
+    """(arch, in-memory cache, compile function, on a GPU?): a raw session's ``compile_nvrtc``
+    (and its runtime's cache) with a CUDA device, else compile-only ``nvrtc_compile``."""
     import tenferro_host as tf
     from tenferro_host.cuda import raw
     from tenferro_host.provider import ResourceCache
 
     host = tf.Host()
-    status = host.backend_status("cuda")
-    if status.available:
-        rt: Any = host.backend("cuda")
-        arch = rt.device_info.arch
-        ex: Any = tf.cuda.exec_session(rt.session().__enter__())  # open until the process ends
-        rs = ex.raw("bench.compile_cache").__enter__()
-        memory = rt.resources  # the per-runtime cache that rs.resource uses
+    if not host.backend_status("cuda").available:
+        opts = raw.NvrtcOptions(arch="sm_90")
+        return "sm_90", ResourceCache(), lambda src: raw.nvrtc_compile(src, opts), False
+    rt: Any = host.backend("cuda")
+    ex: Any = tf.cuda.exec_session(stack.enter_context(rt.session()))
+    rs = stack.enter_context(ex.raw("bench.compile_cache"))
+    return rt.device_info.arch, rt.resources, rs.compile_nvrtc, True
 
-        def compile_(src: str) -> Any:
-            return rs.compile_nvrtc(src)
-    else:
-        arch = "sm_90"
-        memory = ResourceCache()
-        opts = raw.NvrtcOptions(arch=arch)
 
-        def compile_(src: str) -> Any:
-            return raw.nvrtc_compile(src, opts)
+def child(kernel: str, with_nvrtc: bool) -> dict[str, float]:
+    """One fresh process: time the first compile, an in-memory hit and a second compile."""
+    with contextlib.ExitStack() as stack:
+        arch, memory, compile_, gpu = _compiler(stack)
+        first, second = _sources(kernel, arch)
+        if with_nvrtc:
+            from tenferro_host_cuda.nvrtc_cache import compiler_identity
 
-    first, second = _sources(kernel, arch)
-    if with_nvrtc:
-        from tenferro_host_cuda.nvrtc_cache import compiler_identity
-
-        compiler_identity()
-    out = {}
-    t0 = time.perf_counter()
-    memory.get(("bench", first), lambda: compile_(first), nbytes=0)
-    out["first"] = (time.perf_counter() - t0) * 1e3
-    t0 = time.perf_counter()
-    memory.get(("bench", first), lambda: compile_(first), nbytes=0)
-    out["memory_hit"] = (time.perf_counter() - t0) * 1e3
-    t0 = time.perf_counter()
-    compile_(second)
-    out["second"] = (time.perf_counter() - t0) * 1e3
-    out["gpu"] = float(status.available)
+            compiler_identity()
+        out = {"gpu": float(gpu)}
+        t0 = time.perf_counter()
+        memory.get(("bench", first), lambda: compile_(first), nbytes=0)
+        out["first"] = (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        memory.get(("bench", first), lambda: compile_(first), nbytes=0)
+        out["memory_hit"] = (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        compile_(second)
+        out["second"] = (time.perf_counter() - t0) * 1e3
     return out
 
 
