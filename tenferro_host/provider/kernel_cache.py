@@ -7,7 +7,7 @@ directory shared by every process of the user:
 * ``entries/ab/<digest>``: one file per key, written to ``tmp/`` and moved in with
   ``os.replace``, so a reader sees a whole entry or none; a SHA-256 over the body rejects a
   corrupt or truncated one, which is deleted and rebuilt, never loaded.
-* the entry's mtime is its recency stamp, set explicitly (``os.utime``) on write and on every
+* the entry's mtime is its recency stamp, set explicitly (``os.utime``, in ns) on write and every
   hit; eviction drops the oldest stamps first until the entries fit ``max_bytes``.
 * ``locks/``: ``fcntl.flock`` on open files. A builder holds its key's shard lock while it
   compiles, so two processes wanting one kernel compile it once; the kernel drops a lock with
@@ -238,7 +238,7 @@ class KernelCache:
                     path.unlink()
             return None, f"corrupt entry ({exc}){', discarded' if discard else ''}"
         with contextlib.suppress(OSError):
-            os.utime(path)  # the recency stamp
+            os.utime(path, ns=_stamp())
         return found, None
 
     def _hit(self, key: KernelKey) -> None:
@@ -311,7 +311,7 @@ class KernelCache:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.utime(fd)
+            os.utime(fd, ns=_stamp())
             try:
                 os.replace(tmp, path)
             except FileNotFoundError:  # swept by a prune in the instant before our lock
@@ -493,6 +493,13 @@ class KernelCache:
         with self._lock:
             self._unsaved_hits = 0
         return removed
+
+
+def _stamp() -> tuple[int, int]:
+    """(atime, mtime) for a recency stamp: the clock in ns. ``os.utime`` without times would
+    take the kernel's coarse file clock (a jiffy), tying entries used milliseconds apart."""
+    now = time.time_ns()
+    return now, now
 
 
 def _acquire(path: Path) -> int:

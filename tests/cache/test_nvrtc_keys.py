@@ -100,6 +100,31 @@ def test_a_dsl_kernels_generated_cuda_c_is_cached(cache: KernelCache, dtype: str
     assert (cache.misses, cache.hits) == (1, 1) and again == first
 
 
+def test_the_environment_bound_evicts_the_least_recently_used_image(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = [ADD.replace("VALUE", f"{i}.0f") for i in range(3)]
+    raw.nvrtc_compile(sources[0], SM90)
+    one = KernelCache(cache_dir).stats()["bytes"]
+    monkeypatch.setenv("TENFERRO_CACHE_MAX_BYTES", str(2 * one + one // 2))  # room for two
+    bounded = KernelCache(cache_dir, 2 * one + one // 2)
+    raw.nvrtc_compile(sources[1], SM90)
+    raw.nvrtc_compile(sources[0], SM90)  # a hit: 0 is now more recent than 1
+    raw.nvrtc_compile(sources[2], SM90)  # evicts 1
+    stats = bounded.stats()
+    assert stats["entries"] == 2 and stats["evictions"] == 1 and stats["bytes"] <= 2.5 * one
+    from tenferro_host.provider import kernel_cache as kc
+
+    cache = kc.kernel_cache()
+    assert cache is not None
+    before = cache.misses
+    raw.nvrtc_compile(sources[0], SM90)
+    raw.nvrtc_compile(sources[2], SM90)
+    assert cache.misses == before
+    raw.nvrtc_compile(sources[1], SM90)
+    assert cache.misses == before + 1
+
+
 def test_log_and_lowered_names_come_back_from_the_cache(cache: KernelCache) -> None:
     opts = raw.NvrtcOptions(arch="sm_90", name_expressions=["scale<float>"])
     noisy = TEMPLATE + "__global__ void warn() { int unused = 1; }\n"
