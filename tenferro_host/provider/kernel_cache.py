@@ -25,7 +25,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -41,6 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ValidationError
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no flock, so no cache (kernel_cache() answers None)
+    fcntl = None  # type: ignore[assignment]
 
 ENV_DIR = "TENFERRO_CACHE_DIR"
 ENV_MAX_BYTES = "TENFERRO_CACHE_MAX_BYTES"
@@ -523,12 +527,13 @@ _config_warned: set[str] = set()
 
 
 def kernel_cache() -> KernelCache | None:
-    """The process's cache for the current environment, or None when ``TENFERRO_CACHE=off``.
+    """The process's cache for the current environment, or None when ``TENFERRO_CACHE=off`` (or
+    on a platform without ``fcntl.flock``).
 
     A wrong setting warns once and turns the cache off: it never fails a compile.
     """
     switch = os.environ.get(ENV_SWITCH, "").strip().lower()
-    if switch in OFF:
+    if switch in OFF or fcntl is None:
         return None
     try:
         if switch not in ("", "on", "1", "true", "yes"):

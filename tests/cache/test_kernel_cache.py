@@ -217,3 +217,8 @@ def test_a_wrong_setting_warns_once_and_turns_the_cache_off(
 def test_max_bytes_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="max_bytes"):
         KernelCache(tmp_path, max_bytes=0)
+
+
+def test_without_flock_there_is_no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kc, "fcntl", None)  # as on a platform without fcntl
+    assert kc.kernel_cache() is None
