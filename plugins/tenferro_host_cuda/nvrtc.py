@@ -164,9 +164,9 @@ def compile_source(
     def build() -> CompiledImage:
         return _compile(text, opts, arch, is_ptx, name, op)
 
-    from tenferro_host.provider.kernel_cache import kernel_cache
+    from tenferro_host.provider.kernel_cache import active_kernel_cache
 
-    cache = kernel_cache()
+    cache = active_kernel_cache()
     if cache is None:
         return build()
     from .nvrtc_cache import nvrtc_key

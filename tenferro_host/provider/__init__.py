@@ -4,7 +4,7 @@ Stability: *provider SPI, version 1* — versioned separately from the user API.
 plugin subclasses :class:`Runtime` (storage primitives), :class:`ExecSession` (its execution
 authority) and uses :class:`Session`/:class:`SessionHandle` for everything it issues, the
 :class:`RetirementQueue` for leases, the :class:`ResourceCache` for bounded caches and the
-:class:`KernelCache` (:func:`kernel_cache`) to keep compiled kernels across processes.
+:class:`KernelCache` (:func:`active_kernel_cache`) to keep compiled kernels across processes.
 """
 
 from ..facade import lazy_names
@@ -21,7 +21,13 @@ SPI_VERSION = (1, 0)
 # The kernel cache loads on first use: importing the host must not pay for it.
 _LAZY = {
     name: f"{__name__}.kernel_cache"
-    for name in ("CachedKernel", "KernelCache", "KernelCacheWarning", "KernelKey", "kernel_cache")
+    for name in (
+        "CachedKernel",
+        "KernelCache",
+        "KernelCacheWarning",
+        "KernelKey",
+        "active_kernel_cache",
+    )
 }
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
@@ -43,8 +49,8 @@ __all__ = [
     "SessionHandle",
     "Storage",
     "TransferRecord",
+    "active_kernel_cache",
     "exec_session_of",
-    "kernel_cache",
     "normalize_shape",
     "require_resident",
 ]

@@ -43,7 +43,7 @@ from ..errors import ValidationError
 
 try:
     import fcntl
-except ImportError:  # not POSIX: no flock, so no cache (kernel_cache() answers None)
+except ImportError:  # not POSIX: no flock, so no cache (active_kernel_cache() answers None)
     fcntl = None  # type: ignore[assignment]
 
 ENV_DIR = "TENFERRO_CACHE_DIR"
@@ -526,7 +526,7 @@ _caches: dict[tuple[Path, int], KernelCache] = {}
 _config_warned: set[str] = set()
 
 
-def kernel_cache() -> KernelCache | None:
+def active_kernel_cache() -> KernelCache | None:
     """The process's cache for the current environment, or None when ``TENFERRO_CACHE=off`` (or
     on a platform without ``fcntl.flock``).
 
@@ -568,9 +568,9 @@ __all__ = [
     "KernelCacheWarning",
     "KernelKey",
     "OFF",
+    "active_kernel_cache",
     "decode_entry",
     "default_dir",
     "encode_entry",
-    "kernel_cache",
     "parse_size",
 ]

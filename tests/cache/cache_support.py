@@ -34,6 +34,6 @@ def cache_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 @pytest.fixture
 def cache(cache_dir: Path) -> kc.KernelCache:
     """The process's cache for this test's directory (what compile_source uses)."""
-    found = kc.kernel_cache()
+    found = kc.active_kernel_cache()
     assert found is not None and found.root == cache_dir
     return found

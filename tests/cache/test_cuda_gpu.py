@@ -46,7 +46,7 @@ _CHILD = textwrap.dedent(
         expected = 2 * np.arange(1024, dtype=np.float32)
         raw_ok = bool((out.download() == expected).all())
         dsl_ok = bool((summed.download() == expected).all())
-    cache = kc.kernel_cache()
+    cache = kc.active_kernel_cache()
     print(json.dumps({"hits": cache.hits, "misses": cache.misses, "raw": raw_ok, "dsl": dsl_ok}))
     """
 )

@@ -109,7 +109,7 @@ _FULL_DISK = textwrap.dedent(
             for i in range(3):
                 out.append(len(raw.nvrtc_compile(src % i, raw.NvrtcOptions(arch="sm_90")).data))
         else:
-            cache = kc.kernel_cache()
+            cache = kc.active_kernel_cache()
             for i in range(3):
                 key = kc.KernelKey("test", "k.cu", {"source": str(i)})
                 out.append(len(cache.load_or_build(

@@ -183,15 +183,15 @@ def test_parse_size_rejects(text: str) -> None:
 def test_environment_picks_directory_bound_and_switch(
     cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cache = kc.kernel_cache()
+    cache = kc.active_kernel_cache()
     assert cache is not None and cache.root == cache_dir
     assert cache.max_bytes == kc.DEFAULT_MAX_BYTES
-    assert kc.kernel_cache() is cache
+    assert kc.active_kernel_cache() is cache
     monkeypatch.setenv(kc.ENV_MAX_BYTES, "1M")
-    bounded = kc.kernel_cache()
+    bounded = kc.active_kernel_cache()
     assert bounded is not None and bounded.max_bytes == 1 << 20
     monkeypatch.setenv(kc.ENV_SWITCH, "off")
-    assert kc.kernel_cache() is None
+    assert kc.active_kernel_cache() is None
 
 
 def test_default_directory_is_under_the_xdg_cache(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -208,8 +208,8 @@ def test_a_wrong_setting_warns_once_and_turns_the_cache_off(
     monkeypatch.setattr(kc, "_config_warned", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert kc.kernel_cache() is None
-        assert kc.kernel_cache() is None
+        assert kc.active_kernel_cache() is None
+        assert kc.active_kernel_cache() is None
     assert [w.category for w in caught] == [KernelCacheWarning]
     assert var in str(caught[0].message)
 
@@ -221,4 +221,21 @@ def test_max_bytes_must_be_positive(tmp_path: Path) -> None:
 
 def test_without_flock_there_is_no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kc, "fcntl", None)  # as on a platform without fcntl
-    assert kc.kernel_cache() is None
+    assert kc.active_kernel_cache() is None
+
+
+def test_the_provider_package_exports_the_cache_lazily() -> None:
+    import subprocess
+    import sys
+
+    from tenferro_host import provider
+
+    assert provider.KernelCache is kc.KernelCache and provider.KernelKey is kc.KernelKey
+    assert provider.active_kernel_cache is kc.active_kernel_cache  # a function, not the module
+    code = (
+        "import sys, tenferro_host, tenferro_host.provider, tenferro_host.cuda, tenferro_host.cli; "
+        "print('tenferro_host.provider.kernel_cache' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"  # importing the host does not pay for the cache

@@ -115,7 +115,7 @@ def test_the_environment_bound_evicts_the_least_recently_used_image(
     assert stats["entries"] == 2 and stats["evictions"] == 1 and stats["bytes"] <= 2.5 * one
     from tenferro_host.provider import kernel_cache as kc
 
-    cache = kc.kernel_cache()
+    cache = kc.active_kernel_cache()
     assert cache is not None
     before = cache.misses
     raw.nvrtc_compile(sources[0], SM90)
