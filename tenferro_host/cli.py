@@ -3,8 +3,8 @@
 Commands: ``caps`` (backends, devices, capabilities, plugins, ops), ``plugins``, ``ops``,
 ``run OP``, ``check DIST|OP`` (the conformance suite) and ``new-op NAME`` (a package
 skeleton). Tables are for people; ``--json`` prints stable JSON for scripts and nothing else on
-stdout. Exit codes: 0 success, 1 a check failed, 2 a usage or library error (one line on
-stderr), 3 an op or plugin raised.
+stdout. Exit codes: 0 success, 1 a check failed, 2 a usage or library error or a strict-mode
+plugin failure (one line on stderr), 3 an op, a reference or a plugin raised.
 
 >>> import tenferro_host as tf
 >>> report = caps_report(tf.Host())
@@ -570,9 +570,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OpRaised as exc:
         print(f"tenferro-host: op error: {exc}", file=sys.stderr)
         return EXIT_OP_RAISED
-    except PluginError as exc:
+    except PluginError as exc:  # strict mode: a plugin failed to load (usage, like --strict)
         print(f"tenferro-host: plugin error: {exc}", file=sys.stderr)
-        return EXIT_OP_RAISED
     except TenferroError as exc:
         print(f"tenferro-host: error: {exc}", file=sys.stderr)
     return EXIT_ERROR
