@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .capability import ExtensionCapability
-from .errors import PluginError, TenferroError, ValidationError
+from .errors import PluginError, TenferroError, UnsupportedError, ValidationError
 from .host import Host
 from .registry import BackendStatus
 from .testing.checks import (
@@ -257,8 +257,14 @@ def _variant_runner(host: Host, spec: Any, runtime: Any, forced: str | None) -> 
     chosen = host.variants_by_backend(spec.name).get(runtime.kind)
     if forced is None:
         if chosen is None:
-            host.run(spec.name, backend=runtime.name)  # raises the host's UnsupportedError
-        return str(chosen), lambda *t, **a: host.run(spec.name, *t, backend=runtime.name, **a)
+            raise UnsupportedError(
+                f"op {spec.name!r} has no variant for backend {runtime.name!r} (it has "
+                f"{', '.join(spec.variants)}); pick another --backend",
+                backend=runtime.name,
+                feature="variant",
+                op=spec.name,
+            )
+        return chosen, lambda *t, **a: host.run(spec.name, *t, backend=runtime.name, **a)
     if forced not in spec.variants:
         raise ValidationError(
             f"--variant {forced!r}: op {spec.name!r} has {', '.join(spec.variants)}",

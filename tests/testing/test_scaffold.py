@@ -5,12 +5,13 @@ from __future__ import annotations
 import sys
 
 import pytest
+from kit_install import pip_install_target
 
 from tenferro_host import ValidationError
 from tenferro_host.scaffold import scaffold
 
 
-def test_a_scaffolded_package_installs_and_its_tests_pass(subproc, pip_target, tmp_path):
+def test_a_scaffolded_package_installs_and_its_tests_pass(subproc, tmp_path):
     made = subproc.cli("new-op", "tf_scaffolded", "--dir", str(tmp_path))
     assert made.returncode == 0, made.stderr
     root = tmp_path / "tf_scaffolded"
@@ -19,7 +20,7 @@ def test_a_scaffolded_package_installs_and_its_tests_pass(subproc, pip_target, t
     plugin = (root / "tf_scaffolded" / "plugin.py").read_text()
     assert "TENFERRO_HOST_API = (1, 0)" in plugin and "rtol=" in plugin
     site = tmp_path / "site"
-    pip_target([root], site)
+    pip_install_target([root], site)
     tests = subproc.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
                          str(root / "tests")], (site,), TF_SCAFFOLDED_NO_NVCC="1")
     summary = tests.stdout.splitlines()[-1]

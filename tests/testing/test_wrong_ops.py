@@ -9,6 +9,13 @@ import sys
 import textwrap
 
 import pytest
+from kit_install import install_kit_fixtures
+
+
+@pytest.fixture(scope="module")
+def kit_dists(tmp_path_factory):
+    """The installed ``tf-kit-wrong`` and ``tf-kit-exit`` distributions (for PYTHONPATH)."""
+    return install_kit_fixtures(tmp_path_factory)
 
 #: op -> (the case that must fail, what its message must say)
 CAUGHT = {
@@ -113,3 +120,25 @@ def test_plugin_loads_with_dash_p_when_autoload_is_off(subproc, tmp_path):
     on = subproc.run([*args, "-p", "tenferro_host.testing", "--tf-backends=cpu"],
                      PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     assert on.returncode == 0, on.stdout
+
+
+def test_system_exit_in_a_plugin_or_a_variant_does_not_end_the_cli(subproc, kit_dists):
+    plugins = subproc.cli("plugins", "--json", paths=(kit_dists,))
+    assert plugins.returncode == 0, plugins.stderr
+    record = {p["name"]: p for p in json.loads(plugins.stdout)}["tf_kit_exit"]
+    assert (record["status"], record["error"]) == ("error", "SystemExit: 7")
+    exits = subproc.cli("run", "tf_kit_wrong.exits", "--backend", "cpu", "--shape", "3",
+                        paths=(kit_dists,))
+    assert exits.returncode == 3 and "raised SystemExit: 5" in exits.stderr
+    check = subproc.cli("check", "tf_kit_wrong.exits", "--json", "--backends", "cpu",
+                        paths=(kit_dists,))
+    assert check.returncode == 3 and json.loads(check.stdout)["summary"]["error"] >= 1
+
+
+def test_run_on_a_backend_without_a_variant_exits_2(subproc, kit_dists):
+    proc = subproc.cli("run", "tf_kit_wrong.float64_out", "--backend", "webgpu",
+                       paths=(kit_dists,))
+    if "unavailable" in proc.stderr:
+        pytest.skip(f"no WebGPU adapter here: {proc.stderr.strip()}")
+    assert proc.returncode == 2
+    assert "has no variant for backend 'webgpu:0' (it has cpu)" in proc.stderr

@@ -1,4 +1,8 @@
-"""Set-up of the kit's tests: the fixture distribution of wrong ops, installed once."""
+"""Installing what the kit's tests need: fixture distributions and scaffolded packages.
+
+(A helper module, not a conftest: pytest loads ``tests/test*/conftest.py`` at start-up, and a
+second module named ``conftest`` there clashes with ``tests/conftest.py``.)
+"""
 
 from __future__ import annotations
 
@@ -23,15 +27,8 @@ def pip_install_target(sources: list[Path], target: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.fixture(scope="session")
-def pip_target():
-    """:func:`pip_install_target`, for tests that install what they made."""
-    return pip_install_target
-
-
-@pytest.fixture(scope="session")
-def kit_dists(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory (for PYTHONPATH) holding the installed ``tf-kit-wrong`` distribution."""
+def install_kit_fixtures(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory (for PYTHONPATH) holding the installed kit fixture distributions."""
     root = tmp_path_factory.mktemp("kit_dists")
     shutil.copytree(KIT_FIXTURES, root / "src")  # builds write egg-info next to the sources
     pip_install_target(sorted((root / "src").iterdir()), root / "site")
