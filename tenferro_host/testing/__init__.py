@@ -34,9 +34,6 @@ from .checks import (
 )
 from .conformance import cases, conformance_test, poison_fresh_memory, run_cases
 
-#: ``pytest -p tenferro_host.testing`` loads the plugin module through this.
-pytest_plugins = ["tenferro_host.testing.pytest_plugin"]
-
 __all__ = [
     "accepted_dtype",
     "cases",
