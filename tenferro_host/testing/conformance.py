@@ -36,7 +36,12 @@ import numpy as np
 
 from ..dtypes import ALL, DType
 from ..dtypes import dtype as resolve_dtype
-from ..errors import TenferroError, UnsupportedError
+from ..errors import (
+    ArgumentMismatchError,
+    SymbolLookupError,
+    TenferroError,
+    UnsupportedError,
+)
 from ..ops import OpSpec
 from ..provider.session import Session, SessionHandle
 from ..tensor import Tensor
@@ -464,11 +469,11 @@ def check_raw_launches(spec: OpSpec, cpu: Runtime) -> None:
             ex = RecordingExecSession(bs.exec_session(), spec.kernels)
             try:
                 spec.variants["cuda-raw"](ex, *tensors)
-            except TenferroError as exc:
-                if type(exc).__name__ in ("ArgumentMismatchError", "SymbolLookupError"):
-                    raise CheckFailure(
-                        f"op {spec.name!r}, variant 'cuda-raw' ({dt.name}): {exc}"
-                    ) from exc
+            except (ArgumentMismatchError, SymbolLookupError) as exc:
+                raise CheckFailure(
+                    f"op {spec.name!r}, variant 'cuda-raw' ({dt.name}): {exc}"
+                ) from exc
+            except TenferroError:
                 continue  # the variant refused the dtype with a typed error
         launched += sum(len(rs.launches) for rs in ex.raw_sessions)
     if not launched:
