@@ -414,12 +414,19 @@ def cmd_check(host: Host, args: argparse.Namespace) -> int:
                 task, advance=1, description=o.case.id))
     code = check_exit_code(outcomes)
     report = check_report(outcomes, ops, code)
-    rows = [[o.case.op, o.case.variant, o.case.backend, o.case.check, o.status, o.message]
-            for o in outcomes]
+    rows = [[o.case.op, o.case.variant, o.case.backend, o.case.check, o.status,
+             "" if o.status == "skipped" else o.message] for o in outcomes]
+    reasons: dict[str, int] = {}
+    for o in outcomes:
+        if o.status == "skipped":
+            reasons[o.message] = reasons.get(o.message, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in report["summary"].items())
-    _emit(args, report, _table(
-        f"Conformance: {summary}", ["op", "variant", "backend", "check", "status", "message"],
-        rows))
+    tables = [_table(f"Conformance: {summary}",
+                     ["op", "variant", "backend", "check", "status", "message"], rows)]
+    if reasons:
+        tables.append(_table("Skipped", ["cases", "reason"],
+                             [[n, reason] for reason, n in reasons.items()]))
+    _emit(args, report, *tables)
     return code
 
 

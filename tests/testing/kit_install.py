@@ -19,10 +19,23 @@ KIT_FIXTURES = Path(__file__).parents[1] / "fixtures" / "kit"
 def pip_install_target(sources: list[Path], target: Path) -> None:
     """``pip install --target`` offline without build isolation (how CI installs fixtures)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-         "--no-build-isolation", "--disable-pip-version-check", "--target", str(target),
-         *map(str, sources)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            *map(str, sources),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -45,8 +45,9 @@ def blocks(page: str) -> list[Block]:
 def test_every_block_has_a_checked_language(page):
     found = blocks(page)
     assert found, f"{page} has no code blocks"
-    unknown = [(b.line, b.language) for b in found
-               if b.language not in ("python", "toml", "bash", "cuda")]
+    unknown = [
+        (b.line, b.language) for b in found if b.language not in ("python", "toml", "bash", "cuda")
+    ]
     assert not unknown, f"{page}: blocks the suite cannot check: {unknown}"
 
 
@@ -56,8 +57,7 @@ def test_python_blocks_run_in_order(page, tmp_path):
     for b in python:
         compile(b.code, f"{page}:{b.line}", "exec")
     module = tmp_path / (Path(page).stem.replace("-", "_") + "_blocks.py")
-    module.write_text("\n".join(
-        f"# {page}:{b.line}\n{b.code}" for b in python if not b.gpu_only))
+    module.write_text("\n".join(f"# {page}:{b.line}\n{b.code}" for b in python if not b.gpu_only))
     runpy.run_path(str(module), run_name="doc_blocks")
 
 

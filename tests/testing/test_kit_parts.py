@@ -63,8 +63,11 @@ def test_declared_tolerances_decide_check_op(host):
             CpuRuntime.strided_view(out)[...] *= np.float32(1 + 1e-4)
         return out
 
-    register(host, spec("kit.strict", {"cpu": off}),
-             spec("kit.loose", {"cpu": off}, rtol={"float32": 1e-3}))
+    register(
+        host,
+        spec("kit.strict", {"cpu": off}),
+        spec("kit.loose", {"cpu": off}, rtol={"float32": 1e-3}),
+    )
     with pytest.raises(AssertionError, match="rtol=1e-05"):
         check_op(host, "kit.strict", "cpu", shape=50)
     check_op(host, "kit.loose", "cpu", shape=50)
@@ -73,19 +76,26 @@ def test_declared_tolerances_decide_check_op(host):
 
 # -- output rules ----------------------------------------------------------------------------
 def test_output_rules_callables_and_problems(host):
-    s = spec(signature=tf.Signature(inputs=("x",), outputs=("total", "count"),
-                                    dtype_rule=lambda d: (d, "int64"),
-                                    shape_rule=lambda s: ((), ())))
+    s = spec(
+        signature=tf.Signature(
+            inputs=("x",),
+            outputs=("total", "count"),
+            dtype_rule=lambda d: (d, "int64"),
+            shape_rule=lambda s: ((), ()),
+        )
+    )
     cpu = host.backend("cpu")
     x = cpu.zeros("float32", (4,))
     assert expected_outputs(s, [x]) == [(tf.float32, ()), (tf.int64, ())]
     good = (cpu.zeros("float32", ()), cpu.zeros("int64", ()))
     assert output_problem(s, "cpu", cpu, [x], good) is None
     assert "returned 1 outputs; it declares 2 (total, count)" in output_problem(
-        s, "cpu", cpu, [x], good[0])
+        s, "cpu", cpu, [x], good[0]
+    )
     wrong_shape = (cpu.zeros("float32", (1,)), good[1])
     assert "with shape (1,); its shape_rule says ()" in output_problem(
-        s, "cpu", cpu, [x], wrong_shape)
+        s, "cpu", cpu, [x], wrong_shape
+    )
 
 
 # -- poison ----------------------------------------------------------------------------------
@@ -182,7 +192,10 @@ def test_cases_narrow_by_backend_variant_and_compile_only(host):
 def test_runtimes_of_one_device_have_distinct_names_in_errors(host):
     first, second = host.backend("cpu"), host.new_backend("cpu")
     assert (first.name, second.name, host.new_backend("cpu:0").name) == (
-        "cpu:0", "cpu:0#2", "cpu:0#3")
+        "cpu:0",
+        "cpu:0#2",
+        "cpu:0#3",
+    )
     register(host, spec("kit.double", {"cpu": double}))
     x = second.upload(np.ones(2, np.float32))
     with pytest.raises(tf.ForeignRuntimeError, match="lives on 'cpu:0#2', the session runs on"):
@@ -194,8 +207,7 @@ def test_copy_hint_names_only_what_the_backend_has(host):
 
     other = host.new_backend("cpu")
     with pytest.raises(tf.ForeignRuntimeError) as info:
-        require_resident(host.backend("cpu"), other.zeros("float32", (1,)), argument="x",
-                         op=None)
+        require_resident(host.backend("cpu"), other.zeros("float32", (1,)), argument="x", op=None)
     assert "copy_from_same_device" not in str(info.value)
     assert "'cpu:0'.upload(t.download())" in str(info.value)
 
@@ -205,11 +217,14 @@ def test_mesa_probe_noise_stays_out_of_the_users_stderr(subproc):
     import sys
 
     env = {k: v for k, v in subproc.env().items() if k != "XDG_RUNTIME_DIR"}
-    code = ("import os, tenferro_host as tf\n"
-            "h = tf.Host(); s = h.backend_status('webgpu')\n"
-            "if s.available: h.backend('webgpu').zeros('float32', (2,)).download()\n"
-            "print(s.available, os.environ.get('XDG_RUNTIME_DIR'))\n")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=120)
+    code = (
+        "import os, tenferro_host as tf\n"
+        "h = tf.Host(); s = h.backend_status('webgpu')\n"
+        "if s.available: h.backend('webgpu').zeros('float32', (2,)).download()\n"
+        "print(s.available, os.environ.get('XDG_RUNTIME_DIR'))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert proc.stdout.split()[1] == "None"  # the private directory was only for the probe

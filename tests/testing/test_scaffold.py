@@ -16,16 +16,29 @@ def test_a_scaffolded_package_installs_and_its_tests_pass(subproc, tmp_path):
     assert made.returncode == 0, made.stderr
     root = tmp_path / "tf_scaffolded"
     assert {"pyproject.toml", "setup.py", "ci.sh", "README.md", "tests"} <= {
-        p.name for p in root.iterdir()}
+        p.name for p in root.iterdir()
+    }
     plugin = (root / "tf_scaffolded" / "plugin.py").read_text()
     assert "TENFERRO_HOST_API = (1, 0)" in plugin and "rtol=" in plugin
     site = tmp_path / "site"
     pip_install_target([root], site)
-    tests = subproc.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                         str(root / "tests")], (site,))
+    tests = subproc.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            str(root / "tests"),
+        ],
+        (site,),
+    )
     summary = tests.stdout.splitlines()[-1]
     assert tests.returncode == 0 and "passed" in summary and "failed" not in summary, (
-        tests.stdout + tests.stderr)
+        tests.stdout + tests.stderr
+    )
     check = subproc.cli("check", "tf_scaffolded", "--json", paths=(site,))
     assert check.returncode == 0, check.stdout + check.stderr
     assert subproc.run(["bash", "-n", str(root / "ci.sh")]).returncode == 0
