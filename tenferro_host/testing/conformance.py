@@ -209,12 +209,26 @@ def _stored_dtypes(spec: OpSpec, runtime: Runtime) -> list[DType]:
     return [resolve_dtype(n) for n in spec.signature.dtypes if n in runtime.supported_dtypes]
 
 
-def _reference_accepts(spec: OpSpec, arrays: list[np.ndarray]) -> bool:
+def _reference_refusal(spec: OpSpec, arrays: list[np.ndarray]) -> str | None:
+    """None when the reference takes ``arrays``, else what it raised (the shape is not the
+    op's)."""
     try:
         spec.reference(*arrays)
-    except Exception:
-        return False
-    return True
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _nothing_ran(spec: OpSpec, runtime: Runtime, refused: str | None, typed: str | None) -> None:
+    """A check that ran no input must say why instead of passing."""
+    if typed is not None:
+        raise CaseSkipped(f"{runtime.name} refused every input with a typed error: {typed}")
+    if refused is not None:
+        raise CheckFailure(
+            f"the reference of op {spec.name!r} refused every input the suite tried "
+            f"(last: {refused}); it must take the shapes and dtypes the op declares"
+        )
+    raise CaseSkipped(f"{runtime.name} stores none of the op's dtypes ({spec.signature.dtypes})")
 
 
 # -- the checks on a backend ---------------------------------------------------------------------
@@ -230,16 +244,20 @@ def check_values(
     """Every stored dtype over ``shapes`` vs the reference (shapes the reference refuses are
     not the op's; an UnsupportedError is a typed refusal of this backend)."""
     runtime = host.backend(backend)
+    ran, refused, typed = 0, None, None
     for dt in _stored_dtypes(spec, runtime):
         for seed, shape in enumerate(shapes):
             arrays = random_inputs(spec.signature, shape, dt, seed)
-            if not _reference_accepts(spec, arrays):
+            why = _reference_refusal(spec, arrays)
+            if why is not None:
+                refused = why
                 continue
             what = f"{dt.name}, shape {shape}"
             tensors = [runtime.upload(a) for a in arrays]
             try:
                 run = _checked_run(spec, kind, runtime, tensors, what)
-            except UnsupportedError:
+            except UnsupportedError as exc:
+                typed = str(exc)
                 continue
             except TenferroError as exc:
                 raise CheckFailure(
@@ -249,6 +267,9 @@ def check_values(
             problem = _compare(spec, kind, runtime, arrays, run, what, rtol, atol)
             if problem is not None:
                 raise CheckFailure(problem)
+            ran += 1
+    if not ran:
+        _nothing_ran(spec, runtime, refused, typed)
 
 
 def check_views(
@@ -264,11 +285,15 @@ def check_views(
     dt = default_dtype(spec.signature)
     if dt.name not in runtime.supported_dtypes or not spec.signature.inputs:
         raise CaseSkipped(f"{runtime.name} stores none of the op's dtypes or it has no inputs")
+    ran, refused = 0, None
     for seed, (name, (base_shape, view)) in enumerate(VIEWS.items()):
         bases = random_inputs(spec.signature, base_shape, dt, seed)
         arrays = [view(b) for b in bases]
-        if not _reference_accepts(spec, arrays):
+        why = _reference_refusal(spec, arrays)
+        if why is not None:
+            refused = why
             continue
+        ran += 1
         tensors = [view(runtime.upload(b)) for b in bases]
         what = f"{dt.name} inputs {name}, shape {arrays[0].shape}"
         try:
@@ -281,6 +306,8 @@ def check_views(
                 f"{problem}; the variant accepted a non-compact input silently: canonicalize it "
                 "(runtime.canonicalize) or raise InvalidLayoutError"
             )
+    if not ran:
+        raise CaseSkipped(f"the reference takes none of the suite's views (last: {refused})")
 
 
 def check_inputs(

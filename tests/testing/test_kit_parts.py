@@ -18,9 +18,9 @@ from tenferro_host.testing.recording import RecordedModule, RecordingRawSession
 nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (the cuda extra) is missing")
 
 
-def spec(name="kit.op", variants=None, **kw):
+def spec(name="kit.op", variants=None, reference=lambda x: x * 2, **kw):
     kw.setdefault("signature", tf.Signature(inputs=("x",)))
-    return tf.OpSpec(name=name, reference=lambda x: x * 2, variants=variants or {}, **kw)
+    return tf.OpSpec(name=name, reference=reference, variants=variants or {}, **kw)
 
 
 def register(host, *specs):
@@ -228,3 +228,24 @@ def test_mesa_probe_noise_stays_out_of_the_users_stderr(subproc):
     )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert proc.stdout.split()[1] == "None"  # the private directory was only for the probe
+
+
+def test_a_reference_that_refuses_everything_fails_instead_of_passing(host):
+    def broken_reference(x):
+        raise KeyError("oops")
+
+    register(host, spec("kit.badref", {"cpu": double}, reference=broken_reference))
+    outcomes = {o.case.check: o for o in run_cases(cases(host, "kit.badref"))}
+    assert outcomes["values"].status == "failed"
+    assert "the reference of op 'kit.badref' refused every input" in outcomes["values"].message
+    assert "KeyError: 'oops'" in outcomes["values"].message
+    assert outcomes["views"].status == "skipped"
+
+
+def test_a_backend_refusing_every_input_is_a_skip_with_its_reason(host):
+    def refuses(ex, x):
+        raise tf.UnsupportedError("not here", backend="cpu", feature="x")
+
+    register(host, spec("kit.refuses", {"cpu": refuses}))
+    (values,) = [o for o in run_cases(cases(host, "kit.refuses")) if o.case.check == "values"]
+    assert values.status == "skipped" and "refused every input" in values.message
