@@ -400,10 +400,17 @@ def cmd_check(host: Host, args: argparse.Namespace) -> int:
     from .testing.conformance import cases, run_cases
 
     ops = check_targets(host, args.targets)
+
+    def attrs_of(name: str) -> dict[str, Any]:
+        spec = host.registry.op(name).spec
+        assert spec is not None
+        return dict(parse_attr(a, dict(spec.signature.attributes), name) for a in args.attr)
+
     selected = [
         case for name in ops
         for case in cases(host, name, backends=args.backends, variants=args.variants,
-                          compile_only=args.compile_only, rtol=args.rtol, atol=args.atol)
+                          compile_only=args.compile_only, rtol=args.rtol, atol=args.atol,
+                          attrs=attrs_of(name))
     ]
     if args.json:
         outcomes = run_cases(selected)
@@ -560,6 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--backends", type=list_arg,
                        help="only these backend kinds, e.g. cpu,webgpu")
     check.add_argument("--variants", type=list_arg, help="only these variant kinds, e.g. dsl")
+    check.add_argument("--attr", action="append", default=[], metavar="NAME=VALUE",
+                       help="an attribute passed to every call of the op (repeatable)")
     check.add_argument("--compile-only", action="store_true",
                        help="only the GPU-less checks (NVRTC, DSL compile, raw launch arguments)")
     check.set_defaults(func=cmd_check)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import gc
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -138,6 +138,15 @@ class Case:
         return Outcome(self, "passed", "", time.perf_counter() - start)
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What every case of one run shares: tolerance overrides and the attributes to pass."""
+
+    rtol: float | None = None
+    atol: float | None = None
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
 # -- running one variant -------------------------------------------------------------------------
 @dataclass
 class VariantRun:
@@ -172,10 +181,10 @@ def _where(spec: OpSpec, kind: str, runtime: Runtime, what: str) -> str:
 
 
 def _checked_run(
-    spec: OpSpec, kind: str, runtime: Runtime, tensors: list[Tensor], what: str
+    spec: OpSpec, kind: str, runtime: Runtime, tensors: list[Tensor], what: str, cfg: Settings
 ) -> VariantRun:
     """run_variant, failing on undeclared outputs and on transfers or waits inside the call."""
-    run = run_variant(spec, kind, runtime, tensors, {})
+    run = run_variant(spec, kind, runtime, tensors, dict(cfg.attrs))
     problem = output_problem(spec, kind, runtime, tensors, run.result)
     if problem is not None:
         raise CheckFailure(f"{problem} ({what})")
@@ -195,12 +204,11 @@ def _compare(
     arrays: list[np.ndarray],
     run: VariantRun,
     what: str,
-    rtol: float | None,
-    atol: float | None,
+    cfg: Settings,
 ) -> str | None:
-    expected = as_outputs(spec.reference(*arrays))
+    expected = as_outputs(spec.reference(*arrays, **cfg.attrs))
     problem = compare_outputs(
-        download_all(run.result), expected, spec.signature.outputs, rtol, atol, spec
+        download_all(run.result), expected, spec.signature.outputs, cfg.rtol, cfg.atol, spec
     )
     return None if problem is None else f"{_where(spec, kind, runtime, what)}: {problem}"
 
@@ -209,11 +217,11 @@ def _stored_dtypes(spec: OpSpec, runtime: Runtime) -> list[DType]:
     return [resolve_dtype(n) for n in spec.signature.dtypes if n in runtime.supported_dtypes]
 
 
-def _reference_refusal(spec: OpSpec, arrays: list[np.ndarray]) -> str | None:
+def _reference_refusal(spec: OpSpec, arrays: list[np.ndarray], cfg: Settings) -> str | None:
     """None when the reference takes ``arrays``, else what it raised (the shape is not the
     op's)."""
     try:
-        spec.reference(*arrays)
+        spec.reference(*arrays, **cfg.attrs)
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -224,9 +232,11 @@ def _nothing_ran(spec: OpSpec, runtime: Runtime, refused: str | None, typed: str
     if typed is not None:
         raise CaseSkipped(f"{runtime.name} refused every input with a typed error: {typed}")
     if refused is not None:
+        attributes = ", ".join(spec.signature.attributes)
+        hint = f"; pass its attributes ({attributes}) with attrs= or --attr" if attributes else ""
         raise CheckFailure(
             f"the reference of op {spec.name!r} refused every input the suite tried "
-            f"(last: {refused}); it must take the shapes and dtypes the op declares"
+            f"(last: {refused}); it must take the shapes and dtypes the op declares{hint}"
         )
     raise CaseSkipped(f"{runtime.name} stores none of the op's dtypes ({spec.signature.dtypes})")
 
@@ -237,8 +247,7 @@ def check_values(
     spec: OpSpec,
     kind: str,
     backend: str,
-    rtol: float | None = None,
-    atol: float | None = None,
+    cfg: Settings,
     shapes: Sequence[tuple[int, ...]] = SHAPES,
 ) -> None:
     """Every stored dtype over ``shapes`` vs the reference (shapes the reference refuses are
@@ -248,14 +257,14 @@ def check_values(
     for dt in _stored_dtypes(spec, runtime):
         for seed, shape in enumerate(shapes):
             arrays = random_inputs(spec.signature, shape, dt, seed)
-            why = _reference_refusal(spec, arrays)
+            why = _reference_refusal(spec, arrays, cfg)
             if why is not None:
                 refused = why
                 continue
             what = f"{dt.name}, shape {shape}"
             tensors = [runtime.upload(a) for a in arrays]
             try:
-                run = _checked_run(spec, kind, runtime, tensors, what)
+                run = _checked_run(spec, kind, runtime, tensors, what, cfg)
             except UnsupportedError as exc:
                 typed = str(exc)
                 continue
@@ -264,7 +273,7 @@ def check_values(
                     f"{_where(spec, kind, runtime, what)} raised {type(exc).__name__}: {exc}, "
                     "on inputs its reference accepts"
                 ) from exc
-            problem = _compare(spec, kind, runtime, arrays, run, what, rtol, atol)
+            problem = _compare(spec, kind, runtime, arrays, run, what, cfg)
             if problem is not None:
                 raise CheckFailure(problem)
             ran += 1
@@ -277,8 +286,7 @@ def check_views(
     spec: OpSpec,
     kind: str,
     backend: str,
-    rtol: float | None = None,
-    atol: float | None = None,
+    cfg: Settings,
 ) -> None:
     """Non-compact inputs give the reference's result or a typed error, never a wrong one."""
     runtime = host.backend(backend)
@@ -289,7 +297,7 @@ def check_views(
     for seed, (name, (base_shape, view)) in enumerate(VIEWS.items()):
         bases = random_inputs(spec.signature, base_shape, dt, seed)
         arrays = [view(b) for b in bases]
-        why = _reference_refusal(spec, arrays)
+        why = _reference_refusal(spec, arrays, cfg)
         if why is not None:
             refused = why
             continue
@@ -297,10 +305,10 @@ def check_views(
         tensors = [view(runtime.upload(b)) for b in bases]
         what = f"{dt.name} inputs {name}, shape {arrays[0].shape}"
         try:
-            run = _checked_run(spec, kind, runtime, tensors, what)
+            run = _checked_run(spec, kind, runtime, tensors, what, cfg)
         except TenferroError:
             continue  # a typed refusal of the layout is conforming
-        problem = _compare(spec, kind, runtime, arrays, run, what, rtol, atol)
+        problem = _compare(spec, kind, runtime, arrays, run, what, cfg)
         if problem is not None:
             raise CheckFailure(
                 f"{problem}; the variant accepted a non-compact input silently: canonicalize it "
@@ -310,9 +318,7 @@ def check_views(
         raise CaseSkipped(f"the reference takes none of the suite's views (last: {refused})")
 
 
-def check_inputs(
-    host: Host, spec: OpSpec, kind: str, backend: str, *tolerances: float | None
-) -> None:
+def check_inputs(host: Host, spec: OpSpec, kind: str, backend: str, cfg: Settings) -> None:
     """An undeclared dtype and a tensor of another runtime get typed errors."""
     runtime = host.backend(backend)
     sig = spec.signature
@@ -324,7 +330,7 @@ def check_inputs(
         tensors = [runtime.upload(a) for a in random_inputs(sig, (4,), dt)]
         what = f"{dt.name} inputs, which the op does not declare"
         try:
-            run_variant(spec, kind, runtime, tensors, {})
+            run_variant(spec, kind, runtime, tensors, dict(cfg.attrs))
         except TenferroError:
             pass
         except Exception as exc:
@@ -341,7 +347,7 @@ def check_inputs(
     arrays = random_inputs(sig, (4,), default_dtype(sig))
     foreign = [other.upload(a) for a in arrays]
     try:
-        host.run(spec.name, *foreign, backend=runtime.name)
+        host.run(spec.name, *foreign, backend=runtime.name, **cfg.attrs)
     except TenferroError:
         return
     raise CheckFailure(
@@ -350,16 +356,14 @@ def check_inputs(
     )
 
 
-def check_sessions(
-    host: Host, spec: OpSpec, kind: str, backend: str, *tolerances: float | None
-) -> None:
+def check_sessions(host: Host, spec: OpSpec, kind: str, backend: str, cfg: Settings) -> None:
     """After the call, no session (and so no handle of one) the variant opened is alive."""
     runtime = host.backend(backend)
     dt = default_dtype(spec.signature)
     if dt.name not in runtime.supported_dtypes:
         raise CaseSkipped(f"{runtime.name} does not store {dt.name}")
     tensors = [runtime.upload(a) for a in random_inputs(spec.signature, (7,), dt)]
-    run = _checked_run(spec, kind, runtime, tensors, f"{dt.name}, shape (7,)")
+    run = _checked_run(spec, kind, runtime, tensors, f"{dt.name}, shape (7,)", cfg)
     escaped = [o for o in as_outputs(run.result) if isinstance(o, SessionHandle)]
     sessions = run.sessions
     del run  # drop the result's references before looking for survivors
@@ -452,7 +456,7 @@ class _RecordingJitExec:
         return _LaunchRecorder(self._ex.jit(op), self._seen)
 
 
-def check_dsl_compiles(spec: OpSpec, cpu: Runtime) -> None:
+def check_dsl_compiles(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
     """Each DSL kernel the ``dsl`` variant launches (seen on the CPU interpreter, every
     declared dtype) compiles for cuda (NVRTC) and WGSL; UnsupportedError is a typed refusal."""
     from ..kernel.compile_only import compile_only
@@ -461,7 +465,7 @@ def check_dsl_compiles(spec: OpSpec, cpu: Runtime) -> None:
     for dt in _stored_dtypes(spec, cpu):
         tensors = [cpu.upload(a) for a in random_inputs(spec.signature, (7,), dt)]
         with cpu.session() as bs:
-            spec.variants["dsl"](_RecordingJitExec(bs.exec_session(), seen), *tensors)
+            spec.variants["dsl"](_RecordingJitExec(bs.exec_session(), seen), *tensors, **cfg.attrs)
     if not seen:
         raise CaseSkipped("the dsl variant launched no kernel on shape (7,)")
     try:
@@ -483,7 +487,7 @@ def check_dsl_compiles(spec: OpSpec, cpu: Runtime) -> None:
                 ) from exc
 
 
-def check_raw_launches(spec: OpSpec, cpu: Runtime) -> None:
+def check_raw_launches(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
     """Run the ``cuda-raw`` variant on the recording raw session for every declared dtype:
     each launch's argument sizes must match its kernel's PTX ``.entry`` parameters."""
     from .recording import RecordingExecSession
@@ -495,7 +499,7 @@ def check_raw_launches(spec: OpSpec, cpu: Runtime) -> None:
         with cpu.session() as bs:
             ex = RecordingExecSession(bs.exec_session(), spec.kernels)
             try:
-                spec.variants["cuda-raw"](ex, *tensors)
+                spec.variants["cuda-raw"](ex, *tensors, **cfg.attrs)
             except (ArgumentMismatchError, SymbolLookupError) as exc:
                 raise CheckFailure(
                     f"op {spec.name!r}, variant 'cuda-raw' ({dt.name}): {exc}"
@@ -533,9 +537,11 @@ def cases(
     compile_only: bool = False,
     rtol: float | None = None,
     atol: float | None = None,
+    attrs: Mapping[str, Any] | None = None,
 ) -> list[Case]:
     """Every case of op ``name``; ``backends``/``variants`` narrow them, ``compile_only``
-    keeps the GPU-less ones."""
+    keeps the GPU-less ones; ``rtol``/``atol`` override the op's tolerances and ``attrs`` are
+    passed to every call of the op and its reference."""
     spec = host.registry.op(name).spec
     assert spec is not None
     out: list[Case] = []
@@ -549,6 +555,7 @@ def cases(
     ) -> None:
         out.append(Case(spec.name, check, kind, backend, body, unavailable))
 
+    cfg = Settings(rtol, atol, dict(attrs or {}))
     chosen = [k for k in spec.variants if variants is None or k in variants]
     if not compile_only:
         for kind in chosen:
@@ -559,15 +566,18 @@ def cases(
                 reason = None if status.available else f"backend {backend!r}: {status.reason}"
 
                 for check, fn in BACKEND_CHECKS.items():
-                    body = partial(fn, host, spec, kind, backend, rtol, atol)
+                    body = partial(fn, host, spec, kind, backend, cfg)
                     add(check, kind, backend, body, reason)
     if spec.kernels:
         add("nvrtc", "kernels", "none", lambda: check_kernel_sources(spec))
     if "dsl" in chosen:
-        add("compile", "dsl", "none", lambda: check_dsl_compiles(spec, host.backend("cpu")))
+        add("compile", "dsl", "none", lambda: check_dsl_compiles(spec, host.backend("cpu"), cfg))
     if "cuda-raw" in chosen:
         add(
-            "launch-args", "cuda-raw", "none", lambda: check_raw_launches(spec, host.backend("cpu"))
+            "launch-args",
+            "cuda-raw",
+            "none",
+            lambda: check_raw_launches(spec, host.backend("cpu"), cfg),
         )
     return out
 
@@ -585,10 +595,11 @@ def run_cases(
     return outcomes
 
 
-def conformance_test(*ops: str) -> Callable[[Any], None]:
+def conformance_test(*ops: str, **attrs: Any) -> Callable[[Any], None]:
     """A pytest test running every conformance case of ``ops``, one test item per case::
 
         test_conformance = conformance_test("my_pkg.add")
+        test_scale = conformance_test("my_pkg.scale", factor=2.5)  # attributes to pass
 
     (the tenferro-host pytest plugin parametrizes it; ``--tf-backends``, ``--tf-variants``
     and ``--tf-compile-only`` select the cases).
@@ -604,6 +615,7 @@ def conformance_test(*ops: str) -> Callable[[Any], None]:
             raise AssertionError(f"{tf_case.id}: {outcome.status}: {outcome.message}")
 
     test_conformance.tf_conformance_ops = ops  # type: ignore[attr-defined]
+    test_conformance.tf_conformance_attrs = attrs  # type: ignore[attr-defined]
     return test_conformance
 
 
@@ -614,6 +626,7 @@ __all__ = [
     "CaseSkipped",
     "CheckFailure",
     "Outcome",
+    "Settings",
     "cases",
     "conformance_test",
     "poison_fresh_memory",

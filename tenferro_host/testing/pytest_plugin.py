@@ -108,7 +108,9 @@ def _collection_host(config: pytest.Config) -> Host:
     return host
 
 
-def case_params(config: pytest.Config, ops: tuple[str, ...]) -> list[Any]:
+def case_params(
+    config: pytest.Config, ops: tuple[str, ...], attrs: dict[str, Any] | None = None
+) -> list[Any]:
     """The ``tf_case`` parameters of conformance tests of ``ops``, marked per backend."""
     from .conformance import cases
 
@@ -121,6 +123,7 @@ def case_params(config: pytest.Config, ops: tuple[str, ...]) -> list[Any]:
             backends=_kinds(config, "--tf-backends"),
             variants=_kinds(config, "--tf-variants"),
             compile_only=config.getoption("--tf-compile-only"),
+            attrs=attrs,
         ):
             status = host.backend_status(case.backend) if case.backend != "none" else None
             marks = _marks(case.backend, status)
@@ -137,7 +140,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("backend_name", params)
     if "tf_case" in metafunc.fixturenames:
         ops = getattr(metafunc.function, "tf_conformance_ops", ())
-        metafunc.parametrize("tf_case", case_params(config, ops))
+        attrs = getattr(metafunc.function, "tf_conformance_attrs", None)
+        metafunc.parametrize("tf_case", case_params(config, ops, attrs))
 
 
 @pytest.fixture(autouse=True)

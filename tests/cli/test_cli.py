@@ -156,6 +156,7 @@ def test_run_on_empty_and_default_backend(capsys):
         (["run", "ext_add_kernel.add", "--backend", "cpu", "--variant", "cuda-raw"],
          "does not run on cpu:0"),
         (["check", "nope"], "no op named 'nope'"),
+        (["check", "ext_add_kernel.add", "--attr", "alpha=1"], "op has no attributes"),
     ],
 )
 def test_library_errors_exit_2_with_one_line(capsys, argv, message):

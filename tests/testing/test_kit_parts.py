@@ -249,3 +249,19 @@ def test_a_backend_refusing_every_input_is_a_skip_with_its_reason(host):
     register(host, spec("kit.refuses", {"cpu": refuses}))
     (values,) = [o for o in run_cases(cases(host, "kit.refuses")) if o.case.check == "values"]
     assert values.status == "skipped" and "refused every input" in values.message
+
+
+def test_cases_pass_attributes_to_the_op_and_its_reference(host):
+    def scale(ex, x, factor):
+        out = double(ex, x)
+        if out.numel:
+            CpuRuntime.strided_view(out)[...] *= np.float32(factor / 2)
+        return out
+
+    sig = tf.Signature(inputs=("x",), attributes={"factor": float})
+    register(host, spec("kit.scale", {"cpu": scale}, lambda x, factor: x * factor, signature=sig))
+    with_attrs = run_cases(cases(host, "kit.scale", attrs={"factor": 3.0}))
+    assert {o.status for o in with_attrs} == {"passed"}
+    without = {o.case.check: o for o in run_cases(cases(host, "kit.scale"))}
+    assert without["values"].status == "failed"  # the reference refuses every call
+    assert "missing 1 required positional argument: 'factor'" in without["values"].message
