@@ -191,3 +191,26 @@ def test_run_on_a_backend_without_a_variant_exits_2(subproc, kit_dists):
         pytest.skip(f"no WebGPU adapter here: {proc.stderr.strip()}")
     assert proc.returncode == 2
     assert "has no variant for backend 'webgpu:0' (it has cpu)" in proc.stderr
+
+
+def test_each_wrong_op_alone_gets_the_documented_exit_code(subproc, kit_dists):
+    code = textwrap.dedent("""
+        import contextlib, io, json
+        from tenferro_host.cli import main
+        codes = {}
+        for op in %r:
+            with contextlib.redirect_stdout(io.StringIO()):
+                codes[op] = main(["check", "tf_kit_wrong." + op, "--json", "--backends", "cpu"])
+        print(json.dumps(codes))
+    """) % sorted([*CAUGHT, "raises", "exits", "good"])
+    codes = subproc.json(code, (kit_dists,))
+    assert codes == {**dict.fromkeys(CAUGHT, 1), "raises": 3, "exits": 3, "good": 0}
+
+
+def test_a_missing_op_names_the_plugin_with_a_syntax_error_by_full_path(subproc, kit_dists):
+    proc = subproc.cli("run", "tf_kit_syntax.op", "--backend", "cpu", paths=(kit_dists,))
+    assert proc.returncode == 2
+    assert "plugins that failed to load (the op may be theirs): " in proc.stderr
+    assert "'tf_kit_syntax' (tf-kit-syntax 1.0: SyntaxError" in proc.stderr
+    path = kit_dists / "tf_kit_syntax" / "plugin.py"
+    assert f"SyntaxError: expected ':' ({path}, line 3)" in proc.stderr
