@@ -265,3 +265,14 @@ def test_cases_pass_attributes_to_the_op_and_its_reference(host):
     without = {o.case.check: o for o in run_cases(cases(host, "kit.scale"))}
     assert without["values"].status == "failed"  # the reference refuses every call
     assert "missing 1 required positional argument: 'factor'" in without["values"].message
+
+
+def test_loading_the_pytest_plugin_imports_no_gpu_library_and_discovers_nothing(subproc):
+    loaded = subproc.json(
+        "import json, sys\n"
+        "import tenferro_host.testing.pytest_plugin\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('cuda', 'wgpu', 'tenferro_host_cuda', 'tenferro_host_webgpu', 'tenferro_host_cuda_jit',"
+        " 'ext_add_kernel', 'rich'))))"
+    )
+    assert loaded == []
