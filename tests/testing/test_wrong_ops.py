@@ -164,10 +164,15 @@ def test_plugin_loads_with_dash_p_when_autoload_is_off(subproc, tmp_path):
     off = subproc.run(args, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     assert off.returncode != 0 and "fixture 'host' not found" in off.stdout
     on = subproc.run(
-        [*args, "-p", "tenferro_host.testing", "--tf-backends=cpu"],
+        [*args, "-p", "tenferro_host.testing", "--tf-backends=cpu", "--collect-only"],
         PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
     )
     assert on.returncode == 0, on.stdout
+    assert "test_host.py::test_host[cpu]" in on.stdout and "webgpu" not in on.stdout
+    everywhere = subproc.run(
+        [*args, "-p", "tenferro_host.testing", "-rs"], PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"
+    )
+    assert everywhere.returncode == 0, everywhere.stdout
 
 
 def test_system_exit_in_a_plugin_or_a_variant_does_not_end_the_cli(subproc, kit_dists):
