@@ -1,9 +1,10 @@
 """The ``tenferro-host`` command: what this machine offers, and a timed, checked op run.
 
-Commands: ``caps`` (backends, devices, capabilities, plugins, ops), ``plugins``, ``ops`` and
-``run OP``. Tables are for people; ``--json`` prints stable JSON for scripts and nothing else
-on stdout (schema in SPEC section 11). A library error prints one line on stderr and exits 2;
-a ``run --check`` mismatch exits 1.
+Commands: ``caps`` (backends, devices, capabilities, plugins, ops), ``plugins``, ``ops``,
+``run OP``, ``check DIST|OP`` (the conformance suite) and ``new-op NAME`` (a package
+skeleton). Tables are for people; ``--json`` prints stable JSON for scripts and nothing else on
+stdout. Exit codes: 0 success, 1 a check failed, 2 a usage or library error or a strict-mode
+plugin failure (one line on stderr), 3 an op, a reference or a plugin raised.
 
 >>> import tenferro_host as tf
 >>> report = caps_report(tf.Host())
@@ -27,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .capability import ExtensionCapability
-from .errors import PluginError, TenferroError, ValidationError
+from .errors import PluginError, TenferroError, UnsupportedError, ValidationError
 from .host import Host
 from .registry import BackendStatus
 from .testing.checks import (
@@ -36,12 +37,33 @@ from .testing.checks import (
     compare_outputs,
     default_dtype,
     download_all,
+    output_problem,
     random_inputs,
 )
 
 SCHEMA_VERSION = 1
+EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_ERROR = 2
+EXIT_OP_RAISED = 3
+
+
+class OpRaised(Exception):
+    """An op's variant or reference (plugin code) raised something other than a typed error."""
+
+
+def call_op_code(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call plugin code; anything but a TenferroError (SystemExit included) becomes OpRaised."""
+    try:
+        return fn(*args, **kwargs)
+    except TenferroError:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a plugin's SystemExit must not end the CLI
+        raise OpRaised(
+            f"{what} raised {type(exc).__name__}: {exc}; this is a bug in the op's package"
+        ) from exc
 
 
 # -- reports (plain data; the JSON output) -------------------------------------------------------
@@ -113,6 +135,7 @@ def caps_report(host: Host) -> dict[str, Any]:
 #: Flexible columns share the terminal width in these ratios; the others fit their content.
 _RATIOS = {
     "reason": 3, "error": 3, "devices": 2, "capabilities": 2, "variants": 2, "kernels": 3,
+    "message": 4,
 }
 
 
@@ -246,6 +269,48 @@ def parse_attr(text: str, attributes: dict[str, type], op: str) -> tuple[str, An
         ) from exc
 
 
+def _inputs(sig: Any, shape: tuple[int, ...], dt: Any, seed: int) -> list[Any]:
+    try:
+        return random_inputs(sig, shape, dt, seed)
+    except (MemoryError, ValueError) as exc:
+        raise ValidationError(
+            f"--shape {'x'.join(map(str, shape))}: cannot make {len(sig.inputs)} input(s) of "
+            f"{dt.name} that large ({type(exc).__name__}); use a smaller shape",
+            argument="shape",
+        ) from exc
+
+
+def _variant_runner(host: Host, spec: Any, runtime: Any, forced: str | None) -> tuple[str, Any]:
+    """(variant kind, a function running it on tensors): the host's choice or ``--variant``."""
+    chosen = host.variants_by_backend(spec.name).get(runtime.kind)
+    if forced is None:
+        if chosen is None:
+            raise UnsupportedError(
+                f"op {spec.name!r} has no variant for backend {runtime.name!r} (it has "
+                f"{', '.join(spec.variants)}); pick another --backend",
+                backend=runtime.name,
+                feature="variant",
+                op=spec.name,
+            )
+        return chosen, lambda *t, **a: host.run(spec.name, *t, backend=runtime.name, **a)
+    if forced not in spec.variants:
+        raise ValidationError(
+            f"--variant {forced!r}: op {spec.name!r} has {', '.join(spec.variants)}",
+            argument="variant",
+            op=spec.name,
+        )
+    from .testing.conformance import claimed_backends, run_variant
+
+    if runtime.kind not in claimed_backends(host, spec, forced):
+        raise ValidationError(
+            f"--variant {forced!r} does not run on {runtime.name}; pick a backend it claims "
+            f"({', '.join(claimed_backends(host, spec, forced)) or 'none installed'})",
+            argument="variant",
+            op=spec.name,
+        )
+    return forced, lambda *t, **a: run_variant(spec, forced, runtime, t, a).result
+
+
 def cmd_run(host: Host, args: argparse.Namespace) -> int:
     spec = host.registry.op(args.op).spec
     assert spec is not None
@@ -253,21 +318,27 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
     runtime = host.backend(args.backend or host.default_backend())
     dt = default_dtype(sig) if args.dtype is None else accepted_dtype(sig, args.dtype, spec.name)
     attrs = dict(parse_attr(a, dict(sig.attributes), spec.name) for a in args.attr)
-    arrays = random_inputs(sig, args.shape, dt, args.seed)
+    arrays = _inputs(sig, args.shape, dt, args.seed)
     tensors = [runtime.upload(a) for a in arrays]
+    kind, run = _variant_runner(host, spec, runtime, args.variant)
+    what = f"op {spec.name!r} (variant {kind!r} on {runtime.name})"
 
-    got = download_all(host.run(spec.name, *tensors, **attrs))  # warm-up, and the checked result
+    result = call_op_code(what, run, *tensors, **attrs)  # warm-up, and the checked result
     problem = None
     if args.check:
-        expected = as_outputs(spec.reference(*arrays, **attrs))
-        problem = compare_outputs(got, expected, sig.outputs)
+        problem = output_problem(spec, kind, runtime, tensors, result)
+        if problem is None:
+            expected = as_outputs(call_op_code(
+                f"the reference of {spec.name!r}", spec.reference, *arrays, **attrs))
+            got = download_all(result)
+            problem = compare_outputs(got, expected, sig.outputs, args.rtol, args.atol, spec)
 
     seconds: float | None = None
     if problem is None:
         times = []
         for _ in range(args.repeat):
             start = time.perf_counter()
-            download_all(host.run(spec.name, *tensors, **attrs))
+            download_all(call_op_code(what, run, *tensors, **attrs))
             times.append(time.perf_counter() - start)
         seconds = statistics.median(times)
 
@@ -275,7 +346,7 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
     result = {
         "op": spec.name,
         "backend": runtime.name,
-        "variant": host.variants_by_backend(spec.name).get(runtime.kind),
+        "variant": kind,
         "dtype": dt.name,
         "shape": list(args.shape),
         "repeat": args.repeat,
@@ -287,7 +358,7 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         console = Console()
-        what = f"{spec.name} on {runtime.name} ({result['variant']}, {dt.name}, shape {args.shape})"
+        what = f"{spec.name} on {runtime.name} ({kind}, {dt.name}, shape {args.shape})"
         if seconds is not None:
             console.print(
                 Text(f"{what}: {seconds * 1e3:.3f} ms per run "
@@ -301,7 +372,108 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_CHECK_FAILED
-    return 0
+    return EXIT_OK
+
+
+def check_targets(host: Host, targets: Sequence[str]) -> list[str]:
+    """The op names that ``check`` targets: ops by name, then every op of a distribution
+    (``ext-add-kernel``) or of an op package (``ext_add_kernel``)."""
+    def norm(name: str) -> str:
+        return name.lower().replace("-", "_")
+
+    names: list[str] = []
+    for target in targets:
+        if target in host.registry.ops:
+            found = [target]
+        else:
+            found = sorted(
+                rec.name for rec in host.registry.ops.values()
+                if norm(rec.dist) == norm(target) or rec.name.split(".", 1)[0] == target
+            )
+        if not found:
+            host.registry.op(target)  # the missing-op error, naming plugins that failed
+        names += [n for n in found if n not in names]
+    return names
+
+
+def check_report(outcomes: Sequence[Any], ops: Sequence[str], code: int) -> dict[str, Any]:
+    """The ``check --json`` document."""
+    from .testing.conformance import STATUSES
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "ops": list(ops),
+        "exit_code": code,
+        "summary": {s: sum(o.status == s for o in outcomes) for s in STATUSES},
+        "cases": [
+            {"id": o.case.id, "op": o.case.op, "variant": o.case.variant,
+             "backend": o.case.backend, "check": o.case.check, "status": o.status,
+             "message": o.message, "seconds": round(o.seconds, 4)}
+            for o in outcomes
+        ],
+    }
+
+
+def check_exit_code(outcomes: Sequence[Any]) -> int:
+    """3 when an op raised, else 1 when a check failed, else 0."""
+    statuses = {o.status for o in outcomes}
+    if "error" in statuses:
+        return EXIT_OP_RAISED
+    return EXIT_CHECK_FAILED if "failed" in statuses else EXIT_OK
+
+
+def cmd_check(host: Host, args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from .testing.conformance import cases, run_cases
+
+    ops = check_targets(host, args.targets)
+
+    def attrs_of(name: str) -> dict[str, Any]:
+        spec = host.registry.op(name).spec
+        assert spec is not None
+        return dict(parse_attr(a, dict(spec.signature.attributes), name) for a in args.attr)
+
+    selected = [
+        case for name in ops
+        for case in cases(host, name, backends=args.backends, variants=args.variants,
+                          compile_only=args.compile_only, rtol=args.rtol, atol=args.atol,
+                          attrs=attrs_of(name))
+    ]
+    if args.json:
+        outcomes = run_cases(selected)
+    else:
+        with Progress(console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("conformance", total=len(selected))
+            outcomes = run_cases(selected, lambda o: bar.update(
+                task, advance=1, description=o.case.id))
+    code = check_exit_code(outcomes)
+    report = check_report(outcomes, ops, code)
+    rows = [[o.case.op, o.case.variant, o.case.backend, o.case.check, o.status,
+             "" if o.status == "skipped" else o.message] for o in outcomes]
+    reasons: dict[str, int] = {}
+    for o in outcomes:
+        if o.status == "skipped":
+            reasons[o.message] = reasons.get(o.message, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in report["summary"].items())
+    tables = [_table(f"Conformance: {summary}",
+                     ["op", "variant", "backend", "check", "status", "message"], rows)]
+    if reasons:
+        tables.append(_table("Skipped", ["cases", "reason"],
+                             [[n, reason] for reason, n in reasons.items()]))
+    _emit(args, report, *tables)
+    return code
+
+
+def cmd_new_op(host: Host | None, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .scaffold import scaffold
+
+    root = scaffold(args.name, Path(args.dir))
+    print(f"created {root}: edit {args.name}/plugin.py, then `pip install -e {root}` and "
+          f"`pytest {root / 'tests'}` (or `sh {root / 'ci.sh'}`)")
+    return EXIT_OK
 
 
 # -- argument parsing ------------------------------------------------------------------------------
@@ -378,6 +550,36 @@ def _add_cache_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     cache.set_defaults(func=cmd_cache)
 
 
+def seed_arg(text: str) -> int:
+    """A random seed: an integer >= 0 (what numpy's generator takes)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seed; use an integer >= 0")
+    return value
+
+
+def tolerance_arg(text: str) -> float:
+    """A tolerance: a finite number >= 0, e.g. 1e-4."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a tolerance; use a number >= 0")
+    return value
+
+
+def list_arg(text: str) -> list[str]:
+    """``cpu,webgpu`` as ``["cpu", "webgpu"]``."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r} is empty; give names separated by commas")
+    return items
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``tenferro-host``."""
     common = argparse.ArgumentParser(add_help=False)
@@ -408,8 +610,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("ops", parents=[common], help="registered operations").set_defaults(
         func=cmd_ops
     )
+    tolerances = argparse.ArgumentParser(add_help=False)
+    tolerances.add_argument(
+        "--rtol", type=tolerance_arg, help="relative tolerance (default: the op's declared one)"
+    )
+    tolerances.add_argument(
+        "--atol", type=tolerance_arg, help="absolute tolerance (default: the op's declared one)"
+    )
     run = sub.add_parser(
-        "run", parents=[common], help="run an op on random inputs, time it, check it"
+        "run", parents=[common, tolerances], help="run an op on random inputs, time it, check it"
     )
     run.add_argument("op", metavar="OP", help="operation name, e.g. ext_add_kernel.add")
     run.add_argument("--backend", help="backend name (kind[:index]); default: the best available")
@@ -419,11 +628,34 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dtype", help="input dtype (default float32, if the op accepts it)")
     run.add_argument("--repeat", type=positive_int, default=10, help="timed runs (default 10)")
     run.add_argument("--check", action="store_true", help="compare with the numpy reference")
-    run.add_argument("--seed", type=int, default=0, help="random seed of the inputs")
+    run.add_argument("--seed", type=seed_arg, default=0, help="random seed of the inputs (>= 0)")
     run.add_argument(
         "--attr", action="append", default=[], metavar="NAME=VALUE", help="an op attribute"
     )
+    run.add_argument(
+        "--variant", help="force a variant kind (cpu, cuda-raw, dsl) instead of the host's choice"
+    )
     run.set_defaults(func=cmd_run)
+
+    check = sub.add_parser(
+        "check", parents=[common, tolerances],
+        help="run the conformance suite of an op, or of every op of a distribution",
+    )
+    check.add_argument("targets", nargs="+", metavar="DIST|OP",
+                       help="an op name, a distribution name or an op package name")
+    check.add_argument("--backends", type=list_arg,
+                       help="only these backend kinds, e.g. cpu,webgpu")
+    check.add_argument("--variants", type=list_arg, help="only these variant kinds, e.g. dsl")
+    check.add_argument("--attr", action="append", default=[], metavar="NAME=VALUE",
+                       help="an attribute passed to every call of the op (repeatable)")
+    check.add_argument("--compile-only", action="store_true",
+                       help="only the GPU-less checks (NVRTC, DSL compile, raw launch arguments)")
+    check.set_defaults(func=cmd_check)
+
+    new_op = sub.add_parser("new-op", help="scaffold an operation package")
+    new_op.add_argument("name", metavar="NAME", help="package name, e.g. my_ops")
+    new_op.add_argument("--dir", default=".", help="parent directory (default: here)")
+    new_op.set_defaults(func=cmd_new_op, json=False, strict=False)
     _add_cache_parser(sub, common)
     return parser
 
@@ -432,10 +664,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``tenferro-host`` and ``python -m tenferro_host``; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
+        if args.func is cmd_new_op:
+            return cmd_new_op(None, args)
         host = Host(strict=True if args.strict else None)
         host.plugins  # noqa: B018 - load now, so strict mode fails before any output
         return int(args.func(host, args))
-    except PluginError as exc:
+    except OpRaised as exc:
+        print(f"tenferro-host: op error: {exc}", file=sys.stderr)
+        return EXIT_OP_RAISED
+    except PluginError as exc:  # strict mode: a plugin failed to load (usage, like --strict)
         print(f"tenferro-host: plugin error: {exc}", file=sys.stderr)
     except TenferroError as exc:
         print(f"tenferro-host: error: {exc}", file=sys.stderr)
@@ -443,6 +680,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = [
+    "EXIT_CHECK_FAILED",
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "EXIT_OP_RAISED",
     "backend_report",
     "build_parser",
     "caps_report",

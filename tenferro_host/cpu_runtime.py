@@ -66,8 +66,18 @@ class CpuRuntime(Runtime):
     def device_info(self) -> CpuDeviceInfo:
         return self._info
 
+    #: Set by the test kit (:func:`tenferro_host.testing.poison_fresh_memory`): fresh storage
+    #: holds NaN (floats) or 0xA5 bytes (the rest), so reading an output before writing it shows.
+    poison_fresh_memory: bool = False
+
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
-        return CpuStorage(self, np.empty(nbytes // dt.itemsize, dtype=dt.numpy))
+        array = np.empty(nbytes // dt.itemsize, dtype=dt.numpy)
+        if CpuRuntime.poison_fresh_memory:
+            if dt.category in ("float", "complex"):
+                array.fill(np.nan)
+            else:
+                array.view(np.uint8).fill(0xA5)
+        return CpuStorage(self, array)
 
     def _write(self, storage: Storage, data: np.ndarray) -> None:
         assert isinstance(storage, CpuStorage)

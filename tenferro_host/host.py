@@ -51,6 +51,7 @@ class Host:
         self._plugins: PluginSet | None = None
         self._backends: dict[tuple[str, int], Runtime] = {}
         self._statuses: dict[str, BackendStatus] = {}
+        self._instances: dict[tuple[str, int], int] = {}  # runtimes made per device
         self._lock = threading.RLock()
 
     # -- plugins -------------------------------------------------------------------------------
@@ -154,8 +155,13 @@ class Host:
             return rt
 
     def new_backend(self, name: str) -> Runtime:
-        """An additional runtime on the same device: own stream, own allocation domain."""
-        return self._create(*self._runtime_for(name))
+        """An additional runtime on the same device: own stream, own allocation domain; its
+        name tells it apart (``cpu:0#2``, ``cpu:0#3`` ...)."""
+        key = self._runtime_for(name)
+        runtime = self._create(*key)
+        with self._lock:
+            runtime.instance = self._instances[key] = self._instances.get(key, 1) + 1
+        return runtime
 
     def _create(self, kind: str, index: int) -> Runtime:
         provider = self.registry.provider(kind)

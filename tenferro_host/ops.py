@@ -9,6 +9,11 @@
 ... )
 >>> spec.package
 'my_pkg'
+>>> spec.tolerance("float32"), spec.tolerance("int32")
+((1e-05, 1e-06), (0.0, 0.0))
+>>> OpSpec(name="my_pkg.colsum", signature=Signature(inputs=("x",)), reference=np.sum,
+...        variants={}, rtol={"float32": 1e-4}).tolerance("float32")
+(0.0001, 1e-06)
 """
 
 from __future__ import annotations
@@ -24,6 +29,14 @@ from .errors import ValidationError
 VARIANT_KINDS = ("cpu", "cuda-raw", "dsl")
 #: The native variant kind of each backend kind, preferred over ``dsl``.
 NATIVE_VARIANT = {"cpu": "cpu", "cuda": "cuda-raw"}
+#: Default (rtol, atol) per dtype when an op declares none; integers and bools compare exactly.
+DEFAULT_TOLERANCES: Mapping[str, tuple[float, float]] = {
+    "float16": (1e-3, 1e-3),
+    "float32": (1e-5, 1e-6),
+    "float64": (1e-12, 1e-12),
+    "complex64": (1e-5, 1e-6),
+    "complex128": (1e-12, 1e-12),
+}
 _NAME = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$")
 
 
@@ -69,9 +82,17 @@ class KernelSource:
         return f"{self.name} ({self.language}): compiled at run time{tail}"
 
 
+Tolerance = float | Mapping[str, float] | None
+
+
 @dataclass(frozen=True)
 class OpSpec:
-    """One operation: name (``package.op``), signature, numpy reference and variants."""
+    """One operation: name (``package.op``), signature, numpy reference and variants.
+
+    ``rtol``/``atol`` declare how close a variant must come to the reference: one number for
+    every dtype, or a mapping from dtype name to number; dtypes left out keep
+    :data:`DEFAULT_TOLERANCES` (a reduction that sums in another order needs a looser rtol).
+    """
 
     name: str
     signature: Signature
@@ -79,12 +100,28 @@ class OpSpec:
     variants: Mapping[str, Callable[..., Any]]
     kernels: tuple[KernelSource, ...] = ()
     doc: str = ""
+    rtol: Tolerance = None
+    atol: Tolerance = None
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
             raise ValidationError(
                 f"op name {self.name!r} must be namespaced by its package, e.g. 'my_pkg.add'",
                 argument="name",
+            )
+        if not isinstance(self.signature, Signature):
+            raise ValidationError(
+                f"op {self.name!r} needs signature=Signature(inputs=(...)), got "
+                f"{type(self.signature).__name__}",
+                argument="signature",
+            )
+        if not isinstance(self.variants, Mapping) or not all(
+            callable(v) for v in self.variants.values()
+        ):
+            raise ValidationError(
+                f"op {self.name!r}: variants must map variant kinds to callables "
+                "(e.g. {'cpu': my_cpu_variant})",
+                argument="variants",
             )
         unknown = set(self.variants) - set(VARIANT_KINDS)
         if unknown:
@@ -97,10 +134,17 @@ class OpSpec:
             raise ValidationError(
                 f"op {self.name!r} needs a callable reference", argument="reference"
             )
+        for argument in ("rtol", "atol"):
+            _check_tolerance(self.name, argument, getattr(self, argument))
 
     @property
     def package(self) -> str:
         return self.name.split(".", 1)[0]
+
+    def tolerance(self, dtype_name: str) -> tuple[float, float]:
+        """(rtol, atol) for outputs of ``dtype_name``: declared, else the default."""
+        d_rtol, d_atol = DEFAULT_TOLERANCES.get(dtype_name, (0.0, 0.0))
+        return _pick(self.rtol, dtype_name, d_rtol), _pick(self.atol, dtype_name, d_atol)
 
     def variant_kind_for(self, backend_kind: str, has_jit: bool) -> str | None:
         """The variant kind that runs on ``backend_kind``: native first, then ``dsl``."""
@@ -112,4 +156,42 @@ class OpSpec:
         return None
 
 
-__all__ = ["NATIVE_VARIANT", "VARIANT_KINDS", "KernelSource", "OpSpec", "Signature"]
+def _pick(declared: Tolerance, dtype_name: str, default: float) -> float:
+    if declared is None:
+        return default
+    if isinstance(declared, Mapping):
+        return float(declared.get(dtype_name, default))
+    return float(declared)
+
+
+def _check_tolerance(op: str, argument: str, value: Tolerance) -> None:
+    """A tolerance is None, a number >= 0, or a mapping dtype name -> number >= 0."""
+    from .dtypes import ALL
+
+    names = {d.name for d in ALL}
+    items = value.items() if isinstance(value, Mapping) else [(None, value)]
+    for key, number in items:
+        if key is not None and key not in names:
+            raise ValidationError(
+                f"op {op!r}: {argument} names {key!r}, which is not a dtype; use one of "
+                f"{', '.join(sorted(names))}",
+                argument=argument,
+            )
+        if number is None and key is None:
+            continue
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not number >= 0:
+            raise ValidationError(
+                f"op {op!r}: {argument} must be a number >= 0 or a mapping from dtype name to "
+                f"one, got {number!r}",
+                argument=argument,
+            )
+
+
+__all__ = [
+    "DEFAULT_TOLERANCES",
+    "NATIVE_VARIANT",
+    "VARIANT_KINDS",
+    "KernelSource",
+    "OpSpec",
+    "Signature",
+]

@@ -105,11 +105,12 @@ class PluginSet:
                 if impl.plugin is plugin:
                     impl.function(registry=view)
             view.commit()
-        except Exception as exc:  # isolation: any plugin failure is recorded, not raised
+        except (Exception, SystemExit) as exc:  # isolation: a plugin failure is recorded
             if plugin is not None and self.pm.is_registered(plugin):
                 self.pm.unregister(plugin)
-            message = f"{type(exc).__name__}: {exc}"
+            message = describe_failure(exc)
             self.records.append(PluginRecord(name, dist, version, "error", message))
+            self.registry.load_failures.append((name, f"{dist} {version}: {message}"))
             if self.strict:
                 raise PluginError(
                     f"plugin {name!r} ({dist} {version}) failed: {message}; "
@@ -117,6 +118,17 @@ class PluginSet:
                 ) from exc
             return
         self.records.append(PluginRecord(name, dist, version, "loaded"))
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line about a plugin failure; a SyntaxError names its file by full path.
+
+    >>> describe_failure(SyntaxError("invalid syntax", ("/src/pkg/plugin.py", 3, 1, "x y")))
+    'SyntaxError: invalid syntax (/src/pkg/plugin.py, line 3)'
+    """
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{type(exc).__name__}: {exc.msg} ({exc.filename}, line {exc.lineno})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _has_dist(name: str) -> bool:

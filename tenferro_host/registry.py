@@ -62,6 +62,8 @@ class Registry:
         self.providers: dict[str, tuple[str, BackendProvider]] = {}
         self.ops: dict[str, OpRecord] = {}
         self._jit: dict[str, tuple[str, JitFactory]] = {}
+        #: (plugin, why) of every plugin that failed to load: a missing op may be theirs.
+        self.load_failures: list[tuple[str, str]] = []
 
     def staging(self, dist: str) -> RegistrationView:
         return RegistrationView(self, dist)
@@ -78,7 +80,13 @@ class Registry:
         rec = self.ops.get(name)
         if rec is None:
             known = ", ".join(sorted(self.ops)) or "none"
-            raise ValidationError(f"no op named {name!r}; registered ops: {known}", argument="name")
+            failed = "; ".join(f"{plugin!r} ({why})" for plugin, why in self.load_failures)
+            hint = (
+                f"; plugins that failed to load (the op may be theirs): {failed}" if failed else ""
+            )
+            raise ValidationError(
+                f"no op named {name!r}; registered ops: {known}{hint}", argument="name"
+            )
         if rec.status == "conflict":
             raise PluginError(
                 f"op {name!r} is registered by several distributions "

@@ -11,7 +11,10 @@ wgpu is imported here only inside functions: importing the plugin loads no GPU l
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,13 +87,33 @@ class _Discovery:
                         backend="webgpu",
                         feature="wgpu",
                     ) from exc
-                found = [(dict(a.info), a) for a in wgpu.gpu.enumerate_adapters_sync()]
+                with _private_runtime_dir():
+                    found = [(dict(a.info), a) for a in wgpu.gpu.enumerate_adapters_sync()]
                 found.sort(key=lambda pair: _rank(pair[0]))
                 self._found = found
             return list(self._found)
 
 
 _discovery = _Discovery()
+
+
+@contextmanager
+def _private_runtime_dir() -> Iterator[None]:
+    """A private XDG_RUNTIME_DIR while Mesa probes when the user's is unset or invalid, so
+    Mesa's "XDG_RUNTIME_DIR is invalid" lines never reach the program's stderr."""
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    if current and os.path.isdir(current) and os.access(current, os.W_OK):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="tenferro-xdg-") as private:
+        os.environ["XDG_RUNTIME_DIR"] = private
+        try:
+            yield
+        finally:
+            if current is None:
+                del os.environ["XDG_RUNTIME_DIR"]
+            else:
+                os.environ["XDG_RUNTIME_DIR"] = current
 
 
 def _choose(pairs: list[tuple[dict[str, Any], Any]]) -> list[tuple[dict[str, Any], Any]]:

@@ -30,10 +30,15 @@ def require_resident(runtime: Runtime, t: Any, *, argument: str, op: str | None)
     owner = t.storage.runtime
     if owner.kind == "cpu" and runtime.kind != "cpu":
         hint = f"it is a host tensor; upload it first with {runtime.name!r}.upload(t.download())"
+    elif owner.same_device(runtime) and runtime.kind == "cuda":
+        hint = (
+            f"it belongs to {owner.name!r}, another runtime on the same device; copy it with "
+            "tf.cuda.copy_from_same_device"
+        )
     elif owner.same_device(runtime):
         hint = (
-            "it belongs to another runtime on the same device; copy it with "
-            "tf.cuda.copy_from_same_device"
+            f"it belongs to {owner.name!r}, another runtime on the same device; move it "
+            f"explicitly: {runtime.name!r}.upload(t.download())"
         )
     else:
         hint = f"it lives on {owner.name!r}; copy it explicitly to {runtime.name!r}"

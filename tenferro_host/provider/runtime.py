@@ -67,6 +67,8 @@ class Runtime(ABC):
         self.kind = kind
         self.index = index
         self.software = software
+        #: 1 for ``host.backend(name)``; 2, 3 ... for each ``host.new_backend`` of one device
+        self.instance = 1
         self.identity = RuntimeIdentity.new()
         self.domain = AllocationDomainId.new()
         self.counters = Counters()
@@ -78,7 +80,9 @@ class Runtime(ABC):
     # -- identity ------------------------------------------------------------------------------
     @property
     def name(self) -> str:
-        return f"{self.kind}:{self.index}"
+        """``kind:index``, with ``#n`` for the n-th runtime of one device (``cpu:0#2``)."""
+        base = f"{self.kind}:{self.index}"
+        return base if self.instance == 1 else f"{base}#{self.instance}"
 
     @property
     @abstractmethod

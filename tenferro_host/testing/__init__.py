@@ -1,18 +1,19 @@
 """The test kit for operation authors: run ops on every backend the machine has.
 
-Installed as a pytest plugin (entry point ``pytest11``), it gives every test suite two fixtures:
+Installed as a pytest plugin (entry point ``pytest11``; ``-p tenferro_host.testing`` when
+autoloading is off), it gives every test suite the fixtures ``host``, ``backend_name`` and
+``backend`` (see :mod:`.pytest_plugin`), and this package offers:
 
-* ``host`` — a fresh :class:`tenferro_host.Host`;
-* ``backend_name`` — parametrised over the backends of this machine: ``cpu`` always, ``cuda``
-  and ``webgpu`` when available (marked ``cuda``/``webgpu``/``gpu``; skipped with the reason
-  otherwise), so one test covers every backend and still passes on a machine with no GPU.
+* :func:`conformance_test` — the conformance suite of an op in one line of a test module::
 
-and :func:`check_op`, which runs an op on random inputs and compares it with its reference::
+    test_conformance = conformance_test("my_pkg.add")
 
-    from tenferro_host.testing import check_op
+* :func:`check_op` — run an op on random inputs and compare it with its reference::
 
     def test_add(host, backend_name):
         check_op(host, "my_pkg.add", backend_name, shape=(1000,), dtype="float32")
+
+* :func:`poison_fresh_memory` — fresh CPU memory holds NaN / 0xA5 bytes meanwhile.
 
 Importing this package loads no GPU library and not pytest.
 
@@ -31,13 +32,18 @@ from .checks import (
     random_inputs,
     tolerances,
 )
+from .conformance import cases, conformance_test, poison_fresh_memory, run_cases
 
 __all__ = [
     "accepted_dtype",
+    "cases",
     "check_op",
     "compare_outputs",
+    "conformance_test",
     "default_dtype",
     "download_all",
+    "poison_fresh_memory",
     "random_inputs",
+    "run_cases",
     "tolerances",
 ]

@@ -19,20 +19,12 @@ import numpy as np
 from ..dtypes import DType
 from ..dtypes import dtype as resolve_dtype
 from ..errors import DTypeError
-from ..ops import Signature
+from ..ops import DEFAULT_TOLERANCES, OpSpec, Signature
 from ..tensor import Tensor
 
 if TYPE_CHECKING:
     from ..host import Host
-
-#: Default (rtol, atol) per element category and size; integers and bools compare exactly.
-_TOLERANCES = {
-    "float16": (1e-3, 1e-3),
-    "float32": (1e-5, 1e-6),
-    "float64": (1e-12, 1e-12),
-    "complex64": (1e-5, 1e-6),
-    "complex128": (1e-12, 1e-12),
-}
+    from ..provider.runtime import Runtime
 
 
 def default_dtype(signature: Signature) -> DType:
@@ -89,11 +81,84 @@ def download_all(result: Any) -> list[np.ndarray]:
 
 
 def tolerances(
-    dt: DType, rtol: float | None = None, atol: float | None = None
+    dt: DType,
+    rtol: float | None = None,
+    atol: float | None = None,
+    spec: OpSpec | None = None,
 ) -> tuple[float, float]:
-    """(rtol, atol) for comparing results of dtype ``dt``; explicit values win."""
-    d_rtol, d_atol = _TOLERANCES.get(dt.name, (0.0, 0.0))
+    """(rtol, atol) for comparing results of dtype ``dt``: explicit values, else what the op
+    declares (``OpSpec.rtol``/``atol``), else the defaults.
+
+    >>> tolerances(resolve_dtype("float32")), tolerances(resolve_dtype("float32"), rtol=0.1)
+    ((1e-05, 1e-06), (0.1, 1e-06))
+    """
+    if spec is not None:
+        d_rtol, d_atol = spec.tolerance(dt.name)
+    else:
+        d_rtol, d_atol = DEFAULT_TOLERANCES.get(dt.name, (0.0, 0.0))
     return (d_rtol if rtol is None else rtol, d_atol if atol is None else atol)
+
+
+def expected_outputs(
+    spec: OpSpec, inputs: Sequence[Tensor]
+) -> list[tuple[DType | None, tuple[int, ...] | None]]:
+    """(dtype, shape) of every output that the op's ``dtype_rule``/``shape_rule`` give.
+
+    ``"same"`` means every output has the first input's dtype (shape); a callable takes the
+    input dtypes (shapes) positionally and returns one value or one per output.
+    """
+    sig = spec.signature
+    n = len(sig.outputs)
+
+    def apply(rule: Any, values: list[Any]) -> list[Any]:
+        if rule == "same":
+            return [values[0] if values else None] * n
+        result = rule(*values)
+        return [result] if n == 1 else list(result)
+
+    dtypes = [
+        None if d is None else resolve_dtype(d)
+        for d in apply(sig.dtype_rule, [t.dtype for t in inputs])
+    ]
+    shapes = [
+        None if s is None else tuple(s) for s in apply(sig.shape_rule, [t.shape for t in inputs])
+    ]
+    return list(zip(dtypes, shapes, strict=True))
+
+
+def output_problem(
+    spec: OpSpec, variant: str, runtime: Runtime, inputs: Sequence[Tensor], result: Any
+) -> str | None:
+    """None when ``result`` is what the op declares (Tensors of ``runtime`` with the rule's
+    dtypes and shapes), else what is wrong, naming the op and the variant."""
+    outputs = as_outputs(result)
+    where = f"op {spec.name!r}, variant {variant!r} on {runtime.name}"
+    names = spec.signature.outputs
+    if len(outputs) != len(names):
+        declared = f"{len(names)} ({', '.join(names)})"
+        return f"{where} returned {len(outputs)} outputs; it declares {declared}"
+    for name, out, (dt, shape) in zip(names, outputs, expected_outputs(spec, inputs), strict=True):
+        if not isinstance(out, Tensor):
+            return (
+                f"{where} returned a {type(out).__name__} as output {name!r}, not a Tensor; "
+                "allocate outputs with ex.runtime.empty or alloc_output"
+            )
+        if out.storage.runtime.domain != runtime.domain:
+            return (
+                f"{where} returned output {name!r} on {out.storage.runtime.name}, not on the "
+                "session's runtime; allocate it in the session"
+            )
+        if dt is not None and out.dtype is not dt:
+            return (
+                f"{where} returned output {name!r} as {out.dtype.name}; "
+                f"its dtype_rule says {dt.name}"
+            )
+        if shape is not None and out.shape != shape:
+            return (
+                f"{where} returned output {name!r} with shape {out.shape}; "
+                f"its shape_rule says {shape}"
+            )
+    return None
 
 
 def compare_outputs(
@@ -102,8 +167,12 @@ def compare_outputs(
     names: Sequence[str],
     rtol: float | None = None,
     atol: float | None = None,
+    spec: OpSpec | None = None,
 ) -> str | None:
-    """None when every output matches its reference, else a message about the first mismatch."""
+    """None when every output matches its reference, else a message about the first mismatch.
+
+    Tolerances: explicit ``rtol``/``atol``, else the op's declared ones (``spec``), else the
+    defaults."""
     if len(got) != len(expected):
         return f"the op returned {len(got)} outputs, its reference {len(expected)}"
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
@@ -111,7 +180,7 @@ def compare_outputs(
         e = np.asarray(e)
         if g.shape != e.shape:
             return f"output {name!r} has shape {g.shape}, the reference {e.shape}"
-        r, a = tolerances(resolve_dtype(g.dtype), rtol, atol)
+        r, a = tolerances(resolve_dtype(g.dtype), rtol, atol, spec)
         close = np.isclose(g, e, rtol=r, atol=a, equal_nan=True)
         if not close.all():
             bad = np.argwhere(~close)
@@ -152,9 +221,14 @@ def check_op(
     arrays = random_inputs(sig, dims, dt, seed)
     runtime = host.backend(backend)
     tensors = [runtime.upload(a) for a in arrays]
-    got = download_all(host.run(name, *tensors, **attributes))
+    result = host.run(name, *tensors, backend=runtime.name, **attributes)
+    kind = host.variants_by_backend(name).get(runtime.kind, "?")
+    problem = output_problem(spec, kind, runtime, tensors, result)
+    if problem is not None:
+        raise AssertionError(problem)
+    got = download_all(result)
     expected = as_outputs(spec.reference(*arrays, **attributes))
-    problem = compare_outputs(got, expected, sig.outputs, rtol, atol)
+    problem = compare_outputs(got, expected, sig.outputs, rtol, atol, spec)
     if problem is not None:
         raise AssertionError(f"{name} on {runtime.name} ({dt.name}, shape {dims}): {problem}")
     return got
@@ -167,6 +241,8 @@ __all__ = [
     "compare_outputs",
     "default_dtype",
     "download_all",
+    "expected_outputs",
+    "output_problem",
     "random_array",
     "random_inputs",
     "tolerances",

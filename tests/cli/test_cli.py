@@ -150,6 +150,13 @@ def test_run_on_empty_and_default_backend(capsys):
         (["run", "ext_add_kernel.add", "--dtype", "bool"], "does not accept bool"),
         (["run", "ext_add_kernel.add", "--dtype", "nope"], "is not a dtype"),
         (["run", "ext_add_kernel.add", "--attr", "alpha=1"], "op has no attributes"),
+        (["run", "ext_add_kernel.add", "--shape", "100000x100000x100000"],
+         "cannot make 2 input(s) of float32 that large"),
+        (["run", "ext_add_kernel.add", "--variant", "nope"], "has cpu, cuda-raw, dsl"),
+        (["run", "ext_add_kernel.add", "--backend", "cpu", "--variant", "cuda-raw"],
+         "does not run on cpu:0"),
+        (["check", "nope"], "no op named 'nope'"),
+        (["check", "ext_add_kernel.add", "--attr", "alpha=1"], "op has no attributes"),
     ],
 )
 def test_library_errors_exit_2_with_one_line(capsys, argv, message):
@@ -162,7 +169,9 @@ def test_library_errors_exit_2_with_one_line(capsys, argv, message):
 @pytest.mark.parametrize(
     "argv",
     [[], ["frobnicate"], ["run"], ["run", "x.y", "--shape", "abc"], ["run", "x.y", "--shape", "-1"],
-     ["run", "x.y", "--repeat", "0"], ["caps", "--bogus"]],
+     ["run", "x.y", "--repeat", "0"], ["caps", "--bogus"], ["run", "x.y", "--seed", "-1"],
+     ["run", "x.y", "--rtol", "-1"], ["run", "x.y", "--atol", "nan"], ["check"],
+     ["check", "x", "--backends", ","], ["new-op"]],
 )
 def test_usage_errors_exit_2(capsys, argv):
     with pytest.raises(SystemExit) as info:
@@ -205,3 +214,40 @@ def test_caps_survives_a_provider_whose_runtime_cannot_be_created():
     broken = next(b for b in caps_report(host)["backends"] if b["name"] == "broken")
     assert broken["available"] and not any(broken["capabilities"].values())
     assert broken["reason"] == "could not create a runtime: RuntimeError: driver exploded"
+
+
+def test_run_forces_a_variant_and_overrides_tolerances(capsys):
+    code, out, err = run_main(capsys, "run", "ext_add_kernel.add", "--backend", "cpu",
+                              "--variant", "dsl", "--check", "--json", "--repeat", "1",
+                              "--rtol", "0", "--atol", "0", "--shape", "100")
+    result = json.loads(out)
+    assert code == 0, err
+    assert (result["variant"], result["check"]) == ("dsl", "passed")
+
+
+def test_check_ext_add_kernel_passes(capsys):
+    code, out, err = run_main(capsys, "check", "ext_add_kernel", "--json", "--backends", "cpu")
+    report = json.loads(out)
+    assert code == 0 and report["exit_code"] == 0, err
+    assert report["ops"] == ["ext_add_kernel.add"]
+    checks = {(c["variant"], c["backend"], c["check"]): c["status"] for c in report["cases"]}
+    assert checks[("cpu", "cpu", "values")] == checks[("dsl", "cpu", "views")] == "passed"
+    assert checks[("cuda-raw", "none", "launch-args")] in ("passed", "skipped")
+    assert report["summary"]["failed"] == report["summary"]["error"] == 0
+
+
+def test_check_by_distribution_name_and_compile_only(capsys):
+    code, out, _ = run_main(capsys, "check", "ext-add-kernel", "--json", "--compile-only")
+    report = json.loads(out)
+    assert code == 0 and {c["backend"] for c in report["cases"]} == {"none"}
+
+
+def test_check_human_output_has_a_summary_table(capsys):
+    code, out, _ = run_main(capsys, "check", "ext_add_kernel.add", "--variants", "cpu",
+                            "--backends", "cpu")
+    assert code == 0 and "Conformance: 5 passed, 0 failed, 0 skipped, 0 error" in out
+
+
+def test_new_op_refuses_a_bad_name_with_exit_2(capsys, tmp_path):
+    code, out, err = run_main(capsys, "new-op", "Bad-Name", "--dir", str(tmp_path))
+    assert code == 2 and "is not a package name" in err

@@ -61,6 +61,16 @@ def test_strict_mode_is_fatal(subproc, fixture_dists, how):
     assert "failed" in line and "Traceback" not in proc.stderr
 
 
+def test_a_missing_op_names_the_plugins_that_failed_to_load(subproc, fixture_dists):
+    proc = subproc.cli("run", "tf_fixture_broken_import.add", "--backend", "cpu",
+                       paths=(fixture_dists.faulty,))
+    assert proc.returncode == 2
+    (line,) = error_lines(proc.stderr)
+    assert "no op named 'tf_fixture_broken_import.add'" in line
+    assert "plugins that failed to load (the op may be theirs): " in line
+    assert "'tf_fixture_broken_import' (tf-fixture-broken-import 1.0: ImportError" in line
+
+
 def test_ops_lists_a_conflict_naming_both_distributions(subproc, fixture_dists):
     proc = subproc.cli("ops", "--json", paths=(fixture_dists.collide,))
     assert proc.returncode == 0, proc.stderr

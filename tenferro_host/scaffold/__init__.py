@@ -1,0 +1,77 @@
+"""``tenferro-host new-op NAME``: write a ready-to-install operation package.
+
+The package (``template/``: pyproject with the entry point, ``TENFERRO_HOST_API``, a DSL
+kernel, a raw CUDA kernel with an nvcc fatbin build step and NVRTC fallback, a reference,
+tolerances, tests using the kit and a CI script) passes its own tests on a machine without a
+GPU. Template files end in ``.tmpl``; ``{{name}}``, ``{{dist}}``, ``{{op}}`` and ``{{env}}``
+are replaced, and the directory ``__pkg__`` is renamed to the package name.
+
+>>> import tempfile, pathlib
+>>> root = scaffold("my_ops", pathlib.Path(tempfile.mkdtemp()))
+>>> sorted(p.name for p in (root / "my_ops").iterdir())[:3]
+['__init__.py', 'cpu.py', 'cuda_raw.py']
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from importlib import resources
+from importlib.abc import Traversable
+from pathlib import Path
+
+from ..errors import ValidationError
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+#: The op every scaffold declares, inside the package's namespace.
+OP = "square"
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.match(name) or keyword.iskeyword(name) or name == "tenferro_host":
+        raise ValidationError(
+            f"{name!r} is not a package name; use lowercase letters, digits and '_', starting "
+            "with a letter (e.g. my_ops)",
+            argument="name",
+        )
+
+
+def _render(text: str, values: dict[str, str]) -> str:
+    for key, value in values.items():
+        text = text.replace("{{" + key + "}}", value)
+    return text
+
+
+def _copy(src: Traversable, dst: Path, values: dict[str, str]) -> None:
+    for entry in src.iterdir():
+        name = entry.name.replace("__pkg__", values["name"])
+        if entry.is_dir():
+            (dst / name).mkdir()
+            _copy(entry, dst / name, values)
+        elif name.endswith(".tmpl"):
+            (dst / name.removesuffix(".tmpl")).write_text(_render(entry.read_text(), values))
+
+
+def scaffold(name: str, parent: Path) -> Path:
+    """Write the package ``name`` into ``parent/name``; returns that directory."""
+    _check_name(name)
+    root = parent / name
+    if root.exists():
+        raise ValidationError(
+            f"{root} already exists; pick another name or remove it", argument="name"
+        )
+    if not parent.is_dir():
+        raise ValidationError(f"{parent} is not a directory; create it first", argument="dir")
+    values = {
+        "name": name,
+        "dist": name.replace("_", "-"),
+        "op": f"{name}.{OP}",
+        "env": name.upper(),
+    }
+    root.mkdir()
+    _copy(resources.files(__package__).joinpath("template"), root, values)
+    (root / "ci.sh").chmod(0o755)
+    return root
+
+
+__all__ = ["OP", "scaffold"]
