@@ -326,7 +326,7 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
     result = call_op_code(what, run, *tensors, **attrs)  # warm-up, and the checked result
     problem = None
     if args.check:
-        problem = output_problem(spec, kind, runtime, tensors, result)
+        problem = output_problem(spec, kind, runtime, tensors, result, attrs)
         if problem is None:
             expected = as_outputs(call_op_code(
                 f"the reference of {spec.name!r}", spec.reference, *arrays, **attrs))

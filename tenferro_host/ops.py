@@ -46,7 +46,8 @@ class Signature:
 
     ``dtypes`` lists the input dtypes the op accepts (the CLI draws random inputs from it);
     ``dtype_rule``/``shape_rule`` are ``"same"`` (every input and output alike) or callables
-    from the input dtypes/shapes to the output ones.
+    that take the input dtypes/shapes positionally and the call's attributes by keyword and
+    return the output dtype/shape (a tuple of them when there are several outputs).
     """
 
     inputs: tuple[str, ...]

@@ -100,12 +100,13 @@ def tolerances(
 
 
 def expected_outputs(
-    spec: OpSpec, inputs: Sequence[Tensor]
+    spec: OpSpec, inputs: Sequence[Tensor], attributes: Mapping[str, Any] | None = None
 ) -> list[tuple[DType | None, tuple[int, ...] | None]]:
     """(dtype, shape) of every output that the op's ``dtype_rule``/``shape_rule`` give.
 
     ``"same"`` means every output has the first input's dtype (shape); a callable takes the
-    input dtypes (shapes) positionally and returns one value or one per output.
+    input dtypes (shapes) positionally and the call's attributes by keyword, and returns one
+    value or one per output.
     """
     sig = spec.signature
     n = len(sig.outputs)
@@ -113,7 +114,7 @@ def expected_outputs(
     def apply(rule: Any, values: list[Any]) -> list[Any]:
         if rule == "same":
             return [values[0] if values else None] * n
-        result = rule(*values)
+        result = rule(*values, **(attributes or {}))
         return [result] if n == 1 else list(result)
 
     dtypes = [
@@ -127,7 +128,12 @@ def expected_outputs(
 
 
 def output_problem(
-    spec: OpSpec, variant: str, runtime: Runtime, inputs: Sequence[Tensor], result: Any
+    spec: OpSpec,
+    variant: str,
+    runtime: Runtime,
+    inputs: Sequence[Tensor],
+    result: Any,
+    attributes: Mapping[str, Any] | None = None,
 ) -> str | None:
     """None when ``result`` is what the op declares (Tensors of ``runtime`` with the rule's
     dtypes and shapes), else what is wrong, naming the op and the variant."""
@@ -137,7 +143,8 @@ def output_problem(
     if len(outputs) != len(names):
         declared = f"{len(names)} ({', '.join(names)})"
         return f"{where} returned {len(outputs)} outputs; it declares {declared}"
-    for name, out, (dt, shape) in zip(names, outputs, expected_outputs(spec, inputs), strict=True):
+    expected = expected_outputs(spec, inputs, attributes)
+    for name, out, (dt, shape) in zip(names, outputs, expected, strict=True):
         if not isinstance(out, Tensor):
             return (
                 f"{where} returned a {type(out).__name__} as output {name!r}, not a Tensor; "
@@ -223,7 +230,7 @@ def check_op(
     tensors = [runtime.upload(a) for a in arrays]
     result = host.run(name, *tensors, backend=runtime.name, **attributes)
     kind = host.variants_by_backend(name).get(runtime.kind, "?")
-    problem = output_problem(spec, kind, runtime, tensors, result)
+    problem = output_problem(spec, kind, runtime, tensors, result, attributes)
     if problem is not None:
         raise AssertionError(problem)
     got = download_all(result)

@@ -185,7 +185,7 @@ def _checked_run(
 ) -> VariantRun:
     """run_variant, failing on undeclared outputs and on transfers or waits inside the call."""
     run = run_variant(spec, kind, runtime, tensors, dict(cfg.attrs))
-    problem = output_problem(spec, kind, runtime, tensors, run.result)
+    problem = output_problem(spec, kind, runtime, tensors, run.result, cfg.attrs)
     if problem is not None:
         raise CheckFailure(f"{problem} ({what})")
     if run.moved:
