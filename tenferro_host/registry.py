@@ -75,6 +75,11 @@ class Registry:
         return found[1] if found else None
 
     def op(self, name: str) -> OpRecord:
+        if not isinstance(name, str):
+            raise ValidationError(
+                f"an op name is a string such as 'ext_add_kernel.add', got {type(name).__name__}",
+                argument="name",
+            )
         rec = self.ops.get(name)
         if rec is None:
             known = ", ".join(sorted(self.ops)) or "none"
