@@ -17,6 +17,7 @@ from tenferro_host.errors import (
     BackendError,
     ContextPoisonedError,
     OutOfMemoryError,
+    UnsupportedError,
 )
 
 _driver: ModuleType | None = None
@@ -34,6 +35,9 @@ OUT_OF_MEMORY = 2
 NOT_READY = 600
 NOT_FOUND = 500
 
+#: The reason ``caps`` gives when libcuda cannot be loaded.
+NO_DRIVER = "no NVIDIA driver found (libcuda.so.1)"
+
 _poisoned: dict[bytes, str] = {}
 _poison_lock = threading.Lock()
 
@@ -43,8 +47,18 @@ def drv() -> ModuleType:
     global _driver
     if _driver is None:
         from cuda.bindings import driver
+        from cuda.pathfinder import DynamicLibNotFoundError
 
-        (err,) = driver.cuInit(0)
+        try:
+            (err,) = driver.cuInit(0)
+        except DynamicLibNotFoundError as exc:  # the loader's words stay in __cause__
+            raise UnsupportedError(
+                f"{NO_DRIVER}; install the NVIDIA driver to use the cuda backend, or use "
+                "another backend",
+                backend="cuda",
+                feature="driver",
+                reason=NO_DRIVER,
+            ) from exc
         if int(err) != 0:
             raise BackendError(f"cuInit failed: {error_name(err, driver)}")
         _driver = driver
