@@ -92,6 +92,17 @@ def poisoned_reason(uuid: bytes) -> str | None:
     return _poisoned.get(uuid)
 
 
+def poisoned_devices() -> dict[bytes, str]:
+    """Every poisoned device's UUID with the fault that poisoned it."""
+    with _poison_lock:
+        return dict(_poisoned)
+
+
+def initialised() -> bool:
+    """Whether this process has initialised the driver (through :func:`drv`)."""
+    return _driver is not None
+
+
 def require_healthy(uuid: bytes, op: str | None = None) -> None:
     """Raise ContextPoisonedError if a sticky fault poisoned the device ``uuid``."""
     why = _poisoned.get(uuid)
