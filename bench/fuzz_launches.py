@@ -64,8 +64,9 @@ extern "C" __global__ void add(float* out, const float* a, const float* b, int n
     if (i < n) out[i] = a[i] + b[i];
 }
 extern "C" __global__ void smem(float* out, int n) {
-    extern __shared__ float buf[];
-    if (threadIdx.x == 0 && blockIdx.x == 0 && n > 0) { buf[0] = 1.0f; out[0] = buf[0]; }
+    // Takes whatever dynamic shared memory the config asks for and never touches it (a
+    // config may ask for none): the fuzz is of the limits, not of the kernel.
+    if (threadIdx.x == 0 && blockIdx.x == 0 && n > 0) out[0] = (float)n;
 }
 """
 
@@ -311,7 +312,7 @@ class RawFuzz:
 
     def dims(self, data: st.DataObject, limits: tuple[int, int, int], cap: int, name: str) -> Any:
         axes = [
-            st.sampled_from([1, 2, 3, 32, *(v for v in around(lim) if v <= cap or v > lim)])
+            st.sampled_from([1, 1, 1, 2, 3, 32, *(v for v in around(lim) if v <= cap or v > lim)])
             for lim in limits
         ]
         tuple3 = st.tuples(*axes)
@@ -334,6 +335,12 @@ class RawFuzz:
             config = raw.LaunchConfig(grid, block, smem)
         except tf.TenferroError as exc:
             self.tally.typed[type(exc).__name__] += 1
+            return
+        within = all(
+            g <= lim for g, lim in zip(config.grid, info.max_grid_dims, strict=True)
+        ) and all(b <= lim for b, lim in zip(config.block, info.max_block_dims, strict=True))
+        if within and math.prod(config.grid) * config.threads_per_block > 1 << 26:
+            self.tally.typed["(skipped: valid but too much work)"] += 1
             return
         kernel = data.draw(st.sampled_from(["add", "smem"]), label="kernel")
         misuse = data.draw(MISUSE, label="misuse")
@@ -403,10 +410,10 @@ class RawFuzz:
         self.inputs.append(host)
         if kind == "numpy":
             return host
-        if kind == "scalar":
-            return data.draw(st.sampled_from([raw.f32(1.0), raw.i64(3), 7, None]))
+        if kind == "scalar":  # never 8 bytes: the launch would take it for a pointer
+            return data.draw(st.sampled_from([raw.f32(1.0), raw.i32(3), raw.f16(1.0), 7, None]))
         owner = {"foreign": self.foreign, "cpu": self.rt.host.backend("cpu")}.get(kind, self.rt)
-        t = owner.upload(host)
+        t = whole = owner.upload(host)
         view = data.draw(st.sampled_from(["whole"] * 4 + ["transpose", "offset", "empty"]))
         if view == "transpose" and t.ndim > 1:
             t = t.T
@@ -414,6 +421,8 @@ class RawFuzz:
             t = t[1:]
         elif view == "empty":
             t = t[0:0]
+        if t.offset * t.dtype.itemsize + 4 * n_elems > t.storage.nbytes:
+            t = whole  # a pointer to the view's first element would reach past the storage
         if kind == "strided":
             return rs.tensor_strided_mut(t) if write else rs.tensor_strided(t)
         try:
@@ -427,6 +436,10 @@ class RawFuzz:
         n = n.value if hasattr(n, "value") else n
         refs = (out, a, b)
         if not all(hasattr(r, "tensor") for r in refs) or config.grid[0] * config.block[0] < n:
+            return
+        # The kernel indexes from the ref's pointer: the view's first element when the ref's
+        # offset is 0 (tensor/tensor_mut, or a strided ref of an offset-0 view).
+        if any(r.offset != 0 for r in refs):
             return
         tensors = [r.tensor for r in refs]
         if not all(t.dtype.name == "float32" and t.is_compact() and t.numel >= n for t in tensors):
