@@ -323,8 +323,13 @@ class RawFuzz:
         smem_limits = (info.max_shared_memory_per_block, info.max_shared_memory_per_block_optin)
         # Grids at the x limit (2^31 - 1 blocks) would take seconds each: x is tried at and
         # below 2^16 and above its limit; y and z at, below and above theirs.
-        grid = self.dims(data, info.max_grid_dims, 1 << 16, "grid")
-        block = self.dims(data, info.max_block_dims, 1 << 10, "block")
+        n_elems = data.draw(st.integers(0, 300), label="n")
+        if data.draw(st.sampled_from(["flat"] * 3 + ["edges"] * 2), label="config kind") == "flat":
+            block = data.draw(st.sampled_from([32, 128, 256, 1024]), label="block")
+            grid = -(-max(n_elems, 1) // block)  # covers the n elements: a checkable launch
+        else:
+            grid = self.dims(data, info.max_grid_dims, 1 << 16, "grid")
+            block = self.dims(data, info.max_block_dims, 1 << 10, "block")
         smem = data.draw(
             st.sampled_from(
                 [0, 0, 0, 1, *(v for lim in smem_limits for v in around(lim)), -1, 2**40]
@@ -344,7 +349,10 @@ class RawFuzz:
             return
         kernel = data.draw(st.sampled_from(["add", "smem"]), label="kernel")
         misuse = data.draw(MISUSE, label="misuse")
-        n_elems = data.draw(st.integers(0, 300), label="n")
+        stale = None
+        if misuse == "old_ref":  # a ref of a session that ended (sessions do not nest)
+            with self.rt.session() as s, tf.cuda.exec_session(s).raw("fuzz.old") as old:
+                stale = old.tensor(self.rt.zeros("float32", (4,)))
         with self.rt.session() as s, tf.cuda.exec_session(s).raw("fuzz.raw") as rs:
             fn = rs.load_cubin(self.image.data).function(kernel)
             args = self.arguments(data, rs, kernel, n_elems)
@@ -362,10 +370,11 @@ class RawFuzz:
                         f"a launch from another thread did not raise typed: {done}"
                     )
                 return
-            if misuse == "old_ref":
-                with self.rt.session() as s2, tf.cuda.exec_session(s2).raw("fuzz.old") as old:
-                    stale = old.tensor(self.rt.zeros("float32", (4,)))
-                args = [stale, *args[1:]] if args else [stale]
+            if stale is not None:
+                args = [stale, *args[1:]]
+                if self.tally.attempt(lambda: rs.launch(fn, config, args)):
+                    raise AssertionError("a launch with a ref of an ended session succeeded")
+                return
             ok = self.tally.attempt(lambda: rs.launch(fn, config, args))
         if misuse == "closed":
             if self.tally.attempt(lambda: rs.launch(fn, config, args)):
@@ -377,7 +386,7 @@ class RawFuzz:
     def arguments(self, data: st.DataObject, rs: Any, kernel: str, n_elems: int) -> list[Any]:
         raw = self.raw
         want = 4 if kernel == "add" else 2
-        arity = want + data.draw(st.sampled_from([0] * 8 + [-1, 1]), label="arity delta")
+        arity = want + data.draw(st.sampled_from([0] * 16 + [-1, 1]), label="arity delta")
         self.inputs: list[np.ndarray] = []
         args: list[Any] = []
         for slot in range(max(arity, 0)):
@@ -385,7 +394,7 @@ class RawFuzz:
                 args.append(
                     data.draw(
                         st.sampled_from(
-                            [raw.i32(n_elems)] * 6
+                            [raw.i32(n_elems)] * 12
                             + [raw.i64(n_elems), raw.u32(n_elems), n_elems, 1.0, None]
                         ),
                         label="n",
@@ -398,11 +407,11 @@ class RawFuzz:
     def tensor_arg(self, data: st.DataObject, rs: Any, write: bool, n_elems: int, name: str) -> Any:
         raw = self.raw
         kind = data.draw(
-            st.sampled_from(["ref"] * 6 + ["strided", "foreign", "cpu", "numpy", "scalar"]),
+            st.sampled_from(["ref"] * 16 + ["strided"] * 2 + ["foreign", "cpu", "numpy", "scalar"]),
             label=name,
         )
         # Never smaller than n elements of 4 bytes: what the kernel indexes must exist.
-        dt = data.draw(st.sampled_from(["float32"] * 4 + ["int32", "float64", "int64"]))
+        dt = data.draw(st.sampled_from(["float32"] * 8 + ["int32", "float64", "int64"]))
         extra = data.draw(st.integers(0, 5), label=f"{name} extra")
         cols = data.draw(st.sampled_from([1, 1, 2, 3]), label=f"{name} cols")
         rows = -(-(n_elems + extra) // cols)
@@ -414,7 +423,7 @@ class RawFuzz:
             return data.draw(st.sampled_from([raw.f32(1.0), raw.i32(3), raw.f16(1.0), 7, None]))
         owner = {"foreign": self.foreign, "cpu": self.rt.host.backend("cpu")}.get(kind, self.rt)
         t = whole = owner.upload(host)
-        view = data.draw(st.sampled_from(["whole"] * 4 + ["transpose", "offset", "empty"]))
+        view = data.draw(st.sampled_from(["whole"] * 8 + ["transpose", "offset", "empty"]))
         if view == "transpose" and t.ndim > 1:
             t = t.T
         elif view == "offset" and rows > 1:
