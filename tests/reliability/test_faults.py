@@ -124,11 +124,12 @@ def test_cuda_filled_to_out_of_memory_keeps_earlier_tensors_and_recovers():
     rt = runtime("cuda")
     x = np.arange(1000, dtype=np.float32)
     kept = rt.upload(x)
-    chunk = rt.device_info.total_memory // 8
+    elements = rt.device_info.total_memory // 8 // 4
+    chunk = elements * 4
     held = []
     with pytest.raises(tf.OutOfMemoryError) as info:
         for _ in range(16):  # 16 eighths of the device: the pool runs out on the way
-            held.append(rt.empty(tf.uint8, (chunk,)))
+            held.append(rt.empty(tf.uint32, (elements,)))
     assert info.value.nbytes == chunk and "used_current" in info.value.pool_stats
     assert len(held) >= 1
     held.clear()
