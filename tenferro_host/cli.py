@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -169,14 +170,41 @@ def _emit(args: argparse.Namespace, data: Any, *tables: Table) -> None:
 # -- commands ------------------------------------------------------------------------------------
 def cmd_caps(host: Host, args: argparse.Namespace) -> int:
     report = caps_report(host)
-    _emit(
-        args,
-        report,
+    tables = [
         _backends_table(report["backends"]),
         _plugins_table(report["plugins"]),
         _ops_table(ops_report(host, kernels=True)),
-    )
+    ]
+    if args.probe_p2p:
+        report["p2p"], summary = p2p_report(host)
+        tables.append(_p2p_table(report["p2p"], summary))
+    _emit(args, report, *tables)
     return 0
+
+
+def p2p_report(host: Host) -> tuple[list[dict[str, Any]], str]:
+    """``caps --probe-p2p``: every ordered CUDA device pair probed with a checksummed copy and
+    a bandwidth sample (``verified | unsupported | failed``), and a one-line summary."""
+    status = host.backend_status("cuda")
+    if not status.available:
+        return [], f"no device pairs to probe: CUDA is unavailable ({status.reason})"
+    from . import cuda
+
+    probes, summary = cuda.probe_p2p(host)
+    return [p.as_dict() for p in probes], summary
+
+
+def _p2p_table(pairs: list[dict[str, Any]], summary: str) -> Table:
+    rows = [
+        [f"cuda:{p['dst']}", f"cuda:{p['src']}", p["status"],
+         "" if p["gbps"] is None else f"{p['gbps']:.1f}", p["link"].get("performance_rank"),
+         p["detail"]]
+        for p in pairs
+    ]
+    table = _table("Peer copies (dst reads src)",
+                   ["dst", "src", "status", "GB/s", "link rank", "reason"], rows)
+    table.caption, table.caption_justify = summary, "left"
+    return table
 
 
 def cmd_plugins(host: Host, args: argparse.Namespace) -> int:
@@ -305,6 +333,51 @@ def positive_int(text: str) -> int:
     return value
 
 
+def cmd_cache(host: Host, args: argparse.Namespace) -> int:
+    """``cache stats|prune|clear|path``: the persistent kernel cache of this user."""
+    from .provider import kernel_cache as kc
+
+    switch = os.environ.get(kc.ENV_SWITCH, "").strip().lower()
+    text = os.environ.get(kc.ENV_MAX_BYTES, "").strip()
+    cache = kc.KernelCache(kc.default_dir(), kc.parse_size(text) if text else kc.DEFAULT_MAX_BYTES)
+    report: dict[str, Any] = {"path": str(cache.root), "enabled": switch not in kc.OFF}
+    try:
+        if args.action == "stats":
+            report.update(cache.stats())
+        elif args.action == "prune":
+            report.update(cache.prune())
+        elif args.action == "clear":
+            report["removed"] = cache.clear()
+    except OSError as exc:
+        raise ValidationError(
+            f"`cache {args.action}` cannot use the kernel cache at {cache.root}: "
+            f"{exc.strerror or exc}; "
+            f"check its permissions or point {kc.ENV_DIR} elsewhere",
+            argument=kc.ENV_DIR,
+        ) from exc
+    if not args.json:
+        print(cache.root)  # first, whole: a table would fold a long path
+        if args.action == "path":
+            return 0
+    rows = [[k, "-" if v is None else str(v)] for k, v in report.items() if k != "path"]
+    _emit(args, report, _table(f"Kernel cache: {args.action}", ["", "value"], rows))
+    return 0
+
+
+def _add_cache_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    cache = sub.add_parser(
+        "cache", parents=[common], help="the persistent kernel cache: stats, prune, clear, path"
+    )
+    cache.add_argument(
+        "action",
+        choices=["stats", "prune", "clear", "path"],
+        help="stats: entries, bytes, hits, misses, evictions, oldest; prune: drop corrupt "
+        "entries, dead temp files and what exceeds the bound; clear: remove every entry; "
+        "path: the cache directory",
+    )
+    cache.set_defaults(func=cmd_cache)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``tenferro-host``."""
     common = argparse.ArgumentParser(add_help=False)
@@ -320,9 +393,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="GPU tensor host: list backends, plugins and ops; run an op.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser(
+    caps = sub.add_parser(
         "caps", parents=[common], help="backends, devices, capabilities, plugins and ops"
-    ).set_defaults(func=cmd_caps)
+    )
+    caps.add_argument(
+        "--probe-p2p", action="store_true",
+        help="also copy between every ordered pair of CUDA devices: checksum and bandwidth "
+        "(JSON: a 'p2p' list)",
+    )
+    caps.set_defaults(func=cmd_caps)
     sub.add_parser("plugins", parents=[common], help="installed plugins").set_defaults(
         func=cmd_plugins
     )
@@ -345,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--attr", action="append", default=[], metavar="NAME=VALUE", help="an op attribute"
     )
     run.set_defaults(func=cmd_run)
+    _add_cache_parser(sub, common)
     return parser
 
 
@@ -368,6 +448,7 @@ __all__ = [
     "caps_report",
     "main",
     "ops_report",
+    "p2p_report",
     "parse_attr",
     "plugins_report",
     "shape_arg",

@@ -17,6 +17,10 @@ _LAZY = {
     "CudaExecSession": "tenferro_host_cuda",
     "CudaDeviceInfo": "tenferro_host_cuda",
     "copy_from_same_device": "tenferro_host_cuda",
+    "copy_from_peer": "tenferro_host_cuda",
+    "can_access_peer": "tenferro_host_cuda",
+    "probe_p2p": "tenferro_host_cuda",
+    "PeerProbe": "tenferro_host_cuda",
     "raw": "tenferro_host_cuda",
 }
 

@@ -1,7 +1,11 @@
-"""The typed error hierarchy (SPEC section 10).
+"""The typed error hierarchy.
 
 Every error says what was wrong and what to do. ``op`` names the operation that was running
-when the error was raised (``None`` outside an operation).
+when the error was raised (``None`` outside an operation). Each class also subclasses the
+builtin exception a caller would catch for it, so ``except ValueError`` around a host call keeps
+working: ``ValidationError`` is a ``ValueError`` (``DTypeError`` also a ``TypeError``),
+``RuntimeStateError`` and ``BackendError`` are ``RuntimeError``, ``UnsupportedError`` is a
+``NotImplementedError`` and ``OutOfMemoryError`` is a ``MemoryError``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ class TenferroError(Exception):
         return f"[{self.op}] {self.message}" if self.op else self.message
 
 
-class ValidationError(TenferroError):
+class ValidationError(TenferroError, ValueError):
     """A wrong argument; ``argument`` names it."""
 
     def __init__(self, message: str, *, argument: str | None = None, op: str | None = None) -> None:
@@ -45,7 +49,7 @@ class AliasingError(ValidationError):
     """An exclusive borrow overlapping another borrow of the same storage."""
 
 
-class DTypeError(ValidationError):
+class DTypeError(ValidationError, TypeError):
     """A dtype the call does not accept."""
 
 
@@ -53,7 +57,7 @@ class ShapeError(ValidationError):
     """A shape the call does not accept."""
 
 
-class RuntimeStateError(TenferroError):
+class RuntimeStateError(TenferroError, RuntimeError):
     """The call is valid but the runtime or session state forbids it now."""
 
 
@@ -77,7 +81,7 @@ class ContextPoisonedError(RuntimeStateError):
         self.device_uuid = device_uuid
 
 
-class UnsupportedError(TenferroError):
+class UnsupportedError(TenferroError, NotImplementedError):
     """A backend that cannot do something: ``feature`` names it, ``reason`` says why."""
 
     def __init__(
@@ -95,7 +99,7 @@ class UnsupportedError(TenferroError):
         self.reason = reason if reason is not None else message
 
 
-class BackendError(TenferroError):
+class BackendError(TenferroError, RuntimeError):
     """The backend library failed; its own exception is kept as ``__cause__``."""
 
 
@@ -139,7 +143,7 @@ class PeerAccessError(BackendError):
     """A peer copy between devices that cannot access each other."""
 
 
-class OutOfMemoryError(BackendError):
+class OutOfMemoryError(BackendError, MemoryError):
     """An allocation the pool could not satisfy; ``nbytes`` and ``pool_stats`` say how much."""
 
     def __init__(

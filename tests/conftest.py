@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,16 +27,24 @@ from tenferro_host.testing import pytest_plugin
 
 FIXTURES = Path(__file__).parent / "fixtures"
 COLLIDE = "tf_fixture_collide"
+#: The persistent kernel cache of a test run: a fresh directory, never the user's cache.
+KERNEL_CACHE_DIR = "TENFERRO_CACHE_DIR"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # The kit normally arrives through its pytest11 entry point; register it when it did not.
     if not config.pluginmanager.is_registered(pytest_plugin):
         config.pluginmanager.register(pytest_plugin, "tenferro_host.testing")
+    os.environ[KERNEL_CACHE_DIR] = tempfile.mkdtemp(prefix="tenferro-test-kernel-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ.pop(KERNEL_CACHE_DIR, ""), ignore_errors=True)
 
 
 class Subprocess:
-    """Fresh interpreters of this environment, without TENFERRO_* settings from the caller."""
+    """Fresh interpreters of this environment, without TENFERRO_* settings from the caller
+    (but with the test run's kernel cache directory)."""
 
     @staticmethod
     def env(paths: tuple[Path, ...] = (), **extra: str) -> dict[str, str]:
@@ -44,7 +53,11 @@ class Subprocess:
         The caller's PYTHONPATH stays behind them: on the GPU machine the installed package is
         reachable only through it.
         """
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TENFERRO_")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("TENFERRO_") or k == KERNEL_CACHE_DIR
+        }
         inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         if paths or inherited:
             env["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in paths), *inherited])

@@ -18,9 +18,11 @@ from typing import Any
 from tenferro_host import BackendProvider, ExtensionCapability, hookimpl
 
 from . import raw
-from .copies import copy_from_same_device
+from .copies import copy_from_peer, copy_from_same_device
 from .device import CudaDeviceInfo, nvrtc_version, probe
 from .exec_session import CudaExecSession
+from .p2p_probe import PeerProbe, probe_p2p
+from .peer import can_access_peer, has_accessible_peer
 from .runtime import CudaRuntime
 
 TENFERRO_HOST_API = (1, 0)
@@ -44,7 +46,7 @@ def tenferro_host_capabilities(backend: Any) -> dict[ExtensionCapability, bool] 
         ExtensionCapability.RUNTIME_COMPILATION: nvrtc_version() is not None,
         ExtensionCapability.RAW_STREAM: True,
         ExtensionCapability.SAME_DEVICE_ASYNC_COPY: True,
-        ExtensionCapability.PEER_COPY: False,
+        ExtensionCapability.PEER_COPY: has_accessible_peer(backend.index),
     }
 
 
@@ -53,7 +55,11 @@ __all__ = [
     "CudaDeviceInfo",
     "CudaExecSession",
     "CudaRuntime",
+    "PeerProbe",
+    "can_access_peer",
+    "copy_from_peer",
     "copy_from_same_device",
+    "probe_p2p",
     "raw",
     "tenferro_host_capabilities",
     "tenferro_host_register",

@@ -1,9 +1,15 @@
-"""Explicit copies between runtimes (SPEC section 9): ``copy_from_same_device``.
+"""Explicit copies between runtimes (SPEC section 9): ``copy_from_same_device``, ``copy_from_peer``.
 
-Ordering uses events only: an event on the source stream, the destination stream waits on it,
-the copy runs on the destination stream, and an event after it makes the source stream wait
-too — so any later (stream-ordered) free of the source happens after the copy. The source
-tensor is also leased on the destination's completion event. Nothing waits on the host.
+Both order the copy with events only: an event on the source stream, the destination stream
+waits on it, the copy runs on the destination stream, and an event after it makes the source
+stream wait too — so any later (stream-ordered) free of the source happens after the copy. The
+source tensor is also leased on the destination's completion event. Nothing waits on the host.
+The result is a compact tensor of the destination's allocation domain; a non-compact source
+view is made compact on the source first (``canonicalize``), and that copy is leased as well.
+
+A peer copy (different GPUs) first makes sure the destination device has been granted access
+to the source's pool (:func:`tenferro_host_cuda.peer.grant`); without access it raises
+PeerAccessError. It never stages through the host.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenferro_host import ExtensionCapability, Tensor
-from tenferro_host.errors import ValidationError
+from tenferro_host.errors import BackendError, PeerAccessError, ValidationError
 from tenferro_host.provider import (
     BackendSession,
     ExecSession,
@@ -20,13 +26,15 @@ from tenferro_host.provider import (
     require_resident,
 )
 
-from .driver import drv
+from . import peer
+from .driver import check, drv
 from .runtime import CudaRuntime, CudaStorage
 
-OP = "copy_from_same_device"
+SAME_DEVICE = "copy_from_same_device"
+PEER = "copy_from_peer"
 
 
-def _cuda_runtime(session: Any, argument: str) -> CudaRuntime:
+def _cuda_runtime(session: Any, argument: str, op: str) -> CudaRuntime:
     """The CUDA runtime of an open backend session or CUDA exec session."""
     if isinstance(session, BackendSession):
         ex = exec_session_of(session, "cuda")
@@ -39,9 +47,23 @@ def _cuda_runtime(session: Any, argument: str) -> CudaRuntime:
         raise ValidationError(
             f"{argument} must be an open CUDA session (backend.session() of a CUDA backend), "
             f"got {type(session).__name__}",
-            argument=argument, op=OP,
+            argument=argument,
+            op=op,
         )
     return ex.runtime
+
+
+def _runtimes(src_session: Any, dst_session: Any, op: str) -> tuple[CudaRuntime, CudaRuntime]:
+    src = _cuda_runtime(src_session, "src_session", op)
+    dst = _cuda_runtime(dst_session, "dst_session", op)
+    if src is dst:
+        raise ValidationError(
+            f"source and destination are the same runtime {src.name!r}; use the tensor as it "
+            "is (or backend.canonicalize for a compact copy)",
+            argument="dst_session",
+            op=op,
+        )
+    return src, dst
 
 
 def copy_from_same_device(src_session: Any, dst_session: Any, tensor: Tensor) -> Tensor:
@@ -50,21 +72,41 @@ def copy_from_same_device(src_session: Any, dst_session: Any, tensor: Tensor) ->
     Both runtimes must run on the same physical GPU (UUID); the result is a compact tensor of
     the destination runtime. Non-compact views are made compact on the source first.
     """
-    src = _cuda_runtime(src_session, "src_session")
-    dst = _cuda_runtime(dst_session, "dst_session")
-    if src is dst:
-        raise ValidationError(
-            f"source and destination are the same runtime {src.name!r}; use the tensor as it "
-            "is (or backend.canonicalize for a compact copy)",
-            argument="dst_session", op=OP,
-        )
+    src, dst = _runtimes(src_session, dst_session, SAME_DEVICE)
     if src.device != dst.device:
         raise ValidationError(
             f"{src.name!r} ({src.device}) and {dst.name!r} ({dst.device}) are different GPUs; "
             "use tf.cuda.copy_from_peer",
-            argument="dst_session", op=OP,
+            argument="dst_session",
+            op=SAME_DEVICE,
         )
-    t = require_resident(src, tensor, argument="tensor", op=OP)
+    t = require_resident(src, tensor, argument="tensor", op=SAME_DEVICE)
+    return _ordered_copy(src, dst, t, SAME_DEVICE)
+
+
+def copy_from_peer(src_session: Any, dst_session: Any, tensor: Tensor) -> Tensor:
+    """Copy ``tensor`` from the source session's GPU to the destination session's GPU.
+
+    The GPUs must differ (UUID) and the destination must be able to access the source
+    (``tf.cuda.can_access_peer(dst, src)``), else PeerAccessError — never a host-staged copy.
+    The result is a compact tensor of the destination runtime. Non-compact views are made
+    compact on the source first.
+    """
+    src, dst = _runtimes(src_session, dst_session, PEER)
+    if src.device == dst.device:
+        raise ValidationError(
+            f"{src.name!r} and {dst.name!r} run on the same GPU ({src.device}); use "
+            "tf.cuda.copy_from_same_device",
+            argument="dst_session",
+            op=PEER,
+        )
+    t = require_resident(src, tensor, argument="tensor", op=PEER)
+    peer.grant(src, dst, op=PEER)
+    return _ordered_copy(src, dst, t, PEER)
+
+
+def _ordered_copy(src: CudaRuntime, dst: CudaRuntime, t: Tensor, op: str) -> Tensor:
+    """The event-ordered, leased copy of ``t`` (of ``src``) into a new tensor of ``dst``."""
     if not t.is_compact():
         t = src.canonicalize(t)
     out = dst.empty(t.dtype, t.shape)
@@ -75,21 +117,32 @@ def copy_from_same_device(src_session: Any, dst_session: Any, tensor: Tensor) ->
     ready = src.record_event()
     dst.stream_wait(ready)
     src.recycle_event(ready)
+    source_ptr = t.storage.ptr + t.offset * t.dtype.itemsize
     with dst.primary:
-        dst.ok(
-            d.cuMemcpyDtoDAsync(out.storage.ptr, t.storage.ptr + t.offset * t.dtype.itemsize,
-                                out.nbytes, dst.stream_handle),
-            "copy_from_same_device (cuMemcpyDtoDAsync)", OP,
+        # cuMemcpyAsync, not cuMemcpyPeerAsync: without the pool grant it fails instead of
+        # silently staging through the host.
+        check(
+            d.cuMemcpyAsync(out.storage.ptr, source_ptr, out.nbytes, dst.stream_handle),
+            f"{op} {src.name} -> {dst.name} (cuMemcpyAsync)",
+            uuid=dst.uuid_bytes,
+            op=op,
+            error=PeerAccessError if op == PEER else BackendError,
         )
     done = dst.record_event()
     src.stream_wait(done)
+
     def release_source(source: Tensor = t) -> None:
         """The lease: holds the source tensor until the copy's event has completed."""
 
     dst.retirement.retire(done, [release_source, lambda: dst.recycle_event(done)])
-    dst.counters.add("d2d_copies")
-    dst.counters.record(TransferRecord("same_device", out.nbytes, src.name, dst.name, "d2d"))
+    if op == PEER:
+        dst.counters.add("peer_copies")
+        record = TransferRecord("peer", out.nbytes, src.name, dst.name, "p2p")
+    else:
+        dst.counters.add("d2d_copies")
+        record = TransferRecord("same_device", out.nbytes, src.name, dst.name, "d2d")
+    dst.counters.record(record)
     return out
 
 
-__all__ = ["copy_from_same_device"]
+__all__ = ["copy_from_peer", "copy_from_same_device"]

@@ -14,7 +14,8 @@ from .driver import check, drv
 
 @dataclass(frozen=True)
 class CudaDeviceInfo:
-    """Identity, limits and versions of one CUDA device (limits used by the launch checks)."""
+    """Identity, limits, versions and placement (PCI bus id, closest host NUMA node) of one
+    CUDA device (limits used by the launch checks)."""
 
     ordinal: CudaDeviceId
     uuid: CudaDeviceUuid
@@ -31,6 +32,8 @@ class CudaDeviceInfo:
     memory_pools_supported: bool
     driver_version: tuple[int, int]
     nvrtc_version: tuple[int, int] | None
+    pci_bus_id: str
+    host_numa_id: int | None
 
     @property
     def arch(self) -> str:
@@ -103,7 +106,25 @@ def query(ordinal: int) -> CudaDeviceInfo:
         memory_pools_supported=bool(attr("CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED")),
         driver_version=driver_version(),
         nvrtc_version=nvrtc_version(),
+        **placement(dev),
     )
+
+
+def placement(dev: Any) -> dict[str, Any]:
+    """Where the device sits: its PCI bus id (``domain:bus:device.function``) and the host NUMA
+    node closest to it (None where the system has no NUMA or the driver does not say).
+
+    Per-pair link facts (access, performance rank, native atomics) are in
+    :func:`tenferro_host_cuda.peer.link_attributes`.
+    """
+    d = drv()
+    raw_bus = check(d.cuDeviceGetPCIBusId(16, dev), "cuDeviceGetPCIBusId")
+    numa = d.cuDeviceGetAttribute(d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev)
+    numa_id = int(numa[1]) if int(numa[0]) == 0 and int(numa[1]) >= 0 else None
+    return {
+        "pci_bus_id": bytes(raw_bus).split(b"\0", 1)[0].decode(errors="replace"),
+        "host_numa_id": numa_id,
+    }
 
 
 def probe() -> BackendStatus:
@@ -142,4 +163,4 @@ def probe() -> BackendStatus:
     return BackendStatus("cuda", True, devices=devices)
 
 
-__all__ = ["CudaDeviceInfo", "driver_version", "nvrtc_version", "probe", "query"]
+__all__ = ["CudaDeviceInfo", "driver_version", "nvrtc_version", "placement", "probe", "query"]

@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenferro_host.errors import CompileError, UnsupportedError, ValidationError
+
+if TYPE_CHECKING:
+    from tenferro_host.provider.kernel_cache import CachedKernel
 
 _ARCH = re.compile(r"^(sm|compute)_(\d{2,3}[a-z]?)$")
 _ERROR_AT = re.compile(r"^(?P<name>.*?)\((?P<line>\d+)\): (?:catastrophic )?error", re.MULTILINE)
@@ -141,8 +144,11 @@ def compile_source(
     name: str = "kernel.cu",
     op: str | None = None,
 ) -> CompiledImage:
-    """Compile ``source`` to CUBIN (default) or PTX; CompileError with the log on failure."""
-    nvrtc = _nvrtc()
+    """Compile ``source`` to CUBIN (default) or PTX; CompileError with the log on failure.
+
+    A compile another process (or this one) already made is loaded from the persistent kernel
+    cache (:mod:`tenferro_host.provider.kernel_cache`); failed compiles are never stored.
+    """
     opts = options or NvrtcOptions()
     if not isinstance(opts, NvrtcOptions):
         raise ValidationError(
@@ -153,6 +159,52 @@ def compile_source(
     if not isinstance(source, bytes) or not source.strip():
         raise ValidationError("source must be non-empty CUDA C++ text", argument="source", op=op)
     arch, is_ptx = opts.target(device_arch)
+    text = source
+
+    def build() -> CompiledImage:
+        return _compile(text, opts, arch, is_ptx, name, op)
+
+    from tenferro_host.provider.kernel_cache import active_kernel_cache
+
+    cache = active_kernel_cache()
+    if cache is None:
+        return build()
+    from .nvrtc_cache import nvrtc_key
+
+    key = nvrtc_key(source, opts, arch, is_ptx, name)
+    if key is None:
+        return build()
+    found = cache.load_or_build(key, lambda: _entry(build()))
+    meta = found.meta
+    return CompiledImage(
+        str(meta["kind"]),
+        found.payload,
+        str(meta["arch"]),
+        str(meta["log"]),
+        dict(meta["lowered_names"]),
+    )
+
+
+def _entry(image: CompiledImage) -> CachedKernel:
+    """The cache entry of a compiled image: the binary, with its log and lowered names."""
+    from tenferro_host.provider.kernel_cache import CachedKernel
+
+    return CachedKernel(
+        image.data,
+        {
+            "kind": image.kind,
+            "arch": image.arch,
+            "log": image.log,
+            "lowered_names": dict(image.lowered_names),
+        },
+    )
+
+
+def _compile(
+    source: bytes, opts: NvrtcOptions, arch: str, is_ptx: bool, name: str, op: str | None
+) -> CompiledImage:
+    """One NVRTC run."""
+    nvrtc = _nvrtc()
     flags = opts.flags(arch)
     prog = _ok(nvrtc.nvrtcCreateProgram(source, name.encode(), 0, [], []), "nvrtcCreateProgram")
     try:

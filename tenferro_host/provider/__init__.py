@@ -3,9 +3,11 @@
 Stability: *provider SPI, version 1* — versioned separately from the user API. A backend
 plugin subclasses :class:`Runtime` (storage primitives), :class:`ExecSession` (its execution
 authority) and uses :class:`Session`/:class:`SessionHandle` for everything it issues, the
-:class:`RetirementQueue` for leases and the :class:`ResourceCache` for bounded caches.
+:class:`RetirementQueue` for leases, the :class:`ResourceCache` for bounded caches and the
+:class:`KernelCache` (:func:`active_kernel_cache`) to keep compiled kernels across processes.
 """
 
+from ..facade import lazy_names
 from .cache import ResourceCache
 from .counters import STAT_KEYS, Counters, TransferRecord
 from .residency import require_resident
@@ -16,12 +18,29 @@ from .storage import Storage
 
 SPI_VERSION = (1, 0)
 
+# The kernel cache loads on first use: importing the host must not pay for it.
+_LAZY = {
+    name: f"{__name__}.kernel_cache"
+    for name in (
+        "CachedKernel",
+        "KernelCache",
+        "KernelCacheWarning",
+        "KernelKey",
+        "active_kernel_cache",
+    )
+}
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
+
 __all__ = [
     "SPI_VERSION",
     "STAT_KEYS",
     "BackendSession",
+    "CachedKernel",
     "Counters",
     "ExecSession",
+    "KernelCache",
+    "KernelCacheWarning",
+    "KernelKey",
     "Lease",
     "ResourceCache",
     "RetirementQueue",
@@ -30,6 +49,7 @@ __all__ = [
     "SessionHandle",
     "Storage",
     "TransferRecord",
+    "active_kernel_cache",
     "exec_session_of",
     "normalize_shape",
     "require_resident",

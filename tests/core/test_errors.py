@@ -35,15 +35,44 @@ HIERARCHY = {
 }
 
 
+# The builtin each family also subclasses, so callers' ``except ValueError`` etc. keep working.
+BUILTIN_PARENT = {
+    "ValidationError": ValueError,
+    "DTypeError": TypeError,
+    "RuntimeStateError": RuntimeError,
+    "UnsupportedError": NotImplementedError,
+    "BackendError": RuntimeError,
+    "OutOfMemoryError": MemoryError,
+}
+
+
 @pytest.mark.parametrize("name", sorted(HIERARCHY))
 def test_class_exists_with_its_parent_and_is_reexported(name):
     cls = getattr(errors, name)
     parent = HIERARCHY[name]
     parent_cls = parent if isinstance(parent, type) else getattr(errors, parent)
-    assert cls.__bases__ == (parent_cls,)
+    extra = (BUILTIN_PARENT[name],) if name in BUILTIN_PARENT else ()
+    assert cls.__bases__ == (parent_cls, *extra)
     assert getattr(tf, name) is cls
     assert name in tf.__all__ and name in errors.__all__
     assert cls.__doc__
+
+
+@pytest.mark.parametrize(
+    ("error", "builtin"),
+    [
+        (tf.ShapeError("bad shape"), ValueError),
+        (tf.DTypeError("bad dtype"), TypeError),
+        (tf.DTypeError("bad dtype"), ValueError),
+        (tf.SessionClosedError("closed"), RuntimeError),
+        (tf.UnsupportedError("no f64"), NotImplementedError),
+        (tf.LaunchError("refused"), RuntimeError),
+        (tf.OutOfMemoryError("pool exhausted", nbytes=8), MemoryError),
+    ],
+)
+def test_errors_are_caught_by_the_builtin_a_caller_would_use(error, builtin):
+    with pytest.raises(builtin):
+        raise error
 
 
 def test_every_error_has_op_and_says_it():

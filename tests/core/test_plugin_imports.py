@@ -86,3 +86,26 @@ def test_the_rule_catches_a_private_import(tmp_path):
     sample.write_text("from tenferro_host.host import Host\nfrom tenferro_host import Tensor\n")
     found = imported_modules(sample, "tenferro_host_sample")
     assert [allowed(m, "tenferro_host_sample") for _, m in found] == [False, True]
+
+
+def test_linalg_package_loads_vendor_libraries_only_inside_calls():
+    """The linalg op package (checked by the rule above like every built-in) reaches cuBLAS and
+    cuSOLVER through CuPy, an optional dependency: no module imports cupy or cuda at module
+    level, so registering its ops loads no GPU library and works without CuPy."""
+    package = PLUGINS / "tenferro_host_linalg"
+    assert package.is_dir()
+    eager = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            eager += [
+                f"{path.name}:{node.lineno}: {n}"
+                for n in names
+                if n.split(".")[0] in ("cupy", "cuda")
+            ]
+    assert not eager, "module-level GPU imports in tenferro_host_linalg:\n" + "\n".join(eager)

@@ -4,10 +4,12 @@ CPython caches one-byte ``bytes`` objects; ``b" " * 1`` *is* that cached object,
 that writes into it turns every later one-byte space into NUL. Each check runs in a fresh
 interpreter so a regression cannot corrupt the test process itself, and each compares freshly
 encoded text with integers (``bytes([32])`` would compare the shared object with itself).
+The persistent kernel cache is off there: a cached image would skip the NVRTC calls under test.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -47,7 +49,11 @@ _SCRIPT = textwrap.dedent(
 @pytest.mark.parametrize("source", [CLEAN, NOISY, BROKEN], ids=["clean", "noisy", "broken"])
 def test_compile_leaves_interpreter_one_byte_objects_intact(source: str, arch: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, source, arch], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _SCRIPT, source, arch],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TENFERRO_CACHE": "off"},
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "intact"

@@ -1,0 +1,166 @@
+"""Compile cost with the persistent kernel cache: cold, in-memory hit, fresh-process hit.
+
+For the raw add kernel and the DSL add kernel (its generated CUDA C), each figure is the median
+over ``--repeat`` fresh processes, so every process starts with nothing in memory:
+
+* ``nvrtc`` — the compile with the cache off (``TENFERRO_CACHE=off``): the baseline;
+* ``cold`` — the first compile in a process, empty cache directory (compile + store);
+* ``cold_warm_nvrtc`` — a second, different compile in that process (NVRTC already loaded);
+* ``memory_hit`` — the same compile again through the per-runtime ``ResourceCache`` in front;
+* ``fresh_hit`` — the first compile in a new process over the filled directory: a disk hit;
+* ``fresh_hit_nvrtc_loaded`` — the same with NVRTC loaded first, as a CUDA session has it (the
+  device probe loads NVRTC); the difference to ``fresh_hit`` is loading NVRTC to learn its version.
+
+With a CUDA device every compile runs in a raw session (``rs.compile_nvrtc``, then loaded as a
+module); without one, compile-only (``nvrtc_compile`` for sm_90). Times in milliseconds.
+
+    python bench/compile_cache.py [--repeat 9] [--json PATH]     (JSON also to $OUT/)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ADD = r"""
+extern "C" __global__ void add_kernel(float* out, const float* lhs, const float* rhs, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = lhs[i] + rhs[i];
+}
+"""
+
+
+def _sources(kernel: str, arch: str) -> tuple[str, str]:
+    """(source, a different source of the same size) of ``kernel``."""
+    if kernel == "raw":
+        return ADD, ADD.replace("lhs[i] + rhs[i]", "lhs[i] - rhs[i]")
+    from ext_add_kernel import dsl
+    from tenferro_host_cuda_jit.codegen import generate
+
+    import tenferro_host as tf
+    from tenferro_host.kernel.kernel import ArrayDesc
+
+    def source(dtype: Any) -> str:
+        spec = dsl.add_kernel.specialize([ArrayDesc(dtype, 1)] * 3, target="cuda", features=(arch,))
+        return generate(spec).source
+
+    return source(tf.float32), source(tf.float64)
+
+
+def _compiler(stack: contextlib.ExitStack) -> tuple[str, Any, Callable[[str], Any], bool]:
+    """(arch, in-memory cache, compile function, on a GPU?): a raw session's ``compile_nvrtc``
+    (and its runtime's cache) with a CUDA device, else compile-only ``nvrtc_compile``."""
+    import tenferro_host as tf
+    from tenferro_host.cuda import raw
+    from tenferro_host.provider import ResourceCache
+
+    host = tf.Host()
+    if not host.backend_status("cuda").available:
+        opts = raw.NvrtcOptions(arch="sm_90")
+        return "sm_90", ResourceCache(), lambda src: raw.nvrtc_compile(src, opts), False
+    rt: Any = host.backend("cuda")
+    ex: Any = tf.cuda.exec_session(stack.enter_context(rt.session()))
+    rs = stack.enter_context(ex.raw("bench.compile_cache"))
+    return rt.device_info.arch, rt.resources, rs.compile_nvrtc, True
+
+
+def child(kernel: str, with_nvrtc: bool) -> dict[str, float]:
+    """One fresh process: time the first compile, an in-memory hit and a second compile."""
+    with contextlib.ExitStack() as stack:
+        arch, memory, compile_, gpu = _compiler(stack)
+        first, second = _sources(kernel, arch)
+        if with_nvrtc:
+            from tenferro_host_cuda.nvrtc_cache import compiler_identity
+
+            compiler_identity()
+        out = {"gpu": float(gpu)}
+        t0 = time.perf_counter()
+        memory.get(("bench", first), lambda: compile_(first), nbytes=0)
+        out["first"] = (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        memory.get(("bench", first), lambda: compile_(first), nbytes=0)
+        out["memory_hit"] = (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        compile_(second)
+        out["second"] = (time.perf_counter() - t0) * 1e3
+    return out
+
+
+def run_child(
+    kernel: str, cache_dir: Path, *, off: bool = False, with_nvrtc: bool = False
+) -> dict[str, float]:
+    env = {**os.environ, "TENFERRO_CACHE_DIR": str(cache_dir)}
+    env.pop("TENFERRO_CACHE", None)
+    if off:
+        env["TENFERRO_CACHE"] = "off"
+    argv = [sys.executable, __file__, "--child", kernel] + (["--with-nvrtc"] if with_nvrtc else [])
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        sys.exit(f"child failed:\n{done.stderr}")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure(kernel: str, repeat: int) -> dict[str, float]:
+    samples: dict[str, list[float]] = {}
+
+    def add(name: str, value: float) -> None:
+        samples.setdefault(name, []).append(value)
+
+    gpu = 0.0
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="tf-bench-cache-") as tmp:
+            root = Path(tmp)
+            add("nvrtc", run_child(kernel, root, off=True)["first"])
+            cold = run_child(kernel, root)
+            add("cold", cold["first"])
+            add("cold_warm_nvrtc", cold["second"])
+            add("memory_hit", cold["memory_hit"])
+            hit = run_child(kernel, root)
+            add("fresh_hit", hit["first"])
+            add("fresh_hit_nvrtc_loaded", run_child(kernel, root, with_nvrtc=True)["first"])
+            gpu = cold["gpu"]
+    medians = {name: round(statistics.median(v), 3) for name, v in samples.items()}
+    medians["gpu"] = gpu
+    return medians
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=9, help="fresh processes per figure")
+    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--child", choices=["raw", "dsl"], help=argparse.SUPPRESS)
+    parser.add_argument("--with-nvrtc", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.with_nvrtc)))
+        return 0
+    results = {kernel: measure(kernel, args.repeat) for kernel in ("raw", "dsl")}
+    mode = "cuda session" if results["raw"]["gpu"] else "compile-only (no GPU)"
+    print(f"compile cache, {mode}, medians of {args.repeat} fresh processes (ms)")
+    names = [n for n in results["raw"] if n != "gpu"]
+    print(f"{'':24}" + "".join(f"{k:>10}" for k in results))
+    for name in names:
+        print(f"{name:24}" + "".join(f"{results[k][name]:10.3f}" for k in results))
+    report = {"mode": mode, "repeat": args.repeat, "medians_ms": results}
+    targets = [args.json] if args.json else []
+    if os.environ.get("OUT"):
+        targets.append(os.path.join(os.environ["OUT"], "compile_cache.json"))
+    for path in targets:
+        with open(path, "w") as fh:
+            json.dump(report, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

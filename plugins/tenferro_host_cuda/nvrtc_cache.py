@@ -1,0 +1,137 @@
+"""The persistent-cache key of an NVRTC compile: source, headers, options, compiler, target, host.
+
+Headers are found the way NVRTC finds them, by following ``#include`` lines (every one, also in
+disabled ``#if`` branches: a needless header costs at most a recompile). A quoted name is looked
+up in the including file's directory (for the main source: the directory of its name, relative
+to the working directory), then in the ``-I`` directories; an angle name in the ``-I``
+directories only; a name in none of them is one of NVRTC's built-in headers (``cuda_fp16.h``
+...), which the compiler's identity covers. An ``#include`` of a macro cannot be followed
+without preprocessing, so such a source gets no key and is compiled every time.
+
+The source's file name is not part of the key (the same source under another name loads the
+same image) unless line information or device debugging embeds it in the image.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tenferro_host.provider.kernel_cache import KernelKey
+
+if TYPE_CHECKING:
+    from .nvrtc import NvrtcOptions
+
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]*)"|<([^>\n]*)>|(.*))', re.M)
+_INCLUDE_FLAG = re.compile(r"^(?:-I|--include-path=)(.+)$")
+_PRE_INCLUDE_FLAG = re.compile(r"^(?:-include=?|--pre-include=)(.+)$")
+_DEBUG_FLAGS = ("-G", "--device-debug", "-lineinfo", "--generate-line-info")
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _find(spelling: str, dirs: Sequence[Path]) -> Path | None:
+    for d in dirs:
+        path = d / spelling
+        if path.is_file():
+            return path
+    return None
+
+
+def headers_digest(
+    source: bytes, name: str, include_dirs: Sequence[str], pre_includes: Sequence[str] = ()
+) -> str | None:
+    """A digest of every header ``source`` includes, transitively; None if one is a macro."""
+    dirs = [Path(d) for d in include_dirs]
+    record: list[tuple[str, str]] = []
+    seen: set[Path] = set()
+    pending: list[tuple[bytes, Path]] = [(source, Path(name).parent)]
+    for spelling in pre_includes:
+        pending.extend(_visit(spelling, _find(spelling, dirs), record, seen))
+    while pending:
+        text, here = pending.pop()
+        for quoted, angled, other in _INCLUDE.findall(text):
+            if other.strip() and not quoted and not angled:
+                return None  # `#include MACRO`
+            spelling = (quoted or angled).decode(errors="surrogateescape")
+            found = _find(spelling, [here, *dirs] if quoted else dirs)
+            pending.extend(_visit(spelling, found, record, seen))
+    return _sha(json.dumps(record).encode())
+
+
+def _visit(
+    spelling: str, path: Path | None, record: list[tuple[str, str]], seen: set[Path]
+) -> list[tuple[bytes, Path]]:
+    """Record one include; the header's text to scan next, if it is a file not seen before."""
+    if path is None:
+        record.append((spelling, "builtin"))
+        return []
+    resolved = path.resolve()
+    data = resolved.read_bytes()
+    record.append((spelling, _sha(data)))
+    if resolved in seen:
+        return []
+    seen.add(resolved)
+    return [(data, path.parent)]
+
+
+@functools.cache
+def compiler_identity() -> str:
+    """NVRTC's version and the library file it was loaded from (size and mtime: a patch
+    release with the same version number is another compiler); UnsupportedError without it."""
+    from .nvrtc import _nvrtc
+
+    _err, major, minor = _nvrtc().nvrtcVersion()
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        path = str(load_nvidia_dynamic_lib("nvrtc").abs_path)
+        st = os.stat(path)
+        where = f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    except Exception:  # noqa: BLE001 - the version alone still names the compiler
+        where = "library path unknown"
+    return f"nvrtc {major}.{minor} {where}"
+
+
+def nvrtc_key(
+    source: bytes, options: NvrtcOptions, arch: str, is_ptx: bool, name: str
+) -> KernelKey | None:
+    """The cache key of one compile, or None when its headers cannot be followed."""
+    from tenferro_host import __version__
+
+    flags = options.flags(arch)[1:]  # the architecture is the "target" part
+    dirs = [*options.include_dirs]
+    pre: list[str] = []
+    for flag in options.extra:
+        if found := _INCLUDE_FLAG.match(flag):
+            dirs.append(found.group(1))
+        elif found := _PRE_INCLUDE_FLAG.match(flag):
+            pre.append(found.group(1))
+    try:
+        headers = headers_digest(source, name, dirs, pre)
+    except OSError:
+        return None
+    if headers is None:
+        return None
+    parts = {
+        "source": _sha(source),
+        "headers": headers,
+        "options": _sha(json.dumps([flags, list(options.name_expressions)]).encode()),
+        "target": f"{arch} {'ptx' if is_ptx else 'cubin'}",
+        "compiler": compiler_identity(),
+        "host": f"tenferro-host {__version__}",
+    }
+    if any(f in _DEBUG_FLAGS for f in flags):
+        parts["name"] = name  # embedded in the image's debug information
+    return KernelKey("nvrtc", name, parts)
+
+
+__all__ = ["compiler_identity", "headers_digest", "nvrtc_key"]

@@ -1,0 +1,86 @@
+"""CuPy on the raw session's stream: the only way the CUDA variants reach cuBLAS and cuSOLVER.
+
+CuPy is optional (``pip install cupy-cuda13x``). Inside a raw session the runtime's stream is
+wrapped once per runtime as a ``cupy.cuda.ExternalStream`` (cached with ``rs.resource``; the
+cache lives and dies with the runtime that owns the stream) and made CuPy's current stream
+for the call, so every CuPy kernel, cuBLAS and cuSOLVER call is enqueued on the session's
+stream — never on CuPy's default stream — and ordered with the host's own launches, copies
+and frees without a synchronization. CuPy's cuBLAS/cuSOLVER wrappers bind their handle to
+the current stream on every call; the handles are CuPy's own, one per thread and device, so
+two threads' sessions never share one. Tensors are handed to CuPy as views of their memory
+through the borrowed refs' ``__cuda_array_interface__`` (no copy, no stream field, so CuPy
+does not synchronize); CuPy's own temporaries come from its pool on the same stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+from tenferro_host import UnsupportedError
+
+INSTALL_HINT = "install it with `pip install cupy-cuda13x` (CuPy for CUDA 13)"
+
+
+@cache
+def cupy_missing_reason() -> str | None:
+    """None when CuPy imports, else why not (what ``UnsupportedError.reason`` carries)."""
+    try:
+        import cupy  # noqa: F401
+    except Exception as exc:  # ImportError, or a CuPy built for another CUDA
+        return f"CuPy is not importable ({type(exc).__name__}: {exc}); {INSTALL_HINT}"
+    return None
+
+
+def require_cupy(op: str, backend: str) -> Any:
+    """The ``cupy`` module, or UnsupportedError (feature ``cupy``) saying how to install it."""
+    reason = cupy_missing_reason()
+    if reason is not None:
+        raise UnsupportedError(
+            f"{op} on {backend} runs cuBLAS/cuSOLVER through CuPy: {reason}",
+            backend=backend,
+            feature="cupy",
+            reason=reason,
+            op=op,
+        )
+    import cupy
+
+    return cupy
+
+
+class SessionStream:
+    """CuPy's handles on one runtime: its device and its stream as an ExternalStream."""
+
+    def __init__(self, cupy: Any, device_id: int, stream_handle: int) -> None:
+        self.device = cupy.cuda.Device(device_id)
+        self.stream = cupy.cuda.ExternalStream(stream_handle, device_id)
+
+
+@contextlib.contextmanager
+def on_session_stream(rs: Any) -> Iterator[Any]:
+    """Within the raw session ``rs``: CuPy with the session's device and stream current."""
+    cupy = require_cupy(rs.op, rs.runtime.name)
+    handle = rs.stream.native_handle_unsafe()
+    ordinal = rs.runtime.device_info.ordinal.ordinal
+    bridge: SessionStream = rs.resource(
+        ("tenferro_host_linalg", "cupy-stream"), lambda: SessionStream(cupy, ordinal, handle)
+    )
+    with bridge.device, bridge.stream:
+        yield cupy
+
+
+def as_cupy(cupy: Any, ref: Any) -> Any:
+    """A CuPy array over a borrowed ref's memory (its view layout; valid inside the session)."""
+    return cupy.asarray(ref)
+
+
+__all__ = [
+    "INSTALL_HINT",
+    "SessionStream",
+    "as_cupy",
+    "cupy_missing_reason",
+    "on_session_stream",
+    "require_cupy",
+]

@@ -1,0 +1,187 @@
+"""The OpSpecs of the package: signatures, references, tolerances and variants per backend.
+
+Shape and dtype rules take the input shapes (dtypes) positionally and the op's attributes by
+keyword, and give one value per output. Tolerances are (rtol, atol) per dtype: GEMMs and sums
+accumulate in another order than numpy, and cuSOLVER's factors differ from LAPACK's in the
+last bits (more so for singular vectors, whose error grows with 1 / the singular value gap).
+
+>>> MATMUL.signature.shape_rule((2, 3), (3, 4))
+(2, 4)
+>>> SUM.signature.shape_rule((2, 3, 4), axis=(0, 2))
+(3,)
+>>> EINSUM.signature.shape_rule((2, 3), (3, 5), spec="ij,jk->ki")
+(5, 2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tenferro_host import OpSpec, Signature
+
+from . import contraction, cpu, cuda, dsl, reference
+from .checks import GEMM_DTYPES, SOLVER_DTYPES, normalize_axes, real_dtype
+
+#: (rtol per dtype, atol per dtype) of each op, for every check against its reference.
+TOLERANCES: dict[str, tuple[Mapping[str, float], Mapping[str, float]]] = {}
+_GEMM_TOL = (
+    {"float16": 1e-2, "float32": 1e-4, "float64": 1e-11, "complex64": 1e-4, "complex128": 1e-11},
+    {"float16": 1e-2, "float32": 1e-4, "float64": 1e-11, "complex64": 1e-4, "complex128": 1e-11},
+)
+_FACTOR_TOL = (
+    {"float32": 1e-3, "float64": 1e-9, "complex64": 1e-3, "complex128": 1e-9},
+    {"float32": 1e-4, "float64": 1e-10, "complex64": 1e-4, "complex128": 1e-10},
+)
+
+
+def tolerance(op: str, dtype_name: str) -> tuple[float, float]:
+    """(rtol, atol) of ``op`` for outputs of ``dtype_name``."""
+    rtol, atol = TOLERANCES[op]
+    return rtol[dtype_name], atol[dtype_name]
+
+
+def _spec(
+    name: str,
+    signature: Signature,
+    ref: Callable[..., Any],
+    variants: Mapping[str, Callable[..., Any]],
+    tol: tuple[Any, Any],
+    doc: str,
+) -> OpSpec:
+    TOLERANCES[name] = tol
+    return OpSpec(name=name, signature=signature, reference=ref, variants=variants, doc=doc)
+
+
+def _contraction_shape(
+    a: tuple[int, ...], b: tuple[int, ...], labels: tuple[str, str], out: str
+) -> tuple[int, ...]:
+    sizes = dict(zip(labels[0] + labels[1], a + b, strict=True))
+    return tuple(sizes[c] for c in out)
+
+
+def _einsum_shape(a: tuple[int, ...], b: tuple[int, ...], spec: str = "") -> tuple[int, ...]:
+    (la, lb), out = contraction.parse_spec(spec)
+    return _contraction_shape(a, b, (la, lb), out)
+
+
+def _tensordot_shape(a: tuple[int, ...], b: tuple[int, ...], axes: Any = 2) -> tuple[int, ...]:
+    a_axes, b_axes = contraction.tensordot_axes(axes, len(a), len(b))
+    return (
+        *(d for i, d in enumerate(a) if i not in a_axes),
+        *(d for j, d in enumerate(b) if j not in b_axes),
+    )
+
+
+def _sum_shape(x: tuple[int, ...], axis: Any = None) -> tuple[int, ...]:
+    axes = normalize_axes("linalg.sum", axis, len(x))
+    return tuple(d for i, d in enumerate(x) if i not in axes)
+
+
+#: What the factorizations' docs say about waits inside the vendor library.
+_SOLVER_WAITS = (
+    "On CUDA (cuSOLVER through CuPy) the host never waits, but cuSOLVER may block inside the "
+    "library, and cupyx.errstate(linalg='raise') makes CuPy read devInfo (a wait) after each "
+    "call; bench/linalg_bench.py counts the calls that blocked."
+)
+
+
+def _thin(a: tuple[int, ...]) -> int:
+    return min(a[0], a[1])
+
+
+def _everywhere(lowering: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+    """A contraction's variant is one lowering on every backend: it calls linalg.matmul /
+    batched_matmul (and linalg.sum) through ex.run, which picks their variant."""
+    return dict.fromkeys(("cpu", "cuda-raw", "dsl"), lowering)
+
+
+MATMUL = _spec(
+    "linalg.matmul",
+    Signature(inputs=("a", "b"), dtypes=GEMM_DTYPES, shape_rule=lambda a, b: (a[0], b[1])),
+    reference.matmul,
+    {"cpu": cpu.matmul, "cuda-raw": cuda.matmul, "dsl": dsl.matmul},
+    _GEMM_TOL,
+    "Matrix product of column-major a (m, k) and b (k, n).",
+)
+BATCHED_MATMUL = _spec(
+    "linalg.batched_matmul",
+    Signature(inputs=("a", "b"), dtypes=GEMM_DTYPES, shape_rule=lambda a, b: (a[0], b[1], *a[2:])),
+    reference.batched_matmul,
+    {"cpu": cpu.batched_matmul, "cuda-raw": cuda.batched_matmul, "dsl": dsl.batched_matmul},
+    _GEMM_TOL,
+    "a (m, k, *batch) @ b (k, n, *batch) per trailing batch index (column-major batches).",
+)
+TENSORDOT = _spec(
+    "linalg.tensordot",
+    Signature(
+        inputs=("a", "b"),
+        attributes={"axes": object},
+        dtypes=GEMM_DTYPES,
+        shape_rule=_tensordot_shape,
+    ),
+    reference.tensordot,
+    _everywhere(contraction.tensordot),
+    _GEMM_TOL,
+    "numpy.tensordot: axes=N (last N of a with first N of b) or two axis sequences.",
+)
+EINSUM = _spec(
+    "linalg.einsum",
+    Signature(
+        inputs=("a", "b"), attributes={"spec": str}, dtypes=GEMM_DTYPES, shape_rule=_einsum_shape
+    ),
+    reference.einsum,
+    _everywhere(contraction.einsum),
+    _GEMM_TOL,
+    "A pairwise einsum ('ij,jk->ik'); einsum_chain contracts more operands pair by pair.",
+)
+SUM = _spec(
+    "linalg.sum",
+    Signature(
+        inputs=("x",), attributes={"axis": object}, dtypes=GEMM_DTYPES, shape_rule=_sum_shape
+    ),
+    reference.sum,
+    {"cpu": cpu.sum, "cuda-raw": cuda.sum, "dsl": dsl.sum},
+    _GEMM_TOL,
+    "Sum over axis (None: all; an int; a sequence of ints); f16 accumulates in float32.",
+)
+NORM = _spec(
+    "linalg.norm",
+    Signature(inputs=("x",), dtypes=SOLVER_DTYPES, dtype_rule=real_dtype, shape_rule=lambda x: ()),
+    reference.norm,
+    {"cpu": cpu.norm, "cuda-raw": cuda.norm, "dsl": dsl.norm},
+    _GEMM_TOL,
+    "The 2-norm (Frobenius) of all elements, real for complex input.",
+)
+QR = _spec(
+    "linalg.qr",
+    Signature(
+        inputs=("a",),
+        outputs=("q", "r"),
+        dtypes=SOLVER_DTYPES,
+        dtype_rule=lambda a: (a, a),
+        shape_rule=lambda a: ((a[0], _thin(a)), (_thin(a), a[1])),
+    ),
+    reference.qr,
+    {"cpu": cpu.qr, "cuda-raw": cuda.qr},
+    _FACTOR_TOL,
+    "Reduced QR, R's diagonal real and non-negative (unique for full rank). " + _SOLVER_WAITS,
+)
+SVD = _spec(
+    "linalg.svd",
+    Signature(
+        inputs=("a",),
+        outputs=("u", "s", "vh"),
+        dtypes=SOLVER_DTYPES,
+        dtype_rule=lambda a: (a, real_dtype(a), a),
+        shape_rule=lambda a: ((a[0], _thin(a)), (_thin(a),), (_thin(a), a[1])),
+    ),
+    reference.svd,
+    {"cpu": cpu.svd, "cuda-raw": cuda.svd},
+    _FACTOR_TOL,
+    "Thin SVD, descending s; each column of u has its largest entry real and positive. "
+    + _SOLVER_WAITS,
+)
+OPS = (MATMUL, BATCHED_MATMUL, TENSORDOT, EINSUM, SUM, NORM, QR, SVD)
+
+__all__ = ["OPS", "TOLERANCES", "tolerance"]
