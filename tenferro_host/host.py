@@ -23,7 +23,13 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
-from .plugins import PluginSet, env_disabled, env_strict, plugin_output_to_stderr
+from .plugins import (
+    PLUGIN_FAILURES,
+    PluginSet,
+    env_disabled,
+    env_strict,
+    plugin_output_to_stderr,
+)
 from .provider.runtime import Runtime
 from .provider.session import BackendSession, ExecSession
 from .registry import BackendStatus, Registry
@@ -85,7 +91,7 @@ class Host:
     def _observe(self, hook: str, **kwargs: Any) -> None:
         try:
             getattr(self.plugins.pm.hook, hook)(**kwargs)
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:
             raise PluginError(f"a {hook} observer raised {type(exc).__name__}: {exc}") from exc
 
     # -- backends ------------------------------------------------------------------------------
@@ -104,7 +110,7 @@ class Host:
                 try:
                     with plugin_output_to_stderr():
                         status = provider.probe()
-                except Exception as exc:  # a provider's bug leaves its backend unavailable
+                except PLUGIN_FAILURES as exc:  # a provider's bug leaves its backend unavailable
                     status = BackendStatus(
                         kind,
                         False,
@@ -174,7 +180,7 @@ class Host:
                 runtime = provider.create(self, index)
         except TenferroError:
             raise
-        except Exception as exc:  # a provider's bug, not the caller's: name the plugin
+        except PLUGIN_FAILURES as exc:  # a provider's bug, not the caller's: name the plugin
             raise PluginError(
                 f"the provider of backend {kind!r} failed to create {kind}:{index}: "
                 f"{type(exc).__name__}: {exc}; fix or uninstall the plugin that provides it"

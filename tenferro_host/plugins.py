@@ -39,6 +39,11 @@ class PluginRecord:
     error: str | None = None
 
 
+#: What plugin code may raise that the host records instead of passing on: every Exception, and
+#: SystemExit (a plugin calling sys.exit() must not end the program that loaded it). Ctrl-C
+#: (KeyboardInterrupt) still goes through.
+PLUGIN_FAILURES = (Exception, SystemExit)
+
 _STRICT_OFF = frozenset({"", "0", "false", "no", "off"})
 _STRICT_ON = frozenset({"1", "true", "yes", "on"})
 
@@ -136,7 +141,7 @@ class PluginSet:
                 if impl.plugin is plugin:
                     impl.function(registry=view)
             view.commit()
-        except Exception as exc:  # isolation: any plugin failure is recorded, not raised
+        except PLUGIN_FAILURES as exc:  # isolation: any plugin failure is recorded, not raised
             if plugin is not None and self.pm.is_registered(plugin):
                 self.pm.unregister(plugin)
             self.records.append(PluginRecord(name, dist, version, "error"))
@@ -178,7 +183,7 @@ class PluginSet:
                         f"tenferro_host_capabilities returned {answer!r}; it must return None or "
                         "a dict of ExtensionCapability to bool"
                     )
-            except Exception as exc:
+            except PLUGIN_FAILURES as exc:
                 record = next(r for r in self.records if r.name == name)
                 self._fail(
                     record, f"tenferro_host_capabilities raised {type(exc).__name__}: {exc}", exc
@@ -196,4 +201,4 @@ def _has_dist(name: str) -> bool:
     return True
 
 
-__all__ = ["ENTRY_POINT_GROUP", "HOST_API", "PluginRecord", "PluginSet"]
+__all__ = ["ENTRY_POINT_GROUP", "HOST_API", "PLUGIN_FAILURES", "PluginRecord", "PluginSet"]

@@ -205,3 +205,46 @@ def test_strict_env_that_is_no_boolean_is_a_validation_error(monkeypatch, value)
     with pytest.raises(tf.ValidationError, match="not a boolean") as info:
         tf.Host()
     assert info.value.argument == "TENFERRO_STRICT_PLUGINS"
+
+
+EXITING_PLUGINS = {
+    "exitimport": "import sys\nsys.exit(3)\n",
+    "exitprovider": """
+        import sys
+        from tenferro_host import BackendProvider, BackendStatus, hookimpl
+
+        @hookimpl
+        def tenferro_host_register(registry):
+            registry.add_backend(BackendProvider("fzexitprobe", lambda: sys.exit(4), None))
+            registry.add_backend(BackendProvider(
+                "fzexitcreate",
+                lambda: BackendStatus("fzexitcreate", True, devices=[{"index": 0}]),
+                lambda host, index: sys.exit(5),
+            ))
+    """,
+}
+
+EXITING_PROBE = """
+import json
+import tenferro_host as tf
+host = tf.Host()
+out = {"records": {r.name: r.error for r in host.plugins.records if r.name.startswith("exit")}}
+out["probe"] = host.backend_status("fzexitprobe").reason
+try:
+    host.backend("fzexitcreate")
+except tf.PluginError as exc:
+    out["create"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+def test_a_plugin_calling_sys_exit_is_a_recorded_failure_not_the_end(tmp_path, subproc):
+    path = throwaway_plugins(tmp_path, EXITING_PLUGINS)
+    out = subproc.json(EXITING_PROBE, paths=(path,))
+    assert out["records"] == {"exitimport": "SystemExit: 3", "exitprovider": None}
+    assert out["probe"] == "probing the backend failed: SystemExit: 4"
+    assert "failed to create fzexitcreate:0: SystemExit: 5" in out["create"]
+    caps = subproc.cli("caps", "--json", paths=(path,))
+    assert caps.returncode == 0, caps.stderr
+    plugins = {p["name"]: p for p in json.loads(caps.stdout)["plugins"]}
+    assert plugins["exitimport"]["status"] == "error"
