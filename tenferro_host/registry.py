@@ -28,7 +28,7 @@ class BackendStatus:
     reason: str | None = None
     software: bool = False
     devices: list[dict[str, Any]] = field(default_factory=list)
-    error: Exception | None = None
+    error: BaseException | None = None
 
 
 @dataclass(frozen=True)
