@@ -104,6 +104,11 @@ def test_unconsumed_capsule_and_export_options(rt):
         t.__dlpack__(stream=None, copy=True)
     with pytest.raises(tf.ValidationError):
         t.__dlpack__(stream="default")
+    for bad in (0, 5, 4095, -2, 1 << 64):  # 0 is disallowed by DLPack; the rest are no handle
+        with pytest.raises(tf.ValidationError, match="DLPack disallows 0") as info:
+            t.__dlpack__(stream=bad)
+        assert info.value.argument == "stream"
+    assert _exports_alive() == before  # a refused export keeps nothing alive
 
 
 def test_round_trip_and_malformed_producer(rt):
