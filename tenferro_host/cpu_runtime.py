@@ -22,6 +22,7 @@ import numpy as np
 
 from .capability import ExtensionCapability
 from .dtypes import DType, dtype
+from .errors import OutOfMemoryError, ValidationError
 from .hookspecs import hookimpl
 from .layout import compact_strides
 from .provider.runtime import Runtime
@@ -71,7 +72,14 @@ class CpuRuntime(Runtime):
     poison_fresh_memory: bool = False
 
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
-        array = np.empty(nbytes // dt.itemsize, dtype=dt.numpy)
+        try:
+            array = np.empty(nbytes // dt.itemsize, dtype=dt.numpy)
+        except (MemoryError, ValueError) as exc:  # ValueError: beyond numpy's largest array
+            raise OutOfMemoryError(
+                f"cannot allocate {nbytes} bytes of host memory for {self.name}: {exc}",
+                nbytes=nbytes,
+                pool_stats=self.stats(),
+            ) from exc
         if CpuRuntime.poison_fresh_memory:
             if dt.category in ("float", "complex"):
                 array.fill(np.nan)
@@ -111,7 +119,20 @@ class CpuRuntime(Runtime):
     # -- DLPack ------------------------------------------------------------------------------
     def from_dlpack(self, x: Any) -> Tensor:
         """Import a CPU buffer; zero-copy unless its strides are negative or uneven."""
-        arr = np.from_dlpack(x)
+        if not hasattr(x, "__dlpack__"):
+            raise ValidationError(
+                f"from_dlpack needs an object with __dlpack__ (a numpy array, a CPU torch "
+                f"tensor), got {type(x).__name__}",
+                argument="x",
+            )
+        try:
+            arr = np.from_dlpack(x)
+        except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+            raise ValidationError(
+                f"cannot import {type(x).__name__} through DLPack: {exc}; pass a native-byte-order "
+                "CPU buffer (e.g. numpy.ascontiguousarray(x, dtype=x.dtype.newbyteorder('=')))",
+                argument="x",
+            ) from exc
         dt = self._check_dtype(dtype(arr.dtype))
         isz = arr.itemsize
         if arr.size and all(s >= 0 and s % isz == 0 for s in arr.strides):
@@ -125,6 +146,11 @@ class CpuRuntime(Runtime):
         return Tensor(storage, dt, tuple(arr.shape), compact_strides(arr.shape), 0)
 
     def export_dlpack(self, t: Tensor, stream: Any, **kwargs: Any) -> Any:
+        if stream is not None:
+            raise ValidationError(
+                f"a CPU tensor has no stream to synchronize with; pass stream=None, got {stream!r}",
+                argument="stream",
+            )
         return self.strided_view(t).__dlpack__(stream=stream, **kwargs)
 
     def dlpack_device(self) -> tuple[int, int]:

@@ -19,10 +19,17 @@ from typing import Any
 from .errors import (
     ForeignRuntimeError,
     PluginError,
+    TenferroError,
     UnsupportedError,
     ValidationError,
 )
-from .plugins import PluginSet, env_disabled, env_strict
+from .plugins import (
+    PLUGIN_FAILURES,
+    PluginSet,
+    env_disabled,
+    env_strict,
+    plugin_output_to_stderr,
+)
 from .provider.runtime import Runtime
 from .provider.session import BackendSession, ExecSession
 from .registry import BackendStatus, Registry
@@ -72,7 +79,7 @@ class Host:
         return self.plugins.registry
 
     def provider_capabilities(self, runtime: Runtime) -> dict[Any, bool]:
-        return self.plugins.pm.hook.tenferro_host_capabilities(backend=runtime) or {}
+        return self.plugins.capabilities(runtime)
 
     def notify_session_started(self, session: BackendSession) -> None:
         if self.plugins.observe_started:
@@ -85,7 +92,7 @@ class Host:
     def _observe(self, hook: str, **kwargs: Any) -> None:
         try:
             getattr(self.plugins.pm.hook, hook)(**kwargs)
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:
             raise PluginError(f"a {hook} observer raised {type(exc).__name__}: {exc}") from exc
 
     # -- backends ------------------------------------------------------------------------------
@@ -102,13 +109,21 @@ class Host:
                         f"no provider plugin for backend kind {kind!r} (installed: {known})",
                     )
                 try:
-                    status = provider.probe()
-                except Exception as exc:  # a provider's bug leaves its backend unavailable
+                    with plugin_output_to_stderr():
+                        status = provider.probe()
+                except PLUGIN_FAILURES as exc:  # a provider's bug leaves its backend unavailable
                     status = BackendStatus(
                         kind,
                         False,
                         f"probing the backend failed: {type(exc).__name__}: {exc}",
                         error=exc,
+                    )
+                if not isinstance(status, BackendStatus):
+                    status = BackendStatus(
+                        kind,
+                        False,
+                        f"the provider's probe() returned {type(status).__name__}, not a "
+                        "BackendStatus; fix or uninstall the plugin that provides it",
                     )
                 self._statuses[kind] = status
             return self._statuses[kind]
@@ -166,7 +181,22 @@ class Host:
     def _create(self, kind: str, index: int) -> Runtime:
         provider = self.registry.provider(kind)
         assert provider is not None
-        return provider.create(self, index)
+        try:
+            with plugin_output_to_stderr():
+                runtime = provider.create(self, index)
+        except TenferroError:
+            raise
+        except PLUGIN_FAILURES as exc:  # a provider's bug, not the caller's: name the plugin
+            raise PluginError(
+                f"the provider of backend {kind!r} failed to create {kind}:{index}: "
+                f"{type(exc).__name__}: {exc}; fix or uninstall the plugin that provides it"
+            ) from exc
+        if not isinstance(runtime, Runtime):
+            raise PluginError(
+                f"the provider of backend {kind!r} returned {type(runtime).__name__} from "
+                "create(), not a Runtime; fix or uninstall the plugin that provides it"
+            )
+        return runtime
 
     # -- operations ----------------------------------------------------------------------------
     def run(self, name: str, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:

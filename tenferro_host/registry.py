@@ -28,7 +28,7 @@ class BackendStatus:
     reason: str | None = None
     software: bool = False
     devices: list[dict[str, Any]] = field(default_factory=list)
-    error: Exception | None = None
+    error: BaseException | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,11 @@ class Registry:
         return found[1] if found else None
 
     def op(self, name: str) -> OpRecord:
+        if not isinstance(name, str):
+            raise ValidationError(
+                f"an op name is a string such as 'ext_add_kernel.add', got {type(name).__name__}",
+                argument="name",
+            )
         rec = self.ops.get(name)
         if rec is None:
             known = ", ".join(sorted(self.ops)) or "none"

@@ -95,7 +95,7 @@ class Tensor:
         """A view with the axes reordered (``axes`` is a permutation of ``range(ndim)``)."""
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
-        if sorted(axes) != list(range(self.ndim)):
+        if not all(_is_int(a) for a in axes) or sorted(axes) != list(range(self.ndim)):
             raise ShapeError(
                 f"permute needs a permutation of {tuple(range(self.ndim))}, got {axes}",
                 argument="axes",
@@ -103,8 +103,8 @@ class Tensor:
         return Tensor(
             self.storage,
             self.dtype,
-            tuple(self.shape[a] for a in axes),
-            tuple(self.strides[a] for a in axes),
+            tuple(self.shape[int(a)] for a in axes),
+            tuple(self.strides[int(a)] for a in axes),
             self.offset,
         )
 
@@ -120,10 +120,11 @@ class Tensor:
         """Basic slicing: integers, slices (any step) and one Ellipsis."""
         if not isinstance(key, tuple):
             key = (key,)
-        if sum(k is Ellipsis for k in key) > 1:
+        ellipses = [at for at, k in enumerate(key) if k is Ellipsis]
+        if len(ellipses) > 1:
             raise ValidationError("an index may hold at most one '...'", argument="key")
-        if Ellipsis in key:
-            at = key.index(Ellipsis)
+        if ellipses:
+            at = ellipses[0]
             fill = self.ndim - (len(key) - 1)
             key = key[:at] + (slice(None),) * fill + key[at + 1 :]
         if len(key) > self.ndim:
@@ -137,13 +138,15 @@ class Tensor:
         strides: list[int] = []
         for k, dim, stride in zip(key, self.shape, self.strides, strict=True):
             if isinstance(k, slice):
-                start, _stop, step = k.indices(dim)
-                n = len(range(*k.indices(dim)))
+                start, stop, step = _slice_indices(k, dim)
+                n = len(range(start, stop, step))
                 if n:
                     offset += start * stride
                 shape.append(n)
-                strides.append(stride * step)
-            elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+                # A dimension of at most one element never steps; keeping its stride keeps a
+                # huge step (t[::2**62]) from overflowing the byte strides of a download.
+                strides.append(stride * step if n > 1 else stride)
+            elif _is_int(k):
                 i = int(k) + dim if k < 0 else int(k)
                 if not 0 <= i < dim:
                     raise ShapeError(
@@ -174,6 +177,23 @@ class Tensor:
             f"Tensor({self.dtype.name}, shape={self.shape}, strides={self.strides}, "
             f"offset={self.offset}, backend={self.storage.runtime.name!r})"
         )
+
+
+def _is_int(value: Any) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _slice_indices(k: slice, dim: int) -> tuple[int, int, int]:
+    """``k.indices(dim)`` for integer (or None) bounds and a non-zero step, else ValidationError."""
+    if not all(b is None or _is_int(b) for b in (k.start, k.stop, k.step)):
+        raise ValidationError(
+            f"slice {k!r} has a bound that is not an integer; use integers or None",
+            argument="key",
+        )
+    if k.step is not None and k.step == 0:
+        raise ValidationError(f"slice {k!r} has step 0; use a non-zero step", argument="key")
+    return k.indices(dim)
 
 
 __all__ = ["Placement", "Tensor"]

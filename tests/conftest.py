@@ -15,11 +15,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from process_health import cuda_problems, interpreter_problems
 
 from tenferro_host.testing import pytest_plugin
 
@@ -129,3 +131,12 @@ def fixture_dists(tmp_path_factory: pytest.TempPathFactory) -> FixtureDists:
     for entry in faulty.glob(f"{COLLIDE}*"):
         entry.rename(collide / entry.name)
     return FixtureDists(faulty, collide)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def process_intact_after_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After every test module: the interpreter's shared objects and the CUDA contexts are sound."""
+    yield
+    problems = interpreter_problems() + cuda_problems()
+    if problems:
+        pytest.fail(f"{request.module.__name__} left the process damaged: {'; '.join(problems)}")

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tenferro_host import BackendStatus
+from tenferro_host.errors import UnsupportedError
 from tenferro_host.identity import CudaDeviceId, CudaDeviceUuid
 
 from .driver import check, drv
@@ -138,6 +139,8 @@ def probe() -> BackendStatus:
     try:
         d = drv()
         count = int(check(d.cuDeviceGetCount(), "cuDeviceGetCount"))
+    except UnsupportedError as exc:
+        return BackendStatus("cuda", False, reason=exc.reason, error=exc)
     except Exception as exc:
         return BackendStatus(
             "cuda", False,

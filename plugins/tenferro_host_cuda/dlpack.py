@@ -129,6 +129,12 @@ def _dl_dtype(dt: DType) -> DLDataType:
     return DLDataType(_CODES[dt.category], dt.itemsize * 8, 1)
 
 
+def _stream_like(stream: int) -> bool:
+    """-1, 1, 2 or a value that can be a CUstream handle: the driver dereferences handles, and
+    no stream lives in the first page of memory (5 would crash the driver, not fail)."""
+    return stream in (-1, 1, 2) or 4096 <= stream < 1 << 64
+
+
 def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
     """A DLPack capsule of ``t``; the consumer's ``stream`` waits on the runtime's stream."""
     if kwargs.get("copy") is True:
@@ -139,11 +145,12 @@ def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
     runtime.check_usable()
     if stream is None:
         consumer: int | None = 1  # the legacy default stream
-    elif isinstance(stream, int) and not isinstance(stream, bool):
+    elif isinstance(stream, int) and not isinstance(stream, bool) and _stream_like(stream):
         consumer = None if stream == -1 else stream
     else:
         raise ValidationError(
-            f"stream must be an int (a CUstream handle, 1, 2 or -1), got {stream!r}",
+            f"stream must be an int: a CUstream handle, 1 (legacy default), 2 (per-thread "
+            f"default) or -1 (no ordering); got {stream!r} (DLPack disallows 0)",
             argument="stream",
         )
     if consumer is not None:

@@ -17,6 +17,7 @@ from tenferro_host.errors import (
     BackendError,
     ContextPoisonedError,
     OutOfMemoryError,
+    UnsupportedError,
 )
 
 _driver: ModuleType | None = None
@@ -34,6 +35,9 @@ OUT_OF_MEMORY = 2
 NOT_READY = 600
 NOT_FOUND = 500
 
+#: The reason ``caps`` gives when libcuda cannot be loaded.
+NO_DRIVER = "no NVIDIA driver found (libcuda.so.1)"
+
 _poisoned: dict[bytes, str] = {}
 _poison_lock = threading.Lock()
 
@@ -43,8 +47,18 @@ def drv() -> ModuleType:
     global _driver
     if _driver is None:
         from cuda.bindings import driver
+        from cuda.pathfinder import DynamicLibNotFoundError
 
-        (err,) = driver.cuInit(0)
+        try:
+            (err,) = driver.cuInit(0)
+        except DynamicLibNotFoundError as exc:  # the loader's words stay in __cause__
+            raise UnsupportedError(
+                f"{NO_DRIVER}; install the NVIDIA driver to use the cuda backend, or use "
+                "another backend",
+                backend="cuda",
+                feature="driver",
+                reason=NO_DRIVER,
+            ) from exc
         if int(err) != 0:
             raise BackendError(f"cuInit failed: {error_name(err, driver)}")
         _driver = driver
@@ -76,6 +90,17 @@ def poison(uuid: bytes, why: str) -> None:
 
 def poisoned_reason(uuid: bytes) -> str | None:
     return _poisoned.get(uuid)
+
+
+def poisoned_devices() -> dict[bytes, str]:
+    """Every poisoned device's UUID with the fault that poisoned it."""
+    with _poison_lock:
+        return dict(_poisoned)
+
+
+def initialised() -> bool:
+    """Whether this process has initialised the driver (through :func:`drv`)."""
+    return _driver is not None
 
 
 def require_healthy(uuid: bytes, op: str | None = None) -> None:

@@ -7,6 +7,7 @@ the bound keeps the cache from growing without limit, and an evicted value is ha
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -15,7 +16,12 @@ from ..errors import ValidationError
 
 
 class ResourceCache:
-    """LRU cache bounded by ``max_entries`` and ``max_bytes``."""
+    """LRU cache bounded by ``max_entries`` and ``max_bytes``; safe to share between threads.
+
+    Sessions of one runtime may run on several threads at once, all using its cache: one lock
+    keeps the byte count and the recency order exact. ``init()`` runs under it, so two
+    threads missing the same key make the value once.
+    """
 
     def __init__(
         self,
@@ -30,9 +36,14 @@ class ResourceCache:
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._bytes = 0
         self.hits = self.misses = self.evictions = 0
+        self._lock = threading.RLock()  # re-entrant: an init() may use the cache itself
 
     def get(self, key: Hashable, init: Callable[[], Any], nbytes: int | None = None) -> Any:
         """The cached value for ``key``, creating it with ``init()`` on a miss."""
+        with self._lock:
+            return self._get(key, init, nbytes)
+
+    def _get(self, key: Hashable, init: Callable[[], Any], nbytes: int | None) -> Any:
         found = self._entries.get(key)
         if found is not None:
             self.hits += 1
@@ -58,13 +69,18 @@ class ResourceCache:
         return value
 
     def clear(self) -> None:
-        while self._entries:
-            key, (value, _) = self._entries.popitem(last=False)
-            if self._on_evict is not None:
-                self._on_evict(key, value)
-        self._bytes = 0
+        with self._lock:
+            while self._entries:
+                key, (value, _) = self._entries.popitem(last=False)
+                if self._on_evict is not None:
+                    self._on_evict(key, value)
+            self._bytes = 0
 
     def stats(self) -> dict[str, int]:
+        with self._lock:
+            return self._stats()
+
+    def _stats(self) -> dict[str, int]:
         return {
             "entries": len(self._entries),
             "bytes": self._bytes,

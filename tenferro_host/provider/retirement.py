@@ -7,6 +7,7 @@ never a device-wide synchronization.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -17,7 +18,12 @@ Lease = Callable[[], None]
 
 
 class RetirementQueue:
-    """A bounded FIFO of (event, leases); ``is_done(event)`` polls, ``wait(event)`` blocks."""
+    """A bounded FIFO of (event, leases); ``is_done(event)`` polls, ``wait(event)`` blocks.
+
+    Sessions on several threads retire into one runtime's queue: a lock keeps the check of
+    the oldest event and its removal one step, so no thread releases a lease whose event has
+    not completed (two unlocked polls could pop past a done event onto a pending one).
+    """
 
     def __init__(
         self,
@@ -32,6 +38,7 @@ class RetirementQueue:
         self._wait = wait
         self.capacity = capacity
         self._entries: deque[tuple[Any, list[Lease]]] = deque()
+        self._lock = threading.RLock()  # re-entrant: a released lease may retire again
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -41,29 +48,32 @@ class RetirementQueue:
         batch = list(leases)
         if not batch:
             return
-        self.poll()
-        if len(self._entries) >= self.capacity:
-            self._counters.add("queue_full_waits")
-            oldest, _ = self._entries[0]
-            self._wait(oldest)
+        with self._lock:
             self.poll()
-        self._entries.append((event, batch))
-        self._counters.add("leases_pending", len(batch))
+            if len(self._entries) >= self.capacity:
+                self._counters.add("queue_full_waits")
+                oldest, _ = self._entries[0]
+                self._wait(oldest)
+                self.poll()
+            self._entries.append((event, batch))
+            self._counters.add("leases_pending", len(batch))
 
     def poll(self) -> int:
         """Release every entry whose event completed, oldest first; return how many leases."""
         released = 0
-        while self._entries and self._is_done(self._entries[0][0]):
-            _, batch = self._entries.popleft()
-            released += self._release(batch)
+        with self._lock:
+            while self._entries and self._is_done(self._entries[0][0]):
+                _, batch = self._entries.popleft()
+                released += self._release(batch)
         return released
 
     def drain(self) -> None:
         """Wait for and release everything (runtime shutdown)."""
-        while self._entries:
-            event, batch = self._entries.popleft()
-            self._wait(event)
-            self._release(batch)
+        with self._lock:
+            while self._entries:
+                event, batch = self._entries.popleft()
+                self._wait(event)
+                self._release(batch)
 
     def _release(self, batch: list[Lease]) -> int:
         for lease in batch:

@@ -162,7 +162,13 @@ class Runtime(ABC):
 
     def upload(self, array: Any) -> Tensor:
         """Copy a host array into a fresh compact tensor (asynchronous on GPUs)."""
-        host = np.asarray(array)
+        try:
+            host = np.asarray(array)
+        except (ValueError, TypeError) as exc:  # ragged nesting, objects numpy cannot stack
+            raise ValidationError(
+                f"upload needs an array or a rectangular nested list of numbers: {exc}",
+                argument="array",
+            ) from exc
         dt = self._check_dtype(dtype(host.dtype))
         t = self._new_tensor(dt, tuple(host.shape))
         if t.storage.nbytes:

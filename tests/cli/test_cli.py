@@ -213,7 +213,11 @@ def test_caps_survives_a_provider_whose_runtime_cannot_be_created():
     view.commit()
     broken = next(b for b in caps_report(host)["backends"] if b["name"] == "broken")
     assert broken["available"] and not any(broken["capabilities"].values())
-    assert broken["reason"] == "could not create a runtime: RuntimeError: driver exploded"
+    assert broken["reason"] == (
+        "could not create a runtime: PluginError: the provider of backend 'broken' failed to "
+        "create broken:0: RuntimeError: driver exploded; fix or uninstall the plugin that "
+        "provides it"
+    )
 
 
 def test_run_forces_a_variant_and_overrides_tolerances(capsys):

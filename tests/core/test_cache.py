@@ -65,3 +65,30 @@ def test_clear_hands_every_entry_to_on_evict():
         "entries": 0, "bytes": 0, "max_entries": 256, "max_bytes": 256 << 20,
         "hits": 0, "misses": 2, "evictions": 0,
     }
+
+
+def test_threads_sharing_the_cache_keep_its_accounting_exact():
+    import sys
+    import threading
+
+    cache, evicted = make(max_entries=4)
+    calls = 20_000
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show at once
+    try:
+        workers = [
+            threading.Thread(
+                target=lambda k=k: [cache.get((7 * k + i) % 9, object, 1) for i in range(calls)]
+            )
+            for k in range(4)
+        ]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        sys.setswitchinterval(switch)
+    stats = cache.stats()
+    assert stats["entries"] == stats["bytes"] == 4
+    assert stats["hits"] + stats["misses"] == 4 * calls
+    assert stats["evictions"] == len(evicted) == stats["misses"] - 4

@@ -76,3 +76,38 @@ def test_drain_waits_for_everything_in_order():
     queue.drain()
     assert events.waited == ["e1", "e2"] and released == ["a", "b"]
     assert counters.values["leases_released"] == 2 and len(queue) == 0
+
+
+def test_concurrent_polls_never_release_a_lease_whose_event_is_pending():
+    """Thread A checks the oldest event; B polls meanwhile; A must not pop B's successor."""
+    import threading
+
+    events, counters, released = Events(), Counters(), []
+    b_finished = threading.Event()
+    a_checking = threading.Event()
+
+    def is_done(event: str) -> bool:
+        if threading.current_thread().name == "A" and not a_checking.is_set():
+            a_checking.set()
+            b_finished.wait(timeout=0.5)  # without a lock, B pops "e0" in this window
+        return events.is_done(event)
+
+    queue = RetirementQueue(counters, is_done=is_done, wait=events.wait)
+    queue.retire("e0", [lease(released, "e0")])
+    queue.retire("e1", [lease(released, "e1")])
+    events.done.add("e0")
+
+    def poll_b() -> None:
+        a_checking.wait(timeout=5)
+        queue.poll()
+        b_finished.set()
+
+    a = threading.Thread(target=queue.poll, name="A")
+    b = threading.Thread(target=poll_b, name="B")
+    a.start()
+    b.start()
+    a.join()
+    b.join()
+    assert released == ["e0"]  # e1's event never completed
+    assert len(queue) == 1 and counters.snapshot()["leases_pending"] == 1
+

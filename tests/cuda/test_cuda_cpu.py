@@ -184,6 +184,26 @@ def test_without_cuda_python_the_backend_is_unavailable_with_a_reason():
     assert available is False and "cuda-python is not installed" in reason
 
 
+def test_without_the_driver_the_reason_is_one_line_and_a_runtime_is_unsupported():
+    pytest.importorskip("cuda.bindings")
+    proc = _run(
+        "import json, cuda.bindings.driver as d, cuda.pathfinder as p\n"
+        "def cu_init(flags): raise p.DynamicLibNotFoundError('loader: libcuda.so.1 not found')\n"
+        "d.cuInit = cu_init  # what cuda.bindings does on a machine without the driver\n"
+        "import tenferro_host as tf\n"
+        "out = [tf.Host().backend_status('cuda').reason]\n"
+        "try:\n"
+        "    tf.cuda.CudaRuntime(0)\n"
+        "except tf.UnsupportedError as exc:\n"
+        "    out += [exc.backend, exc.feature, exc.reason, str(exc.__cause__)]\n"
+        "print(json.dumps(out))"
+    )
+    assert proc.returncode == 0, proc.stderr
+    reason, backend, feature, again, cause = json.loads(proc.stdout)
+    assert reason == again == "no NVIDIA driver found (libcuda.so.1)"
+    assert (backend, feature, cause) == ("cuda", "driver", "loader: libcuda.so.1 not found")
+
+
 def test_caps_reason_when_no_gpu():
     status = tf.Host().backend_status("cuda")
     if status.available:

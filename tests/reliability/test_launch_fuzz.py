@@ -1,0 +1,52 @@
+"""The launch fuzzer of ``bench/fuzz_launches.py``, a few hundred cases per target.
+
+The bench runs it at scale on the GPU machine; here it runs on every backend present, so a
+wrong launch that is not a typed error, a wrong result or a fuzzer that no longer launches
+anything fails the suite.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from fuzz_launches import fuzz  # noqa: E402
+
+import tenferro_host as tf  # noqa: E402
+
+EXAMPLES = 300
+
+
+def available(kind: str) -> None:
+    status = tf.Host().backend_status(kind)
+    if not status.available:
+        pytest.skip(f"backend {kind!r} unavailable: {status.reason}")
+
+
+def assert_exercised(tally: dict) -> None:
+    """Launches ran, some succeeded and were checked, and many kinds of refusal were seen."""
+    assert tally["launches"] >= EXAMPLES * 0.9
+    assert tally["ok"] >= EXAMPLES // 10 and tally["checked_results"] >= 5
+    for error in ("InvalidLaunchConfigError", "SessionClosedError", "WrongThreadError"):
+        assert tally["typed_errors"].get(error, 0) > 0, tally
+
+
+def test_dsl_launches_on_cpu():
+    assert_exercised(fuzz("cpu", "dsl", EXAMPLES, seed=1))
+
+
+@pytest.mark.webgpu
+def test_dsl_launches_on_webgpu():
+    available("webgpu")
+    assert_exercised(fuzz("webgpu", "dsl", EXAMPLES, seed=2))
+
+
+@pytest.mark.gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("target", ["dsl", "raw"])
+def test_launches_on_cuda(target):
+    available("cuda")
+    assert_exercised(fuzz("cuda", target, EXAMPLES, seed=3))
