@@ -272,8 +272,10 @@ class JitSession(Session):
                     f"argument {name!r} is a binding of another JIT session; bind the tensor in "
                     "this one", argument=name)
             return value.tensor
-        if isinstance(value, Tensor):
-            return self.binding(value).tensor
+        if isinstance(value, Tensor):  # bound implicitly: the binding's checks, no handle
+            t = require_resident(self.runtime, value, argument=name, op=self.op)
+            self._check_layout(name, t)
+            return t
         return None
 
     def _launch(self, kernel: Kernel, count: Any, dim: Any, args: Sequence[Any],

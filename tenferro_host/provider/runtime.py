@@ -27,8 +27,14 @@ if TYPE_CHECKING:
     from ..host import Host
 
 
+_INT_ONLY = frozenset({int})
+
+
 def normalize_shape(shape: Any) -> tuple[int, ...]:
     """A shape as a tuple of non-negative ints, or ShapeError."""
+    if type(shape) is tuple and _INT_ONLY.issuperset(map(type, shape)):
+        if not shape or min(shape) >= 0:  # the common case, checked in C
+            return shape
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
