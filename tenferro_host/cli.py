@@ -305,6 +305,32 @@ def positive_int(text: str) -> int:
     return value
 
 
+def cmd_bench(host: Host, args: argparse.Namespace) -> int:
+    """Run the benchmark suite; write the report, its JSON and chart; print the targets."""
+    from pathlib import Path
+
+    from .benchmarks import run
+
+    command = " ".join(
+        ["tenferro-host bench"]
+        + (["--quick"] if args.quick else [])
+        + [f"--only {g}" for g in args.only]
+        + [f"--report {args.report}"]
+        + ([f"--json {args.json}"] if args.json else [])
+    )
+    done = run(quick=args.quick, report_path=Path(args.report),
+               json_path=Path(args.json) if args.json else None, command=command,
+               only=tuple(args.only))
+    rows = [[t["target"], t["bound"],
+             "—" if t["value"] is None else f"{t['value']:.3g}", t["verdict"]]
+            for t in done["targets"]]
+    console = Console()
+    console.print(_table("targets", ["target", "bound", "measured", "verdict"], rows))
+    for path in done["files"]:
+        console.print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``tenferro-host``."""
     common = argparse.ArgumentParser(add_help=False)
@@ -345,6 +371,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--attr", action="append", default=[], metavar="NAME=VALUE", help="an op attribute"
     )
     run.set_defaults(func=cmd_run)
+    bench = sub.add_parser(
+        "bench", help="the benchmark suite: every op-call figure beside its baseline"
+    )
+    bench.add_argument("--quick", action="store_true", help="a short smoke run")
+    bench.add_argument("--json", metavar="PATH", help="the JSON (default: beside the report)")
+    bench.add_argument(
+        "--report", default="docs/performance.md", metavar="PATH",
+        help="the markdown report; the PNG chart goes beside it (default docs/performance.md)",
+    )
+    bench.add_argument(
+        "--only", action="append", default=[], metavar="GROUP",
+        help="measure only this group (cpu, webgpu, cuda, cuda-bandwidth, dsl-backends, compile)",
+    )
+    bench.set_defaults(func=cmd_bench, strict=False)
     return parser
 
 
