@@ -33,7 +33,7 @@ from tenferro_host.kernel import Kernel, Specialization
 from tenferro_host.kernel.launch import Grid, JitBinding, JitLaunch, JitSession, convert_scalar
 from tenferro_host.provider import ExecSession, require_resident
 
-from .codegen import generate, kernel_abi, kernel_symbol
+from .codegen import generate, grid_shape, kernel_abi, kernel_symbol
 
 #: Plans (prepared launches) one session keeps; more are dropped all at once.
 MAX_PLANS = 256
@@ -198,7 +198,8 @@ class CudaJitSession(JitSession):
 
     def _dispatch(self, launch: JitLaunch) -> None:
         """First launch of a plan: compile (cached per runtime), prepare, enqueue."""
-        plan = _Plan(launch.spec, self._function(launch.spec), launch)
+        grid = grid_shape(launch.count, launch.grid, launch.dim)
+        plan = _Plan(launch.spec, self._function(launch.spec, grid), launch)
         self._run(plan, launch.args)
         if self._plan_key is not None:
             if len(self._plans) >= MAX_PLANS:
@@ -217,12 +218,12 @@ class CudaJitSession(JitSession):
             plan.prepared.launch(args=packed)
         return packed
 
-    def _function(self, spec: Specialization) -> Any:
-        """The compiled kernel of ``spec``; its module is cached per runtime (``rs.resource``,
-        bounded, counted by image size) under the specialization key, which names the kernel,
-        argument types, constants, target and device arch."""
-        module = self._rs.resource(("tenferro_host_cuda_jit", spec.key),
-                                   lambda: self._rs.compile_nvrtc(generate(spec).source))
+    def _function(self, spec: Specialization, grid: str) -> Any:
+        """The compiled kernel of ``spec`` for the grid shape ``grid``; its module is cached per
+        runtime (``rs.resource``, bounded, counted by image size) under the specialization key,
+        which names the kernel, argument types, constants, target and device arch."""
+        module = self._rs.resource(("tenferro_host_cuda_jit", spec.key, grid),
+                                   lambda: self._rs.compile_nvrtc(generate(spec, grid).source))
         return module.function(kernel_symbol(spec))
 
     # -- arguments --------------------------------------------------------------------------------
