@@ -7,7 +7,6 @@ from __future__ import annotations
 import construct_kernels as ck
 import kernels
 import pytest
-from test_cuda_codegen import arrays, compile_sm90
 from tenferro_host_cuda_jit.codegen import (
     GRID_1D,
     GRID_DIRECT,
@@ -15,6 +14,7 @@ from tenferro_host_cuda_jit.codegen import (
     generate,
     grid_shape,
 )
+from test_cuda_codegen import arrays, compile_sm90
 
 from tenferro_host import dtypes
 from tenferro_host.kernel.launch import fold_grid
