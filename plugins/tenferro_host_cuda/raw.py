@@ -49,7 +49,7 @@ from .driver import STICKY_FAULT_NAMES, STICKY_FAULTS, drv, error_name, failure,
 from .images import as_bytes, check_binary, check_ptx
 from .module import Function, Module, load_image
 from .nvrtc import CompiledImage, NvrtcOptions, compile_source
-from .runtime import CudaRuntime, CudaStorage, check_positive_bytes, debug_sync_enabled
+from .runtime import CudaRuntime, CudaStorage, check_positive_bytes
 
 if TYPE_CHECKING:
 
@@ -281,7 +281,7 @@ class RawSession(Session):
         self._borrows: dict[Any, int] = {}
         self._workspaces: list[CudaStorage] = []
         self._entries: dict[tuple[Function, LaunchConfig, tuple[str, ...]], _Launch] = {}
-        self._debug = debug_sync_enabled()
+        self._debug = rt.debug_sync
         self._live = True
 
     def _on_exit(self, error: BaseException | None) -> None:
