@@ -98,6 +98,7 @@ class Scalar:
     _code: ClassVar[str]
     numpy_type: ClassVar[type]
     c_name: ClassVar[str]
+    _range: ClassVar[tuple[int, int]]  # integer types: [min, max]
     _session: ClassVar[None] = None  # scalars belong to no session
 
     def __init__(self, value: Any) -> None:
@@ -109,10 +110,10 @@ class Scalar:
             raise ValidationError(
                 f"{type(self).__name__} takes an int, got {value!r}", argument="value"
             )
-        info = np.iinfo(self.numpy_type)
-        if not info.min <= int(value) <= info.max:
+        lo, hi = self._range
+        if not lo <= int(value) <= hi:
             raise ValidationError(
-                f"{value} does not fit {self.c_name} [{info.min}, {info.max}]", argument="value"
+                f"{value} does not fit {self.c_name} [{lo}, {hi}]", argument="value"
             )
         return int(value)
 
@@ -120,6 +121,9 @@ class Scalar:
         super().__init_subclass__(**kwargs)
         if "code" in cls.__dict__:
             cls._code = cls.code
+            if issubclass(cls.numpy_type, np.integer):  # the range, once per type
+                info = np.iinfo(cls.numpy_type)
+                cls._range = (int(info.min), int(info.max))
 
     @property
     def value(self) -> Any:

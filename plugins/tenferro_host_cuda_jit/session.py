@@ -61,6 +61,44 @@ class _Borrow:
 _Slot = tuple[int, str, Any, "type | None"]
 
 
+class _Layout:
+    """What a specialization's ABI asks of a launch, derived once per specialization and shared
+    by every session of every runtime (it depends on the specialization alone)."""
+
+    __slots__ = ("arrays_only", "slots", "written")
+
+    def __init__(self, spec: Specialization) -> None:
+        index = {p.name: i for i, p in enumerate(spec.params)}
+        slots: list[_Slot] = []
+        for a in kernel_abi(spec):
+            if a.role in ("data", "value"):
+                assert a.param is not None
+                scalar = getattr(raw, a.raw_type) if a.role == "value" else None
+                slots.append((index[a.param], a.param, a.dtype, scalar))
+        self.slots = tuple(slots)
+        #: (index, name) of the arrays the kernel writes
+        self.written = tuple((s[0], s[1]) for s in slots if s[1] in spec.ir.written)
+        self.arrays_only = all(s[3] is None for s in slots)
+
+
+def _bounded(cache: dict[Any, Any], key: Any, make: Any) -> Any:
+    """``cache[key]``, made by ``make()`` on a miss; the cache is emptied at MAX_SHARED."""
+    found = cache.get(key)
+    if found is None:
+        if len(cache) >= MAX_SHARED:
+            cache.clear()
+        found = cache[key] = make()
+    return found
+
+
+#: Immutable launch pieces shared by all sessions: layouts by specialization key, configs and
+#: hidden-count scalars by launch shape, view metadata scalars by view.
+_LAYOUTS: dict[Any, _Layout] = {}
+_SHAPES: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
+_METAS: dict[Any, tuple[Any, ...]] = {}
+MAX_SHARED = 4096
+
+
 class _Plan:
     """A specialization compiled for one launch shape: what a cached launch replays.
 
@@ -72,20 +110,14 @@ class _Plan:
                  "written")
 
     def __init__(self, spec: Specialization, function: Any, launch: JitLaunch) -> None:
-        index = {p.name: i for i, p in enumerate(spec.params)}
-        slots: list[_Slot] = []
-        for a in kernel_abi(spec):
-            if a.role in ("data", "value"):
-                assert a.param is not None
-                scalar = getattr(raw, a.raw_type) if a.role == "value" else None
-                slots.append((index[a.param], a.param, a.dtype, scalar))
-        self.slots = tuple(slots)
-        #: (index, name) of the arrays the kernel writes
-        self.written = tuple((s[0], s[1]) for s in slots if s[1] in spec.ir.written)
+        layout = _bounded(_LAYOUTS, spec.key, lambda: _Layout(spec))
+        self.slots = layout.slots
+        self.written = layout.written
+        self.arrays_only = layout.arrays_only
         self.function = function
-        self.config = raw.LaunchConfig(launch.grid, launch.dim)
-        self.count = tuple(map(raw.u32, launch.count))
-        self.arrays_only = all(s[3] is None for s in slots)
+        self.config, self.count = _bounded(
+            _SHAPES, (launch.grid, launch.dim, launch.count),
+            lambda: (raw.LaunchConfig(launch.grid, launch.dim), tuple(map(raw.u32, launch.count))))
         self.prepared: Any = None
         self.current: list[Any] | None = None  # the packed arguments ``prepared`` holds
 
@@ -115,6 +147,7 @@ class CudaJitSession(JitSession):
         # (kernel, count, dim, array arguments) -> (plan, packed arguments): launches of arrays
         # only, replayed without converting anything (dropped with a borrow upgrade)
         self._replays: dict[Any, tuple[_Plan, list[Any]]] = {}
+        self._trusted: tuple[Any, ...] = ()  # the first launch of a plan: its checked tensors
 
     # -- backend contract -------------------------------------------------------------------------
     @property
@@ -200,7 +233,11 @@ class CudaJitSession(JitSession):
         """First launch of a plan: compile (cached per runtime), prepare, enqueue."""
         grid = grid_shape(launch.count, launch.grid, launch.dim)
         plan = _Plan(launch.spec, self._function(launch.spec, grid), launch)
-        self._run(plan, launch.args)
+        self._trusted = launch.args  # checked by the base class: not checked again
+        try:
+            self._run(plan, launch.args)
+        finally:
+            self._trusted = ()
         if self._plan_key is not None:
             if len(self._plans) >= MAX_PLANS:
                 self._plans.clear()
@@ -246,6 +283,8 @@ class CudaJitSession(JitSession):
 
     def _tensor(self, name: str, value: Any) -> Tensor:
         """The tensor of an array argument (a Tensor or a binding), checked for this session."""
+        if type(value) is Tensor and value in self._trusted:  # this launch's, checked already
+            return value
         t = value if type(value) is Tensor else self._array_arg(name, value)
         t = require_resident(self.runtime, t, argument=name, op=self.op)
         self._check_layout(name, t)
@@ -257,8 +296,10 @@ class CudaJitSession(JitSession):
         borrow = self._borrows.get(t.storage)
         if borrow is None:
             borrow = self._borrows[t.storage] = _Borrow(self._rs.tensor_strided(t), False)
-        chunk = (borrow.ref, raw.u64(t.offset), raw.u32(t.numel), *map(raw.u32, t.shape),
-                 *map(raw.u32, t.strides))
+        meta = _bounded(_METAS, (t.offset, t.shape, t.strides), lambda: (
+            raw.u64(t.offset), raw.u32(t.numel), *map(raw.u32, t.shape),
+            *map(raw.u32, t.strides)))
+        chunk = (borrow.ref, *meta)
         if len(self._chunks) >= MAX_CHUNKS:
             self._chunks.clear()
         self._chunks[value] = (borrow.exclusive, chunk)

@@ -133,6 +133,18 @@ def _scalar_desc(value: Any) -> ScalarDesc | None:
     return None
 
 
+_INT_RANGES: dict[str, tuple[int, int]] = {}
+
+
+def _int_range(dtype: DType) -> tuple[int, int]:
+    """[min, max] of an integer dtype, computed once (``np.iinfo`` costs a launch's worth)."""
+    found = _INT_RANGES.get(dtype.name)
+    if found is None:
+        info = np.iinfo(dtype.numpy)
+        found = _INT_RANGES[dtype.name] = (int(info.min), int(info.max))
+    return found
+
+
 def convert_scalar(name: str, dtype: DType, value: Any) -> np.generic:
     """``value`` (Python or numpy number) as a numpy scalar of ``dtype``, or a typed error."""
     py = value.item() if isinstance(value, np.generic) else value
@@ -149,10 +161,10 @@ def convert_scalar(name: str, dtype: DType, value: Any) -> np.generic:
             raise DTypeError(
                 f"scalar {name!r} is {dtype.name}; pass an int, got {value!r} (convert it "
                 "explicitly if truncation is meant)", argument=name)
-        info = np.iinfo(dtype.numpy)
-        if not info.min <= py <= info.max:
+        lo, hi = _int_range(dtype)
+        if not lo <= py <= hi:
             raise ValidationError(
-                f"scalar {name!r}={py} does not fit {dtype.name} ({info.min}..{info.max})",
+                f"scalar {name!r}={py} does not fit {dtype.name} ({lo}..{hi})",
                 argument=name)
         return dtype.numpy.type(py)
     if not isinstance(py, (int, float)):
