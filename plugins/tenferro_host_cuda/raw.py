@@ -62,6 +62,19 @@ _STICKY_CODE = 719  # CUDA_ERROR_LAUNCH_FAILED: stands for any sticky fault name
 _arg_of = attrgetter("_arg")
 
 
+def _core_launch() -> Callable[..., Any]:
+    """``cuda.core.launch``, imported once (a ``from`` import of a package costs calls)."""
+    global _launch_fn
+    if _launch_fn is None:
+        from cuda.core import launch
+
+        _launch_fn = launch
+    return _launch_fn
+
+
+_launch_fn: Callable[..., Any] | None = None
+
+
 class _PointerArg(SessionHandle):
     """A device address valid inside its session; passed to kernels as a pointer."""
 
@@ -273,9 +286,7 @@ class RawSession(Session):
         self._saved_context = rt.primary.enter()
         self._stream = rt.stream_handle
         self._stream_int = int(self._stream)
-        from cuda.core import launch
-
-        self._cu_launch = launch
+        self._cu_launch = _core_launch()
         self._core_stream = rt.core_stream
         self._leases: set[Any] = set()
         self._borrows: dict[Any, int] = {}
@@ -291,7 +302,7 @@ class RawSession(Session):
             for storage in self._workspaces:
                 rt.free_now(storage)
             if self._leases:
-                event = rt.record_event()
+                event = rt.record_event(context_current=True)  # restored only below
                 leases: list[Callable[[], None]] = [owner.release for owner in self._leases]
                 leases.append(lambda: rt.recycle_event(event))
                 rt.retirement.retire(event, leases)

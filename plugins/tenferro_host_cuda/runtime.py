@@ -414,17 +414,26 @@ class CudaRuntime(Runtime):
             )
 
     # -- events and synchronization ----------
-    def record_event(self) -> Any:
-        """An event recorded on this runtime's stream now (from a recycled pool)."""
-        d = drv()
+    def record_event(self, *, context_current: bool = False) -> Any:
+        """An event recorded on this runtime's stream now (from a recycled pool).
+
+        ``context_current``: the caller (a raw session) already made the primary context
+        current, so the guard's driver call is skipped.
+        """
+        if context_current:
+            return self._record_event()
         with self.primary:
-            if self._events:
-                event = self._events.pop()
-            else:
-                event = self.ok(
-                    d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"
-                )
-            self.ok(d.cuEventRecord(event, self._stream), "cuEventRecord")
+            return self._record_event()
+
+    def _record_event(self) -> Any:
+        d = drv()
+        if self._events:
+            event = self._events.pop()
+        else:
+            event = self.ok(
+                d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"
+            )
+        self.ok(d.cuEventRecord(event, self._stream), "cuEventRecord")
         self.counters.add("events_recorded")
         return event
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 
 _INT_ONLY = frozenset({int})
+#: Compact strides of recently allocated shapes (normalized: tuples of ints only).
+_COMPACT_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 def normalize_shape(shape: Any) -> tuple[int, ...]:
@@ -147,9 +149,14 @@ class Runtime(ABC):
         return dt
 
     def _new_tensor(self, dt: DType, shape: tuple[int, ...]) -> Tensor:
+        strides = _COMPACT_STRIDES.get(shape)
+        if strides is None:
+            if len(_COMPACT_STRIDES) >= 1024:
+                _COMPACT_STRIDES.clear()
+            strides = _COMPACT_STRIDES[shape] = layout.compact_strides(shape)
         nbytes = layout.numel(shape) * dt.itemsize
         storage = self._allocate(nbytes, dt) if nbytes else Storage(self, 0)
-        return Tensor(storage, dt, shape, layout.compact_strides(shape), 0)
+        return Tensor(storage, dt, shape, strides, 0)
 
     def empty(self, dt: Any, shape: Any) -> Tensor:
         """A fresh compact tensor, uninitialised."""
