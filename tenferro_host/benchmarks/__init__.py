@@ -91,7 +91,8 @@ def measure_all(
                 continue
             steps = group.rounds * sum(1 for c in group.cases if c.fn is not None)
             results += measure(group, progress(group.title, steps))
-            groups.append(group)
+            # Keep what the report needs, not the cases: their tensors are freed here.
+            groups.append(Group(group.key, group.title, [], unit=group.unit, notes=group.notes))
     return groups, results
 
 

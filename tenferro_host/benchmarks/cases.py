@@ -36,6 +36,8 @@ class Sizes:
     log2_bandwidth: int = 28
     bandwidth_launches: int = 10
     bandwidth_rounds: int = 10
+    #: launches per jit session in the WebGPU-vs-CUDA rows (WebGPU pays ~25 ms per session)
+    cross_launches: int = 50
     compile_rounds: int = 5
 
     @classmethod
@@ -46,6 +48,7 @@ class Sizes:
             log2_bandwidth=22,
             bandwidth_launches=3,
             bandwidth_rounds=3,
+            cross_launches=3,
             compile_rounds=2,
         )
 
@@ -489,7 +492,7 @@ def cuda_bandwidth(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
 def dsl_cross_backend(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     """One DSL kernel object on WebGPU and on CUDA JIT: the add's bandwidth, same sizes."""
     n = 1 << sizes.log2_bandwidth
-    launches = sizes.bandwidth_launches
+    launches = sizes.cross_launches
     key = "dsl-backends"
     title = (
         f"the DSL add on WebGPU vs CUDA JIT, 2^{sizes.log2_bandwidth} f32, {launches} "

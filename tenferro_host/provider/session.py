@@ -110,6 +110,9 @@ class Session:
             self._on_exit(error)
         finally:
             self._state = _CLOSED
+            siblings = self.parent._children if self.parent is not None else None
+            if siblings is not None and self in siblings:
+                siblings.remove(self)  # ended: the parent has nothing left to close here
 
     def __enter__(self) -> Any:
         self._open()
