@@ -38,6 +38,7 @@ from .interpreter import U32_MAX, check_u32_array
 from .kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 
 Grid = tuple[int, int, int]
+_INT_ONLY = frozenset({int})
 
 
 class JitBinding(SessionHandle):
@@ -86,6 +87,9 @@ class JitLaunch:
 
 def as_grid(value: Any, what: str) -> Grid:
     """An int or a sequence of 1-3 non-negative ints as (x, y, z), padding with 1."""
+    if type(value) is tuple and len(value) == 3 and _INT_ONLY.issuperset(map(type, value)):
+        if min(value) >= 0:  # already (x, y, z): checked in C
+            return value
     dims = (value,) if isinstance(value, (int, np.integer)) else value
     try:
         dims = tuple(dims)
@@ -268,7 +272,7 @@ class JitSession(Session):
     # -------------------------------------------------------- shared logic
 
     def _check_layout(self, name: str, t: Tensor) -> None:
-        if any(s < 0 for s in t.strides):
+        if t.strides and min(t.strides) < 0:
             raise UnsupportedError(
                 f"{name} has a negative stride {t.strides}; DSL kernels index with u32 offsets: "
                 "make a compact copy with backend.canonicalize(t)",
