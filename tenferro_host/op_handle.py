@@ -91,7 +91,12 @@ class OpHandle:
         if backend is not None:
             runtime = self._host.backend(backend)
         elif tensors:
-            runtime = owner(tensors[0], self._inputs[0] if self._inputs else "tensors", self.name)
+            first = tensors[0]
+            runtime = (
+                first.storage.runtime
+                if type(first) is Tensor
+                else owner(first, self._inputs[0] if self._inputs else "tensors", self.name)
+            )
         else:
             raise ValidationError(
                 f"op {self.name!r} got no tensors; pass tensors or backend=...",

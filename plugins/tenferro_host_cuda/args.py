@@ -8,7 +8,6 @@ parameter layout. A scalar holds its value as a numpy scalar of that width — w
 
 from __future__ import annotations
 
-import math
 import struct
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -80,7 +79,15 @@ class LaunchConfig:
             raise InvalidLaunchConfigError(
                 f"block must be a positive int, got {block!r}", argument="block"
             )
-        return cls(math.ceil(int(n) / int(block)), int(block), smem)
+        key = (int(n), int(block), smem)
+        found = _FLAT.get(key) if type(smem) is int else None
+        if found is None:  # configs are values: one per (n, block, smem) is enough
+            found = cls(-(-key[0] // key[1]), key[1], smem)
+            if type(smem) is int:
+                if len(_FLAT) >= 1024:
+                    _FLAT.clear()
+                _FLAT[key] = found
+        return found
 
     @property
     def threads_per_block(self) -> int:
@@ -88,6 +95,9 @@ class LaunchConfig:
 
     def __str__(self) -> str:
         return f"grid={self.grid} block={self.block} smem={self.shared_mem_bytes}"
+
+
+_FLAT: dict[tuple[int, int, int], LaunchConfig] = {}
 
 
 class Scalar:
