@@ -190,6 +190,13 @@ def write_chart(path: Path, groups: list[dict[str, Any]], results: list[Result])
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib missing"
+    try:
+        return _draw(plt, path, groups, results)
+    except Exception as exc:  # a broken matplotlib install must not lose the measurements
+        return f"matplotlib failed: {type(exc).__name__}: {exc}"
+
+
+def _draw(plt: Any, path: Path, groups: list[dict[str, Any]], results: list[Result]) -> str | None:
     per_call = [g for g in groups if g["unit"] == "us"]
     rows = [
         (g, r)
