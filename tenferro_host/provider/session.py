@@ -180,6 +180,7 @@ class BackendSession(Session):
 
     def _on_exit(self, error: BaseException | None) -> None:
         _open_runtimes().discard(self.runtime)
+        self._exec = None  # no cycle left with its exec session: both are freed by refcount
         self.runtime.host.notify_session_finished(self, error)
 
     def exec_session(self) -> ExecSession:

@@ -4,6 +4,7 @@ the handle): outputs, attributes, positional attributes, op names; and the cost 
 from __future__ import annotations
 
 import cProfile
+import gc
 import pstats
 
 import numpy as np
@@ -187,3 +188,22 @@ def test_host_run_on_cpu_stays_within_its_call_budget(host, cpu):
     assert calls_per_run(lambda: host.run(ADD, a, a)) <= 90
     add = host.op(ADD)
     assert calls_per_run(lambda: add(a, a)) <= 85
+
+
+@pytest.mark.parametrize("op", [ADD, "tenferro_bench.dsl_add"])
+def test_host_run_leaves_nothing_for_the_cycle_collector(host, cpu, op):
+    """Sessions, handles and outputs are freed by reference counting: an op call triggers no
+    garbage collection (a collection of a large heap costs milliseconds)."""
+    from tenferro_host.benchmarks.kernels import register_dsl_op
+
+    register_dsl_op(host)
+    a = cpu.upload(np.ones(16, np.float32))
+    host.run(op, a, a)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(20):
+            host.run(op, a, a)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
