@@ -151,7 +151,14 @@ def cpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         ]
     else:
         cases += [Case(r, None, "ext-add-kernel not installed") for r in (CPU_HOST_RUN, CPU_HANDLE)]
-    return Group(key, title, cases, rounds=sizes.rounds, batch=sizes.batch)
+    return Group(
+        key,
+        title,
+        cases,
+        rounds=sizes.rounds,
+        batch=sizes.batch,
+        profiled=(CPU_HOST_RUN, CPU_HANDLE),
+    )
 
 
 # -- WebGPU ---------------------------------------------------------------------------------------
@@ -180,7 +187,15 @@ def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         rt.synchronize()
         direct_sync()
 
-    group = Group(key, title, cases, sync, rounds=sizes.rounds, batch=sizes.batch)
+    group = Group(
+        key,
+        title,
+        cases,
+        sync,
+        rounds=sizes.rounds,
+        batch=sizes.batch,
+        profiled=(WGPU_DIRECT, WGPU_HOST_RUN, WGPU_HANDLE),
+    )
     group.notes.append(f"adapter: {rt.device_info.name}")
     return group
 
@@ -315,7 +330,29 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         for fn in syncs:
             fn()
 
-    group = Group(key, title, cases, sync, rounds=sizes.rounds, batch=sizes.batch)
+    group = Group(
+        key,
+        title,
+        cases,
+        sync,
+        rounds=sizes.rounds,
+        batch=sizes.batch,
+        profiled=(
+            PREPARED,
+            RS_LAUNCH,
+            BACKEND_SESSION,
+            RAW_SESSION,
+            RAW_BODY,
+            ALLOC_OUTPUT,
+            BORROW,
+            BORROW_MUT,
+            HOST_RUN_RAW,
+            HANDLE_RAW,
+            HOST_RUN_DSL,
+            DSL_SESSION_OP,
+            DSL_CACHED,
+        ),
+    )
     group.notes.append(f"device: {rt.device_info.name}")
     return group
 

@@ -156,6 +156,19 @@ def markdown(
             iqr = f"{_fmt(r.q1, unit)}–{_fmt(r.q3, unit)}"
             frac = f" | {r.median / HBM_PEAK_GBS:.3f}" if extra and r.median else ""
             lines.append(f"| {r.name} | {_fmt(r.median, unit)} | {iqr} | {ratio}{frac} |")
+    profiled = [r for r in results if r.calls_per_op is not None]
+    if profiled:
+        lines += [
+            "",
+            "## Where the time goes (cProfile, after the timing)",
+            "",
+            "Python-level calls per call, and the functions with the most own time "
+            "(calls per call, own µs per call under the profiler).",
+            "",
+        ]
+        for r in profiled:
+            top = "; ".join(f"`{name}` {n:.3g}x {us:.2f} µs" for name, n, us in r.profile_top)
+            lines.append(f"- **{r.name}** ({r.group}): {r.calls_per_op:.0f} calls — {top}")
     if chart:
         lines += ["", f"![µs per call, log scale]({chart})"]
     else:

@@ -8,10 +8,13 @@ work is what is measured). Results are medians with the interquartile range as t
 
 from __future__ import annotations
 
+import cProfile
+import pstats
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -39,6 +42,8 @@ class Group:
     rounds: int = 20
     sync_in_timing: bool = False
     notes: list[str] = field(default_factory=list)
+    #: cases whose Python-level calls are counted after the timing (cProfile)
+    profiled: tuple[str, ...] = ()
 
 
 @dataclass
@@ -54,6 +59,9 @@ class Result:
     q3: float | None = None
     samples: int = 0
     note: str = ""
+    #: Python-level calls per call and the functions with the most own time (profiled rows)
+    calls_per_op: float | None = None
+    profile_top: list[tuple[str, float, float]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -79,6 +87,25 @@ def _value(seconds: float, case: Case, unit: str) -> float:
     if unit == "GB/s":
         return case.nbytes / seconds / 1e9
     return seconds * (1e3 if unit == "ms" else 1e6)
+
+
+def profile(fn: Callable[[], Any], calls: int = 200, top: int = 8) -> tuple[float, list[Any]]:
+    """Python-level calls per call of ``fn``, and the ``top`` functions by own time as
+    (function, calls per call, own µs per call): what a missed target's time is made of."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    rows = []
+    for (filename, line, name), (_cc, ncalls, tottime, _ct, _callers) in table.items():
+        where = f"{Path(filename).name}:{line}({name})" if line else name
+        rows.append((where, ncalls / calls, tottime / calls * 1e6))
+    rows.sort(key=lambda r: -r[2])
+    total: int = stats.total_calls  # type: ignore[attr-defined]
+    return total / calls, rows[:top]
 
 
 def measure(group: Group, advance: Callable[[], None] = lambda: None) -> list[Result]:
@@ -112,19 +139,24 @@ def measure(group: Group, advance: Callable[[], None] = lambda: None) -> list[Re
         else:
             values = samples[case.name]
             q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-            results.append(
-                Result(
-                    group.key,
-                    case.name,
-                    group.unit,
-                    "ok",
-                    statistics.median(values),
-                    q[0],
-                    q[2],
-                    len(values),
-                    case.note,
-                )
+            result = Result(
+                group.key,
+                case.name,
+                group.unit,
+                "ok",
+                statistics.median(values),
+                q[0],
+                q[2],
+                len(values),
+                case.note,
             )
+            if case.name in group.profiled:
+                try:
+                    result.calls_per_op, result.profile_top = profile(case.fn)
+                    group.sync()
+                except Exception as exc:
+                    result.note = f"profile failed: {type(exc).__name__}: {exc}"[:300]
+            results.append(result)
     return results
 
 
