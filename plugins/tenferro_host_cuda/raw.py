@@ -238,15 +238,11 @@ class _Launch:
 
     def __init__(self, function: Function, config: LaunchConfig, codes: tuple[str, ...],
                  stream: Any) -> None:
-        from cuda.core import LaunchConfig as CoreLaunchConfig
-
         self.function = function
         self.config = config
         self.codes = codes
         self.owner = function.owner
-        core_config = CoreLaunchConfig(grid=config.grid, block=config.block,
-                                       shmem_size=config.shared_mem_bytes)
-        self.call = (stream, core_config, function.core_kernel)
+        self.call = (stream, function.core_config(config), function.core_kernel)
 
 
 def nvrtc_compile(source: str | bytes, options: NvrtcOptions) -> CompiledImage:
