@@ -187,9 +187,7 @@ class CudaRuntime(Runtime):
             raise RuntimeStateError(f"runtime {self.name!r} was closed; create a new one")
 
     def new_exec_session(self, backend_session: BackendSession) -> CudaExecSession:
-        from .exec_session import CudaExecSession
-
-        return CudaExecSession(backend_session)
+        return _exec_session_type()(backend_session)
 
     def _fail(self, result: Any, what: str, op: str | None = None) -> Exception:
         return failure(result, what, uuid=self.uuid_bytes, op=op)
@@ -270,9 +268,9 @@ class CudaRuntime(Runtime):
         unload queued modules; count errors. Only what needs the driver makes a driver call."""
         if not self._deferred:
             return
-        from .dlpack import call_deleter
-
         if self._closed:  # the stream was drained at close: only foreign deleters remain to run
+            from .dlpack import call_deleter
+
             while self._deferred:
                 kind, handle = self._deferred.popleft()
                 if kind == "dlpack":
@@ -509,6 +507,19 @@ class CudaRuntime(Runtime):
     def module_stats(self) -> dict[str, int]:
         """Modules loaded and unloaded by this runtime (retirement evidence)."""
         return dict(self.module_counts)
+
+
+def _exec_session_type() -> type[CudaExecSession]:
+    """CudaExecSession, imported on first use (its module imports this one)."""
+    global _EXEC_SESSION
+    if _EXEC_SESSION is None:
+        from .exec_session import CudaExecSession
+
+        _EXEC_SESSION = CudaExecSession
+    return _EXEC_SESSION
+
+
+_EXEC_SESSION: type[CudaExecSession] | None = None
 
 
 def check_positive_bytes(nbytes: Any, argument: str, op: str | None) -> int:

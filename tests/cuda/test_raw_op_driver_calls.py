@@ -1,0 +1,63 @@
+"""A cuda-raw op through host.run, counted without a GPU (the driver and cuda.core's launch are
+recording stand-ins): in steady state one op makes one context check, one lease event and one
+event poll — no allocation reaches the driver — and stays within its Python-call budget."""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+from collections import Counter
+
+import pytest
+from driver_stand_in import (
+    StandInModule,
+    recorded_launches,
+    recording_driver,
+    stand_in_runtime,
+)
+
+import tenferro_host as tf
+
+ADD = "ext_add_kernel.add"
+
+
+@pytest.fixture
+def setup():
+    host = tf.Host()
+    with recording_driver() as fake, recorded_launches() as launches:
+        rt = stand_in_runtime(host)
+        module = StandInModule(rt, (8, 8, 8, 4))  # out, lhs, rhs pointers and an int
+        rt.resources.get((ADD, "module"), lambda: module)
+        yield host, rt, fake, launches, module
+
+
+def test_steady_state_driver_calls_of_one_op(setup):
+    host, rt, fake, launches, module = setup
+    a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
+    add = host.op(ADD)
+    for _ in range(3):
+        out = add(a, b)
+    fake.calls.clear()
+    for _ in range(10):
+        out = add(a, b)  # the previous output is freed here: its block serves the next one
+    calls = Counter(fake.names())
+    assert calls == {"cuCtxGetCurrent": 10, "cuEventRecord": 10, "cuEventQuery": 10}
+    assert len(launches) == 13 and out.storage.runtime is rt
+    stream, config, kernel, *args = launches[-1]
+    assert kernel == ("kernel", "add_kernel") and config.grid == (4, 1, 1)
+    assert args[0] == out.storage.ptr and args[1] == a.storage.ptr and int(args[3]) == 1024
+    assert module.function("add_kernel").owner.released >= 10  # leases end as events complete
+
+
+def test_host_run_of_a_cuda_raw_op_stays_within_its_call_budget(setup):
+    """About 420 Python-level calls per op before the op-call work; about 275 now."""
+    host, rt, *_ = setup
+    a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
+    for _ in range(10):
+        host.run(ADD, a, b)
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(100):
+        host.run(ADD, a, b)
+    profile.disable()
+    assert pstats.Stats(profile).total_calls / 100 <= 290
