@@ -99,6 +99,22 @@ _METAS: dict[Any, tuple[Any, ...]] = {}
 MAX_SHARED = 4096
 
 
+class _Template:
+    """What a plan holds that no session owns — specialization, grid shape, ABI layout, launch
+    config and hidden counts — shared by the jit sessions of one runtime (``rs.resource``)."""
+
+    __slots__ = ("config", "count", "grid", "layout", "spec")
+
+    def __init__(self, launch: JitLaunch) -> None:
+        spec = launch.spec
+        self.spec = spec
+        self.grid = grid_shape(launch.count, launch.grid, launch.dim)
+        self.layout = _bounded(_LAYOUTS, spec.key, lambda: _Layout(spec))
+        self.config, self.count = _bounded(
+            _SHAPES, (launch.grid, launch.dim, launch.count),
+            lambda: (raw.LaunchConfig(launch.grid, launch.dim), tuple(map(raw.u32, launch.count))))
+
+
 class _Plan:
     """A specialization compiled for one launch shape: what a cached launch replays.
 
@@ -109,17 +125,26 @@ class _Plan:
     __slots__ = ("arrays_only", "config", "count", "current", "function", "prepared", "slots",
                  "written")
 
-    def __init__(self, spec: Specialization, function: Any, launch: JitLaunch) -> None:
-        layout = _bounded(_LAYOUTS, spec.key, lambda: _Layout(spec))
+    def __init__(self, template: _Template, function: Any) -> None:
+        layout = template.layout
         self.slots = layout.slots
         self.written = layout.written
         self.arrays_only = layout.arrays_only
         self.function = function
-        self.config, self.count = _bounded(
-            _SHAPES, (launch.grid, launch.dim, launch.count),
-            lambda: (raw.LaunchConfig(launch.grid, launch.dim), tuple(map(raw.u32, launch.count))))
+        self.config = template.config
+        self.count = template.count
         self.prepared: Any = None
         self.current: list[Any] | None = None  # the packed arguments ``prepared`` holds
+
+
+def _exact(value: Any) -> bool:
+    """An int or a tuple of ints: a count or dim that may key a cached plan or replay
+    (``4.0 == 4`` hashes alike, and a float count must still be refused by the full checks)."""
+    kind = type(value)
+    return kind is int or (kind is tuple and _INT_ONLY.issuperset(map(type, value)))
+
+
+_INT_ONLY = frozenset({int})
 
 
 class CudaJitSession(JitSession):
@@ -148,6 +173,7 @@ class CudaJitSession(JitSession):
         # only, replayed without converting anything (dropped with a borrow upgrade)
         self._replays: dict[Any, tuple[_Plan, list[Any]]] = {}
         self._trusted: tuple[Any, ...] = ()  # the first launch of a plan: its checked tensors
+        self._shared: dict[Any, _Template] | None = None  # the runtime's plan templates
 
     # -- backend contract -------------------------------------------------------------------------
     @property
@@ -187,6 +213,9 @@ class CudaJitSession(JitSession):
         """As :meth:`JitSession.launch`. A launch shape seen before replays its prepared plan;
         array arguments seen before with that plan replay their converted form."""
         self._check()
+        if not (_exact(count) and _exact(dim)):  # e.g. a float count: the full checks say why
+            super().launch(kernel, count, dim, *args, **constants)
+            return
         if not constants:
             try:
                 replay = self._replays.get((kernel, count, dim, args))
@@ -210,6 +239,8 @@ class CudaJitSession(JitSession):
             plan = self._plans.get(key)
         except TypeError:  # unhashable count, dim or constant: no plan, launch checked in full
             key = plan = None
+        if plan is None and key is not None:
+            plan = self._shared_plan(key)  # planned by an earlier session of this runtime
         if plan is None:
             self._plan_key = key
             try:
@@ -231,17 +262,42 @@ class CudaJitSession(JitSession):
 
     def _dispatch(self, launch: JitLaunch) -> None:
         """First launch of a plan: compile (cached per runtime), prepare, enqueue."""
-        grid = grid_shape(launch.count, launch.grid, launch.dim)
-        plan = _Plan(launch.spec, self._function(launch.spec, grid), launch)
+        template = _Template(launch)
+        plan = _Plan(template, self._function(template.spec, template.grid))
         self._trusted = launch.args  # checked by the base class: not checked again
         try:
             self._run(plan, launch.args)
         finally:
             self._trusted = ()
-        if self._plan_key is not None:
-            if len(self._plans) >= MAX_PLANS:
-                self._plans.clear()
-            self._plans[self._plan_key] = plan
+        key = self._plan_key
+        if key is not None:
+            self._keep_plan(key, plan)
+            shared = self._templates()
+            if len(shared) >= MAX_PLANS:
+                shared.clear()
+            shared[(key, self.max_grid)] = template
+
+    def _templates(self) -> dict[Any, _Template]:
+        """The runtime's plan templates by (plan key, grid limits), kept in its resources."""
+        if self._shared is None:
+            self._shared = self._rs.resource(("tenferro_host_cuda_jit", "templates"), dict, 0)
+        return self._shared
+
+    def _shared_plan(self, key: Any) -> _Plan | None:
+        """A plan of this session from the runtime's template for ``key``, if there is one:
+        the launch's arguments are then checked and converted by :meth:`_pack` as for any plan
+        (the base class checked the rest — kernel, count, dim, argument kinds — for this key)."""
+        template = self._templates().get((key, self.max_grid))
+        if template is None:
+            return None
+        plan = _Plan(template, self._function(template.spec, template.grid))
+        self._keep_plan(key, plan)
+        return plan
+
+    def _keep_plan(self, key: Any, plan: _Plan) -> None:
+        if len(self._plans) >= MAX_PLANS:
+            self._plans.clear()
+        self._plans[key] = plan
 
     def _run(self, plan: _Plan, values: tuple[Any, ...]) -> list[Any]:
         """Pack the arguments and enqueue: ``launch(args=...)``, or prepare on first use."""
