@@ -310,7 +310,14 @@ def cmd_bench(host: Host, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .benchmarks import run
+    from .benchmarks.cases import GROUPS
 
+    unknown = [g for g in args.only if g not in GROUPS]
+    if unknown:
+        raise ValidationError(
+            f"no benchmark group {unknown[0]!r}; the groups are {', '.join(GROUPS)}",
+            argument="--only",
+        )
     command = " ".join(
         ["tenferro-host bench"]
         + (["--quick"] if args.quick else [])

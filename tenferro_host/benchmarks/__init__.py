@@ -76,19 +76,15 @@ def measure_all(
     returns the callback advanced once per sample."""
     groups: list[Group] = []
     results: list[Result] = []
-    for build in GROUPS:
+    for key, build in GROUPS.items():
+        if only and key not in only:
+            continue
         with ExitStack() as stack:
             try:
                 group = build(host, stack, sizes)
             except Exception as exc:  # the group's own setup failed: its rows say why
-                name = build.__name__
-                group = Group(
-                    name,
-                    name,
-                    [Case(name, None, f"setup failed: {type(exc).__name__}: {exc}"[:300])],
-                )
-            if only and group.key not in only:
-                continue
+                why = f"setup failed: {type(exc).__name__}: {exc}"[:300]
+                group = Group(key, build.__name__, [Case(build.__name__, None, why)])
             steps = group.rounds * sum(1 for c in group.cases if c.fn is not None)
             results += measure(group, progress(group.title, steps))
             # Keep what the report needs, not the cases: their tensors are freed here.

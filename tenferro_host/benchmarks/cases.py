@@ -622,14 +622,13 @@ def compile_times(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     return Group(key, title, cases, rt.synchronize, unit="ms", batch=1, rounds=sizes.compile_rounds)
 
 
-#: Every group, in report order.
-GROUPS: tuple[Callable[[Host, ExitStack, Sizes], Group], ...] = (
-    cpu_op_call,
-    webgpu_op_call,
-    cuda_op_call,
-    cuda_bandwidth,
-    dsl_cross_backend,
-    compile_times,
-)
+GROUPS: dict[str, Callable[[Host, ExitStack, Sizes], Group]] = {
+    "cpu": cpu_op_call,
+    "webgpu": webgpu_op_call,
+    "cuda": cuda_op_call,
+    "cuda-bandwidth": cuda_bandwidth,
+    "dsl-backends": dsl_cross_backend,
+    "compile": compile_times,
+}
 
 __all__ = ["GROUPS", "Sizes"]

@@ -140,3 +140,10 @@ def test_the_bench_command_prints_the_targets_and_the_files(tmp_path, capsys):
     assert json.loads((tmp_path / "out.json").read_text())["command"].startswith(
         "tenferro-host bench --quick --only cpu"
     )
+
+
+def test_an_unknown_group_is_a_usage_error(capsys):
+    from tenferro_host.cli import main
+
+    assert main(["bench", "--only", "gpu"]) == 2
+    assert "no benchmark group 'gpu'; the groups are cpu, webgpu, cuda" in capsys.readouterr().err
