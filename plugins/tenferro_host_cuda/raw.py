@@ -31,7 +31,7 @@ from tenferro_host.errors import (
     LaunchError,
     ValidationError,
 )
-from tenferro_host.provider import Session, SessionHandle, normalize_shape, require_resident
+from tenferro_host.provider import Session, SessionHandle, require_resident
 
 from .args import (
     LaunchConfig,
@@ -271,18 +271,19 @@ class RawSession(Session):
         self.runtime: CudaRuntime
         self._ex = ex
         self._live = False
-        self._owner_thread = _get_ident()
+        self._owner_thread = self._thread  # Session's: the thread that created it
         self._saved_context: Any = None
 
     # -- enter / exit ----------
     def _on_enter(self) -> None:
         rt = self.runtime
         rt.check_usable()
-        self._ex.submit_pending()
+        if self._ex._pending:  # registered host-side work (an open DSL batch) goes first
+            self._ex.submit_pending()
         self._saved_context = rt.primary.enter()
         self._stream = rt.stream_handle
         self._stream_int = int(self._stream)
-        self._cu_launch = _core_launch()
+        self._cu_launch = _launch_fn or _core_launch()
         self._core_stream = rt.core_stream
         self._leases: set[Any] = set()
         self._borrows: dict[Any, int] = {}
@@ -386,7 +387,7 @@ class RawSession(Session):
     def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
         """A fresh compact tensor of this runtime (stream-ordered, uninitialised)."""
         self._check()
-        return self.runtime.empty(dtype, normalize_shape(shape))
+        return self.runtime.empty(dtype, shape)  # which checks dtype and shape
 
     def workspace(self, nbytes: int) -> DeviceBytes:
         """Scratch memory freed stream-ordered when the session ends."""
