@@ -98,7 +98,7 @@ class CpuRuntime(Runtime):
             t.dtype.numpy,
             buffer=t.storage.array,
             offset=t.offset * isz,
-            strides=tuple([s * isz for s in t.strides]),
+            strides=tuple(map(isz.__mul__, t.strides)),  # element -> byte strides, in C
         )
 
     # -- DLPack ------------------------------------------------------------------------------
