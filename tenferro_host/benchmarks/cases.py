@@ -83,6 +83,7 @@ XB_WEBGPU = "DSL add on WebGPU (one jit session)"
 XB_CUDA = "DSL add on CUDA JIT (one jit session)"
 NVRTC_COLD = "NVRTC compile + load, cold (unique source)"
 NVRTC_HIT = "NVRTC compile_source, same source again"
+MODULE_HIT = "compiled module from the runtime's cache (rs.resource hit)"
 CUPY_COLD = "CuPy RawModule compile, cold (unique source)"
 
 CUDA_CALL_ROWS = (
@@ -593,9 +594,10 @@ _unique = itertools.count()
 
 
 def compile_times(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
-    """NVRTC cold (a source never seen) and a repeated source, beside CuPy's cold compile."""
+    """NVRTC cold (a source never seen), a repeated source and the in-memory module cache's
+    hit, beside CuPy's cold compile."""
     key, title = "compile", "compile, CUDA (the add kernel), ms per compile"
-    rows = (NVRTC_COLD, NVRTC_HIT, CUPY_COLD)
+    rows = (NVRTC_COLD, NVRTC_HIT, MODULE_HIT, CUPY_COLD)
     why = _unavailable(host, "cuda")
     if why:
         return _not_run(key, title, rows, why, unit="ms")
@@ -617,6 +619,10 @@ def compile_times(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     cases = [
         Case(NVRTC_COLD, lambda: rs.compile_nvrtc(fresh())),
         Case(NVRTC_HIT, lambda: compile_source(CUDA_ADD, device_arch=arch, name="bench.cu")),
+        Case(
+            MODULE_HIT,
+            lambda: rs.resource(("tenferro_bench", "add"), lambda: rs.compile_nvrtc(CUDA_ADD)),
+        ),
         _try(CUPY_COLD, cupy_cold),
     ]
     return Group(key, title, cases, rt.synchronize, unit="ms", batch=1, rounds=sizes.compile_rounds)

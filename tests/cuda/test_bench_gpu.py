@@ -30,6 +30,7 @@ OURS = {
     cases.BW_DSL,
     cases.NVRTC_COLD,
     cases.NVRTC_HIT,
+    cases.MODULE_HIT,
     cases.XB_CUDA,
 }
 
