@@ -50,7 +50,7 @@ def test_steady_state_driver_calls_of_one_op(setup):
 
 
 def test_host_run_of_a_cuda_raw_op_stays_within_its_call_budget(setup):
-    """About 420 Python-level calls per op before the op-call work; about 267 now."""
+    """About 420 Python-level calls per op before the op-call work; about 264 now."""
     host, rt, *_ = setup
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
     for _ in range(10):
@@ -66,7 +66,7 @@ def test_host_run_of_a_cuda_raw_op_stays_within_its_call_budget(setup):
 def test_a_dsl_op_on_cuda_reuses_plans_across_jit_sessions(setup):
     """host.run of a dsl-only op: a new jit session per op, the module from the runtime's cache,
     layouts and configs shared; one context check per op; about 850 Python calls per op before
-    the op-call work, about 400 now."""
+    the op-call work, about 390 now."""
     from tenferro_host_cuda_jit.codegen import kernel_abi
 
     from tenferro_host import dtypes
