@@ -91,6 +91,10 @@ class CpuRuntime(Runtime):
         if 0 in t.shape:
             return np.empty(t.shape, dtype=t.dtype.numpy)
         assert isinstance(t.storage, CpuStorage)
+        whole = t.storage.array
+        if (t.strides == (1,) and t.offset == 0 and whole.shape == t.shape
+                and whole.dtype is t.dtype.numpy):
+            return whole.view()  # a 1-D tensor of its whole storage: a plain view, no layout
         isz = t.dtype.itemsize
         # One C call (as_strided costs several Python frames); the buffer bounds are checked.
         return np.ndarray(

@@ -183,7 +183,7 @@ def calls_per_run(fn, n=200):
 
 def test_host_run_on_cpu_stays_within_its_call_budget(host, cpu):
     """The op-call budget, counted (not timed): 148 Python-level calls per host.run of the
-    example add before the op handle; all of its checks included, it is now about 73."""
+    example add before the op handle; all of its checks included, it is now about 76."""
     a = cpu.upload(np.ones(1024, np.float32))
     assert calls_per_run(lambda: host.run(ADD, a, a)) <= 80
     add = host.op(ADD)
