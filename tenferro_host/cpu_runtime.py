@@ -106,14 +106,21 @@ class CpuRuntime(Runtime):
     @staticmethod
     def strided_view(t: Tensor) -> np.ndarray:
         """A numpy view (no copy) of a CPU tensor with its shape and strides."""
-        if t.numel == 0:
+        if 0 in t.shape:
             return np.empty(t.shape, dtype=t.dtype.numpy)
         assert isinstance(t.storage, CpuStorage)
+        whole = t.storage.array
+        if (t.strides == (1,) and t.offset == 0 and whole.shape == t.shape
+                and whole.dtype is t.dtype.numpy):
+            return whole.view()  # a 1-D tensor of its whole storage: a plain view, no layout
         isz = t.dtype.itemsize
-        return np.lib.stride_tricks.as_strided(
-            t.storage.array.view(t.dtype.numpy)[t.offset :],
-            shape=t.shape,
-            strides=tuple(s * isz for s in t.strides),
+        # One C call (as_strided costs several Python frames); the buffer bounds are checked.
+        return np.ndarray(
+            t.shape,
+            t.dtype.numpy,
+            buffer=t.storage.array,
+            offset=t.offset * isz,
+            strides=tuple(map(isz.__mul__, t.strides)),  # element -> byte strides, in C
         )
 
     # -- DLPack ------------------------------------------------------------------------------

@@ -17,12 +17,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from .errors import (
-    ForeignRuntimeError,
     PluginError,
     TenferroError,
     UnsupportedError,
     ValidationError,
 )
+from .op_handle import OpHandle
 from .plugins import (
     PLUGIN_FAILURES,
     PluginSet,
@@ -33,7 +33,6 @@ from .plugins import (
 from .provider.runtime import Runtime
 from .provider.session import BackendSession, ExecSession
 from .registry import BackendStatus, Registry
-from .tensor import Tensor
 
 _BACKEND_NAME = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
 
@@ -60,6 +59,7 @@ class Host:
         self._statuses: dict[str, BackendStatus] = {}
         self._instances: dict[tuple[str, int], int] = {}  # runtimes made per device
         self._lock = threading.RLock()
+        self._handles: dict[str, OpHandle] = {}
 
     # -- plugins -------------------------------------------------------------------------------
     @property
@@ -82,11 +82,11 @@ class Host:
         return self.plugins.capabilities(runtime)
 
     def notify_session_started(self, session: BackendSession) -> None:
-        if self.plugins.observe_started:
+        if (self._plugins or self.plugins).observe_started:
             self._observe("tenferro_host_session_started", session=session)
 
     def notify_session_finished(self, session: BackendSession, error: BaseException | None) -> None:
-        if self.plugins.observe_finished:
+        if (self._plugins or self.plugins).observe_finished:
             self._observe("tenferro_host_session_finished", session=session, error=error)
 
     def _observe(self, hook: str, **kwargs: Any) -> None:
@@ -199,60 +199,34 @@ class Host:
         return runtime
 
     # -- operations ----------------------------------------------------------------------------
+    def op(self, name: str) -> OpHandle:
+        """The op ``name`` resolved once (registry entry, signature, variant per runtime kind).
+
+        Calling the handle is ``host.run(name, ...)``; the handle is cached per Host and
+        replaced when a later registration replaces the op.
+        """
+        handle = self._handles.get(name) if isinstance(name, str) else None
+        registry = (self._plugins or self.plugins).registry
+        if handle is not None and registry.ops.get(name) is handle.record:
+            return handle
+        if not isinstance(name, str):
+            raise ValidationError(
+                f"an op name is a string such as 'ext_add_kernel.add', got {type(name).__name__} "
+                f"{name!r}",
+                argument="name",
+            )
+        handle = self._handles[name] = OpHandle(self, registry.op(name))
+        return handle
+
     def run(self, name: str, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:
         """Run op ``name`` on the backend its tensors live on, inside a fresh session."""
-        rec = self.registry.op(name)
-        if not tensors and backend is None:
-            raise ValidationError(
-                f"op {name!r} got no tensors; pass tensors or backend=...", argument="tensors"
-            )
-        runtime = self.backend(backend) if backend is not None else _owner(tensors[0])
-        with runtime.session() as s:
-            return self.run_in_session(s.exec_session(), rec.name, tensors, attrs)
+        return self.op(name)(*tensors, backend=backend, **attrs)
 
     def run_in_session(
         self, ex: ExecSession, name: str, tensors: tuple[Any, ...], attrs: dict[str, Any]
     ) -> Any:
         """Run op ``name`` inside the exec session ``ex`` (no new session)."""
-        spec = self.registry.op(name).spec
-        assert spec is not None
-        sig = spec.signature
-        if len(tensors) != len(sig.inputs):
-            raise ValidationError(
-                f"op {name!r} takes {len(sig.inputs)} tensors ({', '.join(sig.inputs)}), "
-                f"got {len(tensors)}",
-                argument="tensors",
-                op=name,
-            )
-        unknown = set(attrs) - set(sig.attributes)
-        if unknown:
-            raise ValidationError(
-                f"op {name!r} has no attributes {sorted(unknown)}; "
-                f"it takes {sorted(sig.attributes) or 'none'}",
-                argument=sorted(unknown)[0],
-                op=name,
-            )
-        runtime = ex.runtime
-        for arg, t in zip(sig.inputs, tensors, strict=True):
-            owner = _owner(t, argument=arg, op=name)
-            if owner.domain != runtime.domain:
-                raise ForeignRuntimeError(
-                    f"input {arg!r} lives on {owner.name!r}, the session runs on "
-                    f"{runtime.name!r}; move it explicitly (upload/download or a copy_from_*)",
-                    op=name,
-                )
-        kind = spec.variant_kind_for(
-            runtime.kind, self.registry.jit_factory(runtime.kind) is not None
-        )
-        if kind is None:
-            raise UnsupportedError(
-                f"op {name!r} has no variant for backend {runtime.name!r} "
-                f"(it has {', '.join(spec.variants)})",
-                backend=runtime.name,
-                feature="variant",
-                op=name,
-            )
-        return spec.variants[kind](ex, *tensors, **attrs)
+        return self.op(name).run_in(ex, tensors, attrs)
 
     def variants_by_backend(self, name: str) -> dict[str, str]:
         """Which variant kind runs on each installed backend kind, for ``caps``/``ops``."""
@@ -265,22 +239,6 @@ class Host:
             if chosen:
                 out[kind] = chosen
         return out
-
-
-def _owner(t: Any, argument: str = "tensors", op: str | None = None) -> Runtime:
-    if not isinstance(t, Tensor):
-        raise (
-            ForeignRuntimeError(
-                f"{argument} is a {type(t).__name__}, not a tensor; upload it first "
-                "(backend.upload)",
-                op=op,
-            )
-            if hasattr(t, "__array__")
-            else ValidationError(
-                f"{argument} must be a Tensor, got {type(t).__name__}", argument=argument, op=op
-            )
-        )
-    return t.storage.runtime
 
 
 __all__ = ["Host", "parse_backend_name"]

@@ -8,7 +8,6 @@ parameter layout. A scalar holds its value as a numpy scalar of that width — w
 
 from __future__ import annotations
 
-import math
 import struct
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -80,7 +79,15 @@ class LaunchConfig:
             raise InvalidLaunchConfigError(
                 f"block must be a positive int, got {block!r}", argument="block"
             )
-        return cls(math.ceil(int(n) / int(block)), int(block), smem)
+        key = (int(n), int(block), smem)
+        found = _FLAT.get(key) if type(smem) is int else None
+        if found is None:  # configs are values: one per (n, block, smem) is enough
+            found = cls(-(-key[0] // key[1]), key[1], smem)
+            if type(smem) is int:
+                if len(_FLAT) >= 1024:
+                    _FLAT.clear()
+                _FLAT[key] = found
+        return found
 
     @property
     def threads_per_block(self) -> int:
@@ -88,6 +95,9 @@ class LaunchConfig:
 
     def __str__(self) -> str:
         return f"grid={self.grid} block={self.block} smem={self.shared_mem_bytes}"
+
+
+_FLAT: dict[tuple[int, int, int], LaunchConfig] = {}
 
 
 class Scalar:
@@ -98,6 +108,7 @@ class Scalar:
     _code: ClassVar[str]
     numpy_type: ClassVar[type]
     c_name: ClassVar[str]
+    _range: ClassVar[tuple[int, int]]  # integer types: [min, max]
     _session: ClassVar[None] = None  # scalars belong to no session
 
     def __init__(self, value: Any) -> None:
@@ -109,10 +120,10 @@ class Scalar:
             raise ValidationError(
                 f"{type(self).__name__} takes an int, got {value!r}", argument="value"
             )
-        info = np.iinfo(self.numpy_type)
-        if not info.min <= int(value) <= info.max:
+        lo, hi = self._range
+        if not lo <= int(value) <= hi:
             raise ValidationError(
-                f"{value} does not fit {self.c_name} [{info.min}, {info.max}]", argument="value"
+                f"{value} does not fit {self.c_name} [{lo}, {hi}]", argument="value"
             )
         return int(value)
 
@@ -120,6 +131,9 @@ class Scalar:
         super().__init_subclass__(**kwargs)
         if "code" in cls.__dict__:
             cls._code = cls.code
+            if issubclass(cls.numpy_type, np.integer):  # the range, once per type
+                info = np.iinfo(cls.numpy_type)
+                cls._range = (int(info.min), int(info.max))
 
     @property
     def value(self) -> Any:

@@ -9,10 +9,10 @@ from tenferro_host.errors import ValidationError
 from tenferro_host.provider import BackendSession, ExecSession
 
 from .driver import drv
+from .raw import RawSession
 
 if TYPE_CHECKING:
     from .device import CudaDeviceInfo
-    from .raw import RawSession
     from .runtime import CudaRuntime
 
 
@@ -49,8 +49,6 @@ class CudaExecSession(ExecSession):
     def raw(self, op: str) -> RawSession:
         """A raw native-module session for the op ``op`` (SPEC section 6)."""
         self._check()
-        from .raw import RawSession
-
         return RawSession(self, op)
 
     def add_pending_submit(self, submit: Callable[[], None]) -> None:

@@ -159,6 +159,8 @@ class Function:
         self.param_sizes = tuple(sizes)
         self._checked_codes: set[tuple[str, ...]] = set()
         self._configs: set[LaunchConfig] = set()
+        #: checked configs -> their cuda.core LaunchConfig (made once, reused by every session)
+        self._core_configs: dict[LaunchConfig, Any] = {}
 
     @property
     def arity(self) -> int:
@@ -242,6 +244,18 @@ class Function:
         if len(self._configs) >= 4096:
             self._configs.clear()
         self._configs.add(config)
+
+    def core_config(self, config: LaunchConfig) -> Any:
+        """The cuda.core ``LaunchConfig`` of a config :meth:`check_config` accepted."""
+        found = self._core_configs.get(config)
+        if found is None:
+            from cuda.core import LaunchConfig as CoreLaunchConfig
+
+            if len(self._core_configs) >= 4096:
+                self._core_configs.clear()
+            found = self._core_configs[config] = CoreLaunchConfig(
+                grid=config.grid, block=config.block, shmem_size=config.shared_mem_bytes)
+        return found
 
     def __repr__(self) -> str:
         return f"<Function {self.name} params={self.param_sizes}>"

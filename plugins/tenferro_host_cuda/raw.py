@@ -31,7 +31,7 @@ from tenferro_host.errors import (
     LaunchError,
     ValidationError,
 )
-from tenferro_host.provider import Session, SessionHandle, normalize_shape, require_resident
+from tenferro_host.provider import Session, SessionHandle, require_resident
 
 from .args import (
     LaunchConfig,
@@ -49,7 +49,7 @@ from .driver import STICKY_FAULT_NAMES, STICKY_FAULTS, drv, error_name, failure,
 from .images import as_bytes, check_binary, check_ptx
 from .module import Function, Module, load_image
 from .nvrtc import CompiledImage, NvrtcOptions, compile_source
-from .runtime import CudaRuntime, CudaStorage, check_positive_bytes, debug_sync_enabled
+from .runtime import CudaRuntime, CudaStorage, check_positive_bytes
 
 if TYPE_CHECKING:
 
@@ -60,6 +60,19 @@ _get_ident = threading.get_ident
 _EXCLUSIVE = -1
 _STICKY_CODE = 719  # CUDA_ERROR_LAUNCH_FAILED: stands for any sticky fault named in the text
 _arg_of = attrgetter("_arg")
+
+
+def _core_launch() -> Callable[..., Any]:
+    """``cuda.core.launch``, imported once (a ``from`` import of a package costs calls)."""
+    global _launch_fn
+    if _launch_fn is None:
+        from cuda.core import launch
+
+        _launch_fn = launch
+    return _launch_fn
+
+
+_launch_fn: Callable[..., Any] | None = None
 
 
 class _PointerArg(SessionHandle):
@@ -225,15 +238,11 @@ class _Launch:
 
     def __init__(self, function: Function, config: LaunchConfig, codes: tuple[str, ...],
                  stream: Any) -> None:
-        from cuda.core import LaunchConfig as CoreLaunchConfig
-
         self.function = function
         self.config = config
         self.codes = codes
         self.owner = function.owner
-        core_config = CoreLaunchConfig(grid=config.grid, block=config.block,
-                                       shmem_size=config.shared_mem_bytes)
-        self.call = (stream, core_config, function.core_kernel)
+        self.call = (stream, function.core_config(config), function.core_kernel)
 
 
 def nvrtc_compile(source: str | bytes, options: NvrtcOptions) -> CompiledImage:
@@ -262,26 +271,25 @@ class RawSession(Session):
         self.runtime: CudaRuntime
         self._ex = ex
         self._live = False
-        self._owner_thread = _get_ident()
+        self._owner_thread = self._thread  # Session's: the thread that created it
         self._saved_context: Any = None
 
     # -- enter / exit ----------
     def _on_enter(self) -> None:
         rt = self.runtime
         rt.check_usable()
-        self._ex.submit_pending()
+        if self._ex._pending:  # registered host-side work (an open DSL batch) goes first
+            self._ex.submit_pending()
         self._saved_context = rt.primary.enter()
         self._stream = rt.stream_handle
         self._stream_int = int(self._stream)
-        from cuda.core import launch
-
-        self._cu_launch = launch
+        self._cu_launch = _launch_fn or _core_launch()
         self._core_stream = rt.core_stream
         self._leases: set[Any] = set()
         self._borrows: dict[Any, int] = {}
         self._workspaces: list[CudaStorage] = []
         self._entries: dict[tuple[Function, LaunchConfig, tuple[str, ...]], _Launch] = {}
-        self._debug = debug_sync_enabled()
+        self._debug = rt.debug_sync
         self._live = True
 
     def _on_exit(self, error: BaseException | None) -> None:
@@ -291,7 +299,7 @@ class RawSession(Session):
             for storage in self._workspaces:
                 rt.free_now(storage)
             if self._leases:
-                event = rt.record_event()
+                event = rt.record_event(context_current=True)  # restored only below
                 leases: list[Callable[[], None]] = [owner.release for owner in self._leases]
                 leases.append(lambda: rt.recycle_event(event))
                 rt.retirement.retire(event, leases)
@@ -379,7 +387,7 @@ class RawSession(Session):
     def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
         """A fresh compact tensor of this runtime (stream-ordered, uninitialised)."""
         self._check()
-        return self.runtime.empty(dtype, normalize_shape(shape))
+        return self.runtime.empty(dtype, shape)  # which checks dtype and shape
 
     def workspace(self, nbytes: int) -> DeviceBytes:
         """Scratch memory freed stream-ordered when the session ends."""

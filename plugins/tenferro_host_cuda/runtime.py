@@ -23,8 +23,17 @@ from tenferro_host.dtypes import DType
 from tenferro_host.errors import OutOfMemoryError, UnsupportedError, ValidationError
 from tenferro_host.provider import ResourceCache, Runtime, Storage
 
+from .block_cache import BlockCache
 from .device import CudaDeviceInfo, query
-from .driver import NOT_READY, PrimaryContext, check, drv, failure, require_healthy
+from .driver import (
+    NOT_READY,
+    OUT_OF_MEMORY,
+    PrimaryContext,
+    check,
+    drv,
+    failure,
+    require_healthy,
+)
 
 if TYPE_CHECKING:
     from tenferro_host import Host
@@ -66,17 +75,22 @@ class CudaStorage(Storage):
     """Device memory at ``ptr``: pool memory ("owned", freed stream-ordered when collected) or
     another library's buffer ("imported", its DLPack deleter runs after the stream passes)."""
 
-    __slots__ = ("imported", "ptr")
+    __slots__ = ("block", "imported", "ptr")
 
-    def __init__(self, runtime: CudaRuntime, ptr: int, nbytes: int, kind: str = "owned") -> None:
+    def __init__(self, runtime: CudaRuntime, ptr: int, nbytes: int, kind: str = "owned",
+                 block: int = 0) -> None:
         super().__init__(runtime, nbytes, kind)
         self.ptr = ptr
+        self.block = block  # its size class in the runtime's block cache (0: none)
         self.imported: Any = None
 
     def __del__(self) -> None:
         try:
             if self.kind == "owned" and self.ptr:
-                self.runtime.defer("memory", self.ptr)  # type: ignore[attr-defined]
+                if self.block:
+                    self.runtime.defer("block", (self.ptr, self.block))  # type: ignore[attr-defined]
+                else:
+                    self.runtime.defer("memory", self.ptr)  # type: ignore[attr-defined]
             elif self.imported is not None:
                 self.runtime.defer("dlpack", self.imported[0])  # type: ignore[attr-defined]
         except Exception:
@@ -115,6 +129,8 @@ class CudaRuntime(Runtime):
         self._copy_module: Any = None
         self._core_stream: Any = None
         self.resources = ResourceCache()
+        self.blocks = BlockCache()
+        self.debug_sync = debug_sync_enabled()
         with self.primary:
             self._stream = check(
                 d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate"
@@ -171,9 +187,7 @@ class CudaRuntime(Runtime):
             raise RuntimeStateError(f"runtime {self.name!r} was closed; create a new one")
 
     def new_exec_session(self, backend_session: BackendSession) -> CudaExecSession:
-        from .exec_session import CudaExecSession
-
-        return CudaExecSession(backend_session)
+        return _exec_session_type()(backend_session)
 
     def _fail(self, result: Any, what: str, op: str | None = None) -> Exception:
         return failure(result, what, uuid=self.uuid_bytes, op=op)
@@ -196,16 +210,25 @@ class CudaRuntime(Runtime):
         for key, attr in names.items():
             value = d.cuMemPoolGetAttribute(self._pool, attr)
             out[key] = int(value[1]) if int(value[0]) == 0 else -1
+        out.update(self.blocks.stats())  # "used" bytes of the pool include the cached blocks
         return out
 
     def allocate_bytes(self, nbytes: int, op: str | None = None) -> CudaStorage:
-        """Stream-ordered pool allocation of ``nbytes`` (> 0); OutOfMemoryError with stats."""
+        """Stream-ordered allocation of ``nbytes`` (> 0): a cached block of its size class when
+        one was freed (no driver call), else the pool; OutOfMemoryError with stats."""
         self.check_usable()
-        self.drain_deferred()
+        if self._deferred:
+            self.drain_deferred()
         self.retirement.poll()
-        d = drv()
-        with self.primary:
-            result = d.cuMemAllocFromPoolAsync(nbytes, self._pool, self._stream)
+        size = self.blocks.size_class(nbytes)
+        if size:
+            ptr = self.blocks.take(size)
+            if ptr is not None:
+                return CudaStorage(self, ptr, nbytes, block=size)
+        result = self._pool_alloc(size or nbytes)
+        if int(result[0]) == OUT_OF_MEMORY and self.blocks.cached_bytes:
+            self._free_cached()  # cached blocks are free memory: give them back, then retry
+            result = self._pool_alloc(size or nbytes)
         if int(result[0]) != 0:
             err = self._fail(result[0], f"allocating {nbytes} bytes", op)
             if isinstance(err, OutOfMemoryError):
@@ -216,7 +239,22 @@ class CudaRuntime(Runtime):
                     nbytes=nbytes, pool_stats=stats, op=op,
                 )
             raise err
-        return CudaStorage(self, int(result[1]), nbytes)
+        return CudaStorage(self, int(result[1]), nbytes, block=size)
+
+    def _pool_alloc(self, nbytes: int) -> Any:
+        with self.primary:
+            return drv().cuMemAllocFromPoolAsync(nbytes, self._pool, self._stream)
+
+    def _free_cached(self) -> None:
+        """Free every cached block to the pool, stream-ordered (trim, OOM retry, close)."""
+        blocks = self.blocks.drain()
+        if not blocks:
+            return
+        d = drv()
+        with self.primary:
+            for ptr in blocks:
+                if int(d.cuMemFreeAsync(ptr, self._stream)[0]) != 0:
+                    self.deferred_errors += 1
 
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
         return self.allocate_bytes(nbytes)
@@ -226,12 +264,13 @@ class CudaRuntime(Runtime):
         self._deferred.append((kind, handle))
 
     def drain_deferred(self) -> None:
-        """Free queued memory (stream-ordered) and unload queued modules; count errors."""
+        """Return freed blocks to the block cache, free queued memory (stream-ordered) and
+        unload queued modules; count errors. Only what needs the driver makes a driver call."""
         if not self._deferred:
             return
-        from .dlpack import call_deleter
-
         if self._closed:  # the stream was drained at close: only foreign deleters remain to run
+            from .dlpack import call_deleter
+
             while self._deferred:
                 kind, handle = self._deferred.popleft()
                 if kind == "dlpack":
@@ -239,13 +278,23 @@ class CudaRuntime(Runtime):
                 else:
                     self.deferred_errors += 1
             return
+        work: list[tuple[str, Any]] = []
+        while self._deferred:
+            try:
+                kind, handle = self._deferred.popleft()
+            except IndexError:
+                break
+            if kind == "block":
+                ptr, size = handle
+                if self.blocks.put(size, ptr):
+                    continue
+                kind, handle = "memory", ptr
+            work.append((kind, handle))
+        if not work:
+            return
         d = drv()
         with self.primary:
-            while self._deferred:
-                try:
-                    kind, handle = self._deferred.popleft()
-                except IndexError:
-                    break
+            for kind, handle in work:
                 if kind == "dlpack":
                     self._retire_deleter(handle)
                     continue
@@ -268,6 +317,8 @@ class CudaRuntime(Runtime):
     def free_now(self, storage: CudaStorage) -> None:
         """Free ``storage`` stream-ordered now (session workspaces at exit)."""
         ptr, storage.ptr = storage.ptr, 0
+        if ptr and storage.block and self.blocks.put(storage.block, ptr):
+            return
         if ptr:
             with self.primary:
                 result = drv().cuMemFreeAsync(ptr, self._stream)
@@ -275,8 +326,10 @@ class CudaRuntime(Runtime):
                 self.deferred_errors += 1
 
     def trim(self) -> None:
-        """Return unused pool memory to the OS (after pending frees complete)."""
+        """Return unused memory to the OS: the cached blocks and the pool's free memory (after
+        pending frees complete)."""
         self.drain_deferred()
+        self._free_cached()
         self.ok(drv().cuMemPoolTrimTo(self._pool, 0), "cuMemPoolTrimTo")
 
     # -- primitives ----------
@@ -359,17 +412,26 @@ class CudaRuntime(Runtime):
             )
 
     # -- events and synchronization ----------
-    def record_event(self) -> Any:
-        """An event recorded on this runtime's stream now (from a recycled pool)."""
-        d = drv()
+    def record_event(self, *, context_current: bool = False) -> Any:
+        """An event recorded on this runtime's stream now (from a recycled pool).
+
+        ``context_current``: the caller (a raw session) already made the primary context
+        current, so the guard's driver call is skipped.
+        """
+        if context_current:
+            return self._record_event()
         with self.primary:
-            if self._events:
-                event = self._events.pop()
-            else:
-                event = self.ok(
-                    d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"
-                )
-            self.ok(d.cuEventRecord(event, self._stream), "cuEventRecord")
+            return self._record_event()
+
+    def _record_event(self) -> Any:
+        d = drv()
+        if self._events:
+            event = self._events.pop()
+        else:
+            event = self.ok(
+                d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"
+            )
+        self.ok(d.cuEventRecord(event, self._stream), "cuEventRecord")
         self.counters.add("events_recorded")
         return event
 
@@ -432,6 +494,7 @@ class CudaRuntime(Runtime):
             self._copy_functions.clear()
             self._copy_module = None
             self.drain_deferred()
+            self._free_cached()
             self.ok(d.cuStreamSynchronize(self._stream), "cuStreamSynchronize")
             for event in self._events:
                 d.cuEventDestroy(event)
@@ -444,6 +507,19 @@ class CudaRuntime(Runtime):
     def module_stats(self) -> dict[str, int]:
         """Modules loaded and unloaded by this runtime (retirement evidence)."""
         return dict(self.module_counts)
+
+
+def _exec_session_type() -> type[CudaExecSession]:
+    """CudaExecSession, imported on first use (its module imports this one)."""
+    global _EXEC_SESSION
+    if _EXEC_SESSION is None:
+        from .exec_session import CudaExecSession
+
+        _EXEC_SESSION = CudaExecSession
+    return _EXEC_SESSION
+
+
+_EXEC_SESSION: type[CudaExecSession] | None = None
 
 
 def check_positive_bytes(nbytes: Any, argument: str, op: str | None) -> int:

@@ -21,7 +21,10 @@ public raw launch API only — refs and typed scalars):
    count beyond the grid limits was folded: the kernel linearises ``blockIdx`` over ``gridDim``,
    surplus cubes (linear index >= the logical cube total) return at once, and
    ``CUBE_POS_*``/``ABSOLUTE_POS*`` are derived from the linear cube index and the logical
-   count. The block is ``JitLaunch.dim``. The total thread count fits u32.
+   count. The block is ``JitLaunch.dim``. The total thread count fits u32. Only a folded grid
+   pays for that linearisation: :func:`generate` takes the launch's :func:`grid_shape`, and an
+   unfolded grid reads ``blockIdx`` directly (a 1-D launch computes ``ABSOLUTE_POS`` as
+   ``blockIdx.x * blockDim.x + threadIdx.x``, as a hand-written kernel does).
 
 Arrays the kernel stores to (``spec.ir.written``; their pointer is not ``const``) need an
 exclusive borrow; arrays only read, a shared one. Every array's pointer and offset come from
@@ -160,9 +163,25 @@ class CudaKernelSource:
     abi: tuple[AbiParam, ...]
 
 
-def generate(spec: Specialization) -> CudaKernelSource:
-    """CUDA C for ``spec``."""
-    return _Emitter(spec).emit()
+#: Grid shapes a kernel is generated for: a 1-D launch (count and dim 1-D) with no fold, any
+#: unfolded launch (physical grid = logical count), and a folded one (works for every launch).
+GRID_1D, GRID_DIRECT, GRID_FOLDED = "1d", "direct", "folded"
+
+
+def grid_shape(count: tuple[int, int, int], grid: tuple[int, int, int],
+               dim: tuple[int, int, int]) -> str:
+    """Which prologue a launch needs: only a folded grid pays the fold's divisions per thread."""
+    if grid != count:
+        return GRID_FOLDED
+    if count[1] == count[2] == dim[1] == dim[2] == 1:
+        return GRID_1D
+    return GRID_DIRECT
+
+
+def generate(spec: Specialization, grid: str = GRID_FOLDED) -> CudaKernelSource:
+    """CUDA C for ``spec`` launched on a grid of shape ``grid`` (:func:`grid_shape`); the
+    folded prologue is right for every launch, the others only for their own shapes."""
+    return _Emitter(spec, grid).emit()
 
 
 # ---------------------------------------------------------------- literals
@@ -215,8 +234,9 @@ _FLOAT_FN = {"sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "fma"}
 
 
 class _Emitter:
-    def __init__(self, spec: Specialization) -> None:
+    def __init__(self, spec: Specialization, grid: str = "folded") -> None:
         self.spec = spec
+        self.grid = grid
         self.kir = spec.ir
         self.locals = {name for name, _ in self.kir.locals}
         self.lines: list[str] = []
@@ -404,18 +424,48 @@ class _Emitter:
     # -------------------------------------------------------- kernel
 
     def prologue(self) -> Iterator[str]:
+        """Cube and unit positions for the launch's grid shape (see :func:`grid_shape`): the
+        linearising fold with its divisions only for a folded grid."""
         u = "const unsigned int"
-        yield (f"{u} tf_cube = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * "
-               "blockIdx.z);")
-        yield f"{u} tf_cube_count = tf_count_x * tf_count_y * tf_count_z;"
-        yield "if (tf_cube >= tf_cube_count) return;"
+        if self.grid == GRID_1D:
+            yield f"{u} tf_cube = blockIdx.x;"
+            yield f"{u} tf_cube_count = tf_count_x;"
+            yield f"{u} tf_cube_pos_x = blockIdx.x;"
+            yield f"{u} tf_cube_pos_y = 0;"
+            yield f"{u} tf_cube_pos_z = 0;"
+        elif self.grid == GRID_DIRECT:
+            yield (f"{u} tf_cube = blockIdx.x + tf_count_x * (blockIdx.y + tf_count_y * "
+                   "blockIdx.z);")
+            yield f"{u} tf_cube_count = tf_count_x * tf_count_y * tf_count_z;"
+            yield f"{u} tf_cube_pos_x = blockIdx.x;"
+            yield f"{u} tf_cube_pos_y = blockIdx.y;"
+            yield f"{u} tf_cube_pos_z = blockIdx.z;"
+        else:
+            yield (f"{u} tf_cube = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * "
+                   "blockIdx.z);")
+            yield f"{u} tf_cube_count = tf_count_x * tf_count_y * tf_count_z;"
+            yield "if (tf_cube >= tf_cube_count) return;"
+            yield f"{u} tf_cube_pos_x = tf_cube % tf_count_x;"
+            yield f"{u} tf_cube_pos_y = (tf_cube / tf_count_x) % tf_count_y;"
+            yield f"{u} tf_cube_pos_z = tf_cube / (tf_count_x * tf_count_y);"
         yield f"{u} tf_cube_count_x = tf_count_x;"
         yield f"{u} tf_cube_count_y = tf_count_y;"
         yield f"{u} tf_cube_count_z = tf_count_z;"
         yield f"{u} tf_cube_pos = tf_cube;"
-        yield f"{u} tf_cube_pos_x = tf_cube % tf_count_x;"
-        yield f"{u} tf_cube_pos_y = (tf_cube / tf_count_x) % tf_count_y;"
-        yield f"{u} tf_cube_pos_z = tf_cube / (tf_count_x * tf_count_y);"
+        if self.grid == GRID_1D:
+            yield f"{u} tf_cube_dim_x = blockDim.x;"
+            yield f"{u} tf_cube_dim_y = 1;"
+            yield f"{u} tf_cube_dim_z = 1;"
+            yield f"{u} tf_cube_dim = blockDim.x;"
+            yield f"{u} tf_unit_pos_x = threadIdx.x;"
+            yield f"{u} tf_unit_pos_y = 0;"
+            yield f"{u} tf_unit_pos_z = 0;"
+            yield f"{u} tf_unit_pos = threadIdx.x;"
+            yield f"{u} tf_absolute_pos = blockIdx.x * blockDim.x + threadIdx.x;"
+            yield f"{u} tf_absolute_pos_x = tf_absolute_pos;"
+            yield f"{u} tf_absolute_pos_y = 0;"
+            yield f"{u} tf_absolute_pos_z = 0;"
+            return
         yield f"{u} tf_cube_dim_x = blockDim.x;"
         yield f"{u} tf_cube_dim_y = blockDim.y;"
         yield f"{u} tf_cube_dim_z = blockDim.z;"

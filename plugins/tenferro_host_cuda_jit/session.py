@@ -33,7 +33,7 @@ from tenferro_host.kernel import Kernel, Specialization
 from tenferro_host.kernel.launch import Grid, JitBinding, JitLaunch, JitSession, convert_scalar
 from tenferro_host.provider import ExecSession, require_resident
 
-from .codegen import generate, kernel_abi, kernel_symbol
+from .codegen import generate, grid_shape, kernel_abi, kernel_symbol
 
 #: Plans (prepared launches) one session keeps; more are dropped all at once.
 MAX_PLANS = 256
@@ -61,17 +61,13 @@ class _Borrow:
 _Slot = tuple[int, str, Any, "type | None"]
 
 
-class _Plan:
-    """A specialization compiled for one launch shape: what a cached launch replays.
+class _Layout:
+    """What a specialization's ABI asks of a launch, derived once per specialization and shared
+    by every session of every runtime (it depends on the specialization alone)."""
 
-    ``prepared`` is None until the first launch, and again after a borrow upgrade dropped it
-    (with ``current``, the packed arguments it holds).
-    """
+    __slots__ = ("arrays_only", "slots", "written")
 
-    __slots__ = ("arrays_only", "config", "count", "current", "function", "prepared", "slots",
-                 "written")
-
-    def __init__(self, spec: Specialization, function: Any, launch: JitLaunch) -> None:
+    def __init__(self, spec: Specialization) -> None:
         index = {p.name: i for i, p in enumerate(spec.params)}
         slots: list[_Slot] = []
         for a in kernel_abi(spec):
@@ -82,12 +78,73 @@ class _Plan:
         self.slots = tuple(slots)
         #: (index, name) of the arrays the kernel writes
         self.written = tuple((s[0], s[1]) for s in slots if s[1] in spec.ir.written)
-        self.function = function
-        self.config = raw.LaunchConfig(launch.grid, launch.dim)
-        self.count = tuple(map(raw.u32, launch.count))
         self.arrays_only = all(s[3] is None for s in slots)
+
+
+def _bounded(cache: dict[Any, Any], key: Any, make: Any) -> Any:
+    """``cache[key]``, made by ``make()`` on a miss; the cache is emptied at MAX_SHARED."""
+    found = cache.get(key)
+    if found is None:
+        if len(cache) >= MAX_SHARED:
+            cache.clear()
+        found = cache[key] = make()
+    return found
+
+
+#: Immutable launch pieces shared by all sessions: layouts by specialization key, configs and
+#: hidden-count scalars by launch shape, view metadata scalars by view.
+_LAYOUTS: dict[Any, _Layout] = {}
+_SHAPES: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
+_METAS: dict[Any, tuple[Any, ...]] = {}
+MAX_SHARED = 4096
+
+
+class _Template:
+    """What a plan holds that no session owns — specialization, grid shape, ABI layout, launch
+    config and hidden counts — shared by the jit sessions of one runtime (``rs.resource``)."""
+
+    __slots__ = ("config", "count", "grid", "layout", "spec")
+
+    def __init__(self, launch: JitLaunch) -> None:
+        spec = launch.spec
+        self.spec = spec
+        self.grid = grid_shape(launch.count, launch.grid, launch.dim)
+        self.layout = _bounded(_LAYOUTS, spec.key, lambda: _Layout(spec))
+        self.config, self.count = _bounded(
+            _SHAPES, (launch.grid, launch.dim, launch.count),
+            lambda: (raw.LaunchConfig(launch.grid, launch.dim), tuple(map(raw.u32, launch.count))))
+
+
+class _Plan:
+    """A specialization compiled for one launch shape: what a cached launch replays.
+
+    ``prepared`` is None until the first launch, and again after a borrow upgrade dropped it
+    (with ``current``, the packed arguments it holds).
+    """
+
+    __slots__ = ("arrays_only", "config", "count", "current", "function", "prepared", "slots",
+                 "written")
+
+    def __init__(self, template: _Template, function: Any) -> None:
+        layout = template.layout
+        self.slots = layout.slots
+        self.written = layout.written
+        self.arrays_only = layout.arrays_only
+        self.function = function
+        self.config = template.config
+        self.count = template.count
         self.prepared: Any = None
         self.current: list[Any] | None = None  # the packed arguments ``prepared`` holds
+
+
+def _exact(value: Any) -> bool:
+    """An int or a tuple of ints: a count or dim that may key a cached plan or replay
+    (``4.0 == 4`` hashes alike, and a float count must still be refused by the full checks)."""
+    kind = type(value)
+    return kind is int or (kind is tuple and _INT_ONLY.issuperset(map(type, value)))
+
+
+_INT_ONLY = frozenset({int})
 
 
 class CudaJitSession(JitSession):
@@ -115,6 +172,8 @@ class CudaJitSession(JitSession):
         # (kernel, count, dim, array arguments) -> (plan, packed arguments): launches of arrays
         # only, replayed without converting anything (dropped with a borrow upgrade)
         self._replays: dict[Any, tuple[_Plan, list[Any]]] = {}
+        self._trusted: tuple[Any, ...] = ()  # the first launch of a plan: its checked tensors
+        self._shared: dict[Any, _Template] | None = None  # the runtime's plan templates
 
     # -- backend contract -------------------------------------------------------------------------
     @property
@@ -154,6 +213,9 @@ class CudaJitSession(JitSession):
         """As :meth:`JitSession.launch`. A launch shape seen before replays its prepared plan;
         array arguments seen before with that plan replay their converted form."""
         self._check()
+        if not (_exact(count) and _exact(dim)):  # e.g. a float count: the full checks say why
+            super().launch(kernel, count, dim, *args, **constants)
+            return
         if not constants:
             try:
                 replay = self._replays.get((kernel, count, dim, args))
@@ -177,6 +239,8 @@ class CudaJitSession(JitSession):
             plan = self._plans.get(key)
         except TypeError:  # unhashable count, dim or constant: no plan, launch checked in full
             key = plan = None
+        if plan is None and key is not None:
+            plan = self._shared_plan(key)  # planned by an earlier session of this runtime
         if plan is None:
             self._plan_key = key
             try:
@@ -198,12 +262,42 @@ class CudaJitSession(JitSession):
 
     def _dispatch(self, launch: JitLaunch) -> None:
         """First launch of a plan: compile (cached per runtime), prepare, enqueue."""
-        plan = _Plan(launch.spec, self._function(launch.spec), launch)
-        self._run(plan, launch.args)
-        if self._plan_key is not None:
-            if len(self._plans) >= MAX_PLANS:
-                self._plans.clear()
-            self._plans[self._plan_key] = plan
+        template = _Template(launch)
+        plan = _Plan(template, self._function(template.spec, template.grid))
+        self._trusted = launch.args  # checked by the base class: not checked again
+        try:
+            self._run(plan, launch.args)
+        finally:
+            self._trusted = ()
+        key = self._plan_key
+        if key is not None:
+            self._keep_plan(key, plan)
+            shared = self._templates()
+            if len(shared) >= MAX_PLANS:
+                shared.clear()
+            shared[(key, self.max_grid)] = template
+
+    def _templates(self) -> dict[Any, _Template]:
+        """The runtime's plan templates by (plan key, grid limits), kept in its resources."""
+        if self._shared is None:
+            self._shared = self._rs.resource(("tenferro_host_cuda_jit", "templates"), dict, 0)
+        return self._shared
+
+    def _shared_plan(self, key: Any) -> _Plan | None:
+        """A plan of this session from the runtime's template for ``key``, if there is one:
+        the launch's arguments are then checked and converted by :meth:`_pack` as for any plan
+        (the base class checked the rest — kernel, count, dim, argument kinds — for this key)."""
+        template = self._templates().get((key, self.max_grid))
+        if template is None:
+            return None
+        plan = _Plan(template, self._function(template.spec, template.grid))
+        self._keep_plan(key, plan)
+        return plan
+
+    def _keep_plan(self, key: Any, plan: _Plan) -> None:
+        if len(self._plans) >= MAX_PLANS:
+            self._plans.clear()
+        self._plans[key] = plan
 
     def _run(self, plan: _Plan, values: tuple[Any, ...]) -> list[Any]:
         """Pack the arguments and enqueue: ``launch(args=...)``, or prepare on first use."""
@@ -217,12 +311,12 @@ class CudaJitSession(JitSession):
             plan.prepared.launch(args=packed)
         return packed
 
-    def _function(self, spec: Specialization) -> Any:
-        """The compiled kernel of ``spec``; its module is cached per runtime (``rs.resource``,
-        bounded, counted by image size) under the specialization key, which names the kernel,
-        argument types, constants, target and device arch."""
-        module = self._rs.resource(("tenferro_host_cuda_jit", spec.key),
-                                   lambda: self._rs.compile_nvrtc(generate(spec).source))
+    def _function(self, spec: Specialization, grid: str) -> Any:
+        """The compiled kernel of ``spec`` for the grid shape ``grid``; its module is cached per
+        runtime (``rs.resource``, bounded, counted by image size) under the specialization key,
+        which names the kernel, argument types, constants, target and device arch."""
+        module = self._rs.resource(("tenferro_host_cuda_jit", spec.key, grid),
+                                   lambda: self._rs.compile_nvrtc(generate(spec, grid).source))
         return module.function(kernel_symbol(spec))
 
     # -- arguments --------------------------------------------------------------------------------
@@ -245,6 +339,8 @@ class CudaJitSession(JitSession):
 
     def _tensor(self, name: str, value: Any) -> Tensor:
         """The tensor of an array argument (a Tensor or a binding), checked for this session."""
+        if type(value) is Tensor and value in self._trusted:  # this launch's, checked already
+            return value
         t = value if type(value) is Tensor else self._array_arg(name, value)
         t = require_resident(self.runtime, t, argument=name, op=self.op)
         self._check_layout(name, t)
@@ -256,8 +352,10 @@ class CudaJitSession(JitSession):
         borrow = self._borrows.get(t.storage)
         if borrow is None:
             borrow = self._borrows[t.storage] = _Borrow(self._rs.tensor_strided(t), False)
-        chunk = (borrow.ref, raw.u64(t.offset), raw.u32(t.numel), *map(raw.u32, t.shape),
-                 *map(raw.u32, t.strides))
+        meta = _bounded(_METAS, (t.offset, t.shape, t.strides), lambda: (
+            raw.u64(t.offset), raw.u32(t.numel), *map(raw.u32, t.shape),
+            *map(raw.u32, t.strides)))
+        chunk = (borrow.ref, *meta)
         if len(self._chunks) >= MAX_CHUNKS:
             self._chunks.clear()
         self._chunks[value] = (borrow.exclusive, chunk)

@@ -104,8 +104,8 @@ class UniformBlock:
         self.words.append(int(value) % _U32)
 
     def extend(self, values: Sequence[int]) -> None:
-        for v in values:
-            self.u32(v)
+        """u32 words, as :meth:`u32` (one list operation, not a call per word)."""
+        self.words.extend([int(v) % _U32 for v in values])
 
     def scalar(self, value: float | int | bool, wgsl_type: str) -> None:
         """A scalar parameter's bits: f32 as IEEE bits, f16 widened to f32, ints and bools."""

@@ -21,6 +21,10 @@ from tenferro_host.tensor import Tensor
 from . import wgsl
 from .runtime import WebGpuRuntime, WebGpuStorage
 
+#: id(specialization) -> specialization, for those that passed the portability rule (bounded).
+_PORTABLE: dict[int, Specialization] = {}
+_PORTABLE_MAX = 1024
+
 
 class WebGpuJitSession(JitSession):
     """A DSL session on a WebGPU runtime; its dispatches are one batch, submitted at exit."""
@@ -54,7 +58,15 @@ class WebGpuJitSession(JitSession):
         self.webgpu.queue.release()
 
     def _check_specialization(self, spec: Specialization) -> None:
-        """The portability rule: no f64/i64 ever; f16 only with ``shader-f16``."""
+        """The portability rule: no f64/i64 ever; f16 only with ``shader-f16``.
+
+        The verdict depends on the specialization alone (``shader-f16`` is among its features
+        exactly when the adapter offers it), so one that passed is remembered and the IR walk
+        happens once per specialization, not per launch.
+        """
+        passed = _PORTABLE
+        if passed.get(id(spec)) is spec:
+            return
         for dt, where in wgsl.value_types(spec.ir).items():
             wgsl.wgsl_type(dt, f"{where} of kernel {spec.kernel_name!r}")
             if dt.name == "float16" and not self.webgpu.device_info.shader_f16:
@@ -64,6 +76,9 @@ class WebGpuJitSession(JitSession):
                     backend=self.runtime.name,
                     feature="shader-f16",
                 )
+        if len(passed) >= _PORTABLE_MAX:
+            passed.clear()
+        passed[id(spec)] = spec  # the value keeps the id from being reused
 
     def _dispatch(self, launch: JitLaunch) -> None:
         spec = launch.spec

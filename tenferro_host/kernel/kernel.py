@@ -121,6 +121,8 @@ class Kernel:
         self.const_params = tuple(d for d in self.parsed.params if d.is_const)
         self._cache: OrderedDict[tuple[Any, ...], Specialization] = OrderedDict()
         self._cache_size = cache_size
+        #: (descs, constants, target, features) as given -> the resolved cache key
+        self._keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._hits = 0
         self._misses = 0
         self._lock = threading.Lock()
@@ -235,8 +237,37 @@ class Kernel:
         target: str = "cpu",
         features: Sequence[str] = (),
     ) -> Specialization:
-        """The typed IR for these argument types and constants on ``target`` (cached)."""
-        params, generics, values = self.resolve(arg_descs, constants or {})
+        """The typed IR for these argument types and constants on ``target`` (cached).
+
+        The cache is consulted before :meth:`resolve`: the argument descriptions as given map to
+        the resolved key, so a repeated launch costs two dict lookups (the LRU order and bound
+        are the resolved cache's).
+        """
+        given = (tuple(arg_descs),
+                 tuple((k, type(v), v) for k, v in constants.items()) if constants else (),
+                 target, tuple(features))
+        try:
+            key = self._keys.get(given)
+            hashable = True
+        except TypeError:  # an unhashable constant: resolve, then the resolved key is used
+            key, hashable = None, False
+        if key is not None:
+            with self._lock:
+                found = self._cache.get(key)
+                if found is not None:
+                    self._cache.move_to_end(key)
+                    self._hits += 1
+                    return found
+        spec = self._specialize(arg_descs, constants or {}, target, features)
+        if hashable:
+            if len(self._keys) >= 4 * self._cache_size:
+                self._keys.clear()
+            self._keys[given] = spec.key
+        return spec
+
+    def _specialize(self, arg_descs: Sequence[ArgDesc], constants: Mapping[str, Any],
+                    target: str, features: Sequence[str]) -> Specialization:
+        params, generics, values = self.resolve(arg_descs, constants)
         const_key = tuple((k, type(v).__name__, v) for k, v in sorted(values.items()))
         key = (
             self._token,
@@ -273,6 +304,7 @@ class Kernel:
     def cache_clear(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._keys.clear()
             self._hits = self._misses = 0
 
 

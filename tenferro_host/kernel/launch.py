@@ -38,6 +38,7 @@ from .interpreter import U32_MAX, check_u32_array
 from .kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 
 Grid = tuple[int, int, int]
+_INT_ONLY = frozenset({int})
 
 
 class JitBinding(SessionHandle):
@@ -86,6 +87,9 @@ class JitLaunch:
 
 def as_grid(value: Any, what: str) -> Grid:
     """An int or a sequence of 1-3 non-negative ints as (x, y, z), padding with 1."""
+    if type(value) is tuple and len(value) == 3 and _INT_ONLY.issuperset(map(type, value)):
+        if min(value) >= 0:  # already (x, y, z): checked in C
+            return value
     dims = (value,) if isinstance(value, (int, np.integer)) else value
     try:
         dims = tuple(dims)
@@ -133,6 +137,18 @@ def _scalar_desc(value: Any) -> ScalarDesc | None:
     return None
 
 
+_INT_RANGES: dict[str, tuple[int, int]] = {}
+
+
+def _int_range(dtype: DType) -> tuple[int, int]:
+    """[min, max] of an integer dtype, computed once (``np.iinfo`` costs a launch's worth)."""
+    found = _INT_RANGES.get(dtype.name)
+    if found is None:
+        info = np.iinfo(dtype.numpy)
+        found = _INT_RANGES[dtype.name] = (int(info.min), int(info.max))
+    return found
+
+
 def convert_scalar(name: str, dtype: DType, value: Any) -> np.generic:
     """``value`` (Python or numpy number) as a numpy scalar of ``dtype``, or a typed error."""
     py = value.item() if isinstance(value, np.generic) else value
@@ -149,10 +165,10 @@ def convert_scalar(name: str, dtype: DType, value: Any) -> np.generic:
             raise DTypeError(
                 f"scalar {name!r} is {dtype.name}; pass an int, got {value!r} (convert it "
                 "explicitly if truncation is meant)", argument=name)
-        info = np.iinfo(dtype.numpy)
-        if not info.min <= py <= info.max:
+        lo, hi = _int_range(dtype)
+        if not lo <= py <= hi:
             raise ValidationError(
-                f"scalar {name!r}={py} does not fit {dtype.name} ({info.min}..{info.max})",
+                f"scalar {name!r}={py} does not fit {dtype.name} ({lo}..{hi})",
                 argument=name)
         return dtype.numpy.type(py)
     if not isinstance(py, (int, float)):
@@ -256,7 +272,7 @@ class JitSession(Session):
     # -------------------------------------------------------- shared logic
 
     def _check_layout(self, name: str, t: Tensor) -> None:
-        if any(s < 0 for s in t.strides):
+        if t.strides and min(t.strides) < 0:
             raise UnsupportedError(
                 f"{name} has a negative stride {t.strides}; DSL kernels index with u32 offsets: "
                 "make a compact copy with backend.canonicalize(t)",
@@ -272,8 +288,10 @@ class JitSession(Session):
                     f"argument {name!r} is a binding of another JIT session; bind the tensor in "
                     "this one", argument=name)
             return value.tensor
-        if isinstance(value, Tensor):
-            return self.binding(value).tensor
+        if isinstance(value, Tensor):  # bound implicitly: the binding's checks, no handle
+            t = require_resident(self.runtime, value, argument=name, op=self.op)
+            self._check_layout(name, t)
+            return t
         return None
 
     def _launch(self, kernel: Kernel, count: Any, dim: Any, args: Sequence[Any],

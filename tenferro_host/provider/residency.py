@@ -25,7 +25,8 @@ def require_resident(runtime: Runtime, t: Any, *, argument: str, op: str | None)
             argument=argument,
             op=op,
         )
-    if t.storage.domain == runtime.domain:
+    domain = t.storage.domain
+    if domain is runtime.domain or domain == runtime.domain:  # identity first: no __eq__ call
         return t
     owner = t.storage.runtime
     if owner.kind == "cpu" and runtime.kind != "cpu":

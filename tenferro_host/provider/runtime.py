@@ -27,8 +27,16 @@ if TYPE_CHECKING:
     from ..host import Host
 
 
+_INT_ONLY = frozenset({int})
+#: Compact strides of recently allocated shapes (normalized: tuples of ints only).
+_COMPACT_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
 def normalize_shape(shape: Any) -> tuple[int, ...]:
     """A shape as a tuple of non-negative ints, or ShapeError."""
+    if type(shape) is tuple and _INT_ONLY.issuperset(map(type, shape)):
+        if not shape or min(shape) >= 0:  # the common case, checked in C
+            return shape
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
@@ -145,9 +153,14 @@ class Runtime(ABC):
         return dt
 
     def _new_tensor(self, dt: DType, shape: tuple[int, ...]) -> Tensor:
+        strides = _COMPACT_STRIDES.get(shape)
+        if strides is None:
+            if len(_COMPACT_STRIDES) >= 1024:
+                _COMPACT_STRIDES.clear()
+            strides = _COMPACT_STRIDES[shape] = layout.compact_strides(shape)
         nbytes = layout.numel(shape) * dt.itemsize
         storage = self._allocate(nbytes, dt) if nbytes else Storage(self, 0)
-        return Tensor(storage, dt, shape, layout.compact_strides(shape), 0)
+        return Tensor(storage, dt, shape, strides, 0)
 
     def empty(self, dt: Any, shape: Any) -> Tensor:
         """A fresh compact tensor, uninitialised."""

@@ -28,8 +28,10 @@ _per_thread = threading.local()
 
 
 def _open_runtimes() -> set[Any]:
-    opened = getattr(_per_thread, "runtimes", None)
-    if opened is None:
+    """The runtimes with an open backend session on this thread (keyed by object identity)."""
+    try:
+        opened: set[Any] = _per_thread.runtimes
+    except AttributeError:
         opened = _per_thread.runtimes = set()
     return opened
 
@@ -49,10 +51,13 @@ class Session:
         self.parent = parent
         self._thread = threading.get_ident()
         self._state = _NEW
-        self._children: list[Session] = []
+        self._children: list[Session] | None = None  # made by the first child: none is common
         if parent is not None:
             parent._check()
-            parent._children.append(self)
+            if parent._children is None:
+                parent._children = [self]
+            else:
+                parent._children.append(self)
 
     @property
     def closed(self) -> bool:
@@ -97,12 +102,17 @@ class Session:
         if self._state != _OPEN:
             return
         try:
-            for child in reversed(self._children):
-                child._close(error)
+            children = self._children
+            if children is not None:
+                self._children = None
+                for child in reversed(children):
+                    child._close(error)
             self._on_exit(error)
         finally:
             self._state = _CLOSED
-            self._children.clear()
+            siblings = self.parent._children if self.parent is not None else None
+            if siblings is not None and self in siblings:
+                siblings.remove(self)  # ended: the parent has nothing left to close here
 
     def __enter__(self) -> Any:
         self._open()
@@ -150,26 +160,27 @@ class BackendSession(Session):
     def _on_enter(self) -> None:
         runtime = self.runtime
         opened = _open_runtimes()
-        if runtime.identity in opened:
+        if runtime in opened:
             raise RuntimeStateError(
                 f"a session of runtime {runtime.name!r} is already open on this thread; "
                 "an op that needs another op calls ex.run(op, ...) inside its session"
             )
         runtime.check_usable()
         runtime.retirement.poll()
-        opened.add(runtime.identity)
+        opened.add(runtime)
         try:
             self._exec = runtime.new_exec_session(self)
             self._exec._open()
             runtime.host.notify_session_started(self)
         except BaseException as exc:
-            opened.discard(runtime.identity)
+            opened.discard(runtime)
             if self._exec is not None:
                 self._exec._close(exc)  # release what the exec session acquired on entry
             raise
 
     def _on_exit(self, error: BaseException | None) -> None:
-        _open_runtimes().discard(self.runtime.identity)
+        _open_runtimes().discard(self.runtime)
+        self._exec = None  # no cycle left with its exec session: both are freed by refcount
         self.runtime.host.notify_session_finished(self, error)
 
     def exec_session(self) -> ExecSession:

@@ -212,8 +212,8 @@ def recorded_sources(state: FakeRuntimeState) -> Iterator[None]:
     """Let the fake compiler find each generated source's specialization."""
     original = jit_session.generate
 
-    def generate(spec: Specialization) -> CudaKernelSource:
-        source = original(spec)
+    def generate(spec: Specialization, grid: str = "folded") -> CudaKernelSource:
+        source = original(spec, grid)
         state.sources[source.source] = spec
         return source
 

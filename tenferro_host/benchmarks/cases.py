@@ -1,0 +1,640 @@
+"""The benchmark groups: each builds its cases (and their baselines) in one process.
+
+A group function takes the host, an ``ExitStack`` (sessions held open for the group's whole
+measurement are entered on it and closed after it) and the size settings, and returns a
+:class:`~.timing.Group`. Whatever cannot run here — a backend that is unavailable, a baseline
+library that is not installed or fails to set up — becomes a case with ``fn=None`` and the
+reason, so it is listed as *not run*, never dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ..host import Host
+from .kernels import CUDA_ADD, DSL_OP, WGSL_ADD, dsl_add, register_dsl_op
+from .timing import Case, Group
+
+N = 1024
+BLOCK = 256
+EXT_ADD = "ext_add_kernel.add"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Rounds, batches and bandwidth sizes of a run (``quick`` is a smoke run)."""
+
+    rounds: int = 20
+    batch: int = 200
+    log2_bandwidth: int = 28
+    bandwidth_launches: int = 10
+    bandwidth_rounds: int = 10
+    #: launches per jit session in the WebGPU-vs-CUDA rows (WebGPU pays ~25 ms per session)
+    cross_launches: int = 50
+    compile_rounds: int = 5
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        return cls(
+            rounds=5,
+            batch=50,
+            log2_bandwidth=22,
+            bandwidth_launches=3,
+            bandwidth_rounds=3,
+            cross_launches=3,
+            compile_rounds=2,
+        )
+
+
+# Row names the targets refer to (report.TARGETS).
+CORE_LAUNCH = "cuda.core launch(stream, cfg, kernel, ...)"
+PREPARED = "PreparedLaunch.launch()"
+RS_LAUNCH = "rs.launch(fn, cfg, args) (refs made once)"
+CP_EMPTY = "CuPy cp.empty(1024, float32)"
+ALLOC_OUTPUT = "rs.alloc_output(float32, (1024,))"
+BORROW = "rs.tensor(t) borrow"
+BORROW_MUT = "rs.tensor_mut(t) borrow"
+BACKEND_SESSION = "with backend.session(): exec_session()"
+RAW_SESSION = "with ex.raw(op): pass (enter + exit)"
+RAW_BODY = "in a raw session: alloc_output + tensor_mut + 2x tensor + launch"
+HOST_RUN_RAW = "host.run(ext_add_kernel.add) (cuda-raw variant)"
+HANDLE_RAW = "op handle (cuda-raw variant)"
+HOST_RUN_DSL = "host.run of a DSL op (dsl variant)"
+DSL_SESSION_OP = "with ex.jit(op) + alloc_output + launch (open exec session)"
+DSL_CACHED = "cached DSL launch in an open jit session"
+CPU_NUMPY = "np.add(a, b, out=o)"
+CPU_HOST_RUN = "host.run(ext_add_kernel.add) (cpu variant)"
+CPU_HANDLE = "op handle (cpu variant)"
+WGPU_DIRECT = "wgpu-py: encoder + pass + dispatch + submit (prebuilt bind group)"
+WGPU_HOST_RUN = "host.run(ext_add_kernel.add) (dsl variant)"
+WGPU_HANDLE = "op handle (dsl variant)"
+BW_CUPY = "CuPy RawKernel add"
+BW_SEAM = "seam add (hand-written kernel, PreparedLaunch)"
+BW_DSL = "DSL add (CUDA JIT js.launch)"
+BW_COPY = "CuPy D2D copy (memcpyAsync)"
+XB_WEBGPU = "DSL add on WebGPU (one jit session)"
+XB_CUDA = "DSL add on CUDA JIT (one jit session)"
+NVRTC_COLD = "NVRTC compile + load, cold (unique source)"
+NVRTC_HIT = "NVRTC compile_source, same source again"
+MODULE_HIT = "compiled module from the runtime's cache (rs.resource hit)"
+CUPY_COLD = "CuPy RawModule compile, cold (unique source)"
+
+CUDA_CALL_ROWS = (
+    CORE_LAUNCH,
+    PREPARED,
+    RS_LAUNCH,
+    "CuPy RawKernel",
+    "CuPy RawKernel with cp.empty output",
+    "CuPy a + b",
+    "torch.add(a, b)",
+    "Triton add (preallocated output)",
+    "cupyx.jit add",
+    "numba-cuda add",
+    BACKEND_SESSION,
+    RAW_SESSION,
+    RAW_BODY,
+    ALLOC_OUTPUT,
+    CP_EMPTY,
+    BORROW,
+    BORROW_MUT,
+    HOST_RUN_RAW,
+    HANDLE_RAW,
+    HOST_RUN_DSL,
+    DSL_SESSION_OP,
+    DSL_CACHED,
+)
+
+
+def _unavailable(host: Host, kind: str) -> str | None:
+    status = host.backend_status(kind)
+    return None if status.available else f"backend {kind} unavailable: {status.reason}"
+
+
+def _not_run(key: str, title: str, rows: tuple[str, ...], why: str, unit: str = "us") -> Group:
+    return Group(key, title, [Case(r, None, why) for r in rows], unit=unit)
+
+
+def _has_op(host: Host, name: str) -> bool:
+    return name in host.registry.ops and host.registry.ops[name].status == "ok"
+
+
+def _try(name: str, setup: Callable[[], Callable[[], Any]], nbytes: int = 0) -> Case:
+    """A case whose setup may fail (a missing or broken baseline library): then not run."""
+    try:
+        return Case(name, setup(), nbytes=nbytes)
+    except ImportError as exc:
+        return Case(name, None, f"not installed: {exc}", nbytes=nbytes)
+    except Exception as exc:
+        return Case(name, None, f"setup failed: {type(exc).__name__}: {exc}"[:300], nbytes=nbytes)
+
+
+# -- CPU ------------------------------------------------------------------------------------------
+def cpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
+    """``host.run`` of the example add on the CPU backend against numpy's own call."""
+    key, title = "cpu", f"op call, CPU, {N}-element f32 add"
+    cpu = host.backend("cpu")
+    x = np.ones(N, np.float32)
+    o = np.empty_like(x)
+    a, b = cpu.upload(x), cpu.upload(x)
+    cases = [Case(CPU_NUMPY, lambda: np.add(x, x, out=o))]
+    if _has_op(host, EXT_ADD):
+        handle = host.op(EXT_ADD)
+        cases += [
+            Case(CPU_HOST_RUN, lambda: host.run(EXT_ADD, a, b)),
+            Case(CPU_HANDLE, lambda: handle(a, b)),
+        ]
+    else:
+        cases += [Case(r, None, "ext-add-kernel not installed") for r in (CPU_HOST_RUN, CPU_HANDLE)]
+    return Group(
+        key,
+        title,
+        cases,
+        rounds=sizes.rounds,
+        batch=sizes.batch,
+        profiled=(CPU_HOST_RUN, CPU_HANDLE),
+    )
+
+
+# -- WebGPU ---------------------------------------------------------------------------------------
+def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
+    """``host.run`` of the example add on WebGPU against the same add dispatched by wgpu-py."""
+    key, title = "webgpu", f"op call, WebGPU, {N}-element f32 add"
+    rows = (WGPU_DIRECT, WGPU_HOST_RUN, WGPU_HANDLE)
+    why = _unavailable(host, "webgpu")
+    if why:
+        return _not_run(key, title, rows, why)
+    rt = host.backend("webgpu")
+    ones = np.ones(N, np.float32)
+    a, b = rt.upload(ones), rt.upload(ones)
+    direct, direct_sync = _wgpu_direct(rt.index)
+    cases = [Case(WGPU_DIRECT, direct)]
+    if _has_op(host, EXT_ADD):
+        handle = host.op(EXT_ADD)
+        cases += [
+            Case(WGPU_HOST_RUN, lambda: host.run(EXT_ADD, a, b)),
+            Case(WGPU_HANDLE, lambda: handle(a, b)),
+        ]
+    else:
+        cases += [Case(r, None, "ext-add-kernel not installed") for r in rows[1:]]
+
+    def sync() -> None:
+        rt.synchronize()
+        direct_sync()
+
+    group = Group(
+        key,
+        title,
+        cases,
+        sync,
+        rounds=sizes.rounds,
+        batch=sizes.batch,
+        profiled=(WGPU_DIRECT, WGPU_HOST_RUN, WGPU_HANDLE),
+    )
+    group.notes.append(f"adapter: {rt.device_info.name}")
+    return group
+
+
+def _wgpu_direct(index: int) -> tuple[Callable[[], None], Callable[[], None]]:
+    """One dispatch of ``WGSL_ADD`` through wgpu-py on the runtime's adapter, its own device."""
+    import wgpu
+    from tenferro_host_webgpu.adapters import adapter
+
+    _, wgpu_adapter = adapter(index)
+    device = wgpu_adapter.request_device_sync()
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+    ones = np.ones(N, np.float32)
+    out = device.create_buffer(size=4 * N, usage=usage)
+    lhs = device.create_buffer_with_data(data=ones, usage=usage)
+    rhs = device.create_buffer_with_data(data=ones, usage=usage)
+    shader = device.create_shader_module(code=WGSL_ADD)
+    pipeline = device.create_compute_pipeline(
+        layout="auto", compute={"module": shader, "entry_point": "main"}
+    )
+    group = device.create_bind_group(
+        layout=pipeline.get_bind_group_layout(0),
+        entries=[
+            {"binding": i, "resource": {"buffer": buf}} for i, buf in enumerate((out, lhs, rhs))
+        ],
+    )
+
+    def dispatch() -> None:
+        encoder = device.create_command_encoder()
+        cpass = encoder.begin_compute_pass()
+        cpass.set_pipeline(pipeline)
+        cpass.set_bind_group(0, group)
+        cpass.dispatch_workgroups(N // BLOCK, 1, 1)
+        cpass.end()
+        device.queue.submit([encoder.finish()])
+
+    def sync() -> None:
+        device.queue.read_buffer(out, 0, 4)  # waits for the queue's earlier submissions
+
+    dispatch()
+    got = np.frombuffer(device.queue.read_buffer(out), np.float32)
+    if not (got == 2).all():
+        raise RuntimeError("the direct wgpu-py add computed a wrong result")
+    return dispatch, sync
+
+
+# -- CUDA op call ---------------------------------------------------------------------------------
+def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
+    """The op call on CUDA, every figure beside cuda.core's bare launch of the same add."""
+    key, title = "cuda", f"op call, CUDA, {N}-element f32 add"
+    why = _unavailable(host, "cuda")
+    if why:
+        return _not_run(key, title, CUDA_CALL_ROWS, why)
+    import tenferro_host as tf
+    from tenferro_host.cuda import raw
+
+    register_dsl_op(host)
+    rt = host.backend("cuda")  # host.run, op handles, backend sessions: nothing held open
+    inner = host.new_backend("cuda")  # its sessions stay open for the whole group
+    ones = np.ones(N, np.float32)
+    a, b = rt.upload(ones), rt.upload(ones)
+    ia, ib, im = inner.upload(ones), inner.upload(ones), inner.upload(ones)
+    s = stack.enter_context(inner.session())
+    ex = s.exec_session()
+    rs = stack.enter_context(ex.raw("tenferro_bench.raw"))
+    function = rs.compile_nvrtc(CUDA_ADD).function("add_kernel")
+    out = rs.alloc_output(tf.float32, (N,))
+    args = [rs.tensor_mut(out), rs.tensor(ia), rs.tensor(ib), raw.i32(N)]
+    config = raw.LaunchConfig.flat(N, BLOCK)
+    prepared = rs.prepare(function, config, args)
+    ptrs = [r.data_ptr_unsafe() for r in args[:3]]
+    js = stack.enter_context(ex.jit("tenferro_bench.jit_open"))
+    js_out = js.alloc_output(tf.float32, (N,))
+    count, dim = js.cube_count_1d(N), js.cube_dim_1d()
+    syncs: list[Callable[[], None]] = [rt.synchronize, inner.synchronize]
+
+    def raw_body() -> None:
+        o = rs.alloc_output(tf.float32, (N,))
+        rs.launch(function, config, [rs.tensor_mut(o), rs.tensor(ia), rs.tensor(ib), raw.i32(N)])
+
+    def raw_session() -> None:
+        with ex.raw("tenferro_bench.empty"):
+            pass
+
+    def backend_session() -> None:
+        with rt.session() as bs:
+            tf.cuda.exec_session(bs)
+
+    def dsl_session_op() -> None:
+        with ex.jit(DSL_OP) as j:
+            o = j.alloc_output(tf.float32, (N,))
+            j.launch(dsl_add, count, dim, o, ia, ib)
+
+    cases = [_try(CORE_LAUNCH, lambda: _core_launch(rt, ptrs, syncs))]
+    cases += [
+        Case(PREPARED, prepared.launch),
+        Case(RS_LAUNCH, lambda: rs.launch(function, config, args)),
+    ]
+    cases += _cupy_cases(syncs)
+    cases += [
+        _try("torch.add(a, b)", lambda: _torch_add(syncs)),
+        _try("Triton add (preallocated output)", lambda: _triton_add(syncs)),
+        _try("cupyx.jit add", lambda: _cupyx_jit_add(syncs)),
+        _try("numba-cuda add", lambda: _numba_add(syncs)),
+    ]
+    cases += [
+        Case(BACKEND_SESSION, backend_session),
+        Case(RAW_SESSION, raw_session),
+        Case(RAW_BODY, raw_body),
+        Case(ALLOC_OUTPUT, lambda: rs.alloc_output(tf.float32, (N,))),
+        _try(CP_EMPTY, _cupy_empty),
+        Case(BORROW, lambda: rs.tensor(ia)),
+        Case(BORROW_MUT, lambda: rs.tensor_mut(im)),
+    ]
+    if _has_op(host, EXT_ADD):
+        handle = host.op(EXT_ADD)
+        cases += [
+            Case(HOST_RUN_RAW, lambda: host.run(EXT_ADD, a, b)),
+            Case(HANDLE_RAW, lambda: handle(a, b)),
+        ]
+    else:
+        cases += [Case(r, None, "ext-add-kernel not installed") for r in (HOST_RUN_RAW, HANDLE_RAW)]
+    cases += [
+        Case(HOST_RUN_DSL, lambda: host.run(DSL_OP, a, b)),
+        Case(DSL_SESSION_OP, dsl_session_op),
+        Case(DSL_CACHED, lambda: js.launch(dsl_add, count, dim, js_out, ia, ib)),
+    ]
+    order = {name: i for i, name in enumerate(CUDA_CALL_ROWS)}
+    cases.sort(key=lambda c: order[c.name])
+
+    def sync() -> None:
+        for fn in syncs:
+            fn()
+
+    group = Group(
+        key,
+        title,
+        cases,
+        sync,
+        rounds=sizes.rounds,
+        batch=sizes.batch,
+        profiled=(
+            PREPARED,
+            RS_LAUNCH,
+            BACKEND_SESSION,
+            RAW_SESSION,
+            RAW_BODY,
+            ALLOC_OUTPUT,
+            BORROW,
+            BORROW_MUT,
+            HOST_RUN_RAW,
+            HANDLE_RAW,
+            HOST_RUN_DSL,
+            DSL_SESSION_OP,
+            DSL_CACHED,
+        ),
+    )
+    group.notes.append(f"device: {rt.device_info.name}")
+    return group
+
+
+def _core_launch(rt: Any, ptrs: list[int], syncs: list[Callable[[], None]]) -> Callable[[], Any]:
+    from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+
+    device = Device(rt.index)
+    device.set_current()
+    stream = device.create_stream()
+    kernel = (
+        Program(CUDA_ADD, "c++", ProgramOptions(arch=rt.device_info.arch))
+        .compile("cubin")
+        .get_kernel("add_kernel")
+    )
+    config = LaunchConfig(grid=N // BLOCK, block=BLOCK)
+    n32 = np.int32(N)
+    syncs.append(stream.sync)
+    return lambda: launch(stream, config, kernel, *ptrs, n32)
+
+
+def _cupy_cases(syncs: list[Callable[[], None]]) -> list[Case]:
+    names = ("CuPy RawKernel", "CuPy RawKernel with cp.empty output", "CuPy a + b")
+    try:
+        import cupy
+    except ImportError as exc:
+        return [Case(n, None, f"not installed: {exc}") for n in names]
+    kernel = cupy.RawKernel(CUDA_ADD, "add_kernel")
+    ca, cb = cupy.ones(N, cupy.float32), cupy.ones(N, cupy.float32)
+    cout = cupy.empty(N, cupy.float32)
+    grid, block, n32 = (N // BLOCK,), (BLOCK,), np.int32(N)
+    syncs.append(cupy.cuda.Device().synchronize)
+
+    def with_empty() -> None:
+        o = cupy.empty(N, cupy.float32)
+        kernel(grid, block, (o, ca, cb, n32))
+
+    return [
+        _try(names[0], lambda: lambda: kernel(grid, block, (cout, ca, cb, n32))),
+        _try(names[1], lambda: with_empty),
+        _try(names[2], lambda: lambda: ca + cb),
+    ]
+
+
+def _cupy_empty() -> Callable[[], Any]:
+    import cupy
+
+    return lambda: cupy.empty(N, cupy.float32)
+
+
+def _torch_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
+    import torch
+
+    ta, tb = torch.ones(N, device="cuda"), torch.ones(N, device="cuda")
+    syncs.append(torch.cuda.synchronize)
+    return lambda: torch.add(ta, tb)
+
+
+def _triton_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
+    import torch
+
+    from .triton_add import add
+
+    if add is None:
+        raise ImportError("No module named 'triton'")
+    ta, tb = torch.ones(N, device="cuda"), torch.ones(N, device="cuda")
+    to = torch.empty(N, device="cuda")
+    add(ta, tb, to)  # compile outside the timing
+    syncs.append(torch.cuda.synchronize)
+    return lambda: add(ta, tb, to)
+
+
+def _cupyx_jit_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
+    import cupy
+    from cupyx import jit
+
+    @jit.rawkernel()
+    def add(out: Any, lhs: Any, rhs: Any, n: Any) -> None:
+        i = jit.blockIdx.x * jit.blockDim.x + jit.threadIdx.x
+        if i < n:
+            out[i] = lhs[i] + rhs[i]
+
+    ca, cb = cupy.ones(N, cupy.float32), cupy.ones(N, cupy.float32)
+    cout = cupy.empty(N, cupy.float32)
+    grid, block, n32 = (N // BLOCK,), (BLOCK,), np.int32(N)
+    add(grid, block, (cout, ca, cb, n32))  # compile outside the timing
+    syncs.append(cupy.cuda.Device().synchronize)
+    return lambda: add(grid, block, (cout, ca, cb, n32))
+
+
+def _numba_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
+    from numba import cuda
+
+    from .numba_add import make_add
+
+    add = make_add()
+    ones = np.ones(N, np.float32)
+    da, db, do = cuda.to_device(ones), cuda.to_device(ones), cuda.device_array(N, np.float32)
+    launch = add[N // BLOCK, BLOCK]
+    launch(do, da, db)  # compile outside the timing
+    syncs.append(cuda.synchronize)
+    return lambda: launch(do, da, db)
+
+
+# -- CUDA bandwidth -------------------------------------------------------------------------------
+def cuda_bandwidth(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
+    """Device bandwidth of the add at 2^28 f32: seam vs CuPy, DSL vs hand-written, D2D copy."""
+    n = 1 << sizes.log2_bandwidth
+    key, title = "cuda-bandwidth", f"bandwidth, CUDA, 2^{sizes.log2_bandwidth} f32 (read + written)"
+    rows = (BW_CUPY, BW_SEAM, BW_DSL, BW_COPY)
+    why = _unavailable(host, "cuda")
+    if why:
+        return _not_run(key, title, rows, why, unit="GB/s")
+    import tenferro_host as tf
+    from tenferro_host.cuda import raw
+
+    rt = host.new_backend("cuda")
+    x, y = rt.zeros(tf.float32, (n,)), rt.zeros(tf.float32, (n,))
+    s = stack.enter_context(rt.session())
+    ex = s.exec_session()
+    rs = stack.enter_context(ex.raw("tenferro_bench.bandwidth"))
+    function = rs.compile_nvrtc(CUDA_ADD).function("add_kernel")
+    out = rs.alloc_output(tf.float32, (n,))
+    prepared = rs.prepare(
+        function,
+        raw.LaunchConfig.flat(n, BLOCK),
+        [rs.tensor_mut(out), rs.tensor(x), rs.tensor(y), raw.i32(n)],
+    )
+    js = stack.enter_context(ex.jit("tenferro_bench.bandwidth_dsl"))
+    dsl_out = js.alloc_output(tf.float32, (n,))
+    count, dim = js.cube_count_1d(n), js.cube_dim_1d()
+    add_bytes = 3 * 4 * n
+    syncs: list[Callable[[], None]] = [rt.synchronize]
+
+    def cupy_add() -> Callable[[], Any]:
+        import cupy
+
+        kernel = cupy.RawKernel(CUDA_ADD, "add_kernel")
+        ca, cb, co = (cupy.zeros(n, cupy.float32) for _ in range(3))
+        syncs.append(cupy.cuda.Device().synchronize)
+        grid, block, n32 = (-(-n // BLOCK),), (BLOCK,), np.int32(n)
+        return lambda: kernel(grid, block, (co, ca, cb, n32))
+
+    def cupy_copy() -> Callable[[], Any]:
+        import cupy
+
+        src, dst = cupy.zeros(n, cupy.float32), cupy.empty(n, cupy.float32)
+        return lambda: dst.data.copy_from_device_async(src.data, 4 * n)
+
+    cases = [
+        _try(BW_CUPY, cupy_add, add_bytes),
+        Case(BW_SEAM, prepared.launch, nbytes=add_bytes),
+        Case(BW_DSL, lambda: js.launch(dsl_add, count, dim, dsl_out, x, y), nbytes=add_bytes),
+        _try(BW_COPY, cupy_copy, 2 * 4 * n),
+    ]
+
+    def sync() -> None:
+        for fn in syncs:
+            fn()
+
+    return Group(
+        key,
+        title,
+        cases,
+        sync,
+        unit="GB/s",
+        batch=sizes.bandwidth_launches,
+        rounds=sizes.bandwidth_rounds,
+        sync_in_timing=True,
+    )
+
+
+# -- WebGPU vs CUDA JIT ---------------------------------------------------------------------------
+def dsl_cross_backend(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
+    """One DSL kernel object on WebGPU and on CUDA JIT: the add's bandwidth, same sizes."""
+    n = 1 << sizes.log2_bandwidth
+    launches = sizes.cross_launches
+    key = "dsl-backends"
+    title = (
+        f"the DSL add on WebGPU vs CUDA JIT, 2^{sizes.log2_bandwidth} f32, {launches} "
+        "launches per jit session"
+    )
+
+    syncs: list[Callable[[], None]] = []
+    cases = []
+    for kind, name in (("webgpu", XB_WEBGPU), ("cuda", XB_CUDA)):
+        why = _unavailable(host, kind)
+        if why:
+            cases.append(Case(name, None, why, nbytes=3 * 4 * n * launches))
+            continue
+        cases.append(
+            _try(
+                name,
+                partial(_dsl_sessions, host, stack, kind, n, launches, syncs),
+                3 * 4 * n * launches,
+            )
+        )
+
+    def sync() -> None:
+        for fn in syncs:
+            fn()
+
+    return Group(
+        key,
+        title,
+        cases,
+        sync,
+        unit="GB/s",
+        batch=1,
+        rounds=sizes.bandwidth_rounds,
+        sync_in_timing=True,
+    )
+
+
+def _dsl_sessions(
+    host: Host, stack: ExitStack, kind: str, n: int, launches: int, syncs: list[Callable[[], None]]
+) -> Callable[[], None]:
+    """One jit session of ``launches`` DSL adds over ``n`` elements on a new ``kind`` runtime."""
+    import tenferro_host as tf
+
+    rt = host.new_backend(kind)
+    x, y = rt.zeros(tf.float32, (n,)), rt.zeros(tf.float32, (n,))
+    ex = stack.enter_context(rt.session()).exec_session()
+    syncs.append(rt.synchronize)
+
+    def session() -> None:
+        with ex.jit("tenferro_bench.dsl_backends") as js:
+            out = js.alloc_output(tf.float32, (n,))
+            count, dim = js.cube_count_1d(n), js.cube_dim_1d()
+            for _ in range(launches):
+                js.launch(dsl_add, count, dim, out, x, y)
+
+    return session
+
+
+# -- compile --------------------------------------------------------------------------------------
+_unique = itertools.count()
+
+
+def compile_times(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
+    """NVRTC cold (a source never seen), a repeated source and the in-memory module cache's
+    hit, beside CuPy's cold compile."""
+    key, title = "compile", "compile, CUDA (the add kernel), ms per compile"
+    rows = (NVRTC_COLD, NVRTC_HIT, MODULE_HIT, CUPY_COLD)
+    why = _unavailable(host, "cuda")
+    if why:
+        return _not_run(key, title, rows, why, unit="ms")
+    from tenferro_host_cuda.nvrtc import compile_source
+
+    rt = host.new_backend("cuda")
+    s = stack.enter_context(rt.session())
+    rs = stack.enter_context(s.exec_session().raw("tenferro_bench.compile"))
+    arch = rt.device_info.arch
+
+    def fresh() -> str:
+        return f"{CUDA_ADD}\n// tenferro bench {next(_unique)}\n"
+
+    def cupy_cold() -> Callable[[], Any]:
+        import cupy
+
+        return lambda: cupy.RawModule(code=fresh()).get_function("add_kernel")
+
+    cases = [
+        Case(NVRTC_COLD, lambda: rs.compile_nvrtc(fresh())),
+        Case(NVRTC_HIT, lambda: compile_source(CUDA_ADD, device_arch=arch, name="bench.cu")),
+        Case(
+            MODULE_HIT,
+            lambda: rs.resource(("tenferro_bench", "add"), lambda: rs.compile_nvrtc(CUDA_ADD)),
+        ),
+        _try(CUPY_COLD, cupy_cold),
+    ]
+    return Group(key, title, cases, rt.synchronize, unit="ms", batch=1, rounds=sizes.compile_rounds)
+
+
+GROUPS: dict[str, Callable[[Host, ExitStack, Sizes], Group]] = {
+    "cpu": cpu_op_call,
+    "webgpu": webgpu_op_call,
+    "cuda": cuda_op_call,
+    "cuda-bandwidth": cuda_bandwidth,
+    "dsl-backends": dsl_cross_backend,
+    "compile": compile_times,
+}
+
+__all__ = ["GROUPS", "Sizes"]

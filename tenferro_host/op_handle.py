@@ -1,0 +1,317 @@
+"""Op handles: an operation resolved once, then called at the cost of its checks.
+
+``host.op(name)`` looks the op up in the registry, reads its signature (input count, attribute
+types, dtype and shape rules) and picks its variant per runtime kind once; calling the handle
+then does only what the contract requires per call — inputs are tensors of the session's
+allocation domain, attributes have their declared types, and the variant's outputs are Tensors
+of the session's runtime with the dtypes and shapes the signature's rules give. ``host.run``
+and ``ex.run`` go through the same handles (the torch.ops idea: resolve by name once).
+
+>>> import numpy as np, tenferro_host as tf
+>>> host = tf.Host()
+>>> spec = tf.OpSpec(
+...     name="doc.scale",
+...     signature=tf.Signature(inputs=("x",), attributes={"factor": float}),
+...     reference=lambda x, factor=1.0: x * factor,
+...     variants={"cpu": lambda ex, x, factor=1.0: ex.runtime.upload(x.download() * factor)},
+... )
+>>> view = host.registry.staging("doc"); view.add_op(spec); view.commit()
+>>> scale = host.op("doc.scale")
+>>> x = host.backend("cpu").upload(np.ones(2, np.float32))
+>>> scale(x, factor=3).download().tolist()  # an int where a float is declared converts
+[3.0, 3.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .dtypes import DType, dtype
+from .errors import (
+    DTypeError,
+    ForeignRuntimeError,
+    ShapeError,
+    UnsupportedError,
+    ValidationError,
+)
+from .tensor import Tensor
+
+if TYPE_CHECKING:
+    from .host import Host
+    from .ops import OpSpec
+    from .provider.runtime import Runtime
+    from .provider.session import ExecSession
+    from .registry import OpRecord
+
+
+class OpHandle:
+    """A registered op resolved once: call it like ``host.run(name, ...)`` without the name.
+
+    ``handle(*tensors, backend=None, **attrs)`` opens a session on the tensors' runtime;
+    ``handle.run_in(ex, tensors, attrs)`` runs inside an open exec session (what ``ex.run``
+    does). The variant chosen for each runtime kind is cached in the handle.
+    """
+
+    __slots__ = (
+        "_attr_types",
+        "_host",
+        "_inputs",
+        "_outputs",
+        "_same",
+        "_variants",
+        "name",
+        "record",
+        "spec",
+    )
+
+    def __init__(self, host: Host, record: OpRecord) -> None:
+        assert record.spec is not None
+        self._host = host
+        self.record = record
+        self.spec: OpSpec = record.spec
+        self.name = record.name
+        sig = self.spec.signature
+        self._inputs = tuple(sig.inputs)
+        self._outputs = tuple(sig.outputs)
+        self._attr_types = dict(sig.attributes)
+        self._same = (
+            len(self._outputs) == 1 and sig.dtype_rule == "same" and sig.shape_rule == "same"
+        )
+        #: runtime kind -> (variant kind, variant callable)
+        self._variants: dict[str, tuple[str, Callable[..., Any]]] = {}
+
+    def __repr__(self) -> str:
+        return f"<OpHandle {self.name}>"
+
+    def __call__(self, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:
+        """Run the op on the backend its first tensor lives on (or ``backend``), in a session."""
+        if backend is not None:
+            runtime = self._host.backend(backend)
+        elif tensors:
+            first = tensors[0]
+            runtime = (
+                first.storage.runtime
+                if type(first) is Tensor
+                else owner(first, self._inputs[0] if self._inputs else "tensors", self.name)
+            )
+        else:
+            raise ValidationError(
+                f"op {self.name!r} got no tensors; pass tensors or backend=...",
+                argument="tensors",
+                op=self.name,
+            )
+        with runtime.session() as s:
+            return self.run_in(s.exec_session(), tensors, attrs)
+
+    def run_in(self, ex: ExecSession, tensors: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        """Run the op inside the open exec session ``ex``; check inputs, attributes, outputs."""
+        name = self.name
+        inputs = self._inputs
+        if len(tensors) != len(inputs):
+            raise self._arity_error(tensors)
+        if attrs:
+            attrs = self._checked_attributes(attrs)
+        runtime = ex.runtime
+        domain = runtime.domain
+        for arg, t in zip(inputs, tensors, strict=True):
+            rt = t.storage.runtime if type(t) is Tensor else owner(t, arg, name)
+            if rt.domain is not domain and rt.domain != domain:
+                raise ForeignRuntimeError(
+                    f"input {arg!r} lives on {rt.name!r}, the session runs on "
+                    f"{runtime.name!r}; move it explicitly (upload/download or a copy_from_*)",
+                    op=name,
+                )
+        chosen = self._variants.get(runtime.kind)
+        if chosen is None:
+            chosen = self._resolve_variant(runtime)
+        result = chosen[1](ex, *tensors, **attrs)
+        if (
+            self._same
+            and type(result) is Tensor
+            and tensors
+            and result.storage.runtime is runtime
+            and result.dtype is tensors[0].dtype
+            and result.shape == tensors[0].shape
+        ):
+            return result  # one output as the "same" rules give: the common case, inline
+        self._check_outputs(result, tensors, runtime, chosen[0])
+        return result
+
+    # -- resolved once ---------------------------------------------------------------------------
+    def _resolve_variant(self, runtime: Runtime) -> tuple[str, Callable[..., Any]]:
+        has_jit = self._host.registry.jit_factory(runtime.kind) is not None
+        kind = self.spec.variant_kind_for(runtime.kind, has_jit)
+        if kind is None:
+            raise UnsupportedError(
+                f"op {self.name!r} has no variant for backend {runtime.name!r} "
+                f"(it has {', '.join(self.spec.variants)})",
+                backend=runtime.name,
+                feature="variant",
+                op=self.name,
+            )
+        chosen = self._variants[runtime.kind] = (kind, self.spec.variants[kind])
+        return chosen
+
+    # -- per-call checks (each done once) ----------------------------------------------------------
+    def _arity_error(self, tensors: Sequence[Any]) -> ValidationError:
+        inputs = self._inputs
+        message = (
+            f"op {self.name!r} takes {len(inputs)} tensors ({', '.join(inputs)}), "
+            f"got {len(tensors)}"
+        )
+        extra = [t for t in tensors[len(inputs) :] if not isinstance(t, Tensor)]
+        if len(tensors) > len(inputs) and extra:
+            if self._attr_types:
+                example = ", ".join(
+                    f"{a}={v!r}" for a, v in zip(self._attr_types, extra, strict=False)
+                )
+                message += (
+                    f"; attributes go by keyword, e.g. host.run({self.name!r}, ..., {example})"
+                )
+            else:
+                message += "; it takes no attributes"
+        return ValidationError(message, argument="tensors", op=self.name)
+
+    def _checked_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        declared = self._attr_types
+        unknown = [a for a in attrs if a not in declared]
+        if unknown:
+            raise ValidationError(
+                f"op {self.name!r} has no attributes {sorted(unknown)}; "
+                f"it takes {sorted(declared) or 'none'}",
+                argument=sorted(unknown)[0],
+                op=self.name,
+            )
+        converted = None
+        for key, value in attrs.items():
+            want = declared[key]
+            if type(value) is want:
+                continue
+            good = convert_attribute(value, want)
+            if good is _REFUSED:
+                raise ValidationError(
+                    f"op {self.name!r}: attribute {key!r} is declared {want.__name__}, "
+                    f"got {type(value).__name__} {value!r}",
+                    argument=key,
+                    op=self.name,
+                )
+            if converted is None:
+                converted = dict(attrs)
+            converted[key] = good
+        return attrs if converted is None else converted
+
+    def _check_outputs(
+        self, result: Any, tensors: Sequence[Any], runtime: Runtime, variant: str
+    ) -> None:
+        outputs = self._outputs
+        if len(outputs) == 1:
+            values: Sequence[Any] = (result,)
+        elif isinstance(result, (tuple, list)) and len(result) == len(outputs):
+            values = result
+        else:
+            got = (
+                f"{len(result)} values"
+                if isinstance(result, (tuple, list))
+                else f"a {type(result).__name__}"
+            )
+            raise ValidationError(
+                f"op {self.name!r} (variant {variant!r}) declares {len(outputs)} outputs "
+                f"({', '.join(outputs)}) and returned {got}",
+                argument="outputs",
+                op=self.name,
+            )
+        sig = self.spec.signature
+        dtypes = shapes = None
+        for i, (out_name, value) in enumerate(zip(outputs, values, strict=True)):
+            where = f"op {self.name!r} (variant {variant!r}) output {out_name!r}"
+            if type(value) is not Tensor and not isinstance(value, Tensor):
+                raise ValidationError(
+                    f"{where} is a {type(value).__name__}, not a Tensor of {runtime.name!r}; "
+                    "allocate outputs with the session's runtime",
+                    argument=out_name,
+                    op=self.name,
+                )
+            rt = value.storage.runtime
+            if rt is not runtime:
+                raise ForeignRuntimeError(
+                    f"{where} lives on {rt.name!r}, the session runs on {runtime.name!r}; "
+                    "allocate outputs with the session's runtime",
+                    op=self.name,
+                )
+            if not tensors:
+                continue  # no inputs: the rules have nothing to derive from
+            if dtypes is None:
+                dtypes = output_rule(sig.dtype_rule, [t.dtype for t in tensors], len(outputs))
+                shapes = output_rule(sig.shape_rule, [t.shape for t in tensors], len(outputs))
+            assert shapes is not None
+            want_dtype = dtypes[i]
+            if value.dtype is not want_dtype and value.dtype != dtype(want_dtype):
+                raise DTypeError(
+                    f"{where} is {value.dtype.name}; the signature's dtype rule gives "
+                    f"{dtype(want_dtype).name}",
+                    argument=out_name,
+                    op=self.name,
+                )
+            if value.shape != tuple(shapes[i]):
+                raise ShapeError(
+                    f"{where} has shape {value.shape}; the signature's shape rule gives "
+                    f"{tuple(shapes[i])}",
+                    argument=out_name,
+                    op=self.name,
+                )
+
+
+_REFUSED = object()
+
+
+def convert_attribute(value: Any, want: type) -> Any:
+    """``value`` as the declared type ``want``, or ``_REFUSED``: an int (or numpy integer)
+    converts where a float is declared, a numpy scalar to its Python type; bools stay bools."""
+    if isinstance(value, bool) or isinstance(value, np.bool_):
+        return bool(value) if want is bool else _REFUSED
+    if want is float and isinstance(value, (int, float, np.integer, np.floating)):
+        return float(value)
+    if want is int and isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, want):
+        return value
+    return _REFUSED
+
+
+def output_rule(rule: Any, values: list[Any], n_outputs: int) -> tuple[Any, ...]:
+    """What a ``dtype_rule``/``shape_rule`` gives for the inputs' dtypes or shapes, one per
+    output: ``"same"`` repeats the first input's; a callable gets them positionally and returns
+    one value (a single output) or a tuple of ``n_outputs``."""
+    if rule == "same":
+        return (values[0],) * n_outputs
+    got = rule(*values)
+    if n_outputs == 1 and not _is_sequence_of_outputs(got):
+        return (got,)
+    return tuple(got)
+
+
+def _is_sequence_of_outputs(value: Any) -> bool:
+    """A shape rule's single shape is a tuple of ints; several outputs are a tuple of shapes."""
+    if isinstance(value, (str, DType)) or not isinstance(value, (tuple, list)):
+        return False
+    return bool(value) and not isinstance(value[0], (int, np.integer))
+
+
+def owner(t: Any, argument: str = "tensors", op: str | None = None) -> Runtime:
+    """The runtime of tensor ``t``; a typed error naming ``argument`` for anything else."""
+    if isinstance(t, Tensor):
+        return t.storage.runtime
+    if hasattr(t, "__array__"):
+        raise ForeignRuntimeError(
+            f"{argument} is a {type(t).__name__}, not a tensor; upload it first (backend.upload)",
+            op=op,
+        )
+    raise ValidationError(
+        f"{argument} must be a Tensor, got {type(t).__name__}", argument=argument, op=op
+    )
+
+
+__all__ = ["OpHandle", "convert_attribute", "output_rule", "owner"]

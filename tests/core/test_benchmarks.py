@@ -1,0 +1,149 @@
+"""The benchmark suite's machinery: sampling, not-run rows, target verdicts, the report files.
+
+No timed assertion: the figures are whatever this machine measures; what is checked is that
+every row is reported (measured, not run with its reason, or failed with its error) and that
+verdicts follow the numbers.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tenferro_host import benchmarks
+from tenferro_host.benchmarks import cases, report
+from tenferro_host.benchmarks.timing import Case, Group, Result, measure
+
+
+def test_measure_reports_every_case_whatever_happens():
+    calls = []
+
+    def boom():
+        raise RuntimeError("broken baseline")
+
+    group = Group(
+        "g",
+        "a group",
+        [
+            Case("ok", lambda: calls.append(1)),
+            Case("boom", boom),
+            Case("absent", None, "not installed: x"),
+        ],
+        rounds=3,
+        batch=4,
+    )
+    steps = []
+    rows = {r.name: r for r in measure(group, lambda: steps.append(1))}
+    assert rows["ok"].status == "ok" and rows["ok"].samples == 3 and rows["ok"].median > 0
+    assert len(calls) == 4 * (1 + 3)  # one warm-up batch, then one batch per round
+    assert rows["boom"].status == "failed" and "broken baseline" in rows["boom"].note
+    assert rows["absent"].status == "not run" and rows["absent"].note == "not installed: x"
+    assert len(steps) == 3
+
+
+def test_bandwidth_rows_are_bytes_per_second():
+    group = Group(
+        "g",
+        "bw",
+        [Case("copy", lambda: None, nbytes=10**9)],
+        unit="GB/s",
+        rounds=2,
+        batch=1,
+        sync_in_timing=True,
+    )
+    (row,) = measure(group)
+    assert row.median > 1  # 1 GB in far less than a second
+
+
+def result(group, name, median, status="ok"):
+    return Result(group, name, "us", status, median, median, median, 1)
+
+
+def test_targets_are_ratios_to_the_baseline_of_the_same_run():
+    rows = [
+        result("cuda", cases.CORE_LAUNCH, 5.0),
+        result("cuda", cases.HOST_RUN_RAW, 9.0),
+        result("cuda", cases.HANDLE_RAW, 8.0),
+        result("cpu", cases.CPU_HOST_RUN, 4.0),
+    ]
+    verdicts = {t["row"]: t for t in report.evaluate(rows)}
+    assert verdicts[cases.HOST_RUN_RAW]["verdict"] == "met"
+    assert verdicts[cases.HOST_RUN_RAW]["value"] == pytest.approx(1.8)
+    missed = verdicts[cases.HANDLE_RAW]
+    assert missed["verdict"] == "missed" and missed["by"] == pytest.approx(1.6 / 1.5)
+    assert verdicts[cases.CPU_HOST_RUN]["verdict"] == "met"  # absolute: 4 µs <= 5 µs
+    assert verdicts[cases.RAW_SESSION]["verdict"] == "not measured"
+    assert verdicts[cases.BW_DSL]["verdict"] == "not measured"
+
+
+def test_a_quick_cpu_run_writes_report_json_and_chart(tmp_path):
+    path = tmp_path / "docs" / "performance.md"
+    done = benchmarks.run(quick=True, report_path=path, only=("cpu",))
+    text = path.read_text()
+    assert "## op call, CPU, 1024-element f32 add" in text
+    assert cases.CPU_NUMPY in text and cases.CPU_HOST_RUN in text
+    assert "| host.run on the CPU backend, 1k add (µs) | <= 5 |" in text
+    data = json.loads(path.with_suffix(".json").read_text())
+    assert data["schema_version"] == 1 and data["command"] == "tenferro-host bench"
+    assert {r["name"] for r in data["results"]} == {
+        cases.CPU_NUMPY,
+        cases.CPU_HOST_RUN,
+        cases.CPU_HANDLE,
+    }
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "chart not written: matplotlib missing" in text
+    else:
+        assert path.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+        assert str(path.with_suffix(".png")) in done["files"]
+
+
+def test_unavailable_backends_list_their_rows_as_not_run(host, monkeypatch):
+    from contextlib import ExitStack
+
+    from tenferro_host.registry import BackendStatus
+
+    monkeypatch.setattr(
+        host, "backend_status", lambda kind: BackendStatus(kind, False, f"no {kind} here")
+    )
+    with ExitStack() as stack:
+        group = cases.cuda_op_call(host, stack, cases.Sizes.quick())
+    assert [c.name for c in group.cases] == list(cases.CUDA_CALL_ROWS)
+    assert all(
+        c.fn is None and c.note == "backend cuda unavailable: no cuda here" for c in group.cases
+    )
+
+
+def test_the_bench_command_prints_the_targets_and_the_files(tmp_path, capsys):
+    from tenferro_host.cli import main
+
+    report_path = tmp_path / "perf.md"
+    assert (
+        main(
+            [
+                "bench",
+                "--quick",
+                "--only",
+                "cpu",
+                "--report",
+                str(report_path),
+                "--json",
+                str(tmp_path / "out.json"),
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "targets" in out and f"wrote {report_path}" in out
+    assert json.loads((tmp_path / "out.json").read_text())["command"].startswith(
+        "tenferro-host bench --quick --only cpu"
+    )
+
+
+def test_an_unknown_group_is_a_usage_error(capsys):
+    from tenferro_host.cli import main
+
+    assert main(["bench", "--only", "gpu"]) == 2
+    assert "no benchmark group 'gpu'; the groups are cpu, webgpu, cuda" in capsys.readouterr().err

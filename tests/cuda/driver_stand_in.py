@@ -1,0 +1,188 @@
+"""A recording stand-in for the CUDA driver and a CudaRuntime built on it, without a GPU.
+
+Every driver call the runtime, its sessions and raw sessions make is recorded by name, so tests
+prove hot paths by counting driver calls (the allocator, the context guard, events) and
+cProfile counts Python calls of a whole cuda-raw op. Only what those paths call exists here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import types
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tenferro_host_cuda import driver, raw
+from tenferro_host_cuda.block_cache import BlockCache
+from tenferro_host_cuda.module import Function
+from tenferro_host_cuda.runtime import CudaRuntime
+
+from tenferro_host.identity import AllocationDomainId, RuntimeIdentity
+from tenferro_host.provider import ResourceCache
+from tenferro_host.provider.counters import Counters
+from tenferro_host.provider.retirement import RetirementQueue
+
+CTX = 7
+STREAM = 0x5000
+
+
+class RecordingDriver:
+    """The driver calls of the allocator, sessions and events, recorded as (name, argument);
+    ``oom`` makes the next allocations fail with CUDA_ERROR_OUT_OF_MEMORY."""
+
+    CUmemPool_attribute = types.SimpleNamespace(
+        CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT=1,
+        CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH=2,
+        CU_MEMPOOL_ATTR_USED_MEM_CURRENT=3,
+        CU_MEMPOOL_ATTR_USED_MEM_HIGH=4,
+    )
+    CUevent_flags = types.SimpleNamespace(CU_EVENT_DISABLE_TIMING=2)
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.live: dict[int, int] = {}
+        self.next = 0x10000
+        self.oom = 0
+        self._events = itertools.count(1)
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+    def cuCtxGetCurrent(self):  # noqa: N802 - the driver's names
+        self.calls.append(("cuCtxGetCurrent", None))
+        return (0, CTX)
+
+    def cuMemAllocFromPoolAsync(self, nbytes, pool, stream):  # noqa: N802
+        self.calls.append(("alloc", nbytes))
+        if self.oom:
+            self.oom -= 1
+            return (driver.OUT_OF_MEMORY, None)
+        ptr, self.next = self.next, self.next + nbytes
+        self.live[ptr] = nbytes
+        return (0, ptr)
+
+    def cuMemFreeAsync(self, ptr, stream):  # noqa: N802
+        self.calls.append(("free", ptr))
+        del self.live[ptr]
+        return (0,)
+
+    def cuMemPoolTrimTo(self, pool, keep):  # noqa: N802
+        self.calls.append(("trim", keep))
+        return (0,)
+
+    def cuMemPoolGetAttribute(self, pool, attr):  # noqa: N802
+        return (0, sum(self.live.values()))
+
+    def cuEventCreate(self, flags):  # noqa: N802
+        self.calls.append(("cuEventCreate", flags))
+        return (0, next(self._events))
+
+    def cuEventRecord(self, event, stream):  # noqa: N802
+        self.calls.append(("cuEventRecord", event))
+        return (0,)
+
+    def cuEventQuery(self, event):  # noqa: N802
+        self.calls.append(("cuEventQuery", event))
+        return (0,)
+
+    def cuGetErrorName(self, err):  # noqa: N802
+        return (0, b"CUDA_ERROR_OUT_OF_MEMORY")
+
+    def cuGetErrorString(self, err):  # noqa: N802
+        return (0, b"out of memory")
+
+    def CUresult(self, code):  # noqa: N802
+        return code
+
+
+@contextmanager
+def recording_driver() -> Iterator[RecordingDriver]:
+    """``drv()`` answers with a RecordingDriver for the block."""
+    recording = RecordingDriver()
+    saved, driver._driver = driver._driver, recording
+    try:
+        yield recording
+    finally:
+        driver._driver = saved
+
+
+DEVICE = types.SimpleNamespace(
+    arch="sm_90",
+    name="stand-in",
+    max_grid_dims=(2**31 - 1, 65535, 65535),
+    max_block_dims=(1024, 1024, 64),
+    max_threads_per_block=1024,
+    max_shared_memory_per_block_optin=232448,
+)
+
+
+def stand_in_runtime(host: Any, **blocks: int) -> CudaRuntime:
+    """A CudaRuntime's state over the recording driver (no device behind it)."""
+    rt = object.__new__(CudaRuntime)
+    rt.host, rt.kind, rt.index, rt.software = host, "cuda", 0, False
+    rt.identity, rt.domain = RuntimeIdentity.new(), AllocationDomainId.new()
+    rt.counters = Counters()
+    rt.retirement = RetirementQueue(rt.counters, is_done=rt._event_done, wait=lambda e: None)
+    rt._capabilities = None
+    rt._info = DEVICE
+    rt.uuid_bytes = b"\x01" * 16
+    rt.primary = driver.PrimaryContext(CTX)
+    rt.blocks = BlockCache(**blocks)
+    rt.resources = ResourceCache()
+    rt.debug_sync = False
+    rt._deferred = deque()
+    rt._events = []
+    rt._closed = False
+    rt._pool = object()
+    rt._stream = STREAM
+    rt._core_stream = object()
+    rt.deferred_errors = 0
+    rt.module_counts = {"loaded": 0, "unloaded": 0}
+    return rt
+
+
+class StandInOwner:
+    """What a raw session leases for a module until the stream passes its last launch."""
+
+    def __init__(self) -> None:
+        self.released = 0
+
+    def release(self) -> None:
+        self.released += 1
+
+
+class StandInModule:
+    """A loaded module whose kernels take ``param_sizes`` (no driver behind them)."""
+
+    def __init__(self, rt: CudaRuntime, param_sizes: tuple[int, ...]) -> None:
+        self.runtime = rt
+        self.param_sizes = param_sizes
+        self._functions: dict[str, Function] = {}
+
+    def function(self, name: str) -> Function:
+        found = self._functions.get(name)
+        if found is None:
+            found = object.__new__(Function)
+            found.name, found.runtime, found.handle = name, self.runtime, 0
+            found.owner = StandInOwner()
+            found.core_kernel = ("kernel", name)
+            found.param_offsets = tuple(range(len(self.param_sizes)))
+            found.param_sizes = self.param_sizes
+            found.max_threads_per_block = 1024
+            found.static_shared_bytes = found._dynamic_limit = 0
+            found._checked_codes, found._configs, found._core_configs = set(), set(), {}
+            self._functions[name] = found
+        return found
+
+
+@contextmanager
+def recorded_launches() -> Iterator[list[tuple[Any, ...]]]:
+    """cuda.core's ``launch`` replaced by a recorder for the block."""
+    launches: list[tuple[Any, ...]] = []
+    saved, raw._launch_fn = raw._launch_fn, lambda *call: launches.append(call)
+    try:
+        yield launches
+    finally:
+        raw._launch_fn = saved

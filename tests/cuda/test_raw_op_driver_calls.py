@@ -1,0 +1,98 @@
+"""A cuda-raw op through host.run, counted without a GPU (the driver and cuda.core's launch are
+recording stand-ins): in steady state one op makes one context check, one lease event and one
+event poll — no allocation reaches the driver — and stays within its Python-call budget."""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+from collections import Counter
+
+import pytest
+from driver_stand_in import (
+    StandInModule,
+    recorded_launches,
+    recording_driver,
+    stand_in_runtime,
+)
+
+import tenferro_host as tf
+
+ADD = "ext_add_kernel.add"
+
+
+@pytest.fixture
+def setup():
+    host = tf.Host()
+    with recording_driver() as fake, recorded_launches() as launches:
+        rt = stand_in_runtime(host)
+        module = StandInModule(rt, (8, 8, 8, 4))  # out, lhs, rhs pointers and an int
+        rt.resources.get((ADD, "module"), lambda: module)
+        yield host, rt, fake, launches, module
+
+
+def test_steady_state_driver_calls_of_one_op(setup):
+    host, rt, fake, launches, module = setup
+    a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
+    add = host.op(ADD)
+    for _ in range(3):
+        out = add(a, b)
+    fake.calls.clear()
+    for _ in range(10):
+        out = add(a, b)  # the previous output is freed here: its block serves the next one
+    calls = Counter(fake.names())
+    assert calls == {"cuCtxGetCurrent": 10, "cuEventRecord": 10, "cuEventQuery": 10}
+    assert len(launches) == 13 and out.storage.runtime is rt
+    stream, config, kernel, *args = launches[-1]
+    assert kernel == ("kernel", "add_kernel") and config.grid == (4, 1, 1)
+    assert args[0] == out.storage.ptr and args[1] == a.storage.ptr and int(args[3]) == 1024
+    assert module.function("add_kernel").owner.released >= 10  # leases end as events complete
+
+
+def test_host_run_of_a_cuda_raw_op_stays_within_its_call_budget(setup):
+    """About 420 Python-level calls per op before the op-call work; about 264 now."""
+    host, rt, *_ = setup
+    a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
+    for _ in range(10):
+        host.run(ADD, a, b)
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(100):
+        host.run(ADD, a, b)
+    profile.disable()
+    assert pstats.Stats(profile).total_calls / 100 <= 280
+
+
+def test_a_dsl_op_on_cuda_reuses_plans_across_jit_sessions(setup):
+    """host.run of a dsl-only op: a new jit session per op, the module from the runtime's cache,
+    layouts and configs shared; one context check per op; about 850 Python calls per op before
+    the op-call work, about 390 now."""
+    from tenferro_host_cuda_jit.codegen import kernel_abi
+
+    from tenferro_host import dtypes
+    from tenferro_host import kernel as K
+    from tenferro_host.benchmarks.kernels import DSL_OP, dsl_add, register_dsl_op
+
+    host, rt, fake, launches, _ = setup
+    register_dsl_op(host)
+    spec = dsl_add.specialize([K.ArrayDesc(dtypes.float32, 1)] * 3, {}, "cuda", ("sm_90",))
+    module = StandInModule(rt, tuple(p.nbytes for p in kernel_abi(spec)))
+    rt.resources.get(("tenferro_host_cuda_jit", spec.key, "1d"), lambda: module)
+    a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
+    for _ in range(10):
+        out = host.run(DSL_OP, a, b)
+    fake.calls.clear()
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(100):
+        out = host.run(DSL_OP, a, b)
+    profile.disable()
+    assert pstats.Stats(profile).total_calls / 100 <= 430
+    assert Counter(fake.names()) == {
+        "cuCtxGetCurrent": 100,
+        "cuEventRecord": 100,
+        "cuEventQuery": 100,
+    }
+    _, config, kernel, *args = launches[-1]
+    assert kernel == ("kernel", "tfk_dsl_add") and config.grid == (4, 1, 1)
+    assert args[0] == out.storage.ptr and len(args) == len(module.param_sizes)
