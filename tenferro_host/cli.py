@@ -280,8 +280,14 @@ def _inputs(sig: Any, shape: tuple[int, ...], dt: Any, seed: int) -> list[Any]:
         ) from exc
 
 
-def _variant_runner(host: Host, spec: Any, runtime: Any, forced: str | None) -> tuple[str, Any]:
-    """(variant kind, a function running it on tensors): the host's choice or ``--variant``."""
+def _variant_runner(
+    host: Host, spec: Any, runtime: Any, forced: str | None, check: bool
+) -> tuple[str, Any]:
+    """(variant kind, a function running it on tensors): the host's choice or ``--variant``.
+
+    Under ``--check`` the variant is called directly, so an output that breaks the op's
+    declared rules is reported as a failed check (exit 1) rather than raised by ``host.run``.
+    """
     chosen = host.variants_by_backend(spec.name).get(runtime.kind)
     if forced is None:
         if chosen is None:
@@ -292,7 +298,9 @@ def _variant_runner(host: Host, spec: Any, runtime: Any, forced: str | None) -> 
                 feature="variant",
                 op=spec.name,
             )
-        return chosen, lambda *t, **a: host.run(spec.name, *t, backend=runtime.name, **a)
+        if not check:
+            return chosen, lambda *t, **a: host.run(spec.name, *t, backend=runtime.name, **a)
+        forced = chosen
     if forced not in spec.variants:
         raise ValidationError(
             f"--variant {forced!r}: op {spec.name!r} has {', '.join(spec.variants)}",
@@ -320,7 +328,7 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
     attrs = dict(parse_attr(a, dict(sig.attributes), spec.name) for a in args.attr)
     arrays = _inputs(sig, args.shape, dt, args.seed)
     tensors = [runtime.upload(a) for a in arrays]
-    kind, run = _variant_runner(host, spec, runtime, args.variant)
+    kind, run = _variant_runner(host, spec, runtime, args.variant, args.check)
     what = f"op {spec.name!r} (variant {kind!r} on {runtime.name})"
 
     result = call_op_code(what, run, *tensors, **attrs)  # warm-up, and the checked result

@@ -24,7 +24,7 @@ and ``ex.run`` go through the same handles (the torch.ops idea: resolve by name 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -137,7 +137,7 @@ class OpHandle:
             and result.shape == tensors[0].shape
         ):
             return result  # one output as the "same" rules give: the common case, inline
-        self._check_outputs(result, tensors, runtime, chosen[0])
+        self._check_outputs(result, tensors, runtime, chosen[0], attrs)
         return result
 
     # -- resolved once ---------------------------------------------------------------------------
@@ -204,7 +204,12 @@ class OpHandle:
         return attrs if converted is None else converted
 
     def _check_outputs(
-        self, result: Any, tensors: Sequence[Any], runtime: Runtime, variant: str
+        self,
+        result: Any,
+        tensors: Sequence[Any],
+        runtime: Runtime,
+        variant: str,
+        attrs: Mapping[str, Any],
     ) -> None:
         outputs = self._outputs
         if len(outputs) == 1:
@@ -244,8 +249,9 @@ class OpHandle:
             if not tensors:
                 continue  # no inputs: the rules have nothing to derive from
             if dtypes is None:
-                dtypes = output_rule(sig.dtype_rule, [t.dtype for t in tensors], len(outputs))
-                shapes = output_rule(sig.shape_rule, [t.shape for t in tensors], len(outputs))
+                n = len(outputs)
+                dtypes = output_rule(sig.dtype_rule, [t.dtype for t in tensors], n, attrs)
+                shapes = output_rule(sig.shape_rule, [t.shape for t in tensors], n, attrs)
             assert shapes is not None
             want_dtype = dtypes[i]
             if value.dtype is not want_dtype and value.dtype != dtype(want_dtype):
@@ -281,13 +287,16 @@ def convert_attribute(value: Any, want: type) -> Any:
     return _REFUSED
 
 
-def output_rule(rule: Any, values: list[Any], n_outputs: int) -> tuple[Any, ...]:
+def output_rule(
+    rule: Any, values: Sequence[Any], n_outputs: int, attrs: Mapping[str, Any] | None = None
+) -> tuple[Any, ...]:
     """What a ``dtype_rule``/``shape_rule`` gives for the inputs' dtypes or shapes, one per
-    output: ``"same"`` repeats the first input's; a callable gets them positionally and returns
-    one value (a single output) or a tuple of ``n_outputs``."""
+    output: ``"same"`` repeats the first input's (None without inputs); a callable gets them positionally and the
+    call's attributes by keyword, and returns one value (a single output) or a tuple of
+    ``n_outputs``."""
     if rule == "same":
-        return (values[0],) * n_outputs
-    got = rule(*values)
+        return (values[0] if values else None,) * n_outputs  # no inputs: nothing to derive
+    got = rule(*values, **attrs) if attrs else rule(*values)
     if n_outputs == 1 and not _is_sequence_of_outputs(got):
         return (got,)
     return tuple(got)

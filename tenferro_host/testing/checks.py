@@ -19,6 +19,7 @@ import numpy as np
 from ..dtypes import DType
 from ..dtypes import dtype as resolve_dtype
 from ..errors import DTypeError
+from ..op_handle import output_rule
 from ..ops import DEFAULT_TOLERANCES, OpSpec, Signature
 from ..tensor import Tensor
 
@@ -110,19 +111,13 @@ def expected_outputs(
     """
     sig = spec.signature
     n = len(sig.outputs)
-
-    def apply(rule: Any, values: list[Any]) -> list[Any]:
-        if rule == "same":
-            return [values[0] if values else None] * n
-        result = rule(*values, **(attributes or {}))
-        return [result] if n == 1 else list(result)
-
     dtypes = [
         None if d is None else resolve_dtype(d)
-        for d in apply(sig.dtype_rule, [t.dtype for t in inputs])
+        for d in output_rule(sig.dtype_rule, [t.dtype for t in inputs], n, attributes)
     ]
     shapes = [
-        None if s is None else tuple(s) for s in apply(sig.shape_rule, [t.shape for t in inputs])
+        None if s is None else tuple(s)
+        for s in output_rule(sig.shape_rule, [t.shape for t in inputs], n, attributes)
     ]
     return list(zip(dtypes, shapes, strict=True))
 

@@ -159,7 +159,7 @@ class VariantRun:
 
 def _session_tree(session: Session) -> Iterator[Session]:
     yield session
-    for child in session._children:
+    for child in session._children or ():
         yield from _session_tree(child)
 
 
