@@ -310,18 +310,20 @@ class _Lowerer:
         return ir.Const(int(v), type=dtype, line=line)
 
     def default(self, node: ast.AST, value: _ExprResult) -> ir.Expr:
-        """A value that meets no typed operand: untyped ints become u32, floats f32."""
+        """A value that meets no typed operand: untyped ints become i32 (signed, as in Python:
+        ``k = 0; k - 1 < 0`` holds), floats f32."""
         if isinstance(value, ir.Expr):
             return value
         if isinstance(value.value, float):
             return self.materialize(node, value, dtypes.float32)
-        if not 0 <= value.value <= U32_MAX:
+        lo, hi = _int_range(dtypes.int32)
+        if not lo <= value.value <= hi:
             raise self.error(
                 node,
-                f"the literal {value.value} has no type here and does not fit the default u32; "
-                f"write K.i32({value.value}) or K.i64({value.value})",
+                f"the literal {value.value} has no type here and does not fit the default i32; "
+                f"write K.u32({value.value}) or K.i64({value.value})",
             )
-        return self.materialize(node, value, dtypes.uint32)
+        return self.materialize(node, value, dtypes.int32)
 
     def unify(self, node: ast.AST, values: list[_ExprResult]) -> list[ir.Expr] | None:
         """Operands of one type, or None when all are untyped literals (caller folds)."""

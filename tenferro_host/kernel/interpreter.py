@@ -127,7 +127,8 @@ class _Machine:
             pos = self.address(s, s.array, self.expr(s.index, active), active)
             arr.storage[pos] = self.lanes(self.expr(s.value, active))[active]
         elif isinstance(s, ir.If):
-            cond = self.lanes(self.expr(s.cond, active))
+            # a copy: a bare local's value is its live array, which the branch may assign
+            cond = self.lanes(self.expr(s.cond, active)).copy()
             self.block(s.then, active & cond)
             self.block(s.orelse, active & ~cond)
         elif isinstance(s, ir.While):
@@ -159,8 +160,9 @@ class _Machine:
     def for_range(self, s: ir.For, active: np.ndarray[Any, Any]) -> None:
         counter = self.values[s.var]
         counter[active] = self.lanes(self.expr(s.start, active))[active]
-        stop = self.lanes(self.expr(s.stop, active))
-        step = self.lanes(self.expr(s.step, active))
+        # copies: stop and step are evaluated once, even when the body assigns their locals
+        stop = self.lanes(self.expr(s.stop, active)).copy()
+        step = self.lanes(self.expr(s.step, active)).copy()
         zero = active & (step == 0)
         if zero.any():
             raise self.fail(s, "range step is zero", zero)
@@ -308,10 +310,25 @@ _FLOAT_OPS: dict[str, Callable[..., Any]] = {
 
 
 def cast(value: Any, source: DType, target: DType) -> Any:
-    """C conversion semantics: to bool is ``!= 0``; float -> int truncates."""
+    """To bool is ``!= 0``; float -> int truncates and saturates (NaN -> 0), as every target
+    does; int -> int wraps; int -> float rounds to nearest."""
     if target is dtypes.bool_:
         return np.not_equal(value, 0)
+    if source.is_float and target.is_integer:
+        return saturate(value, target)
     return np.asarray(value).astype(target.numpy)
+
+
+def saturate(value: Any, target: DType) -> Any:
+    """Float -> int: truncate toward zero, clamp to ``target``'s range, NaN -> 0 (WGSL's and
+    PTX ``cvt.rzi``'s rule; numpy's own conversion gives x86 garbage out of range)."""
+    info = np.iinfo(target.numpy)
+    x = np.trunc(np.asarray(value, np.float64))
+    lo, hi = float(info.min), float(info.max)  # hi rounds up to 2^63 for i64: compare >=
+    inside = np.where(np.isnan(x) | (x < lo) | (x >= hi), 0.0, x)
+    out = inside.astype(target.numpy)
+    out = np.where(x >= hi, target.numpy.type(info.max), out)
+    return np.where(x < lo, target.numpy.type(info.min), out).astype(target.numpy, copy=False)
 
 
 def math_func(func: str, args: list[Any], t: DType) -> Any:
