@@ -32,6 +32,7 @@ class WebGpuJitSession(JitSession):
         super().__init__(exec_session, op)
         assert isinstance(exec_session.runtime, WebGpuRuntime)
         self.webgpu: WebGpuRuntime = exec_session.runtime
+        self._canary_flag: Any = None
 
     # -- backend contract -------------------------------------------------------------------------
     @property
@@ -70,14 +71,19 @@ class WebGpuJitSession(JitSession):
         self._check_dim(launch.dim)
         views, buffers, groups = self._bind(spec, launch.args)
         folded = launch.grid != launch.count
+        canary = self.webgpu.device_info.software and wgsl.uses_loops(spec.ir.body)
+        if canary:
+            buffers.append(self._arm_loop_canary())
         # Specializations are cached objects: the pipeline keeps its own alive, so its id is a
         # key that cannot be reused while the entry exists (hashing the IR would cost each launch).
         pipeline = self.webgpu.pipelines.get(
-            (id(spec), launch.dim, groups, folded),
-            lambda: self._compile(spec, launch.dim, groups, folded),
+            (id(spec), launch.dim, groups, folded, canary),
+            lambda: self._compile(spec, launch.dim, groups, folded, canary),
             what=f"kernel {spec.kernel_name!r}",
             keepalive=spec,
-            locate=lambda line: wgsl.generate(spec, launch.dim, groups, folded).locate(line),
+            locate=lambda line: wgsl.generate(spec, launch.dim, groups, folded, canary).locate(
+                line
+            ),
             op=self.op,
         )
         uniform = wgsl.pack_uniforms(spec, launch.count, launch.grid, views)
@@ -91,14 +97,38 @@ class WebGpuJitSession(JitSession):
             ) from exc
         if self.webgpu.debug_sync:
             self.webgpu.debug_wait(f"kernel {spec.kernel_name!r} ({config})", self.op)
+        if canary:
+            self._check_loop_canary(spec, buffers[-1])
 
     # -- helpers ----------------------------------------------------------------------------------
     @staticmethod
     def _compile(
-        spec: Specialization, dim: Grid, groups: tuple[int, ...], folded: bool
+        spec: Specialization, dim: Grid, groups: tuple[int, ...], folded: bool, canary: bool
     ) -> tuple[str, tuple[bool, ...]]:
-        program = wgsl.generate(spec, dim, groups, folded)
+        program = wgsl.generate(spec, dim, groups, folded, loop_canary=canary)
         return program.source, program.writable
+
+    def _arm_loop_canary(self) -> Any:
+        """The canary's flag word, cleared ahead of the dispatch about to be recorded."""
+        if self._canary_flag is None:
+            self._canary_flag = self.webgpu.new_flag_buffer()
+        with self.webgpu.queue.lock:
+            self.webgpu.queue.encoder().clear_buffer(self._canary_flag)
+        return self._canary_flag
+
+    def _check_loop_canary(self, spec: Specialization, flag: Any) -> None:
+        """Software adapters (Mesa llvmpipe) stop every loop of an invocation after 65535 loop
+        trips in total, silently; the canary saw it: refuse the launch's results."""
+        if int.from_bytes(self.webgpu.queue.read(flag, 0, 4), "little") == 0:
+            return
+        raise UnsupportedError(
+            f"kernel {spec.kernel_name!r} ran more loop iterations in one thread than the "
+            f"software adapter {self.webgpu.device_info.name!r} executes (65535 in total per "
+            "invocation; llvmpipe cuts loops there silently), so the outputs of this launch are "
+            "wrong: give each thread fewer iterations (more threads) or use a hardware adapter",
+            backend=self.runtime.name,
+            feature="more than 65535 loop iterations per invocation",
+        )
 
     def _check_dim(self, dim: Grid) -> None:
         limits = self.webgpu.device_info.max_compute_workgroup_size

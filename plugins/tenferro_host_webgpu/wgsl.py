@@ -12,8 +12,21 @@ Layout of a generated shader:
 * ``kernel_body()`` holds the kernel (``return`` ends the thread); ``main`` unfolds the grid.
 
 Numeric rules follow the IR (see ``docs/dsl-ir.md``): integer arithmetic wraps (WGSL's runtime
-semantics), ``//``/``%`` truncate (WGSL's integer ``/``/``%``, ``trunc`` for floats),
-float->int casts truncate, float ``min``/``max`` return the non-NaN operand (helpers below).
+semantics), integer ``//``/``%`` truncate; float comparisons, ``%`` (C ``fmod``), ``**`` (C
+``pow``), float ``min``/``max`` and float->int casts (truncate, saturate, NaN -> 0) go through
+the helpers of :mod:`.wgsl_numerics`. Two more rules keep drivers from changing results:
+
+* every operand of float ``+ - * /`` passes through ``select(v, alt, tf_never)``, where
+  ``tf_never`` is false at run time but unknown to the compiler (it reads the cube count, never
+  zero for a dispatched launch): no algebraic rewrite (``(a + b) - a -> b``, ``x * 0 -> 0``, a
+  fused multiply-add) can see through it, so each operation rounds as written;
+* an operation whose operands are all constants gets the same treatment, so WGSL never
+  evaluates it at shader creation (where an inf/NaN or overflowing result is an error): it is
+  computed at run time like on every other target.
+
+On a software adapter (``loop_canary``), Mesa's llvmpipe ends every loop of an invocation once
+65535 loop trips in total have run; the kernel then runs a two-trip canary loop at its end and
+flags a cut one in the extra binding ``tf_diag`` (the JIT session raises).
 """
 
 from __future__ import annotations
@@ -26,12 +39,17 @@ from tenferro_host.dtypes import DType
 from tenferro_host.errors import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 
+from . import wgsl_numerics
 from .dispatch import GRID_WORDS, UniformBlock, entry_point, grid_prelude, uniform_decl, word
 
 _SCALAR = {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32", "bool": "bool"}
 _NEVER = {"float64": "shader-f64", "int64": "shader-int64"}
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "/", "mod": "%"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_NEVER_FLAG = "tf_never"
+LOOP_CANARY_TRIPS = 8
+"""Trips of the canary loop; fewer mean the driver cut the invocation's loops (more than 2, so a
+compiler that peels an iteration off the loop still leaves it several to be cut)."""
 _LOGICAL = {"and": "&&", "or": "||"}
 
 
@@ -154,6 +172,7 @@ class WgslProgram:
     dsl_lines: tuple[int, ...]
     filename: str
     kernel_name: str
+    canary: bool = False  # the last binding is the loop canary's flag word
 
     def locate(self, wgsl_line: int) -> str:
         """The DSL source location a generated line came from (for CompileError)."""
@@ -227,14 +246,18 @@ class _Emitter:
             loaded = self.element(e.array, e.index)
             return f"({loaded} != 0u)" if e.type.name == "bool" else loaded
         if isinstance(e, ir.Unary):
-            v = self.expr(e.operand)
+            v = self.operand(e.operand)
             if e.op == "not":
                 return f"(!{v})"
             return f"(0u - {v})" if e.type.name == "uint32" else f"(-{v})"
         if isinstance(e, ir.Binary):
             return self.binary(e)
         if isinstance(e, ir.Compare):
-            return f"({self.expr(e.lhs)} {_COMPARE[e.op]} {self.expr(e.rhs)})"
+            a, b = self.operand(e.lhs), self.operand(e.rhs)
+            t = e.lhs.type
+            if t.is_float:
+                return self.call(f"tf_{e.op}_f32", [self.f32(a, t), self.f32(b, t)])
+            return f"({a} {_COMPARE[e.op]} {b})"
         if isinstance(e, ir.Logical):
             return f"({self.expr(e.lhs)} {_LOGICAL[e.op]} {self.expr(e.rhs)})"
         if isinstance(e, ir.Cast):
@@ -247,49 +270,69 @@ class _Emitter:
             )
         raise TypeError(f"unknown IR expression {e!r}")
 
+    # -------------------------------------------------------------- numeric rules
+    def operand(self, e: ir.Expr, alt: int = 0) -> str:
+        """``e`` as an operand; hidden from constant evaluation when it is constant."""
+        code = self.expr(e)
+        return self.opaque(code, e.type, alt) if _is_constant(e) else code
+
+    def opaque(self, code: str, dt: DType, alt: int = 0) -> str:
+        """``code`` through a select the compiler cannot resolve (see the module docstring);
+        ``alt`` makes the two operands of one operation differ, so ``x - x`` is not folded."""
+        return f"select({code}, {literal(alt, dt)}, {_NEVER_FLAG})"
+
+    def call(self, name: str, args: Sequence[str]) -> str:
+        for helper_name, source in wgsl_numerics.helper(name):
+            self.helpers.setdefault(helper_name, source)
+        return f"{name}({', '.join(args)})"
+
+    @staticmethod
+    def f32(code: str, dt: DType) -> str:
+        """A float value as f32 (f16 helpers compute in f32: every f16 is an f32)."""
+        return f"f32({code})" if dt.name == "float16" else code
+
+    @staticmethod
+    def narrow(code: str, dt: DType) -> str:
+        return f"f16({code})" if dt.name == "float16" else code
+
     def binary(self, e: ir.Binary) -> str:
-        a, b = self.expr(e.lhs), self.expr(e.rhs)
-        if e.op == "pow":
-            return f"pow({a}, {b})"
+        t = e.type
+        if t.is_float:
+            a, b = self.opaque(self.expr(e.lhs), t, 0), self.opaque(self.expr(e.rhs), t, 1)
+            if e.op in ("pow", "mod"):
+                name = "tf_pow_f32" if e.op == "pow" else "tf_fmod_f32"
+                return self.narrow(self.call(name, [self.f32(a, t), self.f32(b, t)]), t)
+            text = f"({a} {_BINARY[e.op]} {b})"
+            return f"trunc{text}" if e.op == "floordiv" else text
+        a, b = self.operand(e.lhs), self.operand(e.rhs, 1)
         if e.op == "mod" and e.type.name == "int32":
             # a - (a / b) * b: NVIDIA's Vulkan driver computed i32 `%` of a negative dividend
             # as an unsigned remainder (seen on an H200, wgpu 0.32); `/` truncates correctly
             return f"({a} - ({a} / {b}) * {b})"
-        text = f"({a} {_BINARY[e.op]} {b})"
-        if e.op == "floordiv" and e.type.is_float:
-            return f"trunc{text}"
-        return text
+        return f"({a} {_BINARY[e.op]} {b})"
 
     def cast(self, e: ir.Cast) -> str:
         src, dst = e.value.type, e.type
-        v = self.expr(e.value)
+        v = self.operand(e.value)
         if src is dst:
             return v
         t = wgsl_type(dst)
         if dst.name == "bool":
+            if src.is_float:
+                return self.call("tf_ne_f32", [self.f32(v, src), "0.0f"])
             return f"({v} != {literal(0, src)})"
         if src.name == "bool":
             return f"select({literal(0, dst)}, {literal(1, dst)}, {v})"
+        if src.is_float and dst.is_integer:
+            return self.call(f"tf_{t}_of_f32", [self.f32(v, src)])
         return f"{t}({v})"
 
     def math(self, e: ir.Math) -> str:
-        args = [self.expr(a) for a in e.args]
+        args = [self.operand(a, k) for k, a in enumerate(e.args)]
         if e.func in ("min", "max") and e.type.is_float:
-            return f"{self.nan_ignoring(e.func, wgsl_type(e.type))}({args[0]}, {args[1]})"
+            wide = [self.f32(a, e.type) for a in args]
+            return self.narrow(self.call(f"tf_f{e.func}_f32", wide), e.type)
         return f"{e.func}({', '.join(args)})"
-
-    def nan_ignoring(self, func: str, t: str) -> str:
-        """C ``fmin``/``fmax``: a NaN operand yields the other operand."""
-        name = f"tf_f{func}_{t}"
-        self.helpers.setdefault(
-            name,
-            f"fn {name}(a: {t}, b: {t}) -> {t} {{\n"
-            "    if (a != a) { return b; }\n"
-            "    if (b != b) { return a; }\n"
-            f"    return {func}(a, b);\n"
-            "}\n",
-        )
-        return name
 
     # -------------------------------------------------------------- statements
     def emit(self, depth: int, text: str, line: int) -> None:
@@ -350,6 +393,47 @@ class _Emitter:
         self.emit(depth, "}", s.line)
 
 
+def _is_constant(e: ir.Expr) -> bool:
+    """Whether ``e`` involves no run-time value (WGSL would evaluate it at shader creation)."""
+    if isinstance(e, ir.Const):
+        return True
+    children = [getattr(e, f.name) for f in fields(e)]
+    nested = [c for c in children if isinstance(c, ir.Expr)]
+    nested += [a for c in children if isinstance(c, tuple) for a in c if isinstance(a, ir.Expr)]
+    if isinstance(e, (ir.Var, ir.ThreadIndex, ir.ArrayLen, ir.ArrayShape, ir.ArrayStride,
+                      ir.Load)):
+        return False
+    return all(_is_constant(c) for c in nested)
+
+
+def uses_loops(stmts: Sequence[ir.Stmt]) -> bool:
+    """Whether a kernel body has a loop (only those get the loop canary)."""
+    for s in stmts:
+        if isinstance(s, (ir.For, ir.While)):
+            return True
+        if isinstance(s, ir.If) and (uses_loops(s.then) or uses_loops(s.orelse)):
+            return True
+    return False
+
+
+def _canary(diag: str) -> str:
+    """A loop of :data:`LOOP_CANARY_TRIPS` trips whose count the compiler cannot know; run last,
+    it is cut short exactly when the driver's per-invocation loop budget ran out."""
+    return (
+        "fn tf_loop_canary() {\n"
+        "    var trips = 0u;\n"
+        # an unbounded unknown (never taken: the cube count is not zero), so no compiler
+        # unrolls the loop or folds the check below
+        f"    let want = select({LOOP_CANARY_TRIPS}u, {word(1)}, {word(0)} == 0u);\n"
+        "    loop {\n"
+        "        trips = trips + 1u;\n"
+        "        if (trips >= want) { break; }\n"
+        "    }\n"
+        f"    if (trips < want) {{ {diag}[0] = 1u; }}\n"
+        "}\n"
+    )
+
+
 def alias_slots(spec: Specialization, groups: Sequence[int]) -> tuple[dict[str, int], int]:
     """Binding slot (1-based) per array param from its storage group; and the slot count."""
     arrays = [p for p in spec.params if p.kind == "array"]
@@ -361,11 +445,16 @@ def alias_slots(spec: Specialization, groups: Sequence[int]) -> tuple[dict[str, 
 
 
 def generate(
-    spec: Specialization, dim: tuple[int, int, int], groups: Sequence[int], folded: bool
+    spec: Specialization,
+    dim: tuple[int, int, int],
+    groups: Sequence[int],
+    folded: bool,
+    loop_canary: bool = False,
 ) -> WgslProgram:
     """WGSL for ``spec`` with workgroup size ``dim``; ``groups[i]`` numbers the storage of the
     i-th array parameter (equal numbers: views of one storage, bound once); ``folded`` when the
-    grid is dispatched folded (:mod:`.dispatch`)."""
+    grid is dispatched folded (:mod:`.dispatch`). ``loop_canary`` (software adapters): a kernel
+    with loops gets the canary and one more binding, ``WgslProgram.canary`` says which."""
     k = spec.ir
     types = value_types(k)
     for dt, where in types.items():
@@ -373,6 +462,7 @@ def generate(
     slots, nslots = alias_slots(spec, groups)
     layout = UniformLayout.of(k.params)
     em = _Emitter(spec, dim, slots, layout)
+    em.emit(1, f"let {_NEVER_FLAG} = {word(0)} == 0u;", 0)
     for name, dt in k.locals:
         em.emit(1, f"var v_{name}: {wgsl_type(dt)};", 0)
     for p, start in zip(k.params, layout.starts, strict=True):
@@ -407,13 +497,23 @@ def generate(
         head.append(
             f"@group(0) @binding({i + 1}) var<storage, {access}> b{i + 1}: array<{elem[i]}>;"
         )
+    canary = loop_canary and uses_loops(k.body)
+    if canary:
+        written.append(True)
+        head.append(f"@group(0) @binding({nslots + 1}) var<storage, read_write> tf_diag: "
+                    "array<u32>;")
     head += grid_prelude(folded).splitlines()
     for helper in em.helpers.values():
         head += helper.splitlines()
     tail = entry_point("kernel_body()", dim).splitlines()
 
     text: list[tuple[str, int]] = [(h, 0) for h in head]
-    text.append(("fn kernel_body() {", 0))
+    if canary:
+        text += [(t, 0) for t in _canary("tf_diag").splitlines()]
+        text += [("fn kernel_body() {", 0), ("    user_body();", 0), ("    tf_loop_canary();", 0),
+                 ("}", 0), ("fn user_body() {", 0)]
+    else:
+        text.append(("fn kernel_body() {", 0))
     text += em.lines
     text.append(("}", 0))
     text += [(t, 0) for t in tail]
@@ -423,6 +523,7 @@ def generate(
         dsl_lines=tuple(line for _, line in text),
         filename=k.filename,
         kernel_name=k.name,
+        canary=canary,
     )
 
 
@@ -436,5 +537,6 @@ __all__ = [
     "literal",
     "pack_uniforms",
     "storage_type",
+    "uses_loops",
     "wgsl_type",
 ]

@@ -536,6 +536,10 @@ class _Lowerer:
         if op == "pow" and not t.is_float:
             raise self.error(node, f"'**' needs floats, not {_type_name(t)}; multiply, or cast "
                                    "to a float type")
+        if op in ("floordiv", "mod") and not t.is_float and isinstance(b, ir.Const) \
+                and b.value == 0:
+            raise self.error(node, "integer division or remainder by the constant zero; guard "
+                                   "the divisor or use a float type")
         return ir.Binary(op, a, b, type=t, line=self.line(node))
 
     def fold(self, node: ast.AST, op: str, a: float, b: float) -> _Untyped:
