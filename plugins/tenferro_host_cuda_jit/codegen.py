@@ -37,7 +37,10 @@ the float math functions' own ulp differences.
 Numerics follow the DSL rules: signed integer ``+ - *`` and negation are computed in unsigned
 arithmetic (wrap-around, no C undefined behaviour); ``//`` ``%`` truncate (C ``/ %`` for ints,
 ``trunc(a/b)`` and ``fmod`` for floats); ``**`` is ``pow``; float ``min``/``max`` are
-``fmin``/``fmax``. Integer division by zero is undefined on the GPU (the interpreter raises).
+``fmin``/``fmax``; float ``+ - * /`` are the ``__fadd_rn``-family intrinsics, which NVRTC never
+contracts into a fused multiply-add (each operation rounds, as on cpu; only ``K.fma`` fuses);
+float -> int casts truncate and saturate, NaN -> 0 (the ``tf_sat_*`` helpers; a C cast out of
+range is undefined). Integer division by zero is undefined on the GPU (the interpreter raises).
 """
 
 from __future__ import annotations
@@ -68,6 +71,27 @@ __device__ __forceinline__ unsigned short tf_d2h(double d) {
     unsigned short h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(d)); return h;
 }
 """
+
+_SATURATING_CASTS = {
+    # destination: (C type, its largest value, its smallest value); the bounds as doubles are
+    # exact or round outward, so every double beyond them saturates
+    "int32": ("int", "2147483647", "(-2147483647 - 1)"),
+    "uint32": ("unsigned int", "4294967295u", "0u"),
+    "int64": ("long long", "9223372036854775807LL", "(-9223372036854775807LL - 1)"),
+}
+
+
+def _saturating_cast(dst: str) -> str:
+    ctype, hi, lo = _SATURATING_CASTS[dst]
+    return (
+        f"__device__ __forceinline__ {ctype} tf_sat_{dst}(double x) {{\n"
+        f"    return x != x ? ({ctype})0 : x >= (double){hi} ? {hi} : x <= (double){lo} ? {lo}"
+        f" : ({ctype})x;\n"
+        "}\n"
+    )
+
+
+_ROUNDED_OP = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
 
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 
@@ -223,6 +247,7 @@ class _Emitter:
         self.depth = 1
         self.temps = 0
         self.uses_f16 = False
+        self.helpers: dict[str, str] = {}
 
     # -------------------------------------------------------- values
 
@@ -298,8 +323,9 @@ class _Emitter:
         t = e.type
         if t.is_float:
             a, b = self.f(e.lhs), self.f(e.rhs)
-            if e.op in _ARITH_C:
-                code = f"({a} {_ARITH_C[e.op]} {b})"
+            if e.op in _ROUNDED_OP:
+                prefix = "__d" if t is dtypes.float64 else "__f"
+                code = f"{prefix}{_ROUNDED_OP[e.op]}_rn({a}, {b})"
             elif e.op == "floordiv":
                 # the quotient is rounded to t before truncation, as numpy's float16 does
                 quotient = f"({a} / {b})"
@@ -324,6 +350,9 @@ class _Emitter:
             if src is dtypes.float32:
                 return f"tf_f2h({self.expr(e.value)})"
             return f"tf_d2h((double)({self.expr(e.value)}))"
+        if src.is_float and dst.is_integer:
+            self.helpers.setdefault(dst.name, _saturating_cast(dst.name))
+            return f"tf_sat_{dst.name}((double)({self.f(e.value)}))"
         return f"(({_C_TYPE[dst.name]})({self.f(e.value)}))"
 
     def math(self, e: ir.Math) -> str:
@@ -453,6 +482,7 @@ class _Emitter:
         source = (
             header
             + (_F16_HELPERS if uses_f16 else "")
+            + "".join(self.helpers[k] for k in sorted(self.helpers))
             + f'\nextern "C" __global__ void {symbol}(\n    {params})\n{{\n'
             + "\n".join(self.lines + body)
             + "\n}\n"
