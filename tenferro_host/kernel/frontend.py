@@ -36,6 +36,7 @@ import ast
 import builtins
 import inspect
 import math
+from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,10 @@ from ..errors import DslError
 from . import ir, lang
 
 U32_MAX = 2**32 - 1
+
+MAX_EXPR_DEPTH = 100
+"""Deepest expression nesting a kernel may use: generated code and the targets' own compilers
+recurse over expressions, and a 500-term ``a + b + ...`` is 500 levels deep."""
 
 _NO_DEFAULT = inspect.Parameter.empty
 
@@ -99,10 +104,13 @@ class ParsedKernel:
         if not isinstance(node, ast.FunctionDef):
             raise self.error(node, "@K.kernel decorates a plain def function (not async)")
         self.func = node
-        namespace = dict(fn.__globals__)
-        namespace.update(inspect.getclosurevars(fn).nonlocals)
-        self.namespace: dict[str, Any] = namespace
+        self._fn = fn
         self.params = self._check_signature(fn)
+
+    def namespace(self) -> Mapping[str, Any]:
+        """The function's closure and globals as they are now: a specialization reads them
+        when it is made (names defined after the ``def`` resolve too)."""
+        return ChainMap(inspect.getclosurevars(self._fn).nonlocals, self._fn.__globals__)
 
     def error(self, node: ast.AST, message: str) -> DslError:
         """A DslError located at ``node`` (absolute file line, column of the source)."""
@@ -127,8 +135,17 @@ class ParsedKernel:
             raise self.error(self.func.returns, "a kernel returns nothing: write '-> None' or omit")
         try:
             annotations = inspect.get_annotations(fn, eval_str=True)
-        except Exception as exc:  # an annotation that does not evaluate
-            raise self.error(self.func, f"a kernel annotation does not evaluate: {exc}") from exc
+        except Exception as exc:  # an annotation that does not evaluate: locate which
+            where: ast.AST = self.func
+            for arg in args.args:
+                if arg.annotation is not None:
+                    try:
+                        eval(ast.unparse(arg.annotation), fn.__globals__)  # noqa: S307
+                    except Exception:
+                        where = arg.annotation
+                        break
+            message = exc.args[0] if isinstance(exc, DslError) else str(exc)
+            raise self.error(where, f"a kernel annotation does not evaluate: {message}") from exc
         signature = inspect.signature(fn)
         decls = []
         for arg in args.args:
@@ -246,6 +263,8 @@ class _Lowerer:
         self.locals: dict[str, DType] = {}
         self.loop_vars: list[str] = []
         self.written: set[str] = set()
+        self.namespace = parsed.namespace()
+        self.depth = 0
 
     # -------------------------------------------------------- helpers
 
@@ -292,7 +311,11 @@ class _Lowerer:
         if dtype is dtypes.bool_:
             raise self.error(node, f"the literal {v!r} is not a bool; write True/False or compare")
         if dtype.is_float:
-            return ir.Const(_round_float(float(v), dtype), type=dtype, line=line)
+            try:
+                return ir.Const(_round_float(float(v), dtype), type=dtype, line=line)
+            except OverflowError:
+                raise self.error(node, f"the literal {v} is too large for any float type; "
+                                       "write a float literal such as 1e300") from None
         if isinstance(v, float):
             raise self.error(
                 node,
@@ -325,6 +348,13 @@ class _Lowerer:
             )
         return self.materialize(node, value, dtypes.int32)
 
+    def default_together(self, node: ast.AST, values: list[_ExprResult]) -> list[ir.Expr]:
+        """Untyped literals that meet only each other (``K.select(c, 1, 2.5)``): one type for
+        all, f32 if any is a float, else the int default."""
+        if any(isinstance(v, _Untyped) and isinstance(v.value, float) for v in values):
+            return [self.materialize(node, v, dtypes.float32) for v in values]
+        return [self.default(node, v) for v in values]
+
     def unify(self, node: ast.AST, values: list[_ExprResult]) -> list[ir.Expr] | None:
         """Operands of one type, or None when all are untyped literals (caller folds)."""
         typed = [v for v in values if isinstance(v, ir.Expr)]
@@ -354,8 +384,8 @@ class _Lowerer:
     def static(self, node: ast.expr) -> Any:
         """The Python object a non-local name or attribute chain denotes, or raise."""
         if isinstance(node, ast.Name):
-            if node.id in self.parsed.namespace:
-                return self.parsed.namespace[node.id]
+            if node.id in self.namespace:
+                return self.namespace[node.id]
             if hasattr(builtins, node.id):
                 return getattr(builtins, node.id)
             raise self.error(node, f"name {node.id!r} is not defined")
@@ -381,7 +411,17 @@ class _Lowerer:
         method = getattr(self, "expr_" + type(node).__name__, None)
         if method is None:
             raise self.unsupported(node)
-        result: _ExprResult = method(node)
+        if self.depth >= MAX_EXPR_DEPTH:
+            raise self.error(
+                node,
+                f"this expression nests more than {MAX_EXPR_DEPTH} operations deep; split it "
+                "into locals (e.g. partial sums), which every target compiles",
+            )
+        self.depth += 1
+        try:
+            result: _ExprResult = method(node)
+        finally:
+            self.depth -= 1
         return result
 
     def typed(self, node: ast.expr) -> ir.Expr:
@@ -410,7 +450,7 @@ class _Lowerer:
             return ir.Var(name, type=p.dtype, line=self.line(node))
         if name in self.constants:
             return self.constants[name]
-        if name in self.parsed.namespace or hasattr(builtins, name):
+        if name in self.namespace or hasattr(builtins, name):
             return self.static_value(node, self.static(node))
         raise self.error(node, f"{name!r} is used before assignment (or is not defined)")
 
@@ -557,27 +597,32 @@ class _Lowerer:
                 return _Untyped(_trunc_div(a, b))
             if op == "mod":
                 return _Untyped(a - b * _trunc_div(a, b))
-        fa, fb = float(a), float(b)
         table: dict[str, Callable[[], float]] = {
             "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
-            "div": lambda: fa / fb, "floordiv": lambda: float(math.trunc(fa / fb)),
-            "mod": lambda: math.fmod(fa, fb), "pow": lambda: math.pow(fa, fb),
+            "div": lambda: float(a) / float(b),
+            "floordiv": lambda: float(math.trunc(float(a) / float(b))),
+            "mod": lambda: math.fmod(float(a), float(b)), "pow": lambda: math.pow(a, b),
         }
-        return _Untyped(table[op]())
+        try:
+            return _Untyped(table[op]())
+        except (OverflowError, ValueError) as exc:
+            raise self.error(
+                node,
+                f"the constant expression {ast.unparse(node) if isinstance(node, ast.expr) else op}"
+                f" has no finite real value ({exc}); write the intended value, or make one "
+                "operand typed (e.g. K.f32(...)) to compute it at run time with IEEE rules",
+            ) from None
 
     def expr_Compare(self, node: ast.Compare) -> _ExprResult:
         operands = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
-        result: ir.Expr | None = None
+        comparisons: list[ir.Expr] = []
         for k, op_node in enumerate(node.ops):
             op = _COMPARE.get(type(op_node))
             if op is None:
                 raise self.error(node, f"'{type(op_node).__name__}' comparisons are not supported;"
                                        " use < <= > >= == !=")
-            cmp = self.compare(node, op, operands[k], operands[k + 1])
-            result = cmp if result is None else ir.Logical(
-                "and", result, cmp, type=dtypes.bool_, line=self.line(node))
-        assert result is not None
-        return result
+            comparisons.append(self.compare(node, op, operands[k], operands[k + 1]))
+        return self.balanced("and", comparisons, self.line(node))
 
     def compare(self, node: ast.AST, op: str, lhs: _ExprResult, rhs: _ExprResult) -> ir.Expr:
         line = self.line(node)
@@ -602,10 +647,16 @@ class _Lowerer:
     def expr_BoolOp(self, node: ast.BoolOp) -> _ExprResult:
         op = "and" if isinstance(node.op, ast.And) else "or"
         values = [self.condition(v, f"'{op}'") for v in node.values]
-        result = values[0]
-        for v in values[1:]:
-            result = ir.Logical(op, result, v, type=dtypes.bool_, line=self.line(node))
-        return result
+        return self.balanced(op, values, self.line(node))
+
+    def balanced(self, op: str, values: list[ir.Expr], line: int) -> ir.Expr:
+        """``v0 op v1 op ...`` as a balanced tree: the same short-circuit order and result
+        (and/or are associative), log2(n) deep instead of n."""
+        if len(values) == 1:
+            return values[0]
+        half = len(values) // 2
+        return ir.Logical(op, self.balanced(op, values[:half], line),
+                          self.balanced(op, values[half:], line), type=dtypes.bool_, line=line)
 
     def expr_Call(self, node: ast.Call) -> _ExprResult:
         if isinstance(node.func, ast.Name) and self.is_runtime_name(node.func.id):
@@ -655,14 +706,9 @@ class _Lowerer:
             if not isinstance(cond, ir.Expr) or cond.type is not dtypes.bool_:
                 raise self.error(node, "K.select(cond, a, b) needs a bool cond; compare "
                                        "explicitly")
-            branches = self.unify(node, args[1:]) or [self.default(node, a) for a in args[1:]]
+            branches = self.unify(node, args[1:]) or self.default_together(node, args[1:])
             return ir.Select(cond, branches[0], branches[1], type=branches[0].type, line=line)
-        operands = self.unify(node, args)
-        if operands is None:
-            t = dtypes.float32 if any(isinstance(a, _Untyped) and isinstance(a.value, float)
-                                      for a in args) else None
-            operands = [self.materialize(node, a, t) if t else self.default(node, a)
-                        for a in args]
+        operands = self.unify(node, args) or self.default_together(node, args)
         t = operands[0].type
         if t is dtypes.bool_:
             raise self.error(node, f"K.{name} needs numbers, not bools")
@@ -690,6 +736,8 @@ class _Lowerer:
     def stmt_Expr(self, node: ast.Expr) -> list[ir.Stmt]:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return []  # docstring or comment string
+        if isinstance(node.value, ast.Call):
+            self.expr(node.value)  # a call of anything but a K function: says calling it fails
         raise self.error(node, "an expression statement has no effect in a kernel; assign it to "
                                "a local or store it into an array")
 
@@ -806,6 +854,10 @@ class _Lowerer:
         if it.keywords or not 1 <= len(it.args) <= 3:
             raise self.error(it, "range takes 1 to 3 positional arguments")
         args = [self.expr(a) for a in it.args]
+        for arg, arg_node in zip(args, it.args, strict=True):
+            if isinstance(arg, _Untyped) and isinstance(arg.value, float):
+                raise self.error(arg_node, f"range needs integers, not the float {arg.value!r}; "
+                                           "write an int, or cast: K.i32(...) truncates")
         if len(args) == 1:
             args = [_Untyped(0), args[0]]
         if len(args) == 2:

@@ -390,10 +390,10 @@ def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | 
     n = math.prod(count) * math.prod(dim)
     if n == 0:
         return
-    if n > U32_MAX + 1:
+    if n > U32_MAX:
         raise UnsupportedError(
-            f"a launch of {n} threads exceeds the u32 range of ABSOLUTE_POS; split the work",
-            feature="more than 2^32 threads per launch")
+            f"a launch of {n} threads exceeds what u32 launch indices hold (at most {U32_MAX}); "
+            "split the work", feature="2^32 or more threads per launch")
     machine = _Machine(spec, count, dim, args)
     with np.errstate(all="ignore"):
         machine.block(spec.ir.body, np.ones(n, bool))

@@ -87,7 +87,11 @@ def _const_value(decl: ParamDecl, value: Any, kernel: str) -> Any:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif vt is float or (isinstance(vt, lang.ScalarType) and vt.dtype.is_float):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok and isinstance(vt, lang.ScalarType) else value
+        if ok and isinstance(vt, lang.ScalarType):
+            try:
+                value = float(value)
+            except OverflowError:
+                ok = False
     else:  # K.Const[K.bool_]
         ok = isinstance(value, bool)
     if not ok:
@@ -103,7 +107,12 @@ def _const_value(decl: ParamDecl, value: Any, kernel: str) -> Any:
                 f"constant {decl.name!r}={value} does not fit {vt!r}", argument=decl.name
             )
     if isinstance(vt, lang.ScalarType) and vt.dtype.is_float:
-        value = float(vt.dtype.numpy.type(value))
+        with np.errstate(over="ignore"):
+            value = float(vt.dtype.numpy.type(value))
+    if vt is float and isinstance(value, int) and not -(2**1024) < value < 2**1024:
+        raise ValidationError(
+            f"constant {decl.name!r}={value} is too large for any float type; pass a float",
+            argument=decl.name)
     return value
 
 
@@ -114,6 +123,10 @@ class Kernel:
     """A DSL kernel: launch it through a JIT session; Python never runs its body."""
 
     def __init__(self, fn: Callable[..., Any], *, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        if not isinstance(cache_size, int) or isinstance(cache_size, bool) or cache_size < 1:
+            raise ValidationError(
+                f"@K.kernel(cache_size=...) is the number of specializations kept; it needs an "
+                f"int >= 1, got {cache_size!r}", argument="cache_size")
         self.parsed = ParsedKernel(fn)
         functools.update_wrapper(self, fn)
         self.name = fn.__name__

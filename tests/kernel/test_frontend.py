@@ -34,9 +34,11 @@ def assert_dsl_error(kern: K.Kernel, marker: str, match: str, *args, **consts) -
     with pytest.raises(DslError, match=match) as info:
         specialize(kern, *args, **consts)
     err = info.value
-    assert err.filename == __file__
+    source = kern.parsed.filename  # the file defining the kernel (this one, or another test's)
+    assert source == inspect.getsourcefile(kern.__wrapped__)
+    assert err.filename == source
     assert (err.lineno, err.col_offset) == located(kern, marker), str(err)
-    assert f"{__file__}:{err.lineno}:{err.col_offset}" in str(err)
+    assert f"{source}:{err.lineno}:{err.col_offset}" in str(err)
     return err
 
 
