@@ -110,7 +110,7 @@ class ParsedKernel:
     def namespace(self) -> Mapping[str, Any]:
         """The function's closure and globals as they are now: a specialization reads them
         when it is made (names defined after the ``def`` resolve too)."""
-        return ChainMap(inspect.getclosurevars(self._fn).nonlocals, self._fn.__globals__)
+        return ChainMap(dict(inspect.getclosurevars(self._fn).nonlocals), self._fn.__globals__)
 
     def error(self, node: ast.AST, message: str) -> DslError:
         """A DslError located at ``node`` (absolute file line, column of the source)."""
