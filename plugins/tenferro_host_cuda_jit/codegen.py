@@ -41,6 +41,12 @@ arithmetic (wrap-around, no C undefined behaviour); ``//`` ``%`` truncate (C ``/
 contracts into a fused multiply-add (each operation rounds, as on cpu; only ``K.fma`` fuses);
 float -> int casts truncate and saturate, NaN -> 0 (the ``tf_sat_*`` helpers; a C cast out of
 range is undefined). Integer division by zero is undefined on the GPU (the interpreter raises).
+
+Cooperation: a shared array is a static ``__shared__`` array ``s_<name>``, ``K.sync_cube()`` is
+``__syncthreads()``; atomics are CUDA's ``atomicAdd/Min/Max/Exch/CAS`` where the type has them and
+a compare-and-swap loop on the bit pattern otherwise (float ``min``/``max``/``compare_exchange``,
+f64 ``exchange``). Every statement is preceded by a ``#line`` directive naming the DSL source
+file and line, so NVRTC diagnostics point at the Python source.
 """
 
 from __future__ import annotations
@@ -93,6 +99,38 @@ def _saturating_cast(dst: str) -> str:
 
 _ROUNDED_OP = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
 
+_BITS = {"float32": ("unsigned int", "__float_as_uint", "__uint_as_float", "float"),
+         "float64": ("unsigned long long", "(unsigned long long)__double_as_longlong",
+                     "__longlong_as_double", "double")}
+"""A float type's same-size unsigned integer and the bit casts both ways."""
+
+_NATIVE_ATOMIC = {"add": "atomicAdd", "min": "atomicMin", "max": "atomicMax",
+                  "exchange": "atomicExch", "compare_exchange": "atomicCAS"}
+
+
+def _cas_loop(op: str, dtype: DType) -> str:
+    """A float atomic through atomicCAS on the bit pattern (``tf_atomic_<op>_<type>``)."""
+    bits, to_bits, from_bits, ctype = _BITS[dtype.name]
+    suffix = "f" if dtype is dtypes.float32 else ""
+    if op == "compare_exchange":
+        return (
+            f"__device__ __forceinline__ {ctype} tf_atomic_{op}_{dtype.name}({ctype}* p, "
+            f"{ctype} cmp, {ctype} v) {{\n"
+            f"    return {from_bits}(atomicCAS(({bits}*)p, {to_bits}(cmp), {to_bits}(v)));\n}}\n"
+        )
+    update = {"min": f"fmin{suffix}(x, v)", "max": f"fmax{suffix}(x, v)", "exchange": "v"}[op]
+    return (
+        f"__device__ __forceinline__ {ctype} tf_atomic_{op}_{dtype.name}({ctype}* p, {ctype} v) "
+        "{\n"
+        f"    {bits}* q = ({bits}*)p;\n"
+        f"    {bits} old = *q, seen;\n"
+        "    do {\n"
+        f"        seen = old;\n        const {ctype} x = {from_bits}(seen);\n"
+        f"        old = atomicCAS(q, seen, {to_bits}({update}));\n"
+        "    } while (old != seen);\n"
+        f"    return {from_bits}(old);\n}}\n"
+    )
+
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 
 
@@ -133,6 +171,10 @@ def c_name(name: str, local: bool) -> str:
 def meta_name(array: str, role: str, axis: int | None = None) -> str:
     """C name of an array's metadata parameter: ``m_len_x``, ``m_shape0_x``, ``m_stride1_x``."""
     return f"m_{role}{'' if axis is None else axis}_{array}"
+
+
+def shared_name(array: str) -> str:
+    return "s_" + array
 
 
 def view(array: str) -> str:
@@ -248,6 +290,7 @@ class _Emitter:
         self.temps = 0
         self.uses_f16 = False
         self.helpers: dict[str, str] = {}
+        self.source_name = self.kir.filename.replace("\\", "\\\\").replace('"', '\\"')
 
     # -------------------------------------------------------- values
 
@@ -289,8 +332,10 @@ class _Emitter:
         if isinstance(e, ir.ArrayStride):
             return meta_name(e.array, "stride", e.axis)
         if isinstance(e, ir.Load):
-            code = f"{view(e.array)}[{self.expr(e.index)}]"
+            code = f"{self.memory(e.array)}[{self.expr(e.index)}]"
             return f"({code} != 0)" if e.type is dtypes.bool_ else code
+        if isinstance(e, ir.Atomic):
+            return self.atomic(e)
         if isinstance(e, ir.Unary):
             if e.op == "not":
                 return f"(!{self.expr(e.operand)})"
@@ -310,6 +355,24 @@ class _Emitter:
         if isinstance(e, ir.Select):
             return f"({self.expr(e.cond)} ? {self.expr(e.if_true)} : {self.expr(e.if_false)})"
         raise TypeError(f"unknown IR expression {e!r}")
+
+    def memory(self, array: str) -> str:
+        """C expression of an array's element 0 (a view or a shared array)."""
+        return shared_name(array) if self.kir.shared_array(array) else view(array)
+
+    def atomic(self, e: ir.Atomic) -> str:
+        t = e.type
+        address = f"&{self.memory(e.array)}[{self.expr(e.index)}]"
+        args = [self.expr(a) for a in (e.compare, e.value) if a is not None]
+        if t.is_float and not (e.op == "add" or (e.op == "exchange" and t is dtypes.float32)):
+            name = f"tf_atomic_{e.op}_{t.name}"
+            self.helpers.setdefault(name, _cas_loop(e.op, t))
+            return f"{name}({', '.join([address, *args])})"
+        if t is dtypes.int64 and e.op != "min" and e.op != "max":
+            ull = "unsigned long long"
+            cast_args = ", ".join(f"({ull})({a})" for a in args)
+            return f"((long long){_NATIVE_ATOMIC[e.op]}(({ull}*){address}, {cast_args}))"
+        return f"{_NATIVE_ATOMIC[e.op]}({', '.join([address, *args])})"
 
     def neg(self, e: ir.Unary) -> str:
         t = e.type
@@ -377,13 +440,19 @@ class _Emitter:
         self.depth -= 1
 
     def stmt(self, s: ir.Stmt) -> None:
+        if s.line:
+            self.lines.append(f'#line {s.line} "{self.source_name}"')
         if isinstance(s, ir.Assign):
             self.line(f"{c_name(s.name, True)} = {self.expr(s.value)};")
         elif isinstance(s, ir.Store):
             value = self.expr(s.value)
             if s.value.type is dtypes.bool_:
                 value = f"(unsigned char)({value})"
-            self.line(f"{view(s.array)}[{self.expr(s.index)}] = {value};")
+            self.line(f"{self.memory(s.array)}[{self.expr(s.index)}] = {value};")
+        elif isinstance(s, ir.Eval):
+            self.line(f"(void)({self.expr(s.value)});")
+        elif isinstance(s, ir.SyncCube):
+            self.line("__syncthreads();")
         elif isinstance(s, ir.If):
             self.line(f"if ({self.expr(s.cond)}) {{")
             self.block(s.then)
@@ -467,6 +536,9 @@ class _Emitter:
         self.lines = []
         for text in self.prologue():
             self.line(text)
+        for a in self.kir.shared:
+            self.uses_f16 |= a.dtype is dtypes.float16
+            self.line(f"__shared__ {_C_TYPE[a.dtype.name]} {shared_name(a.name)}[{a.size}];")
         for name, t in self.kir.locals:
             if t is dtypes.float16:
                 self.uses_f16 = True

@@ -24,6 +24,14 @@ the helpers of :mod:`.wgsl_numerics`. Two more rules keep drivers from changing 
   evaluates it at shader creation (where an inf/NaN or overflowing result is an error): it is
   computed at run time like on every other target.
 
+Cooperation: a shared array is a module-scope ``var<workgroup> s_<name>: array<T, size>``,
+``K.sync_cube()`` is ``storageBarrier(); workgroupBarrier();`` (CUDA's ``__syncthreads`` orders
+both memories). Memory used by atomics — a storage binding or a shared array — is declared
+``atomic<i32>``/``atomic<u32>`` (f32 as its ``u32`` bits) and every access to it goes through
+``atomicLoad``/``atomicStore``; i32/u32 atomics are WGSL's, f32 ``add``/``min``/``max`` and
+every ``compare_exchange`` are compare-exchange loops (``atomicCompareExchangeWeak`` may fail
+spuriously; the loop retries until the exchange happens or the old value differs).
+
 On a software adapter (``loop_canary``), Mesa's llvmpipe ends every loop of an invocation once
 65535 loop trips in total have run; the kernel then runs a two-trip canary loop at its end and
 flags a cut one in the extra binding ``tf_diag`` (the JIT session raises).
@@ -47,6 +55,8 @@ _NEVER = {"float64": "shader-f64", "int64": "shader-int64"}
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "/", "mod": "%"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _NEVER_FLAG = "tf_never"
+MAX_WORKGROUP_BYTES = 16384
+"""WebGPU's default ``maxComputeWorkgroupStorageSize``: what every adapter grants."""
 LOOP_CANARY_TRIPS = 8
 """Trips of the canary loop; fewer mean the driver cut the invocation's loops (more than 2, so a
 compiler that peels an iteration off the loop still leaves it several to be cut)."""
@@ -61,6 +71,8 @@ def value_types(kernel: ir.KernelIR) -> dict[DType, str]:
         found.setdefault(p.dtype, f"parameter {p.name!r}")
     for name, dt in kernel.locals:
         found.setdefault(dt, f"local {name!r}")
+    for a in kernel.shared:
+        found.setdefault(a.dtype, f"shared array {a.name!r}")
 
     def visit(node: Any) -> None:
         if isinstance(node, tuple):
@@ -201,11 +213,60 @@ class _Emitter:
                 return word(start + k)
         raise KeyError(name)
 
-    def element(self, array: str, index: ir.Expr) -> str:
+    def memory(self, array: str) -> str:
+        """The WGSL variable holding ``array``: its storage binding or its shared array."""
+        return f"s_{array}" if self.spec.ir.shared_array(array) else f"b{self.slots[array]}"
+
+    def position(self, array: str, index: ir.Expr) -> str:
+        """The u32 position of element ``index`` in :meth:`memory` (views add their offset)."""
         idx = self.expr(index)
         if index.type.name != "uint32":
             idx = f"u32({idx})"
-        return f"b{self.slots[array]}[{self.param_word(array, 0)} + {idx}]"
+        if self.spec.ir.shared_array(array):
+            return idx
+        return f"{self.param_word(array, 0)} + {idx}"
+
+    def load(self, array: str, index: ir.Expr, dt: DType) -> str:
+        ref = f"{self.memory(array)}[{self.position(array, index)}]"
+        if self.atomic_memory(array):
+            loaded = f"atomicLoad(&{ref})"
+            return f"bitcast<f32>({loaded})" if dt.name == "float32" else loaded
+        return f"({ref} != 0u)" if dt.name == "bool" else ref
+
+    def store(self, array: str, index: ir.Expr, value: str, dt: DType) -> str:
+        ref = f"{self.memory(array)}[{self.position(array, index)}]"
+        if self.atomic_memory(array):
+            bits = f"bitcast<u32>({value})" if dt.name == "float32" else value
+            return f"atomicStore(&{ref}, {bits});"
+        if dt.name == "bool":
+            value = f"select(0u, 1u, {value})"
+        return f"{ref} = {value};"
+
+    def atomic_memory(self, array: str) -> bool:
+        """Whether ``array``'s memory is declared atomic (any array bound to it is)."""
+        if self.spec.ir.shared_array(array):
+            return array in self.spec.ir.atomic
+        slot = self.slots[array]
+        return any(self.slots[a] == slot for a in self.spec.ir.atomic if a in self.slots)
+
+    def atomic(self, e: ir.Atomic) -> str:
+        memory = self.memory(e.array)
+        at = self.position(e.array, e.index)
+        args = [self.expr(a) for a in (e.compare, e.value) if a is not None]
+        t = wgsl_type(e.type)
+        if t != "f32" and e.op not in ("compare_exchange",):
+            builtin = {"add": "atomicAdd", "min": "atomicMin", "max": "atomicMax",
+                       "exchange": "atomicExchange"}[e.op]
+            return f"{builtin}(&{memory}[{at}], {args[0]})"
+        if t == "f32" and e.op == "exchange":
+            return f"bitcast<f32>(atomicExchange(&{memory}[{at}], bitcast<u32>({args[0]})))"
+        name = f"tf_atomic_{e.op}_{memory}"
+        if name not in self.helpers:
+            self.helpers[name] = _atomic_helper(name, e.op, memory, t)
+            if e.op in ("min", "max"):
+                for helper_name, source in wgsl_numerics.helper(f"tf_f{e.op}_f32"):
+                    self.helpers.setdefault(helper_name, source)
+        return f"{name}({', '.join([at, *args])})"
 
     def thread_index(self, name: str) -> str:
         dx, dy, dz = self.dim
@@ -243,8 +304,9 @@ class _Emitter:
             p = self.spec.ir.param(e.array)
             return self.param_word(e.array, 2 + (p.ndim or 0) + e.axis)
         if isinstance(e, ir.Load):
-            loaded = self.element(e.array, e.index)
-            return f"({loaded} != 0u)" if e.type.name == "bool" else loaded
+            return self.load(e.array, e.index, e.type)
+        if isinstance(e, ir.Atomic):
+            return self.atomic(e)
         if isinstance(e, ir.Unary):
             v = self.operand(e.operand)
             if e.op == "not":
@@ -346,10 +408,12 @@ class _Emitter:
         if isinstance(s, ir.Assign):
             self.emit(depth, f"v_{s.name} = {self.expr(s.value)};", s.line)
         elif isinstance(s, ir.Store):
-            value = self.expr(s.value)
-            if s.value.type.name == "bool":
-                value = f"select(0u, 1u, {value})"
-            self.emit(depth, f"{self.element(s.array, s.index)} = {value};", s.line)
+            self.emit(depth, self.store(s.array, s.index, self.expr(s.value), s.value.type),
+                      s.line)
+        elif isinstance(s, ir.Eval):
+            self.emit(depth, f"_ = {self.expr(s.value)};", s.line)
+        elif isinstance(s, ir.SyncCube):
+            self.emit(depth, "storageBarrier(); workgroupBarrier();", s.line)
         elif isinstance(s, ir.If):
             self.emit(depth, f"if ({self.expr(s.cond)}) {{", s.line)
             self.block(s.then, depth + 1)
@@ -393,6 +457,11 @@ class _Emitter:
         self.emit(depth, "}", s.line)
 
 
+def _atomic_type(dt: DType) -> str:
+    """The WGSL type of memory that atomics use: f32 travels as its u32 bits."""
+    return "atomic<u32>" if dt.name == "float32" else f"atomic<{wgsl_type(dt)}>"
+
+
 def _is_constant(e: ir.Expr) -> bool:
     """Whether ``e`` involves no run-time value (WGSL would evaluate it at shader creation)."""
     if isinstance(e, ir.Const):
@@ -401,9 +470,41 @@ def _is_constant(e: ir.Expr) -> bool:
     nested = [c for c in children if isinstance(c, ir.Expr)]
     nested += [a for c in children if isinstance(c, tuple) for a in c if isinstance(a, ir.Expr)]
     if isinstance(e, (ir.Var, ir.ThreadIndex, ir.ArrayLen, ir.ArrayShape, ir.ArrayStride,
-                      ir.Load)):
+                      ir.Load, ir.Atomic)):
         return False
     return all(_is_constant(c) for c in nested)
+
+
+def _atomic_helper(name: str, op: str, memory: str, t: str) -> str:
+    """A compare-exchange loop on ``memory`` (f32 stored as u32 bits; ints as themselves)."""
+    ref = f"&{memory}[i]"
+    if op == "compare_exchange":
+        bits = "u32" if t == "f32" else t
+        to_bits = (lambda v: f"bitcast<u32>({v})") if t == "f32" else (lambda v: v)
+        back = "bitcast<f32>(r.old_value)" if t == "f32" else "r.old_value"
+        return (
+            f"fn {name}(i: u32, cmp: {t}, v: {t}) -> {t} {{\n"
+            f"    let want: {bits} = {to_bits('cmp')};\n"
+            "    loop {\n"
+            f"        let r = atomicCompareExchangeWeak({ref}, want, {to_bits('v')});\n"
+            f"        if (r.exchanged || r.old_value != want) {{ return {back}; }}\n"
+            "    }\n"
+            "    return cmp;  // not reached: naga wants a return after the loop\n"
+            "}\n"
+        )
+    update = {"add": "x + v", "min": "tf_fmin_f32(x, v)", "max": "tf_fmax_f32(x, v)"}[op]
+    return (
+        f"fn {name}(i: u32, v: f32) -> f32 {{\n"
+        f"    var old = atomicLoad({ref});\n"
+        "    loop {\n"
+        "        let x = bitcast<f32>(old);\n"
+        f"        let r = atomicCompareExchangeWeak({ref}, old, bitcast<u32>({update}));\n"
+        "        if (r.exchanged) { return x; }\n"
+        "        old = r.old_value;\n"
+        "    }\n"
+        "    return bitcast<f32>(old);  // not reached: naga wants a return after the loop\n"
+        "}\n"
+    )
 
 
 def uses_loops(stmts: Sequence[ir.Stmt]) -> bool:
@@ -485,13 +586,23 @@ def generate(
         if p.kind == "array":
             slot = slots[p.name]
             written[slot - 1] |= p.name in k.written
-            elem[slot - 1] = storage_type(p.dtype)
+            elem[slot - 1] = (_atomic_type(p.dtype) if em.atomic_memory(p.name)
+                              else storage_type(p.dtype))
+    shared_bytes = sum(a.size * max(4, a.dtype.itemsize) for a in k.shared)
+    if shared_bytes > MAX_WORKGROUP_BYTES:
+        raise UnsupportedError(
+            f"kernel {k.name!r} declares {shared_bytes} bytes of shared arrays; WebGPU grants "
+            f"{MAX_WORKGROUP_BYTES} bytes of workgroup storage: use smaller shared arrays",
+            backend="webgpu", feature=f"workgroup storage beyond {MAX_WORKGROUP_BYTES} bytes")
     uses_f16 = any(dt.name == "float16" for dt in types)
 
     head: list[str] = []
     if uses_f16:
         head.append("enable f16;")
     head += uniform_decl(layout.nwords).splitlines()
+    for a in k.shared:
+        t = _atomic_type(a.dtype) if a.name in k.atomic else storage_type(a.dtype)
+        head.append(f"var<workgroup> s_{a.name}: array<{t}, {a.size}>;")
     for i in range(nslots):
         access = "read_write" if written[i] else "read"
         head.append(

@@ -23,6 +23,9 @@ float-only."""
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")
 UNARY_OPS = ("neg", "not")
+ATOMIC_OPS = ("add", "min", "max", "exchange", "compare_exchange")
+"""``Atomic.op``; float ``min``/``max`` return the non-NaN operand (as :class:`Math`),
+``compare_exchange`` compares bit patterns."""
 MATH_FUNCS = ("sqrt", "exp", "log", "sin", "cos", "tanh", "abs", "floor", "ceil", "min", "max",
               "fma")
 
@@ -94,6 +97,20 @@ class Load(Expr):
 
     array: str
     index: Expr
+
+
+@dataclass(frozen=True)
+class Atomic(Expr):
+    """``K.atomic_<op>(a, index, value)``: one indivisible read-modify-write of element
+    ``index`` of array or shared array ``a``; the expression is the element's old value
+    (``type`` is the element type). ``compare_exchange`` stores ``value`` only where the old
+    bits equal ``compare``'s; ``compare`` is None for the other ops."""
+
+    op: str
+    array: str
+    index: Expr
+    value: Expr
+    compare: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +200,20 @@ class Store(Stmt):
 
 
 @dataclass(frozen=True)
+class Eval(Stmt):
+    """An expression evaluated for its effect (an atomic whose old value is not used)."""
+
+    value: Expr
+
+
+@dataclass(frozen=True)
+class SyncCube(Stmt):
+    """``K.sync_cube()``: every unit of the cube waits here until all have arrived; shared and
+    global memory written before it is visible to the whole cube after it. Every unit of a cube
+    must reach the same barrier (the interpreter checks; GPUs hang or misbehave)."""
+
+
+@dataclass(frozen=True)
 class If(Stmt):
     cond: Expr
     then: tuple[Stmt, ...]
@@ -239,6 +270,17 @@ class Param:
 
 
 @dataclass(frozen=True)
+class SharedArray:
+    """``name = K.shared(T, size)``: ``size`` elements of ``dtype`` per cube, uninitialised
+    (reading an element no unit wrote is an error in the interpreter)."""
+
+    name: str
+    dtype: DType
+    size: int
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class KernelIR:
     """One specialized kernel.
 
@@ -246,7 +288,9 @@ class KernelIR:
     among them: they are folded). ``locals`` maps every local (loop counters included) to its
     type; targets declare them all at function entry, zero-initialised, so a local read before
     any assignment on the path taken reads zero on every target. ``written`` names the arrays the
-    body stores to.
+    body stores to (atomics included); ``atomic`` the arrays and shared arrays used by atomics;
+    ``shared`` the cube's shared arrays. Load, Store and Atomic name either a parameter or a
+    shared array (one namespace).
     """
 
     name: str
@@ -255,6 +299,14 @@ class KernelIR:
     locals: tuple[tuple[str, DType], ...]
     body: tuple[Stmt, ...]
     written: frozenset[str]
+    shared: tuple[SharedArray, ...] = ()
+    atomic: frozenset[str] = frozenset()
+
+    def shared_array(self, name: str) -> SharedArray | None:
+        for a in self.shared:
+            if a.name == name:
+                return a
+        return None
 
     def param(self, name: str) -> Param:
         for p in self.params:

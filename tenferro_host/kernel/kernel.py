@@ -22,7 +22,7 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import DslError, DTypeError, ValidationError
 from . import lang
-from .frontend import ParamDecl, ParsedKernel, lower
+from .frontend import DeviceFunction, ParamDecl, ParsedKernel, lower
 from .ir import KernelIR, Param
 
 DEFAULT_CACHE_SIZE = 64
@@ -294,3 +294,9 @@ def kernel(fn: Callable[..., Any] | None = None, *, cache_size: int = DEFAULT_CA
     if fn is None:
         return lambda f: Kernel(f, cache_size=cache_size)
     return Kernel(fn, cache_size=cache_size)
+
+
+def func(fn: Callable[..., Any]) -> DeviceFunction:
+    """Decorate a device function (``@K.func``): kernels and other device functions call it; it is
+    inlined at each call and typed from the call's arguments (generic over ``K.F``/``K.I``)."""
+    return DeviceFunction(fn)

@@ -184,6 +184,17 @@ max = Intrinsic("max", 2)  # noqa: A001
 fma = Intrinsic("fma", 3)
 select = Intrinsic("select", 3)
 
+# cooperation within a cube (v2): the front-end lowers these to ir.SharedArray, ir.SyncCube and
+# ir.Atomic; atomics take (array, index, value) — compare_exchange (array, index, cmp, value) —
+# and return the element's old value
+shared = Intrinsic("shared", 2)
+sync_cube = Intrinsic("sync_cube", 0)
+atomic_add = Intrinsic("atomic_add", 3)
+atomic_min = Intrinsic("atomic_min", 3)
+atomic_max = Intrinsic("atomic_max", 3)
+atomic_exchange = Intrinsic("atomic_exchange", 3)
+atomic_compare_exchange = Intrinsic("atomic_compare_exchange", 4)
+
 THREAD_INDEX_NAMES: tuple[str, ...] = tuple(
     base + suffix
     for base in ("ABSOLUTE_POS", "UNIT_POS", "CUBE_POS", "CUBE_DIM", "CUBE_COUNT")
