@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 from tenferro_host import dtypes
 from tenferro_host.dtypes import DType
+from tenferro_host.errors import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 
 _C_TYPE = {
@@ -226,8 +227,19 @@ class CudaKernelSource:
     abi: tuple[AbiParam, ...]
 
 
+MAX_STATIC_SHARED_BYTES = 48 * 1024
+"""Static ``__shared__`` memory a CUDA kernel may declare (more needs dynamic shared memory)."""
+
+
 def generate(spec: Specialization) -> CudaKernelSource:
     """CUDA C for ``spec``."""
+    shared_bytes = sum(a.size * a.dtype.itemsize for a in spec.ir.shared)
+    if shared_bytes > MAX_STATIC_SHARED_BYTES:
+        raise UnsupportedError(
+            f"kernel {spec.kernel_name!r} declares {shared_bytes} bytes of shared arrays; CUDA "
+            f"kernels hold at most {MAX_STATIC_SHARED_BYTES} bytes of static shared memory: use "
+            "smaller shared arrays", backend="cuda",
+            feature=f"static shared memory beyond {MAX_STATIC_SHARED_BYTES} bytes")
     return _Emitter(spec).emit()
 
 

@@ -138,3 +138,92 @@ def matmul(c: K.Array[K.f32], a: K.Array[K.f32], b: K.Array[K.f32], tile: K.Cons
         K.sync_cube()
     if row < n and col < m:
         c[row, col] = acc
+
+
+@K.func
+def apply_atomic(old, mem, v, op, slots):
+    """old[i] = K.atomic_<op>(mem, i % slots, v[i]) for the op numbered ``op``."""
+    i = K.ABSOLUTE_POS
+    if i < v.len:
+        j = i % slots
+        if op == 0:
+            old[i] = K.atomic_add(mem, j, v[i])
+        elif op == 1:
+            old[i] = K.atomic_min(mem, j, v[i])
+        elif op == 2:
+            old[i] = K.atomic_max(mem, j, v[i])
+        elif op == 3:
+            old[i] = K.atomic_exchange(mem, j, v[i])
+        else:
+            old[i] = K.atomic_compare_exchange(mem, j, v[i], v[i] + v[i])
+
+
+@K.kernel
+def atomic_float(
+    old: K.Array[K.F], mem: K.Array[K.F], v: K.Array[K.F], op: K.Const[int], slots: K.Const[int]
+):
+    apply_atomic(old, mem, v, op, slots)
+
+
+@K.kernel
+def atomic_int(
+    old: K.Array[K.I], mem: K.Array[K.I], v: K.Array[K.I], op: K.Const[int], slots: K.Const[int]
+):
+    apply_atomic(old, mem, v, op, slots)
+
+
+@K.kernel
+def shared_atomics(out: K.Array[K.F], x: K.Array[K.F]):
+    """Per cube: out[8c + k] = sum and out[8c + 4 + k] = max of x over units u with u % 4 == k,
+    through float atomics on shared memory."""
+    s = K.shared(K.F, 8)
+    u = K.UNIT_POS
+    if u < 8:
+        s[u] = K.select(u < 4, K.F(0), K.F(-1e30))
+    K.sync_cube()
+    v = K.F(0)
+    if K.ABSOLUTE_POS < x.len:
+        v = x[K.ABSOLUTE_POS]
+    K.atomic_add(s, u % 4, v)
+    K.atomic_max(s, 4 + u % 4, v)
+    K.sync_cube()
+    if u < 8:
+        out[K.CUBE_POS * 8 + u] = s[u]
+
+
+@K.func
+def clamp_index(i, n):
+    """min(i, n - 1), with an early return (device functions may return from anywhere)."""
+    for k in range(3):
+        if i < n:
+            return i
+        if k == 1:
+            break
+    return n - 1
+
+
+@K.func
+def scale(x: K.F, by):
+    return x * by
+
+
+@K.func
+def gather_scaled(src: K.Array[K.F], i, by):
+    return scale(src[clamp_index(i, src.len)], by)
+
+
+@K.kernel
+def device_functions(out: K.Array[K.F], src: K.Array[K.F]):
+    """out[i] = 2 * src[min(i, len - 1)] through nested device functions."""
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = gather_scaled(src, i, 2)
+
+
+@K.kernel
+def transpose_nd(out: K.Array[K.F], m: K.Array[K.F]):
+    """out[j, i] = m[i, j] with both arrays indexed by (row, column) through their strides."""
+    i = K.ABSOLUTE_POS_X
+    j = K.ABSOLUTE_POS_Y
+    if i < m.shape[0] and j < m.shape[1]:
+        out[j, i] = m[i, j]
