@@ -37,8 +37,8 @@ import builtins
 import copy
 import functools
 import inspect
-import re
 import math
+import re
 from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
