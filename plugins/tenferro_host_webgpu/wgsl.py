@@ -16,10 +16,10 @@ semantics), integer ``//``/``%`` truncate; float comparisons, ``%`` (C ``fmod``)
 ``pow``), float ``min``/``max`` and float->int casts (truncate, saturate, NaN -> 0) go through
 the helpers of :mod:`.wgsl_numerics`. Two more rules keep drivers from changing results:
 
-* every operand of float ``+ - * /`` passes through ``select(v, alt, tf_never)``, where
-  ``tf_never`` is false at run time but unknown to the compiler (it reads the cube count, never
-  zero for a dispatched launch): no algebraic rewrite (``(a + b) - a -> b``, ``x * 0 -> 0``, a
-  fused multiply-add) can see through it, so each operation rounds as written;
+* every operand of float ``+ - * / % **`` passes through ``select(v, alt, tf_neverK)``, where
+  ``tf_neverK`` is false at run time but unknown to the compiler (it reads cube count K, never
+  zero for a dispatched launch): no algebraic rewrite (``(a + b) - a -> b``, ``x * 0 -> 0``,
+  ``x - x -> 0``, a fused multiply-add) can see through it, so each operation rounds as written;
 * an operation whose operands are all constants gets the same treatment, so WGSL never
   evaluates it at shader creation (where an inf/NaN or overflowing result is an error): it is
   computed at run time like on every other target.
@@ -57,6 +57,9 @@ _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="
 _NEVER_FLAG = "tf_never"
 MAX_WORKGROUP_BYTES = 16384
 """WebGPU's default ``maxComputeWorkgroupStorageSize``: what every adapter grants."""
+_ALTERNATIVES = (1009, 2003, 3011)
+"""The never-taken values of :meth:`_Emitter.opaque`: unlikely constants (were the hidden value
+equal to its alternative, the select would fold), exact in every WebGPU type."""
 LOOP_CANARY_TRIPS = 8
 """Trips of the canary loop; fewer mean the driver cut the invocation's loops (more than 2, so a
 compiler that peels an iteration off the loop still leaves it several to be cut)."""
@@ -339,9 +342,11 @@ class _Emitter:
         return self.opaque(code, e.type, alt) if _is_constant(e) else code
 
     def opaque(self, code: str, dt: DType, alt: int = 0) -> str:
-        """``code`` through a select the compiler cannot resolve (see the module docstring);
-        ``alt`` makes the two operands of one operation differ, so ``x - x`` is not folded."""
-        return f"select({code}, {literal(alt, dt)}, {_NEVER_FLAG})"
+        """``code`` through a select the compiler cannot resolve (see the module docstring).
+        The two operands of one operation (``alt`` 0 and 1) use different flags and values, so
+        no compiler sees ``x - x`` (nor hoists both selects into one and folds that)."""
+        other = _ALTERNATIVES[alt] if dt.is_float or dt.is_integer else alt % 2 == 0
+        return f"select({code}, {literal(other, dt)}, {_NEVER_FLAG}{alt})"
 
     def call(self, name: str, args: Sequence[str]) -> str:
         for helper_name, source in wgsl_numerics.helper(name):
@@ -394,6 +399,9 @@ class _Emitter:
         if e.func in ("min", "max") and e.type.is_float:
             wide = [self.f32(a, e.type) for a in args]
             return self.narrow(self.call(f"tf_f{e.func}_f32", wide), e.type)
+        if e.func == "fma" and e.type.name == "float16":
+            # in f32 the f16 product is exact: one rounding to f16, like a fused f16 fma
+            return self.narrow(f"fma({', '.join(self.f32(a, e.type) for a in args)})", e.type)
         return f"{e.func}({', '.join(args)})"
 
     # -------------------------------------------------------------- statements
@@ -563,7 +571,8 @@ def generate(
     slots, nslots = alias_slots(spec, groups)
     layout = UniformLayout.of(k.params)
     em = _Emitter(spec, dim, slots, layout)
-    em.emit(1, f"let {_NEVER_FLAG} = {word(0)} == 0u;", 0)
+    for alt in range(3):  # cube counts: never zero in a dispatched launch
+        em.emit(1, f"let {_NEVER_FLAG}{alt} = {word(alt)} == 0u;", 0)
     for name, dt in k.locals:
         em.emit(1, f"var v_{name}: {wgsl_type(dt)};", 0)
     for p, start in zip(k.params, layout.starts, strict=True):

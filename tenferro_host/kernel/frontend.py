@@ -989,9 +989,11 @@ class _Lowerer:
                 return ir.Const(v != 0, type=dtype, line=line)
             if dtype.is_float:
                 return ir.Const(_round_float(float(v), dtype), type=dtype, line=line)
-            if isinstance(v, float) and not math.isfinite(v):
-                raise self.error(node, f"cannot cast {v} to {_type_name(dtype)}")
-            return self.materialize(node, _Untyped(math.trunc(v)), dtype)
+            if isinstance(v, float):  # the run-time rule: truncate, saturate, NaN -> 0
+                lo, hi = _int_range(dtype)
+                v = 0 if math.isnan(v) else max(lo, min(hi, math.trunc(v))) if math.isfinite(
+                    v) else (hi if v > 0 else lo)
+            return self.materialize(node, _Untyped(v), dtype)
         if value.type is dtype:
             return value
         return ir.Cast(value, type=dtype, line=line)
