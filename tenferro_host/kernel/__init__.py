@@ -10,6 +10,12 @@ CUDA C / WGSL. See :mod:`tenferro_host.kernel.frontend` for the typing rules.
 """
 
 from .frontend import DeviceFunction
+from .interpreter import (
+    CooperationError,
+    DivergentBarrierError,
+    SharedRaceError,
+    UnwrittenSharedReadError,
+)
 from .kernel import ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, func, kernel
 from .lang import (
     ABSOLUTE_POS,
@@ -71,8 +77,9 @@ __all__ = [
     "CUBE_DIM", "CUBE_DIM_X", "CUBE_DIM_Y", "CUBE_DIM_Z",
     "CUBE_POS", "CUBE_POS_X", "CUBE_POS_Y", "CUBE_POS_Z",
     "UNIT_POS", "UNIT_POS_X", "UNIT_POS_Y", "UNIT_POS_Z",
-    "Array", "ArrayDesc", "CacheInfo", "Const", "DeviceFunction", "F", "I", "Kernel",
-    "ScalarDesc", "Specialization", "abs", "atomic_add", "atomic_compare_exchange",
+    "Array", "ArrayDesc", "CacheInfo", "Const", "CooperationError", "DeviceFunction",
+    "DivergentBarrierError", "F", "I", "Kernel", "ScalarDesc", "SharedRaceError",
+    "UnwrittenSharedReadError", "Specialization", "abs", "atomic_add", "atomic_compare_exchange",
     "atomic_exchange", "atomic_max", "atomic_min", "bool_", "ceil", "cos", "exp", "f16", "f32",
     "f64", "floor", "fma", "func", "i32", "i64", "kernel", "log", "max", "min", "select",
     "shared", "sin", "sqrt", "sync_cube", "tanh", "u32",
