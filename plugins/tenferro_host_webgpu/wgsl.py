@@ -350,8 +350,8 @@ class _Emitter:
         if e.type.name == "float16" and e.func in _VIA_F32:
             # f16 math in f32, rounded once: drivers' f16 exp/sin/... are a few f16 ulp off,
             # and in f32 the f16 product of fma is exact (one rounding, like a fused fma)
-            wide = ", ".join(self.f32(a, e.type) for a in args)
-            return self.narrow(f"{e.func}({wide})", e.type)
+            joined = ", ".join(self.f32(a, e.type) for a in args)
+            return self.narrow(f"{e.func}({joined})", e.type)
         return f"{e.func}({', '.join(args)})"
 
     # -------------------------------------------------------------- statements
