@@ -442,9 +442,10 @@ def _canary(diag: str) -> str:
     return (
         "fn tf_loop_canary() {\n"
         "    var trips = 0u;\n"
-        # an unbounded unknown (never taken: the cube count is not zero), so no compiler
-        # unrolls the loop or folds the check below
-        f"    let want = select({LOOP_CANARY_TRIPS}u, {word(1)}, {word(0)} == 0u);\n"
+        # an unbounded unknown (never taken: the physical grid is not empty), so no compiler
+        # unrolls the loop or folds the check below; on a condition of its own: sharing
+        # tf_zero's let Mesa specialise the kernel on it, and the zeros became constants again
+        f"    let want = select({LOOP_CANARY_TRIPS}u, {word(3)}, {word(4)} == 0u);\n"
         "    loop {\n"
         "        trips = trips + 1u;\n"
         "        if (trips >= want) { break; }\n"
