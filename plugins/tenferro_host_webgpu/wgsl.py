@@ -16,10 +16,10 @@ semantics), integer ``//``/``%`` truncate; float comparisons, ``%`` (C ``fmod``)
 ``pow``), float ``min``/``max`` and float->int casts (truncate, saturate, NaN -> 0) go through
 the helpers of :mod:`.wgsl_numerics`. Two more rules keep drivers from changing results:
 
-* every operand of float ``+ - * / % **`` passes through ``select(v, alt, tf_neverK)``, where
-  ``tf_neverK`` is false at run time but unknown to the compiler (it reads cube count K, never
-  zero for a dispatched launch): no algebraic rewrite (``(a + b) - a -> b``, ``x * 0 -> 0``,
-  ``x - x -> 0``, a fused multiply-add) can see through it, so each operation rounds as written;
+* every operand of float ``+ - * / % **`` has its bits XORed with ``tf_zeroK``, zero at run
+  time but unknown to the compiler (it selects on cube count K, never zero for a dispatched
+  launch): no algebraic rewrite (``(a + b) - a -> b``, ``0 * x -> 0``, ``x - x -> 0``, a fused
+  multiply-add) can see through an integer operation, so each operation rounds as written;
 * an operation whose operands are all constants gets the same treatment, so WGSL never
   evaluates it at shader creation (where an inf/NaN or overflowing result is an error): it is
   computed at run time like on every other target.
@@ -54,12 +54,10 @@ _SCALAR = {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32", 
 _NEVER = {"float64": "shader-f64", "int64": "shader-int64"}
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "/", "mod": "%"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_NEVER_FLAG = "tf_never"
 MAX_WORKGROUP_BYTES = 16384
 """WebGPU's default ``maxComputeWorkgroupStorageSize``: what every adapter grants."""
-_ALTERNATIVES = (1009, 2003, 3011)
-"""The never-taken values of :meth:`_Emitter.opaque`: unlikely constants (were the hidden value
-equal to its alternative, the select would fold), exact in every WebGPU type."""
+_VIA_F32 = ("sqrt", "exp", "log", "sin", "cos", "tanh", "fma")
+_ZERO = "tf_zero"
 LOOP_CANARY_TRIPS = 8
 """Trips of the canary loop; fewer mean the driver cut the invocation's loops (more than 2, so a
 compiler that peels an iteration off the loop still leaves it several to be cut)."""
@@ -342,11 +340,20 @@ class _Emitter:
         return self.opaque(code, e.type, alt) if _is_constant(e) else code
 
     def opaque(self, code: str, dt: DType, alt: int = 0) -> str:
-        """``code`` through a select the compiler cannot resolve (see the module docstring).
-        The two operands of one operation (``alt`` 0 and 1) use different flags and values, so
-        no compiler sees ``x - x`` (nor hoists both selects into one and folds that)."""
-        other = _ALTERNATIVES[alt] if dt.is_float or dt.is_integer else alt % 2 == 0
-        return f"select({code}, {literal(other, dt)}, {_NEVER_FLAG}{alt})"
+        """``code`` with its bits XORed with a zero the compiler cannot know (see the module
+        docstring): no floating-point rule sees through an integer operation. The operands of
+        one operation (``alt`` 0, 1, 2) use different zeros, so no compiler sees ``x - x``."""
+        z = f"{_ZERO}{alt}"
+        t = wgsl_type(dt)
+        if t == "f32":
+            return f"bitcast<f32>(bitcast<u32>({code}) ^ {z})"
+        if t == "f16":
+            return f"f16(bitcast<f32>(bitcast<u32>(f32({code})) ^ {z}))"
+        if t == "i32":
+            return f"({code} ^ bitcast<i32>({z}))"
+        if t == "u32":
+            return f"({code} ^ {z})"
+        return f"({code} != ({z} != 0u))"
 
     def call(self, name: str, args: Sequence[str]) -> str:
         for helper_name, source in wgsl_numerics.helper(name):
@@ -395,13 +402,18 @@ class _Emitter:
         return f"{t}({v})"
 
     def math(self, e: ir.Math) -> str:
-        args = [self.operand(a, k) for k, a in enumerate(e.args)]
+        if e.func == "fma":  # hidden like + - *: fma(0, x, c) must not fold to c
+            args = [self.opaque(self.expr(a), e.type, k) for k, a in enumerate(e.args)]
+        else:
+            args = [self.operand(a, k) for k, a in enumerate(e.args)]
         if e.func in ("min", "max") and e.type.is_float:
             wide = [self.f32(a, e.type) for a in args]
             return self.narrow(self.call(f"tf_f{e.func}_f32", wide), e.type)
-        if e.func == "fma" and e.type.name == "float16":
-            # in f32 the f16 product is exact: one rounding to f16, like a fused f16 fma
-            return self.narrow(f"fma({', '.join(self.f32(a, e.type) for a in args)})", e.type)
+        if e.type.name == "float16" and e.func in _VIA_F32:
+            # f16 math in f32, rounded once: drivers' f16 exp/sin/... are a few f16 ulp off,
+            # and in f32 the f16 product of fma is exact (one rounding, like a fused fma)
+            joined = ", ".join(self.f32(a, e.type) for a in args)
+            return self.narrow(f"{e.func}({joined})", e.type)
         return f"{e.func}({', '.join(args)})"
 
     # -------------------------------------------------------------- statements
@@ -531,9 +543,10 @@ def _canary(diag: str) -> str:
     return (
         "fn tf_loop_canary() {\n"
         "    var trips = 0u;\n"
-        # an unbounded unknown (never taken: the cube count is not zero), so no compiler
-        # unrolls the loop or folds the check below
-        f"    let want = select({LOOP_CANARY_TRIPS}u, {word(1)}, {word(0)} == 0u);\n"
+        # an unbounded unknown (never taken: the physical grid is not empty), so no compiler
+        # unrolls the loop or folds the check below; on a condition of its own: sharing
+        # tf_zero's let Mesa specialise the kernel on it, and the zeros became constants again
+        f"    let want = select({LOOP_CANARY_TRIPS}u, {word(3)}, {word(4)} == 0u);\n"
         "    loop {\n"
         "        trips = trips + 1u;\n"
         "        if (trips >= want) { break; }\n"
@@ -571,8 +584,8 @@ def generate(
     slots, nslots = alias_slots(spec, groups)
     layout = UniformLayout.of(k.params)
     em = _Emitter(spec, dim, slots, layout)
-    for alt in range(3):  # cube counts: never zero in a dispatched launch
-        em.emit(1, f"let {_NEVER_FLAG}{alt} = {word(alt)} == 0u;", 0)
+    for alt in range(3):  # zero at run time (cube counts are never zero), unknown to compilers
+        em.emit(1, f"let {_ZERO}{alt} = select(0u, {word(3 + alt % 2)}, {word(alt)} == 0u);", 0)
     for name, dt in k.locals:
         em.emit(1, f"var v_{name}: {wgsl_type(dt)};", 0)
     for p, start in zip(k.params, layout.starts, strict=True):
@@ -625,15 +638,14 @@ def generate(
     head += grid_prelude(folded).splitlines()
     for helper in em.helpers.values():
         head += helper.splitlines()
-    tail = entry_point("kernel_body()", dim).splitlines()
+    # the canary runs after the body, in main: a ``return`` in the body ends only the body
+    tail = entry_point("kernel_body();\n        tf_loop_canary()" if canary else "kernel_body()",
+                       dim).splitlines()
 
     text: list[tuple[str, int]] = [(h, 0) for h in head]
     if canary:
         text += [(t, 0) for t in _canary("tf_diag").splitlines()]
-        text += [("fn kernel_body() {", 0), ("    user_body();", 0), ("    tf_loop_canary();", 0),
-                 ("}", 0), ("fn user_body() {", 0)]
-    else:
-        text.append(("fn kernel_body() {", 0))
+    text.append(("fn kernel_body() {", 0))
     text += em.lines
     text.append(("}", 0))
     text += [(t, 0) for t in tail]

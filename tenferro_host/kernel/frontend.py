@@ -11,10 +11,12 @@ Typing rules (identical on every target):
   int/float constant) takes the type of the other operand. An int literal becomes a float when
   the other operand is a float; a float literal next to an int operand is a ``DslError`` (cast
   explicitly). An int literal that does not fit the other operand's type is a ``DslError``.
-  Two untyped literals fold at compile time with C semantics.
-* A literal that meets no typed operand (``j = 0``, ``range(10)``) defaults to ``u32`` (ints,
-  which must then be non-negative) or ``f32`` (floats). Write ``K.i32(-1)`` or ``K.F(0)`` for
-  another type.
+  Two untyped literals fold at compile time with C semantics; a fold with no finite real value
+  is a ``DslError``.
+* A literal that meets no typed operand (``j = 0``, ``range(10)``) defaults to ``i32`` (ints:
+  signed, as in Python) or ``f32`` (floats); literals that meet only each other
+  (``K.select(c, 1, 2.5)``) share one type, f32 if any is a float. Write ``K.u32(0)`` or
+  ``K.F(0)`` for another type. A float literal cast to an int saturates like a run-time cast.
 * Two typed operands of different types never mix: ``DslError`` asking for a cast.
 * ``/`` and ``**`` need floats; ``//`` and ``%`` truncate toward zero for ints and floats.
 * ``and``/``or``/``not``/``if``/``while`` take bools (compare explicitly); ``and``/``or``

@@ -17,8 +17,8 @@ from ..dtypes import DType
 # ---------------------------------------------------------------- operators
 
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "pow")
-"""``Binary.op``: ``div`` is float-only, ``floordiv``/``mod`` truncate toward zero, ``pow`` is
-float-only."""
+"""``Binary.op``: ``div`` is float-only, ``floordiv``/``mod`` truncate toward zero (float ``mod``
+is exact C ``fmod``), ``pow`` is float-only C ``pow``."""
 
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")
@@ -150,8 +150,8 @@ class Logical(Expr):
 
 @dataclass(frozen=True)
 class Cast(Expr):
-    """Conversion to ``type``: float->int truncates, anything->bool is ``!= 0``, bool->number is
-    0/1. Out-of-range float->int conversions are undefined (as in C)."""
+    """Conversion to ``type``: float->int truncates and saturates to the type's range (NaN ->
+    0), anything->bool is ``!= 0`` (NaN -> true), bool->number is 0/1."""
 
     value: Expr
 
@@ -159,7 +159,7 @@ class Cast(Expr):
 @dataclass(frozen=True)
 class Math(Expr):
     """A math function (:data:`MATH_FUNCS`) on arguments of ``type``; ``min``/``max`` of floats
-    return the non-NaN operand (C ``fmin``); ``fma`` may fuse."""
+    return the non-NaN operand (C ``fmin``); ``fma`` rounds once where the target fuses it."""
 
     func: str
     args: tuple[Expr, ...]
