@@ -9,6 +9,12 @@ targets only approximate: ``/``, ``sqrt``, ``exp``, ``log``, ``sin``, ``cos``, `
 ``for``/``while`` loops with ``break``/``continue`` and early ``return``. Inputs mix random
 values with edge cases (0, -0, +-inf, NaN, the type's extremes).
 
+Every second kernel also cooperates (DSL v2), from a random stream of its own so the kernels
+above stay what they were: before any ``return``, each unit stages a value in a shared array,
+meets the cube at ``K.sync_cube()``, reads a neighbour's value and adds an int to a shared
+counter with ``K.atomic_add`` (order-independent: ints wrap); ``fo`` and ``io`` then fold in what
+it read, through a generated ``@K.func`` with early returns (also from inside its loop).
+
 :func:`generate` gives the source of a module of kernels (kernel source must live in a file);
 :func:`inputs` the arrays for one kernel. Same seed, same kernels and inputs.
 """
@@ -250,9 +256,61 @@ class _Body:
         return f"K.fma({a}, {b}, {c})"
 
 
-def _kernel_source(name: str, profile: Profile, rng: random.Random, approx: str) -> str:
+CUBE = THREADS // 2
+"""Units per cube of a differential launch (two cubes)."""
+
+
+def _device_function(name: str, rng: random.Random) -> str:
+    """A float helper ``name(a, b)`` with early returns, typed from its call site."""
+    op1, op2 = rng.choice(["+", "-", "*"]), rng.choice(["+", "-", "*"])
+    cmp = rng.choice(["<", ">", "<=", "!="])
+    return (
+        "@K.func\n"
+        f"def {name}(a, b):\n"
+        f"    if a {cmp} b:\n"
+        f"        return a {op1} b\n"
+        "    t = a\n"
+        f"    for q in range({rng.randint(1, 3)}):\n"
+        "        if t > b:\n"
+        "            return t\n"
+        f"        t = t {op2} b\n"
+        "    return K.min(t, a)\n"
+    )
+
+
+def _cooperation(profile: Profile, rng: random.Random) -> list[str]:
+    """The cooperative prelude: ``c1`` (a neighbour's staged float) and ``k0`` (the cube's
+    counter of ``m`` values in one of 4 slots)."""
+    F, I = profile.float_type, profile.int_type  # noqa: E741
+    op = rng.choice(["+", "-", "*"])
+    return [
+        f"sh = K.shared(K.{F}, {CUBE})",
+        f"ish = K.shared(K.{I}, 4)",
+        "u = K.UNIT_POS",
+        f"c0 = K.{F}(0)",
+        "if K.ABSOLUTE_POS < x.len:",
+        f"    c0 = x[K.ABSOLUTE_POS] {op} y[K.ABSOLUTE_POS]",
+        "sh[u] = c0",
+        "if u < 4:",
+        f"    ish[u] = K.{I}(0)",
+        "K.sync_cube()",
+        f"c1 = sh[(u + {rng.randint(1, CUBE - 1)}) % K.CUBE_DIM]",
+        "K.atomic_add(ish, u % 4, m[K.ABSOLUTE_POS % m.len])",
+        "K.sync_cube()",
+        "k0 = ish[u % 4]",
+    ]
+
+
+def _kernel_source(
+    name: str, profile: Profile, rng: random.Random, approx: str, coop: random.Random | None = None
+) -> str:
     F, I = profile.float_type, profile.int_type  # noqa: E741
     body = _Body(rng, profile)
+    helper = ""
+    if coop is not None:
+        helper = _device_function(f"h_{name}", coop) + "\n\n"
+        for line in _cooperation(profile, coop):
+            body.emit(1, line)
     for line in (
         "i = K.ABSOLUTE_POS",
         "if i >= x.len:",
@@ -266,15 +324,19 @@ def _kernel_source(name: str, profile: Profile, rng: random.Random, approx: str)
     ):
         body.emit(1, line)
     body.block(1, rng.randint(3, 7), False)
-    body.emit(1, f"fo[i] = {body.fexpr(3)}")
-    body.emit(1, f"io[i] = {body.iexpr(3)}")
+    fo, io = body.fexpr(3), body.iexpr(3)
+    if coop is not None:
+        fo = f"h_{name}(c1, {body.typed(fo, 'f')})"
+        io = f"({body.typed(io, 'i')} + k0)"
+    body.emit(1, f"fo[i] = {fo}")
+    body.emit(1, f"io[i] = {io}")
     body.emit(1, f"fa[i] = {body.approx(approx)}")
     header = (
         "@K.kernel\n"
         f"def {name}(fo: K.Array[K.{F}], io: K.Array[K.{I}], fa: K.Array[K.{F}], "
         f"x: K.Array[K.{F}], y: K.Array[K.{F}], m: K.Array[K.{I}], s: K.{I}):\n"
     )
-    return header + "\n".join(body.lines) + "\n"
+    return helper + header + "\n".join(body.lines) + "\n"
 
 
 def generate(seed: int, count: int) -> tuple[str, list[GeneratedKernel]]:
@@ -289,7 +351,8 @@ def generate(seed: int, count: int) -> tuple[str, list[GeneratedKernel]]:
         profile = PROFILES[n % len(PROFILES)] if n < len(PROFILES) else rng.choice(PROFILES)
         approx = rng.choice(APPROX)
         name = f"k{n}"
-        parts.append(_kernel_source(name, profile, rng, approx))
+        coop = random.Random(seed * 1_000_003 + n) if n % 2 else None
+        parts.append(_kernel_source(name, profile, rng, approx, coop))
         kernels.append(GeneratedKernel(name, profile, approx))
     return "\n\n".join(parts), kernels
 
