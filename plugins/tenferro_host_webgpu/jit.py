@@ -55,7 +55,8 @@ class WebGpuJitSession(JitSession):
         self.webgpu.queue.release()
 
     def _check_specialization(self, spec: Specialization) -> None:
-        """The portability rule: no f64/i64 ever; f16 only with ``shader-f16``."""
+        """The portability rule: no f64/i64 ever; f16 only with ``shader-f16``; shared arrays
+        within the device's workgroup storage."""
         for dt, where in wgsl.value_types(spec.ir).items():
             wgsl.wgsl_type(dt, f"{where} of kernel {spec.kernel_name!r}")
             if dt.name == "float16" and not self.webgpu.device_info.shader_f16:
@@ -65,6 +66,15 @@ class WebGpuJitSession(JitSession):
                     backend=self.runtime.name,
                     feature="shader-f16",
                 )
+        limit = self.webgpu.device_info.max_compute_workgroup_storage_size
+        needed = wgsl.workgroup_bytes(spec.ir)
+        if needed > limit:
+            raise UnsupportedError(
+                f"kernel {spec.kernel_name!r} declares {needed} bytes of shared arrays; the "
+                f"adapter grants {limit} bytes of workgroup storage: use smaller shared arrays",
+                backend=self.runtime.name,
+                feature="maxComputeWorkgroupStorageSize",
+            )
 
     def _dispatch(self, launch: JitLaunch) -> None:
         spec = launch.spec
