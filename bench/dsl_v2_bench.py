@@ -39,10 +39,11 @@ import tenferro_host as tf
 from tenferro_host import kernel as K
 
 SUM_CUBE = 256
-SUM_CUBES = 4096
+SUM_CUBES = 1056  # 8 resident cubes of 256 units on each of the H200's 132 SMs: one wave
 TILE = 64  # a cube computes a TILE x TILE block of c
 DEPTH = 16  # k-slice staged in shared memory per step
 UNITS = 16  # cube dim UNITS x UNITS; each unit computes 4 x 4 outputs
+PITCH = TILE + 1  # row pitch of the b tile: its column-wise stores hit distinct banks
 
 
 @K.func
@@ -58,16 +59,26 @@ def tree_sum(s, unit, n):  # type: ignore[no-untyped-def]
 
 @K.kernel
 def dsl_sum(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-def]
-    """out[0] += sum(x)."""
+    """out[0] += sum(x): four independent loads in flight per unit, then a tree per cube."""
     s = K.shared(K.f32, SUM_CUBE)
     unit = K.UNIT_POS
-    acc = K.f32(0)
+    a0 = K.f32(0)
+    a1 = K.f32(0)
+    a2 = K.f32(0)
+    a3 = K.f32(0)
     i = K.ABSOLUTE_POS
     stride = K.CUBE_DIM * K.CUBE_COUNT
+    bulk = x.len - K.min(x.len, 3 * stride)  # i < bulk: i + 3 * stride < x.len, no overflow
+    while i < bulk:
+        a0 += x[i]
+        a1 += x[i + stride]
+        a2 += x[i + 2 * stride]
+        a3 += x[i + 3 * stride]
+        i += 4 * stride
     while i < x.len:
-        acc += x[i]
+        a0 += x[i]
         i += stride
-    s[unit] = acc
+    s[unit] = (a0 + a1) + (a2 + a3)
     K.sync_cube()
     tree_sum(s, unit, SUM_CUBE)
     if unit == 0:
@@ -77,7 +88,7 @@ def dsl_sum(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-
 @K.func
 def load_tile(sa, sb, a, b, t, row0, col0, unit):  # type: ignore[no-untyped-def]
     """Stage a[row0:row0+64, t:t+16] as sa[kk*64 + r] and b[t:t+16, col0:col0+64] as
-    sb[kk*64 + c] (zeros outside the matrices); 256 units load 4 elements of each."""
+    sb[kk*PITCH + c] (zeros outside the matrices); 256 units load 4 elements of each."""
     for q in range(K.u32(4)):
         e = unit + 256 * q
         r = e % TILE
@@ -91,7 +102,7 @@ def load_tile(sa, sb, a, b, t, row0, col0, unit):  # type: ignore[no-untyped-def
         vb = K.f32(0)
         if t + kb < b.shape[0] and col0 + c < b.shape[1]:
             vb = b[t + kb, col0 + c]
-        sb[kb * TILE + c] = vb
+        sb[kb * PITCH + c] = vb
 
 
 @K.func
@@ -105,7 +116,7 @@ def dsl_matmul(c: K.Array[K.f32], a: K.Array[K.f32], b: K.Array[K.f32]):  # type
     """c = a @ b; unit (tx, ty) of a cube computes rows row0 + ty + 16 i, columns
     col0 + tx + 16 j of its 64 x 64 block."""
     sa = K.shared(K.f32, TILE * DEPTH)
-    sb = K.shared(K.f32, DEPTH * TILE)
+    sb = K.shared(K.f32, DEPTH * PITCH)
     tx = K.UNIT_POS_X
     ty = K.UNIT_POS_Y
     unit = ty * UNITS + tx
@@ -135,10 +146,10 @@ def dsl_matmul(c: K.Array[K.f32], a: K.Array[K.f32], b: K.Array[K.f32]):  # type
             a1 = sa[kk * TILE + ty + 16]
             a2 = sa[kk * TILE + ty + 32]
             a3 = sa[kk * TILE + ty + 48]
-            b0 = sb[kk * TILE + tx]
-            b1 = sb[kk * TILE + tx + 16]
-            b2 = sb[kk * TILE + tx + 32]
-            b3 = sb[kk * TILE + tx + 48]
+            b0 = sb[kk * PITCH + tx]
+            b1 = sb[kk * PITCH + tx + 16]
+            b2 = sb[kk * PITCH + tx + 32]
+            b3 = sb[kk * PITCH + tx + 48]
             c00 = K.fma(a0, b0, c00)
             c01 = K.fma(a0, b1, c01)
             c02 = K.fma(a0, b2, c02)
@@ -189,11 +200,13 @@ def median_seconds(sample: Callable[[], float], repeats: int) -> float:
     return statistics.median(sample() for _ in range(repeats))
 
 
-def dsl_sum_seconds(rt: Any, kind: str, x_host: np.ndarray, launches: int, repeats: int) -> float:
+def dsl_sum_seconds(
+    rt: Any, kind: str, x_host: np.ndarray, launches: int, repeats: int, cubes: int = SUM_CUBES
+) -> float:
     x = rt.upload(x_host)
     out = rt.upload(np.zeros(1, np.float32))
     with rt.session() as s, exec_session(kind, s).jit("bench.dsl_v2.sum") as js:
-        js.launch(dsl_sum, SUM_CUBES, SUM_CUBE, out, x)
+        js.launch(dsl_sum, cubes, SUM_CUBE, out, x)
     got = float(out.download()[0])
     want = float(x_host.sum(dtype=np.float64))
     if not abs(got - want) <= 1e-3 * float(np.abs(x_host).sum(dtype=np.float64)):
@@ -205,7 +218,7 @@ def dsl_sum_seconds(rt: Any, kind: str, x_host: np.ndarray, launches: int, repea
             start = time.perf_counter()
             with ex.jit("bench.dsl_v2.sum") as js:
                 for _ in range(launches):
-                    js.launch(dsl_sum, SUM_CUBES, SUM_CUBE, out, x)
+                    js.launch(dsl_sum, cubes, SUM_CUBE, out, x)
             ex.synchronize()
             return (time.perf_counter() - start) / launches
 
@@ -298,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log2-n", type=int, default=28, help="sum of 2^N float32 (28)")
     parser.add_argument("--m", type=int, default=4096, help="matmul of M x M float32 (4096)")
+    parser.add_argument("--sum-cubes", type=int, default=SUM_CUBES, help="cubes of the sum")
     parser.add_argument("--launches", type=int, default=10, help="launches per sample (10)")
     parser.add_argument("--repeats", type=int, default=5, help="samples per variant (5)")
     parser.add_argument("--json", help="write the rows here (default: $OUT/dsl_v2_bench.json)")
@@ -358,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
             f"DSL {kind}",
             gb,
             "GB/s",
-            lambda rt=rt, kind=kind: dsl_sum_seconds(rt, kind, x_host, args.launches, args.repeats),
+            lambda rt=rt, kind=kind: dsl_sum_seconds(
+                rt, kind, x_host, args.launches, args.repeats, args.sum_cubes
+            ),
         )
         run_variant(
             rows,
