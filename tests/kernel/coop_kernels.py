@@ -227,3 +227,24 @@ def transpose_nd(out: K.Array[K.F], m: K.Array[K.F]):
     j = K.ABSOLUTE_POS_Y
     if i < m.shape[0] and j < m.shape[1]:
         out[j, i] = m[i, j]
+
+
+@K.func
+def twice(x: K.I):
+    return x + x
+
+
+@K.func
+def store_positive(out, i, v):
+    """A procedure: stores ``v`` only when it is positive (an early bare return)."""
+    if v <= 0:
+        return
+    out[i] = v
+
+
+@K.kernel
+def device_procedures(out: K.Array[K.F], src: K.Array[K.F], idx: K.Array[K.i32]):
+    """out[i] = src[2 * idx[i] % len] where that is positive; out[i] is kept elsewhere."""
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        store_positive(out, i, src[K.u32(twice(idx[i])) % src.len])

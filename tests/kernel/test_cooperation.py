@@ -100,6 +100,17 @@ def test_nested_device_functions_with_early_returns() -> None:
     np.testing.assert_array_equal(out, 2 * src[np.minimum(np.arange(16), 9)])
 
 
+def test_generic_function_and_procedure_with_early_return() -> None:
+    src = RNG.standard_normal(13).astype(np.float32)
+    idx = RNG.integers(0, 100, 40).astype(np.int32)
+    before = np.full(40, 7.0, np.float32)
+    (out, _, _) = on_interpreter(
+        ck.device_procedures, 1, 64, View.compact(before), View.compact(src), View.compact(idx)
+    )
+    picked = src[(2 * idx) % 13]
+    np.testing.assert_array_equal(out, np.where(picked > 0, picked, before))
+
+
 OPS = ["add", "min", "max", "exchange", "compare_exchange"]
 
 

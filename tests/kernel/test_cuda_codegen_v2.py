@@ -31,6 +31,7 @@ CASES = [
     (ck.shared_atomics, arrays(D.float32, D.float32), {}),
     (ck.device_functions, arrays(D.float16, D.float16), {}),
     (ck.transpose_nd, arrays(D.float64, D.float64, ndim=2), {}),
+    (ck.device_procedures, arrays(D.float64, D.float64, D.int32), {}),
     *[
         (ck.atomic_float, arrays(t, t, t), {"op": op, "slots": 3})
         for t in (D.float32, D.float64)

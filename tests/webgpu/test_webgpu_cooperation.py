@@ -89,6 +89,20 @@ def test_device_functions_and_multi_dimensional_indexing(rt: Any) -> None:
     np.testing.assert_array_equal(out.reshape(5, 7).T, m.T)
 
 
+def test_generic_function_and_procedure_with_early_return(rt: Any) -> None:
+    src = RNG.standard_normal(13).astype(np.float32)
+    idx = RNG.integers(0, 100, 40).astype(np.int32)
+    assert_same(
+        rt,
+        ck.device_procedures,
+        1,
+        64,
+        View.compact(np.full(40, 7.0, np.float32)),
+        View.compact(src),
+        View.compact(idx),
+    )
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int32", "uint32"])
 @pytest.mark.parametrize("op", range(5), ids=["add", "min", "max", "exchange", "cas"])
 def test_uncontended_atomics_equal_the_interpreter(rt: Any, dtype: str, op: int) -> None:
