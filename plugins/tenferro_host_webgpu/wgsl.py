@@ -33,8 +33,9 @@ every ``compare_exchange`` are compare-exchange loops (``atomicCompareExchangeWe
 spuriously; the loop retries until the exchange happens or the old value differs).
 
 On a software adapter (``loop_canary``), Mesa's llvmpipe ends every loop of an invocation once
-65535 loop trips in total have run; the kernel then runs a two-trip canary loop at its end and
-flags a cut one in the extra binding ``tf_diag`` (the JIT session raises).
+65535 loop trips in total have run; a kernel with loops then runs a canary loop of
+:data:`LOOP_CANARY_TRIPS` trips after its body (from ``main``) and flags a cut one in the extra
+binding ``tf_diag`` (the JIT session reads it and raises).
 """
 
 from __future__ import annotations
@@ -490,12 +491,12 @@ def _is_constant(e: ir.Expr) -> bool:
     """Whether ``e`` involves no run-time value (WGSL would evaluate it at shader creation)."""
     if isinstance(e, ir.Const):
         return True
-    children = [getattr(e, f.name) for f in fields(e)]
-    nested = [c for c in children if isinstance(c, ir.Expr)]
-    nested += [a for c in children if isinstance(c, tuple) for a in c if isinstance(a, ir.Expr)]
     if isinstance(e, (ir.Var, ir.ThreadIndex, ir.ArrayLen, ir.ArrayShape, ir.ArrayStride,
                       ir.Load, ir.Atomic)):
         return False
+    children = [getattr(e, f.name) for f in fields(e)]
+    nested = [c for c in children if isinstance(c, ir.Expr)]
+    nested += [a for c in children if isinstance(c, tuple) for a in c if isinstance(a, ir.Expr)]
     return all(_is_constant(c) for c in nested)
 
 

@@ -1,8 +1,9 @@
 """A seeded random DSL kernel generator for the differential test (``test_differential.py``).
 
 Every generated kernel has the same signature: float inputs ``x``, ``y``, int input ``m``, an
-int scalar ``s``, and three outputs per thread: ``fo`` (a float computed with operations every
-target rounds identically), ``io`` (an int) and ``fa`` (a float through one operation that
+int scalar ``s``, and four outputs per thread: ``fo`` (a float computed with operations every
+target rounds identically), ``io`` (an int), ``bo`` (a bool) and ``fa`` (a float through one
+operation that
 targets only approximate: ``/``, ``sqrt``, ``exp``, ``log``, ``sin``, ``cos``, ``tanh``, ``**``,
 ``fma``; compared with a tolerance). Bodies mix locals, arithmetic (wrapping ints), comparisons,
 ``and``/``or``/``not``, casts (saturating float -> int), ``K.select``, math intrinsics, ``if``,
@@ -152,8 +153,10 @@ class _Body:
 
     def cond(self, depth: int) -> str:
         r = self.rng
-        k = r.randrange(7)
+        k = r.randrange(8)
         op = r.choice(["<", "<=", ">", ">=", "==", "!="])
+        if k == 7:
+            return r.choice(["b0", "(b0 == K.bool_(x[i]))", "(b0 != (s > 3))"])
         if k <= 2 or depth <= 0:
             return f"({self.fexpr(max(depth - 1, 0))} {op} {self.fexpr(max(depth - 1, 0))})"
         if k == 3:
@@ -217,6 +220,8 @@ class _Body:
         elif k == 11 and r.random() < 0.3:
             self.emit(indent, f"if {self.cond(1)}:")
             self.emit(indent + 1, "return")
+        elif k == 11:
+            self.emit(indent, f"b0 = {self.cond(2)}")
         else:
             self.emit(indent, f"f{r.randrange(3)} = {self.fexpr(2)}")
 
@@ -229,8 +234,8 @@ class _Body:
         def clamp(v: str, lo: str, hi: str) -> str:
             return f"K.min(K.max({v}, {lo}), {hi})"
 
-        if op == "div":
-            return f"({a} / {b})"
+        if op == "div":  # WGSL leaves divisors beyond 2^126 unspecified (NVIDIA: 0)
+            return f"({a} / K.select(K.abs({b}) < 1e30, {b}, K.{F}(3)))"
         if op == "sqrt":
             return f"K.sqrt({a})"
         if op == "exp":
@@ -253,6 +258,8 @@ class _Body:
                 ]
             )
             return f"({clamp(a, '-30.0', '30.0')} ** {exponent})"
+        # WGSL may not fuse: operands kept where the unfused product cannot overflow
+        a, b, c = (clamp(v, "-1e4", "1e4") for v in (a, b, c))
         return f"K.fma({a}, {b}, {c})"
 
 
@@ -321,6 +328,7 @@ def _kernel_source(
         "n0 = m[i]",
         "n1 = s",
         f"n2 = K.{I}(1)",
+        "b0 = f0 < f1",
     ):
         body.emit(1, line)
     body.block(1, rng.randint(3, 7), False)
@@ -331,10 +339,12 @@ def _kernel_source(
     body.emit(1, f"fo[i] = {fo}")
     body.emit(1, f"io[i] = {io}")
     body.emit(1, f"fa[i] = {body.approx(approx)}")
+    body.emit(1, f"bo[i] = {body.cond(2)}")
     header = (
         "@K.kernel\n"
         f"def {name}(fo: K.Array[K.{F}], io: K.Array[K.{I}], fa: K.Array[K.{F}], "
-        f"x: K.Array[K.{F}], y: K.Array[K.{F}], m: K.Array[K.{I}], s: K.{I}):\n"
+        f"bo: K.Array[K.bool_], x: K.Array[K.{F}], y: K.Array[K.{F}], m: K.Array[K.{I}], "
+        f"s: K.{I}):\n"
     )
     return helper + header + "\n".join(body.lines) + "\n"
 
@@ -412,6 +422,7 @@ def inputs(seed: int, profile: Profile) -> dict[str, np.ndarray | np.generic]:
         "fo": np.zeros(THREADS, fdt),
         "io": np.zeros(THREADS, idt),
         "fa": np.zeros(THREADS, fdt),
+        "bo": np.zeros(THREADS, np.bool_),
         "x": floats(),
         "y": floats(),
         "m": ints(),
