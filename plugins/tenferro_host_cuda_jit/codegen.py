@@ -276,6 +276,11 @@ def c_literal(c: ir.Const) -> str:
     return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
 
 
+def _c_string(text: str) -> str:
+    """``text`` escaped for a C string literal (a ``#line`` file name)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def _wrapping(op: str, a: str, b: str, t: DType) -> str:
     """Integer ``a op b`` that wraps around: signed types compute in their unsigned twin."""
     unsigned = _UNSIGNED.get(t.name)
@@ -302,7 +307,6 @@ class _Emitter:
         self.temps = 0
         self.uses_f16 = False
         self.helpers: dict[str, str] = {}
-        self.source_name = self.kir.filename.replace("\\", "\\\\").replace('"', '\\"')
 
     # -------------------------------------------------------- values
 
@@ -453,7 +457,7 @@ class _Emitter:
 
     def stmt(self, s: ir.Stmt) -> None:
         if s.line:
-            self.lines.append(f'#line {s.line} "{self.source_name}"')
+            self.lines.append(f'#line {s.line} "{_c_string(ir.source_file(s, self.kir))}"')
         if isinstance(s, ir.Assign):
             self.line(f"{c_name(s.name, True)} = {self.expr(s.value)};")
         elif isinstance(s, ir.Store):

@@ -185,13 +185,16 @@ class WgslProgram:
     filename: str
     kernel_name: str
     canary: bool = False  # the last binding is the loop canary's flag word
+    dsl_files: tuple[str, ...] = ()  # per generated line: its DSL file when not ``filename``
 
     def locate(self, wgsl_line: int) -> str:
         """The DSL source location a generated line came from (for CompileError)."""
         if 1 <= wgsl_line <= len(self.dsl_lines) and self.dsl_lines[wgsl_line - 1]:
+            files = self.dsl_files
+            file = (files[wgsl_line - 1] if wgsl_line <= len(files) else "") or self.filename
             return (
                 f" (kernel {self.kernel_name!r}, DSL source "
-                f"{self.filename}:{self.dsl_lines[wgsl_line - 1]})"
+                f"{file}:{self.dsl_lines[wgsl_line - 1]})"
             )
         return f" (kernel {self.kernel_name!r}, {self.filename})"
 
@@ -203,6 +206,8 @@ class _Emitter:
     slots: dict[str, int]  # array param -> storage binding slot (1-based)
     layout: UniformLayout
     lines: list[tuple[str, int]] = field(default_factory=list)
+    files: dict[int, str] = field(default_factory=dict)  # index in lines -> its DSL file
+    file: str = ""  # the DSL file of the statement being emitted, when not the kernel's
     helpers: dict[str, str] = field(default_factory=dict)
     temps: int = 0
 
@@ -417,6 +422,8 @@ class _Emitter:
 
     # -------------------------------------------------------------- statements
     def emit(self, depth: int, text: str, line: int) -> None:
+        if self.file:
+            self.files[len(self.lines)] = self.file
         self.lines.append(("    " * depth + text, line))
 
     def block(self, stmts: Sequence[ir.Stmt], depth: int) -> None:
@@ -424,6 +431,13 @@ class _Emitter:
             self.stmt(s, depth)
 
     def stmt(self, s: ir.Stmt, depth: int) -> None:
+        outer, self.file = self.file, s.file
+        try:
+            self.statement(s, depth)
+        finally:
+            self.file = outer
+
+    def statement(self, s: ir.Stmt, depth: int) -> None:
         if isinstance(s, ir.Assign):
             self.emit(depth, f"v_{s.name} = {self.expr(s.value)};", s.line)
         elif isinstance(s, ir.Store):
@@ -645,6 +659,7 @@ def generate(
     if canary:
         text += [(t, 0) for t in _canary("tf_diag").splitlines()]
     text.append(("fn kernel_body() {", 0))
+    base = len(text)
     text += em.lines
     text.append(("}", 0))
     text += [(t, 0) for t in tail]
@@ -655,6 +670,7 @@ def generate(
         filename=k.filename,
         kernel_name=k.name,
         canary=canary,
+        dsl_files=tuple(em.files.get(i - base, "") for i in range(len(text))),
     )
 
 

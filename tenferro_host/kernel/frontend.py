@@ -958,7 +958,10 @@ class _Lowerer:
             zero = ir.Const(False if frame.result_type is dtypes.bool_ else 0,
                             type=frame.result_type, line=line)
             entry.append(ir.Assign(frame.result, zero, line=line))
-        self.pending.extend((*entry, *body))
+        inlined = (*entry, *body)
+        if parsed.filename != self.parsed.filename:  # lines of another file from here on
+            inlined = ir.in_file(inlined, parsed.filename)
+        self.pending.extend(inlined)
         if frame.result is None:
             return None
         assert frame.result_type is not None

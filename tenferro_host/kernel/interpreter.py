@@ -172,7 +172,8 @@ class _Machine:
              error: type[ValidationError] = ValidationError) -> ValidationError:
         thread = int(np.flatnonzero(lanes)[0])
         return error(
-            f"kernel {self.kernel.name!r} at {self.kernel.filename}:{node.line}: {message} "
+            f"kernel {self.kernel.name!r} at {ir.source_file(node, self.kernel)}:{node.line}: "
+            f"{message} "
             f"(first offending thread: ABSOLUTE_POS={thread})",
             argument=argument,
         )

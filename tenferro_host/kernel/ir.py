@@ -5,12 +5,14 @@ constants are folded into :class:`Const`, untyped literals have a type, every bi
 has operands of one type. Targets therefore never infer anything; see ``docs/dsl-ir.md``.
 
 Nodes are frozen dataclasses. Every node carries ``line``, the absolute source line it came from
-(for runtime diagnostics such as an out-of-bounds access reported by the interpreter).
+(for runtime diagnostics such as an out-of-bounds access reported by the interpreter), and
+``file`` when that line is in another file than the kernel's (:func:`source_file`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from ..dtypes import DType
 
@@ -33,6 +35,9 @@ MATH_FUNCS = ("sqrt", "exp", "log", "sin", "cos", "tanh", "abs", "floor", "ceil"
 @dataclass(frozen=True)
 class Node:
     line: int = field(default=0, kw_only=True, compare=False)
+    file: str = field(default="", kw_only=True, compare=False)
+    """The source file of ``line`` when it is not the kernel's (an inlined device function
+    from another module); empty otherwise."""
 
 
 # ---------------------------------------------------------------- expressions
@@ -257,6 +262,23 @@ class Return(Stmt):
 
 
 # ---------------------------------------------------------------- kernel
+
+
+def source_file(node: Node, kernel: KernelIR) -> str:
+    """The file ``node.line`` is a line of."""
+    return node.file or kernel.filename
+
+
+def in_file(node: Any, filename: str) -> Any:
+    """``node`` (a node or a tuple of them) with ``file`` set to ``filename`` wherever it is
+    still the kernel's (nodes of a device function inlined from another module)."""
+    if isinstance(node, tuple):
+        return tuple(in_file(n, filename) for n in node)
+    if not isinstance(node, Node):
+        return node
+    changes = {f.name: in_file(getattr(node, f.name), filename) for f in fields(node)
+               if f.name not in ("line", "file")}
+    return replace(node, **changes, file=node.file or filename)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """Kernels that misuse cooperation; the interpreter must locate each mistake (the tests find the
 line by the marker comment ending it)."""
 
+import coop_remote
+
 from tenferro_host import kernel as K
 
 
@@ -91,3 +93,14 @@ def unwritten_read(out: K.Array[K.f32]):
 def unwritten_atomic(out: K.Array[K.u32]):
     s = K.shared(K.u32, 4)
     out[K.ABSOLUTE_POS] = K.atomic_add(s, K.UNIT_POS % 4, 1)  # MARK unwritten-atomic
+
+
+@K.kernel
+def barrier_in_remote_function(out: K.Array[K.f32]):
+    s = K.shared(K.f32, 64)
+    u = K.UNIT_POS
+    s[u] = K.f32(1)
+    K.sync_cube()
+    if u < 32:
+        coop_remote.halve_then_sync(s, u)
+    out[K.ABSOLUTE_POS] = K.f32(0)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import coop_kernels as ck
 import coop_misuse as cm
+import coop_remote
 import numpy as np
 import pytest
 
@@ -197,8 +198,8 @@ def test_float_atomics_on_shared_memory() -> None:
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
 
-def _marked_line(mark: str) -> int:
-    for number, text in enumerate(inspect.getsource(cm).splitlines(), start=1):
+def _marked_line(mark: str, module: object = cm) -> int:
+    for number, text in enumerate(inspect.getsource(module).splitlines(), start=1):
         if text.rstrip().endswith(f"# MARK {mark}"):
             return number
     raise AssertionError(mark)
@@ -232,3 +233,10 @@ def test_barriers_in_cube_uniform_control_flow_are_legal() -> None:
     )
     expected = np.concatenate([(np.arange(64) + 1) % 64, np.zeros(64), np.ones(64)])
     np.testing.assert_array_equal(out, expected)
+
+
+def test_lines_of_a_device_function_from_another_module_name_its_file() -> None:
+    with pytest.raises(DivergentBarrierError) as info:
+        on_interpreter(cm.barrier_in_remote_function, 1, 64, View.compact(np.zeros(64, np.float32)))
+    line = _marked_line("remote-barrier", coop_remote)
+    assert f"{coop_remote.__file__}:{line}:" in str(info.value)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import inspect
 
 import coop_kernels as ck
+import coop_misuse as cm
+import coop_remote
 import pytest
 import v2_refused as vr
 from tenferro_host_cuda import nvrtc
@@ -77,6 +79,15 @@ def test_every_statement_carries_its_dsl_line() -> None:
     directive = f'#line {body_line} "{ck.__file__}"'
     assert directive in source
     assert source.split(directive)[1].lstrip().startswith("__syncthreads();")
+
+
+def test_inlined_statements_carry_their_own_file() -> None:
+    spec = cm.barrier_in_remote_function.specialize(arrays(D.float32), {}, "cuda")
+    source = generate(spec).source
+    line = _line(coop_remote, "remote-barrier")
+    directive = f'#line {line} "{coop_remote.__file__}"'
+    assert source.split(directive)[1].lstrip().startswith("__syncthreads();")
+    assert f'"{cm.__file__}"' in source  # the kernel's own statements keep the kernel's file
 
 
 def test_nvrtc_warnings_name_the_python_line() -> None:

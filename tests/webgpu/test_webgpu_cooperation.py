@@ -3,6 +3,7 @@ CPU interpreter; atomics on storage and workgroup memory return old values; limi
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,26 @@ def test_64_bit_atomics_are_refused_by_the_portability_rule(rt: Any) -> None:
     z = View.compact(np.zeros(4, np.int64))
     with pytest.raises(UnsupportedError, match="shader-int64"):
         run(rt, ck.atomic_int, 1, 4, z, z, z, op=0, slots=4)
+
+
+def test_wgsl_lines_of_an_inlined_function_locate_its_file() -> None:
+    import coop_misuse as cm
+    import coop_remote
+    from tenferro_host_webgpu import wgsl
+
+    from tenferro_host import dtypes
+    from tenferro_host import kernel as K
+
+    spec = cm.barrier_in_remote_function.specialize([K.ArrayDesc(dtypes.float32, 1)], {}, "webgpu")
+    program = wgsl.generate(spec, (64, 1, 1), (0,), folded=False)
+    lines = program.source.splitlines()
+    barrier = next(
+        n
+        for n, text in enumerate(lines, start=1)
+        if "workgroupBarrier" in text and "coop_remote" in program.locate(n)
+    )
+    source = inspect.getsource(coop_remote).splitlines()
+    line = next(n for n, text in enumerate(source, start=1) if text.endswith("remote-barrier"))
+    assert program.locate(barrier).endswith(f"{coop_remote.__file__}:{line})")
+    first = next(n for n, text in enumerate(lines, start=1) if "workgroupBarrier" in text)
+    assert cm.__file__ in program.locate(first)  # the kernel's own barrier
