@@ -68,10 +68,11 @@ _RESERVED = re.compile(r"tf\d+_")
 
 @dataclass(frozen=True)
 class ParamDecl:
-    """One declared kernel parameter: its annotation and where it is written."""
+    """One declared parameter: its annotation (None: an unannotated device-function parameter,
+    typed from its call site) and where it is written."""
 
     name: str
-    annotation: lang.ArrayType | lang.ScalarType | lang.GenericType | lang.ConstType
+    annotation: lang.ArrayType | lang.ScalarType | lang.GenericType | lang.ConstType | None
     default: Any
     lineno: int
     col_offset: int
@@ -177,9 +178,6 @@ class ParsedKernel:
         return tuple(decls)
 
 
-FuncAnnotation = lang.ArrayType | lang.ScalarType | lang.GenericType | None
-
-
 class ParsedFunction(ParsedKernel):
     """A ``@K.func`` device function: parameters are optionally annotated (``K.Array[T]``, a
     scalar type, ``K.F``/``K.I``; unannotated ones take their call site's type) and it may
@@ -206,8 +204,8 @@ class ParsedFunction(ParsedKernel):
                 raise self.error(arg, f"parameter {arg.arg!r} of device function {self.name!r}: "
                                       "annotate with K.Array[T], a scalar type (K.F, K.f32 ...) "
                                       "or nothing (typed from the call site)")
-            decls.append(ParamDecl(arg.arg, ann, _NO_DEFAULT,  # type: ignore[arg-type]
-                                   arg.lineno + self.line_offset, arg.col_offset))
+            decls.append(ParamDecl(arg.arg, ann, _NO_DEFAULT, arg.lineno + self.line_offset,
+                                   arg.col_offset))
         return tuple(decls)
 
 
