@@ -1211,8 +1211,9 @@ class _Lowerer:
         if len(args) == 2:
             args.append(_Untyped(1))
         name = node.target.id
-        if name in self.params or name in self.constants:
-            raise self.error(node.target, f"the loop variable {name!r} shadows a parameter")
+        if name in self.params or name in self.constants or name in self.arrays:
+            raise self.error(node.target, f"the loop variable {name!r} shadows a parameter or "
+                                          "an array")
         if name in self.loop_vars:
             raise self.error(node.target, f"the loop variable {name!r} is already used by an "
                                           "enclosing loop")

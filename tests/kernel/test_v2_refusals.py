@@ -42,6 +42,7 @@ CASES = [
     (vr.uses_nothing, "no-value", "returns no value"),
     (vr.wrong_arity, "arity", "takes 2 positional argument"),
     (vr.array_for_scalar, "array-for-scalar", "pass an element, not the array"),
+    (vr.loop_over_shared_name, "loop-shadow", "shadows a parameter or an array"),
 ]
 
 

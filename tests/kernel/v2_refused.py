@@ -132,6 +132,13 @@ def array_for_scalar(out: K.Array[K.f32]):
 
 
 @K.kernel
+def loop_over_shared_name(out: K.Array[K.f32]):
+    s = K.shared(K.f32, 4)
+    for s in range(4):  # MARK loop-shadow
+        out[0] = K.f32(1)
+
+
+@K.kernel
 def pointless_comparison(out: K.Array[K.u32]):
     """Legal, but NVRTC warns about the unsigned comparison with zero."""
     if K.UNIT_POS >= 0:  # MARK nvrtc-warning
