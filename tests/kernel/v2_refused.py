@@ -135,7 +135,7 @@ def array_for_scalar(out: K.Array[K.f32]):
 def loop_over_shared_name(out: K.Array[K.f32]):
     s = K.shared(K.f32, 4)
     for s in range(4):  # MARK loop-shadow
-        out[0] = K.f32(1)
+        out[s] = K.f32(1)
 
 
 @K.kernel
