@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import coop_kernels as ck
 import numpy as np
-from cuda_jit_harness import Target, View, on_target
+import pytest
+from cuda_jit_harness import Target, View, assert_same, on_target
 
 RNG = np.random.default_rng(2014)
 
@@ -81,3 +82,37 @@ def test_float_atomics_in_shared_memory(target: Target) -> None:
     per = x.reshape(3, 16, 4)
     expected = np.concatenate([per.sum(axis=1), per.max(axis=1)], axis=1).reshape(-1)
     np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint32", "int64"])
+@pytest.mark.parametrize("op", range(5), ids=["add", "min", "max", "exchange", "cas"])
+def test_uncontended_atomics_equal_the_interpreter(target: Target, dtype: str, op: int) -> None:
+    n = 50
+    mem0 = RNG.integers(0, 9, n).astype(dtype)
+    v = RNG.integers(0, 9, n).astype(dtype)
+    v[::3] = mem0[::3]  # compare_exchange succeeds there
+    kern = ck.atomic_float if np.dtype(dtype).kind == "f" else ck.atomic_int
+    args = (View.compact(np.zeros(n, dtype)), View.compact(mem0), View.compact(v))
+    assert_same(target, kern, 1, 64, *args, op=op, slots=n)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+@pytest.mark.parametrize("op", range(3), ids=["add", "min", "max"])
+def test_contended_atomics_reach_numpy_results(target: Target, dtype: str, op: int) -> None:
+    n, slots = 4096, 5
+    v = RNG.integers(-100, 100, n).astype(dtype)
+    kern = ck.atomic_float if np.dtype(dtype).kind == "f" else ck.atomic_int
+    (_, mem, _) = on_target(
+        target,
+        kern,
+        n // 256,
+        256,
+        View.compact(np.zeros(n, dtype)),
+        View.compact(np.zeros(slots, dtype)),
+        View.compact(v),
+        op=op,
+        slots=slots,
+    )
+    reduce = (np.sum, np.min, np.max)[op]
+    expected = [reduce(np.r_[v[j::slots], 0]) for j in range(slots)]  # exact: small ints
+    np.testing.assert_array_equal(mem, np.array(expected, dtype))
