@@ -37,10 +37,11 @@ the float math functions' own ulp differences.
 Numerics follow the DSL rules: signed integer ``+ - *`` and negation are computed in unsigned
 arithmetic (wrap-around, no C undefined behaviour); ``//`` ``%`` truncate (C ``/ %`` for ints,
 ``trunc(a/b)`` and ``fmod`` for floats); ``**`` is ``pow``; float ``min``/``max`` are
-``fmin``/``fmax``; float ``+ - * /`` are the ``__fadd_rn``-family intrinsics, which NVRTC never
-contracts into a fused multiply-add (each operation rounds, as on cpu; only ``K.fma`` fuses);
-float -> int casts truncate and saturate, NaN -> 0 (the ``tf_sat_*`` helpers; a C cast out of
-range is undefined). Integer division by zero is undefined on the GPU (the interpreter raises).
+``fmin``/``fmax`` with a fixed sign for two zeros (``tf_fmin``/``tf_fmax``); float ``+ - * /``
+are the ``__fadd_rn``-family intrinsics, which NVRTC never contracts into a fused multiply-add
+(each operation rounds, as on cpu; only ``K.fma`` fuses); float -> int casts truncate and
+saturate, NaN -> 0 (the ``tf_sat_*`` helpers; a C cast out of range is undefined). Integer
+division by zero is undefined on the GPU (the interpreter raises).
 """
 
 from __future__ import annotations
@@ -90,6 +91,27 @@ def _saturating_cast(dst: str) -> str:
         "}\n"
     )
 
+
+_SIGNED_ZERO_MIN_MAX = r"""
+__device__ __forceinline__ float tf_fminf(float a, float b) {
+    return (a == 0.0f && b == 0.0f) ? __int_as_float(__float_as_int(a) | __float_as_int(b))
+                                    : fminf(a, b);
+}
+__device__ __forceinline__ float tf_fmaxf(float a, float b) {
+    return (a == 0.0f && b == 0.0f) ? __int_as_float(__float_as_int(a) & __float_as_int(b))
+                                    : fmaxf(a, b);
+}
+__device__ __forceinline__ double tf_fmin(double a, double b) {
+    return (a == 0.0 && b == 0.0)
+        ? __longlong_as_double(__double_as_longlong(a) | __double_as_longlong(b)) : fmin(a, b);
+}
+__device__ __forceinline__ double tf_fmax(double a, double b) {
+    return (a == 0.0 && b == 0.0)
+        ? __longlong_as_double(__double_as_longlong(a) & __double_as_longlong(b)) : fmax(a, b);
+}
+"""
+"""Float ``K.min``/``K.max``: C ``fmin``/``fmax``, and of two zeros min is -0 if either is, max
++0 if either is (C leaves that choice open; every target makes this one)."""
 
 _ROUNDED_OP = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
 
@@ -267,7 +289,8 @@ class _Emitter:
         if name == "abs":
             name = "fabs"
         elif name in ("min", "max"):
-            name = "f" + name
+            self.helpers.setdefault("min_max", _SIGNED_ZERO_MIN_MAX)
+            name = "tf_f" + name
         return name if t is dtypes.float64 else name + "f"
 
     def expr(self, e: ir.Expr) -> str:

@@ -131,11 +131,14 @@ def nan_ignoring(lo: K.Array[K.f32], hi: K.Array[K.f32], x: K.Array[K.f32], y: K
         hi[i] = K.max(x[i], y[i])
 
 
-def test_float_min_max_return_the_non_nan_operand(target):
-    x, y = f32(np.nan, 1, np.nan, -np.inf), f32(2, np.nan, np.nan, 3)
+def test_float_min_max_return_the_non_nan_operand_and_order_zeros(target):
+    x, y = (
+        f32(np.nan, 1, np.nan, -np.inf, 0, -0.0, -0.0, 0),
+        f32(2, np.nan, np.nan, 3, -0.0, 0, -0.0, 0),
+    )
     lo, hi = target.run(nan_ignoring, len(x), x, y, outs=2)
-    assert_same_floats(lo, np.fmin(x, y))
-    assert_same_floats(hi, np.fmax(x, y))
+    assert_same_floats(lo, f32(2, 1, np.nan, -np.inf, -0.0, -0.0, -0.0, 0))
+    assert_same_floats(hi, f32(2, 1, np.nan, 3, 0, 0, -0.0, 0))
 
 
 # ------------------------------------------------------------ % is fmod
