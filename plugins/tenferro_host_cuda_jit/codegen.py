@@ -37,10 +37,11 @@ the float math functions' own ulp differences.
 Numerics follow the DSL rules: signed integer ``+ - *`` and negation are computed in unsigned
 arithmetic (wrap-around, no C undefined behaviour); ``//`` ``%`` truncate (C ``/ %`` for ints,
 ``trunc(a/b)`` and ``fmod`` for floats); ``**`` is ``pow``; float ``min``/``max`` are
-``fmin``/``fmax``; float ``+ - * /`` are the ``__fadd_rn``-family intrinsics, which NVRTC never
-contracts into a fused multiply-add (each operation rounds, as on cpu; only ``K.fma`` fuses);
-float -> int casts truncate and saturate, NaN -> 0 (the ``tf_sat_*`` helpers; a C cast out of
-range is undefined). Integer division by zero is undefined on the GPU (the interpreter raises).
+``fmin``/``fmax`` with a fixed sign for two zeros (``tf_fmin``/``tf_fmax``); float ``+ - * /``
+are the ``__fadd_rn``-family intrinsics, which NVRTC never contracts into a fused multiply-add
+(each operation rounds, as on cpu; only ``K.fma`` fuses); float -> int casts truncate and
+saturate, NaN -> 0 (the ``tf_sat_*`` helpers; a C cast out of range is undefined). Integer
+division by zero is undefined on the GPU (the interpreter raises).
 
 Cooperation: a shared array is a static ``__shared__`` array ``s_<name>``, ``K.sync_cube()`` is
 ``__syncthreads()``; atomics are CUDA's ``atomicAdd/Min/Max/Exch/CAS`` where the type has them and
@@ -98,6 +99,27 @@ def _saturating_cast(dst: str) -> str:
     )
 
 
+_SIGNED_ZERO_MIN_MAX = r"""
+__device__ __forceinline__ float tf_fminf(float a, float b) {
+    return (a == 0.0f && b == 0.0f) ? __int_as_float(__float_as_int(a) | __float_as_int(b))
+                                    : fminf(a, b);
+}
+__device__ __forceinline__ float tf_fmaxf(float a, float b) {
+    return (a == 0.0f && b == 0.0f) ? __int_as_float(__float_as_int(a) & __float_as_int(b))
+                                    : fmaxf(a, b);
+}
+__device__ __forceinline__ double tf_fmin(double a, double b) {
+    return (a == 0.0 && b == 0.0)
+        ? __longlong_as_double(__double_as_longlong(a) | __double_as_longlong(b)) : fmin(a, b);
+}
+__device__ __forceinline__ double tf_fmax(double a, double b) {
+    return (a == 0.0 && b == 0.0)
+        ? __longlong_as_double(__double_as_longlong(a) & __double_as_longlong(b)) : fmax(a, b);
+}
+"""
+"""Float ``K.min``/``K.max``: C ``fmin``/``fmax``, and of two zeros min is -0 if either is, max
++0 if either is (C leaves that choice open; every target makes this one)."""
+
 _ROUNDED_OP = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
 
 _BITS = {"float32": ("unsigned int", "__float_as_uint", "__uint_as_float", "float"),
@@ -119,7 +141,8 @@ def _cas_loop(op: str, dtype: DType) -> str:
             f"{ctype} cmp, {ctype} v) {{\n"
             f"    return {from_bits}(atomicCAS(({bits}*)p, {to_bits}(cmp), {to_bits}(v)));\n}}\n"
         )
-    update = {"min": f"fmin{suffix}(x, v)", "max": f"fmax{suffix}(x, v)", "exchange": "v"}[op]
+    update = {"min": f"tf_fmin{suffix}(x, v)", "max": f"tf_fmax{suffix}(x, v)",
+              "exchange": "v"}[op]  # K.min/K.max semantics (_SIGNED_ZERO_MIN_MAX)
     return (
         f"__device__ __forceinline__ {ctype} tf_atomic_{op}_{dtype.name}({ctype}* p, {ctype} v) "
         "{\n"
@@ -326,7 +349,8 @@ class _Emitter:
         if name == "abs":
             name = "fabs"
         elif name in ("min", "max"):
-            name = "f" + name
+            self.helpers.setdefault("min_max", _SIGNED_ZERO_MIN_MAX)
+            name = "tf_f" + name
         return name if t is dtypes.float64 else name + "f"
 
     def expr(self, e: ir.Expr) -> str:
@@ -382,6 +406,8 @@ class _Emitter:
         args = [self.expr(a) for a in (e.compare, e.value) if a is not None]
         if t.is_float and not (e.op == "add" or (e.op == "exchange" and t is dtypes.float32)):
             name = f"tf_atomic_{e.op}_{t.name}"
+            if e.op in ("min", "max"):
+                self.helpers.setdefault("min_max", _SIGNED_ZERO_MIN_MAX)  # sorts first
             self.helpers.setdefault(name, _cas_loop(e.op, t))
             return f"{name}({', '.join([address, *args])})"
         if t is dtypes.int64 and e.op != "min" and e.op != "max":

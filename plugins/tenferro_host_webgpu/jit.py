@@ -6,6 +6,9 @@ runtime's pending encoder and submitted when the session ends (or earlier, when 
 synchronize needs their results); grids beyond the per-dimension workgroup limit arrive folded
 and the shader unfolds them; views bind with their offset, shape and strides in the uniform
 block, so non-compact inputs give correct results; views of one storage share one binding.
+On a software adapter a kernel with loops also carries the loop canary (:mod:`.wgsl`): each
+such launch is submitted and its flag read at once, so a launch whose loops the driver cut
+raises ``UnsupportedError`` from ``launch`` itself.
 """
 
 from __future__ import annotations

@@ -137,14 +137,18 @@ _SOURCES["tf_ne_f32"] = (
         "}\n"
     ),
 )
-for _func in ("min", "max"):
+for _func, _join in (("min", "|"), ("max", "&")):
     _SOURCES[f"tf_f{_func}_f32"] = (
         ("tf_isnan_f32",),
         (
             f"fn tf_f{_func}_f32(a: f32, b: f32) -> f32 {{\n"
-            "    // C fmin/fmax: a NaN operand yields the other operand\n"
+            "    // C fmin/fmax: a NaN operand yields the other operand; of two zeros, min is -0\n"
+            "    // if either is and max +0 if either is (WGSL leaves that choice open)\n"
             "    if (tf_isnan_f32(a)) { return b; }\n"
             "    if (tf_isnan_f32(b)) { return a; }\n"
+            "    if (a == 0.0f && b == 0.0f) {\n"
+            f"        return bitcast<f32>(bitcast<u32>(a) {_join} bitcast<u32>(b));\n"
+            "    }\n"
             f"    return {_func}(a, b);\n"
             "}\n"
         ),

@@ -528,10 +528,8 @@ def read_modify_write(memory: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], o
 def _atomic_result(op: str, current: Any, value: Any, compare: Any) -> Any:
     if op == "add":
         return current + value
-    if op in ("min", "max"):
-        if current.dtype.kind == "f":
-            return (np.fmin if op == "min" else np.fmax)(current, value)
-        return (np.minimum if op == "min" else np.maximum)(current, value)
+    if op in ("min", "max"):  # as K.min/K.max
+        return math_func(op, [current, value], dtypes.dtype(current.dtype))
     if op == "exchange":
         return value
     bits = f"u{current.dtype.itemsize}"
@@ -569,8 +567,13 @@ def math_func(func: str, args: list[Any], t: DType) -> Any:
             a, b, c = (np.asarray(x, np.float64) for x in args)
             result = a * b + c
     elif func in ("min", "max"):
-        if t.is_float:
-            result = (np.fmin if func == "min" else np.fmax)(*args)
+        if t.is_float:  # C fmin/fmax, and of two zeros: min -0 if either is, max +0 if either is
+            a, b = (np.asarray(x) for x in args)
+            result = (np.fmin if func == "min" else np.fmax)(a, b)
+            sign = (np.logical_or if func == "min" else np.logical_and)(np.signbit(a),
+                                                                         np.signbit(b))
+            zeros = (a == 0) & (b == 0)
+            result = np.where(zeros, np.where(sign, -0.0, 0.0).astype(result.dtype), result)
         else:
             result = (np.minimum if func == "min" else np.maximum)(*args)
     else:

@@ -26,8 +26,9 @@ COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")
 UNARY_OPS = ("neg", "not")
 ATOMIC_OPS = ("add", "min", "max", "exchange", "compare_exchange")
-"""``Atomic.op``; float ``min``/``max`` return the non-NaN operand (as :class:`Math`),
-``compare_exchange`` compares bit patterns."""
+"""``Atomic.op``; float ``min``/``max`` follow :class:`Math`'s (the non-NaN operand; of two
+zeros, min is -0 if either is, max +0 if either is); ``compare_exchange`` compares bit
+patterns."""
 MATH_FUNCS = ("sqrt", "exp", "log", "sin", "cos", "tanh", "abs", "floor", "ceil", "min", "max",
               "fma")
 

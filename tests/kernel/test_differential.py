@@ -2,8 +2,9 @@
 the CPU interpreter, the reference; every generated kernel also compiles to an sm_90 CUBIN with
 NVRTC (no GPU needed).
 
-CI runs ``TENFERRO_DIFF_KERNELS`` kernels (default 120) from seed ``TENFERRO_DIFF_SEED``
-(default 2026); a GPU run sets more, e.g. ``TENFERRO_DIFF_KERNELS=2000``. Each failure names the
+CI runs ``TENFERRO_DIFF_KERNELS`` kernels (default 180) from seed ``TENFERRO_DIFF_SEED``
+(default 2026), in test items of :data:`CHUNK` kernels; a GPU run sets more, e.g.
+``TENFERRO_DIFF_KERNELS=1000``. Each failure names the
 kernel, the target and the first differing thread, and writes the generated module to the
 pytest temporary directory so it can be run again.
 
@@ -35,9 +36,13 @@ from tenferro_host import dtypes
 from tenferro_host import kernel as K
 from tenferro_host.kernel.interpreter import ArrayArg, run
 
-COUNT = int(os.environ.get("TENFERRO_DIFF_KERNELS", "120"))
+COUNT = int(os.environ.get("TENFERRO_DIFF_KERNELS", "180"))
 SEED = int(os.environ.get("TENFERRO_DIFF_SEED", "2026"))
 OUTPUTS = ("fo", "io", "bo", "fa")
+CHUNK = 60
+"""Kernels per test item: each item stays well inside a per-test timeout (the GPU runner's is
+120 s), however many kernels a run asks for."""
+CHUNKS = range(-(-COUNT // CHUNK))
 
 #: (target, float type) -> rtol, atol for ``fa`` per approximate operation. WGSL leaves ``/`` at
 #: 2.5 ulp, ``sqrt`` and the transcendental functions to the implementation, and ``fma`` may not
@@ -163,12 +168,17 @@ def _runs_on(target: str, floats: set[str], profile: dsl_fuzz.Profile) -> bool:
     return profile.float_type in floats
 
 
+def _chunk(kernels: list[dsl_fuzz.GeneratedKernel], k: int):
+    return list(enumerate(kernels))[k * CHUNK : (k + 1) * CHUNK]
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
 @pytest.mark.parametrize("target", _targets())
-def test_generated_kernels_agree_with_the_interpreter(target, generated):
+def test_generated_kernels_agree_with_the_interpreter(target, chunk, generated):
     module, kernels, path = generated
     rt, jit, floats = _target(target)
     failures, ran = [], 0
-    for n, gk in enumerate(kernels):
+    for n, gk in _chunk(kernels, chunk):
         if not _runs_on(target, floats, gk.profile):
             continue
         kernel = getattr(module, gk.name)
@@ -183,19 +193,22 @@ def test_generated_kernels_agree_with_the_interpreter(target, generated):
             if problem:
                 failures.append(f"{gk.name} ({gk.profile}, fa={gk.approx}): {problem}")
     print(
-        f"differential: {ran} of {len(kernels)} kernels x {target} (seed {SEED}), "
-        f"{len(failures)} mismatching; kernels in {path}"
+        f"differential: {ran} of kernels {chunk * CHUNK}..{chunk * CHUNK + CHUNK - 1} x {target} "
+        f"(seed {SEED}), {len(failures)} mismatching; kernels in {path}"
     )
     assert ran > 0
     assert not failures, "\n".join(failures[:20])
 
 
-def test_generated_kernels_compile_for_sm90(generated):
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_generated_kernels_compile_for_sm90(chunk, generated):
     module, kernels, _path = generated
     from tenferro_host_cuda_jit.codegen import generate
 
-    for n, gk in enumerate(kernels):
+    compiled = 0
+    for n, gk in _chunk(kernels, chunk):
         args = dsl_fuzz.inputs(SEED + n, gk.profile)
         spec = getattr(module, gk.name).specialize(_descs(args), {}, "cuda", ("sm_90",))
         assert compile_sm90(generate(spec).source) > 0, gk.name
-    print(f"differential: {len(kernels)} kernels compiled to sm_90 CUBIN with NVRTC")
+        compiled += 1
+    print(f"differential: {compiled} kernels compiled to sm_90 CUBIN with NVRTC")

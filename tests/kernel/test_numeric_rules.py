@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tenferro_host as tf
+from tenferro_host import dtypes
 from tenferro_host import kernel as K
 from tenferro_host.errors import UnsupportedError
 
@@ -131,11 +132,14 @@ def nan_ignoring(lo: K.Array[K.f32], hi: K.Array[K.f32], x: K.Array[K.f32], y: K
         hi[i] = K.max(x[i], y[i])
 
 
-def test_float_min_max_return_the_non_nan_operand(target):
-    x, y = f32(np.nan, 1, np.nan, -np.inf), f32(2, np.nan, np.nan, 3)
+def test_float_min_max_return_the_non_nan_operand_and_order_zeros(target):
+    x, y = (
+        f32(np.nan, 1, np.nan, -np.inf, 0, -0.0, -0.0, 0),
+        f32(2, np.nan, np.nan, 3, -0.0, 0, -0.0, 0),
+    )
     lo, hi = target.run(nan_ignoring, len(x), x, y, outs=2)
-    assert_same_floats(lo, np.fmin(x, y))
-    assert_same_floats(hi, np.fmax(x, y))
+    assert_same_floats(lo, f32(2, 1, np.nan, -np.inf, -0.0, -0.0, -0.0, 0))
+    assert_same_floats(hi, f32(2, 1, np.nan, 3, 0, 0, -0.0, 0))
 
 
 # ------------------------------------------------------------ % is fmod
@@ -307,3 +311,35 @@ def test_a_long_loop_is_right_or_refused(target):
         assert target.run(count_to, 1, 60_000, out="uint32")[0].tolist() == [60_000]
     else:
         assert target.run(count_to, 1, 100_000, out="uint32")[0].tolist() == [100_000]
+
+
+# ------------------------------------------------------------ CUDA C for every rule kernel
+
+F32, U32, I32, B = (K.ArrayDesc(dtypes.dtype(t), 1) for t in ("float32", "uint32", "int32", "bool"))
+RULE_KERNELS = [
+    (power, [F32, F32, F32], {}),
+    (nan_rules, [B, B, B, B, F32, F32], {}),
+    (nan_ignoring, [F32] * 4, {}),
+    (remainder, [F32] * 3, {}),
+    (to_ints, [U32, I32, F32], {}),
+    (rounding_error, [F32] * 3, {}),
+    (product_plus, [F32] * 3, {}),
+    (if_flag, [I32], {}),
+    (range_stop_local, [I32], {}),
+    (range_step_local, [I32], {}),
+    (below_zero, [I32], {}),
+    (constants, [F32], {"eps": 0.0}),
+    (count_to, [U32, K.ScalarDesc()], {}),
+]
+
+
+@pytest.mark.parametrize(
+    "kern,descs,consts", RULE_KERNELS, ids=[k.name for k, _, _ in RULE_KERNELS]
+)
+def test_rule_kernels_compile_for_sm90(kern, descs, consts):
+    """So a GPU run never meets a kernel of this file that NVRTC rejects."""
+    from tenferro_host_cuda_jit.codegen import generate
+    from test_cuda_codegen import compile_sm90
+
+    spec = kern.specialize(descs, consts, "cuda", ("sm_90",))
+    assert compile_sm90(generate(spec).source) > 0
