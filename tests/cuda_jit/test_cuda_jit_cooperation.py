@@ -6,6 +6,7 @@ raw seam (CPU) and, marked ``gpu``/``cuda``, on a CUDA device."""
 from __future__ import annotations
 
 import coop_kernels as ck
+import harness  # tests/webgpu/harness.py, on the path through cuda_jit_harness
 import numpy as np
 import pytest
 from cuda_jit_harness import Target, View, assert_same, on_target
@@ -116,3 +117,15 @@ def test_contended_atomics_reach_numpy_results(target: Target, dtype: str, op: i
     reduce = (np.sum, np.min, np.max)[op]
     expected = [reduce(np.r_[v[j::slots], 0]) for j in range(slots)]  # exact: small ints
     np.testing.assert_array_equal(mem, np.array(expected, dtype))
+
+
+@pytest.mark.parametrize("op", [1, 2], ids=["min", "max"])
+def test_float_atomic_min_max_of_two_zeros_equal_the_interpreter(target: Target, op: int) -> None:
+    args = (
+        View.compact(np.zeros(4, np.float32)),
+        View.compact(np.array([0.0, -0.0, 0.0, -0.0], np.float32)),
+        View.compact(np.array([-0.0, 0.0, 0.0, -0.0], np.float32)),
+    )
+    expected = harness.on_interpreter(ck.atomic_float, 1, 4, *args, op=op, slots=4)
+    got = on_target(target, ck.atomic_float, 1, 4, *args, op=op, slots=4)
+    np.testing.assert_array_equal(got[1].view(np.uint32), expected[1].view(np.uint32))

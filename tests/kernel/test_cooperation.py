@@ -240,3 +240,24 @@ def test_lines_of_a_device_function_from_another_module_name_its_file() -> None:
         on_interpreter(cm.barrier_in_remote_function, 1, 64, View.compact(np.zeros(64, np.float32)))
     line = _marked_line("remote-barrier", coop_remote)
     assert f"{coop_remote.__file__}:{line}:" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "op,negative",
+    [(1, [True, True, False, True]), (2, [False, False, False, True])],
+    ids=["min", "max"],
+)
+def test_float_atomic_min_max_of_two_zeros_follow_k_min_max(op: int, negative: list) -> None:
+    mem0 = np.array([0.0, -0.0, 0.0, -0.0], np.float32)
+    v = np.array([-0.0, 0.0, 0.0, -0.0], np.float32)
+    _, mem, _ = on_interpreter(
+        ck.atomic_float,
+        1,
+        4,
+        View.compact(np.zeros(4, np.float32)),
+        View.compact(mem0),
+        View.compact(v),
+        op=op,
+        slots=4,
+    )
+    assert list(np.signbit(mem)) == negative

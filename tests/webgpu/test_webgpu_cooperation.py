@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent.parent / "kernel"))
 
 import coop_kernels as ck  # noqa: E402  (tests/kernel/coop_kernels.py)
-from harness import View, assert_same, on_target, webgpu_jit  # noqa: E402
+from harness import View, assert_same, on_interpreter, on_target, webgpu_jit  # noqa: E402
 
 from tenferro_host.errors import UnsupportedError  # noqa: E402
 
@@ -168,6 +168,18 @@ def test_float_compare_exchange_compares_bit_patterns(rt: Any) -> None:
         op=4,
         slots=3,
     )
+
+
+@pytest.mark.parametrize("op", [1, 2], ids=["min", "max"])
+def test_float_atomic_min_max_of_two_zeros_equal_the_interpreter(rt: Any, op: int) -> None:
+    args = (
+        View.compact(np.zeros(4, np.float32)),
+        View.compact(np.array([0.0, -0.0, 0.0, -0.0], np.float32)),
+        View.compact(np.array([-0.0, 0.0, 0.0, -0.0], np.float32)),
+    )
+    expected = on_interpreter(ck.atomic_float, 1, 4, *args, op=op, slots=4)
+    got = run(rt, ck.atomic_float, 1, 4, *args, op=op, slots=4)
+    np.testing.assert_array_equal(got[1].view(np.uint32), expected[1].view(np.uint32))
 
 
 def test_workgroup_memory_beyond_the_webgpu_limit_is_unsupported(rt: Any) -> None:
