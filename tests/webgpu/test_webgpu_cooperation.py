@@ -46,6 +46,22 @@ def test_column_sums_of_a_column_major_matrix(rt: Any, transposed: bool) -> None
     assert_same(rt, ck.column_sums, 9, ck.CUBE, *args, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("cube", [32, 64, 128])
+@pytest.mark.parametrize("n", [1, 31, 1000, 4099])
+def test_sum_and_scan_for_every_cube_size(rt: Any, cube: int, n: int) -> None:
+    x = RNG.integers(-9, 9, n).astype(np.float32)  # small ints: every order sums exactly
+    (total, _) = run(
+        rt, ck.block_sum, 5, cube, View.compact(np.zeros(1, np.float32)), View.compact(x), cube=cube
+    )
+    assert total[0] == x.sum()
+    count = -(-n // cube)
+    (scan, _) = run(
+        rt, ck.prefix_sum, count, cube, View.compact(np.zeros_like(x)), View.compact(x), cube=cube
+    )
+    expected = np.concatenate([np.cumsum(x[k : k + cube]) for k in range(0, n, cube)])
+    np.testing.assert_array_equal(scan, expected)
+
+
 def test_histogram_equals_bincount(rt: Any) -> None:
     x = RNG.integers(0, 10_000, 7_000).astype(np.uint32)
     args = (View.compact(np.zeros(50, np.uint32)), View.compact(x))
