@@ -97,7 +97,7 @@ def _const_value(decl: ParamDecl, value: Any, kernel: str) -> Any:
     if not ok:
         raise ValidationError(
             f"constant {decl.name!r} of kernel {kernel!r} is declared {decl.annotation!r} but got "
-            f"{value!r}; pass a value of that type",
+            f"{_shown(value)}; pass a value of that type",
             argument=decl.name,
         )
     if isinstance(vt, lang.ScalarType) and vt.dtype.is_integer:
@@ -111,9 +111,16 @@ def _const_value(decl: ParamDecl, value: Any, kernel: str) -> Any:
             value = float(vt.dtype.numpy.type(value))
     if vt is float and isinstance(value, int) and not -(2**1024) < value < 2**1024:
         raise ValidationError(
-            f"constant {decl.name!r}={value} is too large for any float type; pass a float",
-            argument=decl.name)
+            f"constant {decl.name!r} ({_shown(value)}) is too large for any float type; pass a "
+            "float", argument=decl.name)
     return value
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message: a huge int by its size, not its 400 digits."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"an int of {len(str(abs(value)))} digits"
+    return repr(value)
 
 
 _kernel_tokens = itertools.count(1)

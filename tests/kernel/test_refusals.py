@@ -288,3 +288,14 @@ def test_a_read_only_import_is_refused_as_a_written_binding():
             js.launch(fill, 1, 4, t, out)
         js.launch(fill, 1, 4, out, t)  # reading it is fine
     assert out.download().tolist() == [1.0] * 4
+
+
+@K.kernel
+def typed_const(out: K.Array[K.f32], c: K.Const[K.f32]):
+    out[0] = c
+
+
+def test_a_huge_int_for_a_typed_float_constant_is_a_validation_error():
+    with pytest.raises(ValidationError, match="got an int of 401 digits") as info:
+        specialize(typed_const, f32, c=10**400)
+    assert info.value.argument == "c"
