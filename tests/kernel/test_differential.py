@@ -19,6 +19,7 @@ What must match, per generated kernel (``docs/dsl-guide.md``, "Numeric rules"):
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from collections.abc import Callable, Iterator
@@ -142,9 +143,15 @@ def _targets() -> list[Any]:
     ]
 
 
+@functools.cache
+def _host() -> tf.Host:
+    """One host for the module: each test item reuses its runtimes (a CUDA context each)."""
+    return tf.Host()
+
+
 def _target(name: str) -> tuple[Any, Callable[[], Any], set[str]]:
     """The runtime, a JIT-session factory and the float types the target runs."""
-    host = tf.Host()
+    host = _host()
     status = host.backend_status(name)
     if not status.available:
         pytest.skip(f"no {name} device: {status.reason}")

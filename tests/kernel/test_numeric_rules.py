@@ -3,6 +3,7 @@ adapter in CI; CUDA on a GPU machine), against values numpy computes independent
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,9 +23,15 @@ TARGETS = [
 ]
 
 
+@functools.cache
+def _host() -> tf.Host:
+    """One host for the module: every test reuses its runtimes (a CUDA context each)."""
+    return tf.Host()
+
+
 class Target:
     def __init__(self, name: str) -> None:
-        host = tf.Host()
+        host = _host()
         status = host.backend_status(name)
         if not status.available:
             pytest.skip(f"no {name} device: {status.reason}")
