@@ -291,9 +291,9 @@ def output_rule(
     rule: Any, values: Sequence[Any], n_outputs: int, attrs: Mapping[str, Any] | None = None
 ) -> tuple[Any, ...]:
     """What a ``dtype_rule``/``shape_rule`` gives for the inputs' dtypes or shapes, one per
-    output: ``"same"`` repeats the first input's (None without inputs); a callable gets them positionally and the
-    call's attributes by keyword, and returns one value (a single output) or a tuple of
-    ``n_outputs``."""
+    output: ``"same"`` repeats the first input's (None without inputs); a callable gets them
+    positionally and the call's attributes by keyword, and returns one value (a single output)
+    or a tuple of ``n_outputs``."""
     if rule == "same":
         return (values[0] if values else None,) * n_outputs  # no inputs: nothing to derive
     got = rule(*values, **attrs) if attrs else rule(*values)

@@ -40,7 +40,17 @@ the float math functions' own ulp differences.
 Numerics follow the DSL rules: signed integer ``+ - *`` and negation are computed in unsigned
 arithmetic (wrap-around, no C undefined behaviour); ``//`` ``%`` truncate (C ``/ %`` for ints,
 ``trunc(a/b)`` and ``fmod`` for floats); ``**`` is ``pow``; float ``min``/``max`` are
-``fmin``/``fmax``. Integer division by zero is undefined on the GPU (the interpreter raises).
+``fmin``/``fmax`` with a fixed sign for two zeros (``tf_fmin``/``tf_fmax``); float ``+ - * /``
+are the ``__fadd_rn``-family intrinsics, which NVRTC never contracts into a fused multiply-add
+(each operation rounds, as on cpu; only ``K.fma`` fuses); float -> int casts truncate and
+saturate, NaN -> 0 (the ``tf_sat_*`` helpers; a C cast out of range is undefined). Integer
+division by zero is undefined on the GPU (the interpreter raises).
+
+Cooperation: a shared array is a static ``__shared__`` array ``s_<name>``, ``K.sync_cube()`` is
+``__syncthreads()``; atomics are CUDA's ``atomicAdd/Min/Max/Exch/CAS`` where the type has them and
+a compare-and-swap loop on the bit pattern otherwise (float ``min``/``max``/``compare_exchange``,
+f64 ``exchange``). Every statement is preceded by a ``#line`` directive naming the DSL source
+file and line, so NVRTC diagnostics point at the Python source.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ from dataclasses import dataclass
 
 from tenferro_host import dtypes
 from tenferro_host.dtypes import DType
+from tenferro_host.errors import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 
 _C_TYPE = {
@@ -71,6 +82,81 @@ __device__ __forceinline__ unsigned short tf_d2h(double d) {
     unsigned short h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(d)); return h;
 }
 """
+
+_SATURATING_CASTS = {
+    # destination: (C type, its largest value, its smallest value); the bounds as doubles are
+    # exact or round outward, so every double beyond them saturates
+    "int32": ("int", "2147483647", "(-2147483647 - 1)"),
+    "uint32": ("unsigned int", "4294967295u", "0u"),
+    "int64": ("long long", "9223372036854775807LL", "(-9223372036854775807LL - 1)"),
+}
+
+
+def _saturating_cast(dst: str) -> str:
+    ctype, hi, lo = _SATURATING_CASTS[dst]
+    return (
+        f"__device__ __forceinline__ {ctype} tf_sat_{dst}(double x) {{\n"
+        f"    return x != x ? ({ctype})0 : x >= (double){hi} ? {hi} : x <= (double){lo} ? {lo}"
+        f" : ({ctype})x;\n"
+        "}\n"
+    )
+
+
+_SIGNED_ZERO_MIN_MAX = r"""
+__device__ __forceinline__ float tf_fminf(float a, float b) {
+    return (a == 0.0f && b == 0.0f) ? __int_as_float(__float_as_int(a) | __float_as_int(b))
+                                    : fminf(a, b);
+}
+__device__ __forceinline__ float tf_fmaxf(float a, float b) {
+    return (a == 0.0f && b == 0.0f) ? __int_as_float(__float_as_int(a) & __float_as_int(b))
+                                    : fmaxf(a, b);
+}
+__device__ __forceinline__ double tf_fmin(double a, double b) {
+    return (a == 0.0 && b == 0.0)
+        ? __longlong_as_double(__double_as_longlong(a) | __double_as_longlong(b)) : fmin(a, b);
+}
+__device__ __forceinline__ double tf_fmax(double a, double b) {
+    return (a == 0.0 && b == 0.0)
+        ? __longlong_as_double(__double_as_longlong(a) & __double_as_longlong(b)) : fmax(a, b);
+}
+"""
+"""Float ``K.min``/``K.max``: C ``fmin``/``fmax``, and of two zeros min is -0 if either is, max
++0 if either is (C leaves that choice open; every target makes this one)."""
+
+_ROUNDED_OP = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
+
+_BITS = {"float32": ("unsigned int", "__float_as_uint", "__uint_as_float", "float"),
+         "float64": ("unsigned long long", "(unsigned long long)__double_as_longlong",
+                     "__longlong_as_double", "double")}
+"""A float type's same-size unsigned integer and the bit casts both ways."""
+
+_NATIVE_ATOMIC = {"add": "atomicAdd", "min": "atomicMin", "max": "atomicMax",
+                  "exchange": "atomicExch", "compare_exchange": "atomicCAS"}
+
+
+def _cas_loop(op: str, dtype: DType) -> str:
+    """A float atomic through atomicCAS on the bit pattern (``tf_atomic_<op>_<type>``)."""
+    bits, to_bits, from_bits, ctype = _BITS[dtype.name]
+    suffix = "f" if dtype is dtypes.float32 else ""
+    if op == "compare_exchange":
+        return (
+            f"__device__ __forceinline__ {ctype} tf_atomic_{op}_{dtype.name}({ctype}* p, "
+            f"{ctype} cmp, {ctype} v) {{\n"
+            f"    return {from_bits}(atomicCAS(({bits}*)p, {to_bits}(cmp), {to_bits}(v)));\n}}\n"
+        )
+    update = {"min": f"tf_fmin{suffix}(x, v)", "max": f"tf_fmax{suffix}(x, v)",
+              "exchange": "v"}[op]  # K.min/K.max semantics (_SIGNED_ZERO_MIN_MAX)
+    return (
+        f"__device__ __forceinline__ {ctype} tf_atomic_{op}_{dtype.name}({ctype}* p, {ctype} v) "
+        "{\n"
+        f"    {bits}* q = ({bits}*)p;\n"
+        f"    {bits} old = *q, seen;\n"
+        "    do {\n"
+        f"        seen = old;\n        const {ctype} x = {from_bits}(seen);\n"
+        f"        old = atomicCAS(q, seen, {to_bits}({update}));\n"
+        "    } while (old != seen);\n"
+        f"    return {from_bits}(old);\n}}\n"
+    )
 
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 
@@ -112,6 +198,10 @@ def c_name(name: str, local: bool) -> str:
 def meta_name(array: str, role: str, axis: int | None = None) -> str:
     """C name of an array's metadata parameter: ``m_len_x``, ``m_shape0_x``, ``m_stride1_x``."""
     return f"m_{role}{'' if axis is None else axis}_{array}"
+
+
+def shared_name(array: str) -> str:
+    return "s_" + array
 
 
 def view(array: str) -> str:
@@ -167,6 +257,9 @@ class CudaKernelSource:
 #: unfolded launch (physical grid = logical count), and a folded one (works for every launch).
 GRID_1D, GRID_DIRECT, GRID_FOLDED = "1d", "direct", "folded"
 
+MAX_STATIC_SHARED_BYTES = 48 * 1024
+"""Static ``__shared__`` memory a CUDA kernel may declare (more needs dynamic shared memory)."""
+
 
 def grid_shape(count: tuple[int, int, int], grid: tuple[int, int, int],
                dim: tuple[int, int, int]) -> str:
@@ -181,6 +274,13 @@ def grid_shape(count: tuple[int, int, int], grid: tuple[int, int, int],
 def generate(spec: Specialization, grid: str = GRID_FOLDED) -> CudaKernelSource:
     """CUDA C for ``spec`` launched on a grid of shape ``grid`` (:func:`grid_shape`); the
     folded prologue is right for every launch, the others only for their own shapes."""
+    shared_bytes = sum(a.size * a.dtype.itemsize for a in spec.ir.shared)
+    if shared_bytes > MAX_STATIC_SHARED_BYTES:
+        raise UnsupportedError(
+            f"kernel {spec.kernel_name!r} declares {shared_bytes} bytes of shared arrays; CUDA "
+            f"kernels hold at most {MAX_STATIC_SHARED_BYTES} bytes of static shared memory: use "
+            "smaller shared arrays", backend="cuda",
+            feature=f"static shared memory beyond {MAX_STATIC_SHARED_BYTES} bytes")
     return _Emitter(spec, grid).emit()
 
 
@@ -217,6 +317,11 @@ def c_literal(c: ir.Const) -> str:
     return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
 
 
+def _c_string(text: str) -> str:
+    """``text`` escaped for a C string literal (a ``#line`` file name)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def _wrapping(op: str, a: str, b: str, t: DType) -> str:
     """Integer ``a op b`` that wraps around: signed types compute in their unsigned twin."""
     unsigned = _UNSIGNED.get(t.name)
@@ -243,6 +348,7 @@ class _Emitter:
         self.depth = 1
         self.temps = 0
         self.uses_f16 = False
+        self.helpers: dict[str, str] = {}
 
     # -------------------------------------------------------- values
 
@@ -262,7 +368,8 @@ class _Emitter:
         if name == "abs":
             name = "fabs"
         elif name in ("min", "max"):
-            name = "f" + name
+            self.helpers.setdefault("min_max", _SIGNED_ZERO_MIN_MAX)
+            name = "tf_f" + name
         return name if t is dtypes.float64 else name + "f"
 
     def expr(self, e: ir.Expr) -> str:
@@ -284,8 +391,10 @@ class _Emitter:
         if isinstance(e, ir.ArrayStride):
             return meta_name(e.array, "stride", e.axis)
         if isinstance(e, ir.Load):
-            code = f"{view(e.array)}[{self.expr(e.index)}]"
+            code = f"{self.memory(e.array)}[{self.expr(e.index)}]"
             return f"({code} != 0)" if e.type is dtypes.bool_ else code
+        if isinstance(e, ir.Atomic):
+            return self.atomic(e)
         if isinstance(e, ir.Unary):
             if e.op == "not":
                 return f"(!{self.expr(e.operand)})"
@@ -306,6 +415,26 @@ class _Emitter:
             return f"({self.expr(e.cond)} ? {self.expr(e.if_true)} : {self.expr(e.if_false)})"
         raise TypeError(f"unknown IR expression {e!r}")
 
+    def memory(self, array: str) -> str:
+        """C expression of an array's element 0 (a view or a shared array)."""
+        return shared_name(array) if self.kir.shared_array(array) else view(array)
+
+    def atomic(self, e: ir.Atomic) -> str:
+        t = e.type
+        address = f"&{self.memory(e.array)}[{self.expr(e.index)}]"
+        args = [self.expr(a) for a in (e.compare, e.value) if a is not None]
+        if t.is_float and not (e.op == "add" or (e.op == "exchange" and t is dtypes.float32)):
+            name = f"tf_atomic_{e.op}_{t.name}"
+            if e.op in ("min", "max"):
+                self.helpers.setdefault("min_max", _SIGNED_ZERO_MIN_MAX)  # sorts first
+            self.helpers.setdefault(name, _cas_loop(e.op, t))
+            return f"{name}({', '.join([address, *args])})"
+        if t is dtypes.int64 and e.op != "min" and e.op != "max":
+            ull = "unsigned long long"
+            cast_args = ", ".join(f"({ull})({a})" for a in args)
+            return f"((long long){_NATIVE_ATOMIC[e.op]}(({ull}*){address}, {cast_args}))"
+        return f"{_NATIVE_ATOMIC[e.op]}({', '.join([address, *args])})"
+
     def neg(self, e: ir.Unary) -> str:
         t = e.type
         if t.is_float:
@@ -318,8 +447,9 @@ class _Emitter:
         t = e.type
         if t.is_float:
             a, b = self.f(e.lhs), self.f(e.rhs)
-            if e.op in _ARITH_C:
-                code = f"({a} {_ARITH_C[e.op]} {b})"
+            if e.op in _ROUNDED_OP:
+                prefix = "__d" if t is dtypes.float64 else "__f"
+                code = f"{prefix}{_ROUNDED_OP[e.op]}_rn({a}, {b})"
             elif e.op == "floordiv":
                 # the quotient is rounded to t before truncation, as numpy's float16 does
                 quotient = f"({a} / {b})"
@@ -344,6 +474,9 @@ class _Emitter:
             if src is dtypes.float32:
                 return f"tf_f2h({self.expr(e.value)})"
             return f"tf_d2h((double)({self.expr(e.value)}))"
+        if src.is_float and dst.is_integer:
+            self.helpers.setdefault(dst.name, _saturating_cast(dst.name))
+            return f"tf_sat_{dst.name}((double)({self.f(e.value)}))"
         return f"(({_C_TYPE[dst.name]})({self.f(e.value)}))"
 
     def math(self, e: ir.Math) -> str:
@@ -368,13 +501,19 @@ class _Emitter:
         self.depth -= 1
 
     def stmt(self, s: ir.Stmt) -> None:
+        if s.line:
+            self.lines.append(f'#line {s.line} "{_c_string(ir.source_file(s, self.kir))}"')
         if isinstance(s, ir.Assign):
             self.line(f"{c_name(s.name, True)} = {self.expr(s.value)};")
         elif isinstance(s, ir.Store):
             value = self.expr(s.value)
             if s.value.type is dtypes.bool_:
                 value = f"(unsigned char)({value})"
-            self.line(f"{view(s.array)}[{self.expr(s.index)}] = {value};")
+            self.line(f"{self.memory(s.array)}[{self.expr(s.index)}] = {value};")
+        elif isinstance(s, ir.Eval):
+            self.line(f"(void)({self.expr(s.value)});")
+        elif isinstance(s, ir.SyncCube):
+            self.line("__syncthreads();")
         elif isinstance(s, ir.If):
             self.line(f"if ({self.expr(s.cond)}) {{")
             self.block(s.then)
@@ -488,6 +627,9 @@ class _Emitter:
         self.lines = []
         for text in self.prologue():
             self.line(text)
+        for a in self.kir.shared:
+            self.uses_f16 |= a.dtype is dtypes.float16
+            self.line(f"__shared__ {_C_TYPE[a.dtype.name]} {shared_name(a.name)}[{a.size}];")
         for name, t in self.kir.locals:
             if t is dtypes.float16:
                 self.uses_f16 = True
@@ -503,6 +645,7 @@ class _Emitter:
         source = (
             header
             + (_F16_HELPERS if uses_f16 else "")
+            + "".join(self.helpers[k] for k in sorted(self.helpers))
             + f'\nextern "C" __global__ void {symbol}(\n    {params})\n{{\n'
             + "\n".join(self.lines + body)
             + "\n}\n"

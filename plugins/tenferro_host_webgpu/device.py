@@ -52,6 +52,7 @@ class WebGpuDeviceInfo:
     max_compute_workgroups_per_dimension: int
     max_compute_invocations_per_workgroup: int
     max_compute_workgroup_size: tuple[int, int, int]
+    max_compute_workgroup_storage_size: int = 16384  # WebGPU's default: what any adapter grants
 
     @classmethod
     def from_device(
@@ -80,6 +81,9 @@ class WebGpuDeviceInfo:
                 int(limits["max-compute-workgroup-size-x"]),
                 int(limits["max-compute-workgroup-size-y"]),
                 int(limits["max-compute-workgroup-size-z"]),
+            ),
+            max_compute_workgroup_storage_size=int(
+                limits["max-compute-workgroup-storage-size"]
             ),
         )
 

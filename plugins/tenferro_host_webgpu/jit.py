@@ -6,6 +6,9 @@ runtime's pending encoder and submitted when the session ends (or earlier, when 
 synchronize needs their results); grids beyond the per-dimension workgroup limit arrive folded
 and the shader unfolds them; views bind with their offset, shape and strides in the uniform
 block, so non-compact inputs give correct results; views of one storage share one binding.
+On a software adapter a kernel with loops also carries the loop canary (:mod:`.wgsl`): each
+such launch is submitted and its flag read at once, so a launch whose loops the driver cut
+raises ``UnsupportedError`` from ``launch`` itself.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class WebGpuJitSession(JitSession):
         super().__init__(exec_session, op)
         assert isinstance(exec_session.runtime, WebGpuRuntime)
         self.webgpu: WebGpuRuntime = exec_session.runtime
+        self._canary_flag: Any = None
 
     # -- backend contract -------------------------------------------------------------------------
     @property
@@ -58,12 +62,23 @@ class WebGpuJitSession(JitSession):
         self.webgpu.queue.release()
 
     def _check_specialization(self, spec: Specialization) -> None:
-        """The portability rule: no f64/i64 ever; f16 only with ``shader-f16``.
+        """The portability rule: no f64/i64 ever; f16 only with ``shader-f16``; shared arrays
+        within the device's workgroup storage.
 
-        The verdict depends on the specialization alone (``shader-f16`` is among its features
-        exactly when the adapter offers it), so one that passed is remembered and the IR walk
-        happens once per specialization, not per launch.
+        The dtype verdict depends on the specialization alone (``shader-f16`` is among its
+        features exactly when the adapter offers it), so one that passed is remembered and the IR
+        walk happens once per specialization, not per launch. The workgroup-storage limit is the
+        device's, so that sum over the shared arrays is checked every time.
         """
+        limit = self.webgpu.device_info.max_compute_workgroup_storage_size
+        needed = wgsl.workgroup_bytes(spec.ir)
+        if needed > limit:
+            raise UnsupportedError(
+                f"kernel {spec.kernel_name!r} declares {needed} bytes of shared arrays; the "
+                f"adapter grants {limit} bytes of workgroup storage: use smaller shared arrays",
+                backend=self.runtime.name,
+                feature="maxComputeWorkgroupStorageSize",
+            )
         passed = _PORTABLE
         if passed.get(id(spec)) is spec:
             return
@@ -85,14 +100,19 @@ class WebGpuJitSession(JitSession):
         self._check_dim(launch.dim)
         views, buffers, groups = self._bind(spec, launch.args)
         folded = launch.grid != launch.count
+        canary = self.webgpu.device_info.software and wgsl.uses_loops(spec.ir.body)
+        if canary:
+            buffers.append(self._arm_loop_canary())
         # Specializations are cached objects: the pipeline keeps its own alive, so its id is a
         # key that cannot be reused while the entry exists (hashing the IR would cost each launch).
         pipeline = self.webgpu.pipelines.get(
-            (id(spec), launch.dim, groups, folded),
-            lambda: self._compile(spec, launch.dim, groups, folded),
+            (id(spec), launch.dim, groups, folded, canary),
+            lambda: self._compile(spec, launch.dim, groups, folded, canary),
             what=f"kernel {spec.kernel_name!r}",
             keepalive=spec,
-            locate=lambda line: wgsl.generate(spec, launch.dim, groups, folded).locate(line),
+            locate=lambda line: wgsl.generate(spec, launch.dim, groups, folded, canary).locate(
+                line
+            ),
             op=self.op,
         )
         uniform = wgsl.pack_uniforms(spec, launch.count, launch.grid, views)
@@ -106,14 +126,38 @@ class WebGpuJitSession(JitSession):
             ) from exc
         if self.webgpu.debug_sync:
             self.webgpu.debug_wait(f"kernel {spec.kernel_name!r} ({config})", self.op)
+        if canary:
+            self._check_loop_canary(spec, buffers[-1])
 
     # -- helpers ----------------------------------------------------------------------------------
     @staticmethod
     def _compile(
-        spec: Specialization, dim: Grid, groups: tuple[int, ...], folded: bool
+        spec: Specialization, dim: Grid, groups: tuple[int, ...], folded: bool, canary: bool
     ) -> tuple[str, tuple[bool, ...]]:
-        program = wgsl.generate(spec, dim, groups, folded)
+        program = wgsl.generate(spec, dim, groups, folded, loop_canary=canary)
         return program.source, program.writable
+
+    def _arm_loop_canary(self) -> Any:
+        """The canary's flag word, cleared ahead of the dispatch about to be recorded."""
+        if self._canary_flag is None:
+            self._canary_flag = self.webgpu.new_flag_buffer()
+        with self.webgpu.queue.lock:
+            self.webgpu.queue.encoder().clear_buffer(self._canary_flag)
+        return self._canary_flag
+
+    def _check_loop_canary(self, spec: Specialization, flag: Any) -> None:
+        """Software adapters (Mesa llvmpipe) stop every loop of an invocation after 65535 loop
+        trips in total, silently; the canary saw it: refuse the launch's results."""
+        if int.from_bytes(self.webgpu.queue.read(flag, 0, 4), "little") == 0:
+            return
+        raise UnsupportedError(
+            f"kernel {spec.kernel_name!r} ran more loop iterations in one thread than the "
+            f"software adapter {self.webgpu.device_info.name!r} executes (65535 in total per "
+            "invocation; llvmpipe cuts loops there silently), so the outputs of this launch are "
+            "wrong: give each thread fewer iterations (more threads) or use a hardware adapter",
+            backend=self.runtime.name,
+            feature="more than 65535 loop iterations per invocation",
+        )
 
     def _check_dim(self, dim: Grid) -> None:
         limits = self.webgpu.device_info.max_compute_workgroup_size

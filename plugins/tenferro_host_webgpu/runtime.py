@@ -219,6 +219,10 @@ class WebGpuRuntime(Runtime):
     def _synchronize(self) -> None:
         self.queue.wait_idle()
 
+    def new_flag_buffer(self) -> Any:
+        """A 4-byte storage word a shader may set and the host read (the JIT loop canary)."""
+        return self._device.create_buffer(size=4, usage=self._usage)
+
     # -- dispatch (used by the JIT session and canonicalize) ------------------------------------
     def debug_wait(self, what: str, op: str | None) -> None:
         """Debug mode (TENFERRO_DEBUG_SYNC=1): wait after a launch, raise what it caused."""

@@ -12,8 +12,30 @@ Layout of a generated shader:
 * ``kernel_body()`` holds the kernel (``return`` ends the thread); ``main`` unfolds the grid.
 
 Numeric rules follow the IR (see ``docs/dsl-ir.md``): integer arithmetic wraps (WGSL's runtime
-semantics), ``//``/``%`` truncate (WGSL's integer ``/``/``%``, ``trunc`` for floats),
-float->int casts truncate, float ``min``/``max`` return the non-NaN operand (helpers below).
+semantics), integer ``//``/``%`` truncate; float comparisons, ``%`` (C ``fmod``), ``**`` (C
+``pow``), float ``min``/``max`` and float->int casts (truncate, saturate, NaN -> 0) go through
+the helpers of :mod:`.wgsl_numerics`. Two more rules keep drivers from changing results:
+
+* every operand of float ``+ - * / % **`` has its bits XORed with ``tf_zeroK``, zero at run
+  time but unknown to the compiler (it selects on cube count K, never zero for a dispatched
+  launch): no algebraic rewrite (``(a + b) - a -> b``, ``0 * x -> 0``, ``x - x -> 0``, a fused
+  multiply-add) can see through an integer operation, so each operation rounds as written;
+* an operation whose operands are all constants gets the same treatment, so WGSL never
+  evaluates it at shader creation (where an inf/NaN or overflowing result is an error): it is
+  computed at run time like on every other target.
+
+Cooperation: a shared array is a module-scope ``var<workgroup> s_<name>: array<T, size>``,
+``K.sync_cube()`` is ``storageBarrier(); workgroupBarrier();`` (CUDA's ``__syncthreads`` orders
+both memories). Memory used by atomics — a storage binding or a shared array — is declared
+``atomic<i32>``/``atomic<u32>`` (f32 as its ``u32`` bits) and every access to it goes through
+``atomicLoad``/``atomicStore``; i32/u32 atomics are WGSL's, f32 ``add``/``min``/``max`` and
+every ``compare_exchange`` are compare-exchange loops (``atomicCompareExchangeWeak`` may fail
+spuriously; the loop retries until the exchange happens or the old value differs).
+
+On a software adapter (``loop_canary``), Mesa's llvmpipe ends every loop of an invocation once
+65535 loop trips in total have run; a kernel with loops then runs a canary loop of
+:data:`LOOP_CANARY_TRIPS` trips after its body (from ``main``) and flags a cut one in the extra
+binding ``tf_diag`` (the JIT session reads it and raises).
 """
 
 from __future__ import annotations
@@ -26,12 +48,18 @@ from tenferro_host.dtypes import DType
 from tenferro_host.errors import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 
+from . import wgsl_numerics
 from .dispatch import GRID_WORDS, UniformBlock, entry_point, grid_prelude, uniform_decl, word
 
 _SCALAR = {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32", "bool": "bool"}
 _NEVER = {"float64": "shader-f64", "int64": "shader-int64"}
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "/", "mod": "%"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_VIA_F32 = ("sqrt", "exp", "log", "sin", "cos", "tanh", "fma")
+_ZERO = "tf_zero"
+LOOP_CANARY_TRIPS = 8
+"""Trips of the canary loop; fewer mean the driver cut the invocation's loops (more than 2, so a
+compiler that peels an iteration off the loop still leaves it several to be cut)."""
 _LOGICAL = {"and": "&&", "or": "||"}
 
 
@@ -43,6 +71,8 @@ def value_types(kernel: ir.KernelIR) -> dict[DType, str]:
         found.setdefault(p.dtype, f"parameter {p.name!r}")
     for name, dt in kernel.locals:
         found.setdefault(dt, f"local {name!r}")
+    for a in kernel.shared:
+        found.setdefault(a.dtype, f"shared array {a.name!r}")
 
     def visit(node: Any) -> None:
         if isinstance(node, tuple):
@@ -154,13 +184,17 @@ class WgslProgram:
     dsl_lines: tuple[int, ...]
     filename: str
     kernel_name: str
+    canary: bool = False  # the last binding is the loop canary's flag word
+    dsl_files: tuple[str, ...] = ()  # per generated line: its DSL file when not ``filename``
 
     def locate(self, wgsl_line: int) -> str:
         """The DSL source location a generated line came from (for CompileError)."""
         if 1 <= wgsl_line <= len(self.dsl_lines) and self.dsl_lines[wgsl_line - 1]:
+            files = self.dsl_files
+            file = (files[wgsl_line - 1] if wgsl_line <= len(files) else "") or self.filename
             return (
                 f" (kernel {self.kernel_name!r}, DSL source "
-                f"{self.filename}:{self.dsl_lines[wgsl_line - 1]})"
+                f"{file}:{self.dsl_lines[wgsl_line - 1]})"
             )
         return f" (kernel {self.kernel_name!r}, {self.filename})"
 
@@ -172,6 +206,8 @@ class _Emitter:
     slots: dict[str, int]  # array param -> storage binding slot (1-based)
     layout: UniformLayout
     lines: list[tuple[str, int]] = field(default_factory=list)
+    files: dict[int, str] = field(default_factory=dict)  # index in lines -> its DSL file
+    file: str = ""  # the DSL file of the statement being emitted, when not the kernel's
     helpers: dict[str, str] = field(default_factory=dict)
     temps: int = 0
 
@@ -182,11 +218,60 @@ class _Emitter:
                 return word(start + k)
         raise KeyError(name)
 
-    def element(self, array: str, index: ir.Expr) -> str:
+    def memory(self, array: str) -> str:
+        """The WGSL variable holding ``array``: its storage binding or its shared array."""
+        return f"s_{array}" if self.spec.ir.shared_array(array) else f"b{self.slots[array]}"
+
+    def position(self, array: str, index: ir.Expr) -> str:
+        """The u32 position of element ``index`` in :meth:`memory` (views add their offset)."""
         idx = self.expr(index)
         if index.type.name != "uint32":
             idx = f"u32({idx})"
-        return f"b{self.slots[array]}[{self.param_word(array, 0)} + {idx}]"
+        if self.spec.ir.shared_array(array):
+            return idx
+        return f"{self.param_word(array, 0)} + {idx}"
+
+    def load(self, array: str, index: ir.Expr, dt: DType) -> str:
+        ref = f"{self.memory(array)}[{self.position(array, index)}]"
+        if self.atomic_memory(array):
+            loaded = f"atomicLoad(&{ref})"
+            return f"bitcast<f32>({loaded})" if dt.name == "float32" else loaded
+        return f"({ref} != 0u)" if dt.name == "bool" else ref
+
+    def store(self, array: str, index: ir.Expr, value: str, dt: DType) -> str:
+        ref = f"{self.memory(array)}[{self.position(array, index)}]"
+        if self.atomic_memory(array):
+            bits = f"bitcast<u32>({value})" if dt.name == "float32" else value
+            return f"atomicStore(&{ref}, {bits});"
+        if dt.name == "bool":
+            value = f"select(0u, 1u, {value})"
+        return f"{ref} = {value};"
+
+    def atomic_memory(self, array: str) -> bool:
+        """Whether ``array``'s memory is declared atomic (any array bound to it is)."""
+        if self.spec.ir.shared_array(array):
+            return array in self.spec.ir.atomic
+        slot = self.slots[array]
+        return any(self.slots[a] == slot for a in self.spec.ir.atomic if a in self.slots)
+
+    def atomic(self, e: ir.Atomic) -> str:
+        memory = self.memory(e.array)
+        at = self.position(e.array, e.index)
+        args = [self.expr(a) for a in (e.compare, e.value) if a is not None]
+        t = wgsl_type(e.type)
+        if t != "f32" and e.op not in ("compare_exchange",):
+            builtin = {"add": "atomicAdd", "min": "atomicMin", "max": "atomicMax",
+                       "exchange": "atomicExchange"}[e.op]
+            return f"{builtin}(&{memory}[{at}], {args[0]})"
+        if t == "f32" and e.op == "exchange":
+            return f"bitcast<f32>(atomicExchange(&{memory}[{at}], bitcast<u32>({args[0]})))"
+        name = f"tf_atomic_{e.op}_{memory}"
+        if name not in self.helpers:
+            self.helpers[name] = _atomic_helper(name, e.op, memory, t)
+            if e.op in ("min", "max"):
+                for helper_name, source in wgsl_numerics.helper(f"tf_f{e.op}_f32"):
+                    self.helpers.setdefault(helper_name, source)
+        return f"{name}({', '.join([at, *args])})"
 
     def thread_index(self, name: str) -> str:
         dx, dy, dz = self.dim
@@ -224,17 +309,22 @@ class _Emitter:
             p = self.spec.ir.param(e.array)
             return self.param_word(e.array, 2 + (p.ndim or 0) + e.axis)
         if isinstance(e, ir.Load):
-            loaded = self.element(e.array, e.index)
-            return f"({loaded} != 0u)" if e.type.name == "bool" else loaded
+            return self.load(e.array, e.index, e.type)
+        if isinstance(e, ir.Atomic):
+            return self.atomic(e)
         if isinstance(e, ir.Unary):
-            v = self.expr(e.operand)
+            v = self.operand(e.operand)
             if e.op == "not":
                 return f"(!{v})"
             return f"(0u - {v})" if e.type.name == "uint32" else f"(-{v})"
         if isinstance(e, ir.Binary):
             return self.binary(e)
         if isinstance(e, ir.Compare):
-            return f"({self.expr(e.lhs)} {_COMPARE[e.op]} {self.expr(e.rhs)})"
+            a, b = self.operand(e.lhs), self.operand(e.rhs)
+            t = e.lhs.type
+            if t.is_float:
+                return self.call(f"tf_{e.op}_f32", [self.f32(a, t), self.f32(b, t)])
+            return f"({a} {_COMPARE[e.op]} {b})"
         if isinstance(e, ir.Logical):
             return f"({self.expr(e.lhs)} {_LOGICAL[e.op]} {self.expr(e.rhs)})"
         if isinstance(e, ir.Cast):
@@ -247,52 +337,93 @@ class _Emitter:
             )
         raise TypeError(f"unknown IR expression {e!r}")
 
+    # -------------------------------------------------------------- numeric rules
+    def operand(self, e: ir.Expr, alt: int = 0) -> str:
+        """``e`` as an operand; hidden from constant evaluation when it is constant."""
+        code = self.expr(e)
+        return self.opaque(code, e.type, alt) if _is_constant(e) else code
+
+    def opaque(self, code: str, dt: DType, alt: int = 0) -> str:
+        """``code`` with its bits XORed with a zero the compiler cannot know (see the module
+        docstring): no floating-point rule sees through an integer operation. The operands of
+        one operation (``alt`` 0, 1, 2) use different zeros, so no compiler sees ``x - x``."""
+        z = f"{_ZERO}{alt}"
+        t = wgsl_type(dt)
+        if t == "f32":
+            return f"bitcast<f32>(bitcast<u32>({code}) ^ {z})"
+        if t == "f16":
+            return f"f16(bitcast<f32>(bitcast<u32>(f32({code})) ^ {z}))"
+        if t == "i32":
+            return f"({code} ^ bitcast<i32>({z}))"
+        if t == "u32":
+            return f"({code} ^ {z})"
+        return f"({code} != ({z} != 0u))"
+
+    def call(self, name: str, args: Sequence[str]) -> str:
+        for helper_name, source in wgsl_numerics.helper(name):
+            self.helpers.setdefault(helper_name, source)
+        return f"{name}({', '.join(args)})"
+
+    @staticmethod
+    def f32(code: str, dt: DType) -> str:
+        """A float value as f32 (f16 helpers compute in f32: every f16 is an f32)."""
+        return f"f32({code})" if dt.name == "float16" else code
+
+    @staticmethod
+    def narrow(code: str, dt: DType) -> str:
+        return f"f16({code})" if dt.name == "float16" else code
+
     def binary(self, e: ir.Binary) -> str:
-        a, b = self.expr(e.lhs), self.expr(e.rhs)
-        if e.op == "pow":
-            return f"pow({a}, {b})"
+        t = e.type
+        if t.is_float:
+            a, b = self.opaque(self.expr(e.lhs), t, 0), self.opaque(self.expr(e.rhs), t, 1)
+            if e.op in ("pow", "mod"):
+                name = "tf_pow_f32" if e.op == "pow" else "tf_fmod_f32"
+                return self.narrow(self.call(name, [self.f32(a, t), self.f32(b, t)]), t)
+            text = f"({a} {_BINARY[e.op]} {b})"
+            return f"trunc{text}" if e.op == "floordiv" else text
+        a, b = self.operand(e.lhs), self.operand(e.rhs, 1)
         if e.op == "mod" and e.type.name == "int32":
             # a - (a / b) * b: NVIDIA's Vulkan driver computed i32 `%` of a negative dividend
             # as an unsigned remainder (seen on an H200, wgpu 0.32); `/` truncates correctly
             return f"({a} - ({a} / {b}) * {b})"
-        text = f"({a} {_BINARY[e.op]} {b})"
-        if e.op == "floordiv" and e.type.is_float:
-            return f"trunc{text}"
-        return text
+        return f"({a} {_BINARY[e.op]} {b})"
 
     def cast(self, e: ir.Cast) -> str:
         src, dst = e.value.type, e.type
-        v = self.expr(e.value)
+        v = self.operand(e.value)
         if src is dst:
             return v
         t = wgsl_type(dst)
         if dst.name == "bool":
+            if src.is_float:
+                return self.call("tf_ne_f32", [self.f32(v, src), "0.0f"])
             return f"({v} != {literal(0, src)})"
         if src.name == "bool":
             return f"select({literal(0, dst)}, {literal(1, dst)}, {v})"
+        if src.is_float and dst.is_integer:
+            return self.call(f"tf_{t}_of_f32", [self.f32(v, src)])
         return f"{t}({v})"
 
     def math(self, e: ir.Math) -> str:
-        args = [self.expr(a) for a in e.args]
+        if e.func == "fma":  # hidden like + - *: fma(0, x, c) must not fold to c
+            args = [self.opaque(self.expr(a), e.type, k) for k, a in enumerate(e.args)]
+        else:
+            args = [self.operand(a, k) for k, a in enumerate(e.args)]
         if e.func in ("min", "max") and e.type.is_float:
-            return f"{self.nan_ignoring(e.func, wgsl_type(e.type))}({args[0]}, {args[1]})"
+            wide = [self.f32(a, e.type) for a in args]
+            return self.narrow(self.call(f"tf_f{e.func}_f32", wide), e.type)
+        if e.type.name == "float16" and e.func in _VIA_F32:
+            # f16 math in f32, rounded once: drivers' f16 exp/sin/... are a few f16 ulp off,
+            # and in f32 the f16 product of fma is exact (one rounding, like a fused fma)
+            joined = ", ".join(self.f32(a, e.type) for a in args)
+            return self.narrow(f"{e.func}({joined})", e.type)
         return f"{e.func}({', '.join(args)})"
-
-    def nan_ignoring(self, func: str, t: str) -> str:
-        """C ``fmin``/``fmax``: a NaN operand yields the other operand."""
-        name = f"tf_f{func}_{t}"
-        self.helpers.setdefault(
-            name,
-            f"fn {name}(a: {t}, b: {t}) -> {t} {{\n"
-            "    if (a != a) { return b; }\n"
-            "    if (b != b) { return a; }\n"
-            f"    return {func}(a, b);\n"
-            "}\n",
-        )
-        return name
 
     # -------------------------------------------------------------- statements
     def emit(self, depth: int, text: str, line: int) -> None:
+        if self.file:
+            self.files[len(self.lines)] = self.file
         self.lines.append(("    " * depth + text, line))
 
     def block(self, stmts: Sequence[ir.Stmt], depth: int) -> None:
@@ -300,13 +431,22 @@ class _Emitter:
             self.stmt(s, depth)
 
     def stmt(self, s: ir.Stmt, depth: int) -> None:
+        outer, self.file = self.file, s.file
+        try:
+            self.statement(s, depth)
+        finally:
+            self.file = outer
+
+    def statement(self, s: ir.Stmt, depth: int) -> None:
         if isinstance(s, ir.Assign):
             self.emit(depth, f"v_{s.name} = {self.expr(s.value)};", s.line)
         elif isinstance(s, ir.Store):
-            value = self.expr(s.value)
-            if s.value.type.name == "bool":
-                value = f"select(0u, 1u, {value})"
-            self.emit(depth, f"{self.element(s.array, s.index)} = {value};", s.line)
+            self.emit(depth, self.store(s.array, s.index, self.expr(s.value), s.value.type),
+                      s.line)
+        elif isinstance(s, ir.Eval):
+            self.emit(depth, f"_ = {self.expr(s.value)};", s.line)
+        elif isinstance(s, ir.SyncCube):
+            self.emit(depth, "storageBarrier(); workgroupBarrier();", s.line)
         elif isinstance(s, ir.If):
             self.emit(depth, f"if ({self.expr(s.cond)}) {{", s.line)
             self.block(s.then, depth + 1)
@@ -350,6 +490,91 @@ class _Emitter:
         self.emit(depth, "}", s.line)
 
 
+def workgroup_bytes(kernel: ir.KernelIR) -> int:
+    """Bytes of workgroup memory the kernel's shared arrays take (elements of at least 4
+    bytes: atomics and bools are 32-bit, and f16 arrays may be padded)."""
+    return sum(a.size * max(4, a.dtype.itemsize) for a in kernel.shared)
+
+
+def _atomic_type(dt: DType) -> str:
+    """The WGSL type of memory that atomics use: f32 travels as its u32 bits."""
+    return "atomic<u32>" if dt.name == "float32" else f"atomic<{wgsl_type(dt)}>"
+
+
+def _is_constant(e: ir.Expr) -> bool:
+    """Whether ``e`` involves no run-time value (WGSL would evaluate it at shader creation)."""
+    if isinstance(e, ir.Const):
+        return True
+    if isinstance(e, (ir.Var, ir.ThreadIndex, ir.ArrayLen, ir.ArrayShape, ir.ArrayStride,
+                      ir.Load, ir.Atomic)):
+        return False
+    children = [getattr(e, f.name) for f in fields(e)]
+    nested = [c for c in children if isinstance(c, ir.Expr)]
+    nested += [a for c in children if isinstance(c, tuple) for a in c if isinstance(a, ir.Expr)]
+    return all(_is_constant(c) for c in nested)
+
+
+def _atomic_helper(name: str, op: str, memory: str, t: str) -> str:
+    """A compare-exchange loop on ``memory`` (f32 stored as u32 bits; ints as themselves)."""
+    ref = f"&{memory}[i]"
+    if op == "compare_exchange":
+        bits = "u32" if t == "f32" else t
+        to_bits = (lambda v: f"bitcast<u32>({v})") if t == "f32" else (lambda v: v)
+        back = "bitcast<f32>(r.old_value)" if t == "f32" else "r.old_value"
+        return (
+            f"fn {name}(i: u32, cmp: {t}, v: {t}) -> {t} {{\n"
+            f"    let want: {bits} = {to_bits('cmp')};\n"
+            "    loop {\n"
+            f"        let r = atomicCompareExchangeWeak({ref}, want, {to_bits('v')});\n"
+            f"        if (r.exchanged || r.old_value != want) {{ return {back}; }}\n"
+            "    }\n"
+            "    return cmp;  // not reached: naga wants a return after the loop\n"
+            "}\n"
+        )
+    update = {"add": "x + v", "min": "tf_fmin_f32(x, v)", "max": "tf_fmax_f32(x, v)"}[op]
+    return (
+        f"fn {name}(i: u32, v: f32) -> f32 {{\n"
+        f"    var old = atomicLoad({ref});\n"
+        "    loop {\n"
+        "        let x = bitcast<f32>(old);\n"
+        f"        let r = atomicCompareExchangeWeak({ref}, old, bitcast<u32>({update}));\n"
+        "        if (r.exchanged) { return x; }\n"
+        "        old = r.old_value;\n"
+        "    }\n"
+        "    return bitcast<f32>(old);  // not reached: naga wants a return after the loop\n"
+        "}\n"
+    )
+
+
+def uses_loops(stmts: Sequence[ir.Stmt]) -> bool:
+    """Whether a kernel body has a loop (only those get the loop canary)."""
+    for s in stmts:
+        if isinstance(s, (ir.For, ir.While)):
+            return True
+        if isinstance(s, ir.If) and (uses_loops(s.then) or uses_loops(s.orelse)):
+            return True
+    return False
+
+
+def _canary(diag: str) -> str:
+    """A loop of :data:`LOOP_CANARY_TRIPS` trips whose count the compiler cannot know; run last,
+    it is cut short exactly when the driver's per-invocation loop budget ran out."""
+    return (
+        "fn tf_loop_canary() {\n"
+        "    var trips = 0u;\n"
+        # an unbounded unknown (never taken: the physical grid is not empty), so no compiler
+        # unrolls the loop or folds the check below; on a condition of its own: sharing
+        # tf_zero's let Mesa specialise the kernel on it, and the zeros became constants again
+        f"    let want = select({LOOP_CANARY_TRIPS}u, {word(3)}, {word(4)} == 0u);\n"
+        "    loop {\n"
+        "        trips = trips + 1u;\n"
+        "        if (trips >= want) { break; }\n"
+        "    }\n"
+        f"    if (trips < want) {{ {diag}[0] = 1u; }}\n"
+        "}\n"
+    )
+
+
 def alias_slots(spec: Specialization, groups: Sequence[int]) -> tuple[dict[str, int], int]:
     """Binding slot (1-based) per array param from its storage group; and the slot count."""
     arrays = [p for p in spec.params if p.kind == "array"]
@@ -361,11 +586,16 @@ def alias_slots(spec: Specialization, groups: Sequence[int]) -> tuple[dict[str, 
 
 
 def generate(
-    spec: Specialization, dim: tuple[int, int, int], groups: Sequence[int], folded: bool
+    spec: Specialization,
+    dim: tuple[int, int, int],
+    groups: Sequence[int],
+    folded: bool,
+    loop_canary: bool = False,
 ) -> WgslProgram:
     """WGSL for ``spec`` with workgroup size ``dim``; ``groups[i]`` numbers the storage of the
     i-th array parameter (equal numbers: views of one storage, bound once); ``folded`` when the
-    grid is dispatched folded (:mod:`.dispatch`)."""
+    grid is dispatched folded (:mod:`.dispatch`). ``loop_canary`` (software adapters): a kernel
+    with loops gets the canary and one more binding, ``WgslProgram.canary`` says which."""
     k = spec.ir
     types = value_types(k)
     for dt, where in types.items():
@@ -373,6 +603,8 @@ def generate(
     slots, nslots = alias_slots(spec, groups)
     layout = UniformLayout.of(k.params)
     em = _Emitter(spec, dim, slots, layout)
+    for alt in range(3):  # zero at run time (cube counts are never zero), unknown to compilers
+        em.emit(1, f"let {_ZERO}{alt} = select(0u, {word(3 + alt % 2)}, {word(alt)} == 0u);", 0)
     for name, dt in k.locals:
         em.emit(1, f"var v_{name}: {wgsl_type(dt)};", 0)
     for p, start in zip(k.params, layout.starts, strict=True):
@@ -395,25 +627,39 @@ def generate(
         if p.kind == "array":
             slot = slots[p.name]
             written[slot - 1] |= p.name in k.written
-            elem[slot - 1] = storage_type(p.dtype)
+            elem[slot - 1] = (_atomic_type(p.dtype) if em.atomic_memory(p.name)
+                              else storage_type(p.dtype))
     uses_f16 = any(dt.name == "float16" for dt in types)
 
     head: list[str] = []
     if uses_f16:
         head.append("enable f16;")
     head += uniform_decl(layout.nwords).splitlines()
+    for a in k.shared:
+        t = _atomic_type(a.dtype) if a.name in k.atomic else storage_type(a.dtype)
+        head.append(f"var<workgroup> s_{a.name}: array<{t}, {a.size}>;")
     for i in range(nslots):
         access = "read_write" if written[i] else "read"
         head.append(
             f"@group(0) @binding({i + 1}) var<storage, {access}> b{i + 1}: array<{elem[i]}>;"
         )
+    canary = loop_canary and uses_loops(k.body)
+    if canary:
+        written.append(True)
+        head.append(f"@group(0) @binding({nslots + 1}) var<storage, read_write> tf_diag: "
+                    "array<u32>;")
     head += grid_prelude(folded).splitlines()
     for helper in em.helpers.values():
         head += helper.splitlines()
-    tail = entry_point("kernel_body()", dim).splitlines()
+    # the canary runs after the body, in main: a ``return`` in the body ends only the body
+    tail = entry_point("kernel_body();\n        tf_loop_canary()" if canary else "kernel_body()",
+                       dim).splitlines()
 
     text: list[tuple[str, int]] = [(h, 0) for h in head]
+    if canary:
+        text += [(t, 0) for t in _canary("tf_diag").splitlines()]
     text.append(("fn kernel_body() {", 0))
+    base = len(text)
     text += em.lines
     text.append(("}", 0))
     text += [(t, 0) for t in tail]
@@ -423,6 +669,8 @@ def generate(
         dsl_lines=tuple(line for _, line in text),
         filename=k.filename,
         kernel_name=k.name,
+        canary=canary,
+        dsl_files=tuple(em.files.get(i - base, "") for i in range(len(text))),
     )
 
 
@@ -436,5 +684,7 @@ __all__ = [
     "literal",
     "pack_uniforms",
     "storage_type",
+    "uses_loops",
     "wgsl_type",
+    "workgroup_bytes",
 ]

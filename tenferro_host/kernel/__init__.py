@@ -9,7 +9,14 @@ file into a typed IR (never executed by Python) and run by the CPU interpreter o
 CUDA C / WGSL. See :mod:`tenferro_host.kernel.frontend` for the typing rules.
 """
 
-from .kernel import ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, kernel
+from .frontend import DeviceFunction
+from .interpreter import (
+    CooperationError,
+    DivergentBarrierError,
+    SharedRaceError,
+    UnwrittenSharedReadError,
+)
+from .kernel import ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, func, kernel
 from .lang import (
     ABSOLUTE_POS,
     ABSOLUTE_POS_X,
@@ -36,6 +43,11 @@ from .lang import (
     F,
     I,
     abs,
+    atomic_add,
+    atomic_compare_exchange,
+    atomic_exchange,
+    atomic_max,
+    atomic_min,
     bool_,
     ceil,
     cos,
@@ -51,8 +63,10 @@ from .lang import (
     max,
     min,
     select,
+    shared,
     sin,
     sqrt,
+    sync_cube,
     tanh,
     u32,
 )
@@ -63,7 +77,10 @@ __all__ = [
     "CUBE_DIM", "CUBE_DIM_X", "CUBE_DIM_Y", "CUBE_DIM_Z",
     "CUBE_POS", "CUBE_POS_X", "CUBE_POS_Y", "CUBE_POS_Z",
     "UNIT_POS", "UNIT_POS_X", "UNIT_POS_Y", "UNIT_POS_Z",
-    "Array", "ArrayDesc", "CacheInfo", "Const", "F", "I", "Kernel", "ScalarDesc",
-    "Specialization", "abs", "bool_", "ceil", "cos", "exp", "f16", "f32", "f64", "floor", "fma",
-    "i32", "i64", "kernel", "log", "max", "min", "select", "sin", "sqrt", "tanh", "u32",
+    "Array", "ArrayDesc", "CacheInfo", "Const", "CooperationError", "DeviceFunction",
+    "DivergentBarrierError", "F", "I", "Kernel", "ScalarDesc", "SharedRaceError",
+    "UnwrittenSharedReadError", "Specialization", "abs", "atomic_add", "atomic_compare_exchange",
+    "atomic_exchange", "atomic_max", "atomic_min", "bool_", "ceil", "cos", "exp", "f16", "f32",
+    "f64", "floor", "fma", "func", "i32", "i64", "kernel", "log", "max", "min", "select",
+    "shared", "sin", "sqrt", "sync_cube", "tanh", "u32",
 ]

@@ -10,6 +10,14 @@ division by zero gives inf/nan. Where a GPU would silently misbehave the interpr
 typed :class:`ValidationError` naming kernel, file and line: an out-of-bounds array access by an
 active thread (the bound is the view's extent: ``1 + sum((shape[k]-1) * stride[k])``), an integer
 division or remainder by zero, and a ``range`` step of zero.
+
+Cooperation (shared arrays, ``K.sync_cube()``, atomics): the units of a cube run in lock-step
+between barriers, every statement for all of them, which is one legal GPU schedule. What a GPU
+hides is a :class:`CooperationError` naming the line: a barrier that some units of a cube do not
+reach (:class:`DivergentBarrierError`: it sits in divergent control flow, or units returned), two
+units of a cube touching one shared element with no barrier between, one of them writing (atomics
+among themselves excepted; :class:`SharedRaceError`), and a read of a shared element no unit of
+the cube wrote (:class:`UnwrittenSharedReadError`). Atomics on one element apply in lane order.
 """
 
 from __future__ import annotations
@@ -63,6 +71,66 @@ def check_u32_array(name: str, numel: int, extent: int) -> None:
         )
 
 
+class CooperationError(ValidationError):
+    """A cube's units misuse shared memory or barriers (detected by the interpreter)."""
+
+
+class DivergentBarrierError(CooperationError):
+    """``K.sync_cube()`` reached by some but not all units of a cube."""
+
+
+class SharedRaceError(CooperationError):
+    """Two units touch one shared element between barriers and one of them writes."""
+
+
+class UnwrittenSharedReadError(CooperationError):
+    """A read (or atomic) of a shared element no unit of the cube has written."""
+
+
+_NONE, _MANY = -1, -2
+
+
+class _SharedState:
+    """One shared array of every cube, with who touched each element since the last barrier:
+    ``-1`` nobody, ``-2`` several units, else the unit; and the line of that access."""
+
+    def __init__(self, decl: ir.SharedArray, ncubes: int) -> None:
+        self.decl = decl
+        n = ncubes * decl.size
+        self.data = np.zeros(n, decl.dtype.numpy)
+        self.written = np.zeros(n, bool)
+        self.access = {kind: np.full(n, _NONE, np.int64) for kind in ("write", "read", "atomic")}
+        self.lines = {kind: np.zeros(n, np.int64) for kind in ("write", "read", "atomic")}
+
+    def reset(self, cubes: np.ndarray[Any, Any]) -> None:
+        """A barrier of ``cubes`` (bool per cube) ends their accesses' epoch."""
+        for state in self.access.values():
+            state.reshape(-1, self.decl.size)[cubes] = _NONE
+
+    def record(self, kind: str, key: np.ndarray[Any, Any], units: np.ndarray[Any, Any],
+               line: int) -> None:
+        """Merge an access by ``units`` of elements ``key`` (keys may repeat)."""
+        state = self.access[kind]
+        uniq, inverse = np.unique(key, return_inverse=True)
+        lo = np.full(len(uniq), np.iinfo(np.int64).max)
+        hi = np.full(len(uniq), -1)
+        np.minimum.at(lo, inverse, units)
+        np.maximum.at(hi, inverse, units)
+        old = state[uniq]
+        single = lo == hi
+        merged = np.where(single & ((old == _NONE) | (old == lo)), lo, _MANY)
+        state[uniq] = merged
+        self.lines[kind][uniq] = line
+
+
+def _several_units(key: np.ndarray[Any, Any], units: np.ndarray[Any, Any]) -> Any:
+    """Per access: whether another unit accesses the same key in this statement."""
+    order = np.lexsort((units, key))
+    k, u = key[order], units[order]
+    differ = (k[1:] == k[:-1]) & (u[1:] != u[:-1])
+    return np.isin(key, k[1:][differ])
+
+
 class _Loop:
     def __init__(self, n: int) -> None:
         self.broken = np.zeros(n, bool)
@@ -91,14 +159,21 @@ class _Machine:
         self.returned = np.zeros(self.n, bool)
         self.loops: list[_Loop] = []
         self._indices: dict[str, Any] = {}
+        self.per_cube = math.prod(dim)
+        self.ncubes = math.prod(count)
+        lane = np.arange(self.n, dtype=np.int64)
+        self.cube_of, self.unit_of = lane // self.per_cube, lane % self.per_cube
+        self.shared = {d.name: _SharedState(d, self.ncubes) for d in self.kernel.shared}
 
     # -------------------------------------------------------- errors
 
     def fail(self, node: ir.Node, message: str, lanes: np.ndarray[Any, Any],
-             argument: str | None = None) -> ValidationError:
+             argument: str | None = None,
+             error: type[ValidationError] = ValidationError) -> ValidationError:
         thread = int(np.flatnonzero(lanes)[0])
-        return ValidationError(
-            f"kernel {self.kernel.name!r} at {self.kernel.filename}:{node.line}: {message} "
+        return error(
+            f"kernel {self.kernel.name!r} at {ir.source_file(node, self.kernel)}:{node.line}: "
+            f"{message} "
             f"(first offending thread: ABSOLUTE_POS={thread})",
             argument=argument,
         )
@@ -123,11 +198,21 @@ class _Machine:
             value = self.lanes(self.expr(s.value, active))
             self.values[s.name][active] = value[active]
         elif isinstance(s, ir.Store):
-            arr = self.arrays[s.array]
-            pos = self.address(s, s.array, self.expr(s.index, active), active)
-            arr.storage[pos] = self.lanes(self.expr(s.value, active))[active]
+            index = self.expr(s.index, active)
+            value = self.lanes(self.expr(s.value, active))[active]
+            if s.array in self.shared:
+                key = self.shared_access(s, "write", s.array, index, active)
+                self.shared[s.array].data[key] = value
+            else:
+                pos = self.address(s, s.array, index, active)
+                self.arrays[s.array].storage[pos] = value
+        elif isinstance(s, ir.Eval):
+            self.expr(s.value, active)
+        elif isinstance(s, ir.SyncCube):
+            self.sync_cube(s, active)
         elif isinstance(s, ir.If):
-            cond = self.lanes(self.expr(s.cond, active))
+            # a copy: a bare local's value is its live array, which the branch may assign
+            cond = self.lanes(self.expr(s.cond, active)).copy()
             self.block(s.then, active & cond)
             self.block(s.orelse, active & ~cond)
         elif isinstance(s, ir.While):
@@ -159,8 +244,9 @@ class _Machine:
     def for_range(self, s: ir.For, active: np.ndarray[Any, Any]) -> None:
         counter = self.values[s.var]
         counter[active] = self.lanes(self.expr(s.start, active))[active]
-        stop = self.lanes(self.expr(s.stop, active))
-        step = self.lanes(self.expr(s.step, active))
+        # copies: stop and step are evaluated once, even when the body assigns their locals
+        stop = self.lanes(self.expr(s.stop, active)).copy()
+        step = self.lanes(self.expr(s.step, active)).copy()
         zero = active & (step == 0)
         if zero.any():
             raise self.fail(s, "range step is zero", zero)
@@ -177,6 +263,96 @@ class _Machine:
             running &= ~(frame.broken | self.returned)
             counter[running] += step[running]
         self.loops.pop()
+
+    # -------------------------------------------------------- cooperation
+
+    def sync_cube(self, s: ir.SyncCube, active: np.ndarray[Any, Any]) -> None:
+        arrived = np.bincount(self.cube_of[active], minlength=self.ncubes)
+        partial = (arrived > 0) & (arrived < self.per_cube)
+        if partial.any():
+            cube = int(np.flatnonzero(partial)[0])
+            lanes = active & (self.cube_of == cube)
+            raise self.fail(
+                s, f"K.sync_cube() is reached by {arrived[cube]} of the {self.per_cube} units of "
+                   f"cube {cube}: every unit of a cube must reach the same barrier (it is inside "
+                   "divergent control flow, or some units returned before it); move it out of "
+                   "the branch, or let every unit run the branch", lanes,
+                error=DivergentBarrierError)
+        done = arrived == self.per_cube
+        for state in self.shared.values():
+            state.reset(done)
+
+    def shared_access(self, node: ir.Node, kind: str, name: str, index: Any,
+                      active: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Flat positions in ``name``'s storage of an access by the active lanes, after the
+        bounds, initialisation and race checks; records the access."""
+        state = self.shared[name]
+        size = state.decl.size
+        idx = self.lanes(index)[active]
+        where = np.flatnonzero(active)
+        bad = (idx < 0) | (idx >= size)
+        if bad.any():
+            raise self.fail(node, f"index {idx[bad][0]} of shared array {name!r} is out of bounds "
+                                  f"(it has {size} elements)", self._lanes_of(where[bad]))
+        units = self.unit_of[where]
+        key = self.cube_of[where] * size + idx.astype(np.int64)
+        if kind != "write":
+            unwritten = ~state.written[key]
+            if unwritten.any():
+                k = int(np.flatnonzero(unwritten)[0])
+                raise self.fail(
+                    node, f"reads element {idx[k]} of shared array {name!r}, which no unit of "
+                          f"cube {self.cube_of[where[k]]} has written (shared memory starts "
+                          "uninitialised); write it first, then K.sync_cube()",
+                    self._lanes_of(where[unwritten]), error=UnwrittenSharedReadError)
+        conflicts = {"read": ("write", "atomic"), "atomic": ("write", "read"),
+                     "write": ("write", "read", "atomic")}[kind]
+        for other in conflicts:
+            seen = state.access[other][key]
+            clash = (seen != _NONE) & (seen != units)
+            if clash.any():
+                k = int(np.flatnonzero(clash)[0])
+                by = "several units" if seen[k] == _MANY else f"unit {seen[k]}"
+                line = state.lines[other][key[k]]
+                raise self.race(node, kind, name, idx[k], units[k], self.cube_of[where[k]],
+                                f"{by} {_PAST[other]} it at line {line}", where[clash])
+        if kind == "write":
+            clash = _several_units(key, units)
+            if clash.any():
+                k = int(np.flatnonzero(clash)[0])
+                raise self.race(node, kind, name, idx[k], units[k], self.cube_of[where[k]],
+                                "another unit writes it in the same statement", where[clash])
+            state.written[key] = True
+        state.record(kind, key, units, node.line)
+        return key
+
+    def race(self, node: ir.Node, kind: str, name: str, index: Any, unit: Any, cube: Any,
+             other: str, where: np.ndarray[Any, Any]) -> ValidationError:
+        return self.fail(
+            node, f"shared-memory race on {name}[{index}] in cube {cube}: unit {unit} "
+                  f"{_PRESENT[kind]} it while {other}, with no K.sync_cube() between; put a "
+                  "barrier between the two accesses (or use atomics for both)",
+            self._lanes_of(where), error=SharedRaceError)
+
+    def _lanes_of(self, where: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        lanes = np.zeros(self.n, bool)
+        lanes[where] = True
+        return lanes
+
+    def atomic(self, e: ir.Atomic, active: np.ndarray[Any, Any]) -> Any:
+        index = self.expr(e.index, active)
+        value = self.lanes(self.expr(e.value, active))[active]
+        compare = (None if e.compare is None
+                   else self.lanes(self.expr(e.compare, active))[active])
+        if e.array in self.shared:
+            memory = self.shared[e.array].data
+            pos = self.shared_access(e, "atomic", e.array, index, active)
+        else:
+            memory = self.arrays[e.array].storage
+            pos = self.address(e, e.array, index, active)
+        out = np.zeros(self.n, e.type.numpy)
+        out[active] = read_modify_write(memory, pos, e.op, value, compare)
+        return out
 
     # -------------------------------------------------------- memory
 
@@ -215,10 +391,17 @@ class _Machine:
         if isinstance(e, ir.ArrayStride):
             return np.uint32(self.arrays[e.array].strides[e.axis])
         if isinstance(e, ir.Load):
-            pos = self.address(e, e.array, self.expr(e.index, active), active)
+            index = self.expr(e.index, active)
             out = np.zeros(self.n, e.type.numpy)
-            out[active] = self.arrays[e.array].storage[pos]
+            if e.array in self.shared:
+                key = self.shared_access(e, "read", e.array, index, active)
+                out[active] = self.shared[e.array].data[key]
+            else:
+                out[active] = self.arrays[e.array].storage[self.address(e, e.array, index,
+                                                                        active)]
             return out
+        if isinstance(e, ir.Atomic):
+            return self.atomic(e, active)
         if isinstance(e, ir.Unary):
             v = self.expr(e.operand, active)
             return np.logical_not(v) if e.op == "not" else np.negative(v)
@@ -307,11 +490,72 @@ _FLOAT_OPS: dict[str, Callable[..., Any]] = {
 }
 
 
+_PAST = {"write": "wrote", "read": "read", "atomic": "updated (atomically)"}
+_PRESENT = {"write": "writes", "read": "reads", "atomic": "updates (atomically)"}
+
+
+def read_modify_write(memory: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], op: str,
+                      value: np.ndarray[Any, Any], compare: np.ndarray[Any, Any] | None) -> Any:
+    """Atomics of one statement, applied to ``memory[pos]`` in lane order; the old values."""
+    old = np.empty(len(pos), memory.dtype)
+    if len(pos) == 0:
+        return old
+    order = np.argsort(pos, kind="stable")
+    sorted_pos = pos[order]
+    first = np.r_[True, sorted_pos[1:] != sorted_pos[:-1]]
+    start = np.maximum.accumulate(np.where(first, np.arange(len(pos)), 0))
+    if op == "add" and memory.dtype.kind in "iu":
+        # integers wrap: a running sum per element in int64 (modular), cast back
+        vals = value[order].astype(np.int64)
+        total = np.cumsum(vals)
+        before = total - vals - (total - vals)[start]
+        base = memory[sorted_pos].astype(np.int64)
+        old[order] = (base + before).astype(memory.dtype)
+        last = np.r_[first[1:], True]
+        memory[sorted_pos[last]] = (base + before + vals)[last].astype(memory.dtype)
+        return old
+    rank = np.arange(len(pos)) - start
+    for r in range(int(rank.max()) + 1):
+        lanes = order[rank == r]  # distinct positions
+        at = pos[lanes]
+        current = memory[at].copy()
+        old[lanes] = current
+        memory[at] = _atomic_result(op, current, value[lanes],
+                                    None if compare is None else compare[lanes])
+    return old
+
+
+def _atomic_result(op: str, current: Any, value: Any, compare: Any) -> Any:
+    if op == "add":
+        return current + value
+    if op in ("min", "max"):  # as K.min/K.max
+        return math_func(op, [current, value], dtypes.dtype(current.dtype))
+    if op == "exchange":
+        return value
+    bits = f"u{current.dtype.itemsize}"
+    return np.where(current.view(bits) == compare.view(bits), value, current)
+
+
 def cast(value: Any, source: DType, target: DType) -> Any:
-    """C conversion semantics: to bool is ``!= 0``; float -> int truncates."""
+    """To bool is ``!= 0``; float -> int truncates and saturates (NaN -> 0), as every target
+    does; int -> int wraps; int -> float rounds to nearest."""
     if target is dtypes.bool_:
         return np.not_equal(value, 0)
+    if source.is_float and target.is_integer:
+        return saturate(value, target)
     return np.asarray(value).astype(target.numpy)
+
+
+def saturate(value: Any, target: DType) -> Any:
+    """Float -> int: truncate toward zero, clamp to ``target``'s range, NaN -> 0 (WGSL's and
+    PTX ``cvt.rzi``'s rule; numpy's own conversion gives x86 garbage out of range)."""
+    info = np.iinfo(target.numpy)
+    x = np.trunc(np.asarray(value, np.float64))
+    lo, hi = float(info.min), float(info.max)  # hi rounds up to 2^63 for i64: compare >=
+    inside = np.where(np.isnan(x) | (x < lo) | (x >= hi), 0.0, x)
+    out = inside.astype(target.numpy)
+    out = np.where(x >= hi, target.numpy.type(info.max), out)
+    return np.where(x < lo, target.numpy.type(info.min), out).astype(target.numpy, copy=False)
 
 
 def math_func(func: str, args: list[Any], t: DType) -> Any:
@@ -323,8 +567,13 @@ def math_func(func: str, args: list[Any], t: DType) -> Any:
             a, b, c = (np.asarray(x, np.float64) for x in args)
             result = a * b + c
     elif func in ("min", "max"):
-        if t.is_float:
-            result = (np.fmin if func == "min" else np.fmax)(*args)
+        if t.is_float:  # C fmin/fmax, and of two zeros: min -0 if either is, max +0 if either is
+            a, b = (np.asarray(x) for x in args)
+            result = (np.fmin if func == "min" else np.fmax)(a, b)
+            sign = (np.logical_or if func == "min" else np.logical_and)(np.signbit(a),
+                                                                         np.signbit(b))
+            zeros = (a == 0) & (b == 0)
+            result = np.where(zeros, np.where(sign, -0.0, 0.0).astype(result.dtype), result)
         else:
             result = (np.minimum if func == "min" else np.maximum)(*args)
     else:
@@ -373,10 +622,10 @@ def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | 
     n = math.prod(count) * math.prod(dim)
     if n == 0:
         return
-    if n > U32_MAX + 1:
+    if n > U32_MAX:
         raise UnsupportedError(
-            f"a launch of {n} threads exceeds the u32 range of ABSOLUTE_POS; split the work",
-            feature="more than 2^32 threads per launch")
+            f"a launch of {n} threads exceeds what u32 launch indices hold (at most {U32_MAX}); "
+            "split the work", feature="2^32 or more threads per launch")
     machine = _Machine(spec, count, dim, args)
     with np.errstate(all="ignore"):
         machine.block(spec.ir.body, np.ones(n, bool))

@@ -5,24 +5,30 @@ constants are folded into :class:`Const`, untyped literals have a type, every bi
 has operands of one type. Targets therefore never infer anything; see ``docs/dsl-ir.md``.
 
 Nodes are frozen dataclasses. Every node carries ``line``, the absolute source line it came from
-(for runtime diagnostics such as an out-of-bounds access reported by the interpreter).
+(for runtime diagnostics such as an out-of-bounds access reported by the interpreter), and
+``file`` when that line is in another file than the kernel's (:func:`source_file`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from ..dtypes import DType
 
 # ---------------------------------------------------------------- operators
 
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "pow")
-"""``Binary.op``: ``div`` is float-only, ``floordiv``/``mod`` truncate toward zero, ``pow`` is
-float-only."""
+"""``Binary.op``: ``div`` is float-only, ``floordiv``/``mod`` truncate toward zero (float ``mod``
+is exact C ``fmod``), ``pow`` is float-only C ``pow``."""
 
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")
 UNARY_OPS = ("neg", "not")
+ATOMIC_OPS = ("add", "min", "max", "exchange", "compare_exchange")
+"""``Atomic.op``; float ``min``/``max`` follow :class:`Math`'s (the non-NaN operand; of two
+zeros, min is -0 if either is, max +0 if either is); ``compare_exchange`` compares bit
+patterns."""
 MATH_FUNCS = ("sqrt", "exp", "log", "sin", "cos", "tanh", "abs", "floor", "ceil", "min", "max",
               "fma")
 
@@ -30,6 +36,9 @@ MATH_FUNCS = ("sqrt", "exp", "log", "sin", "cos", "tanh", "abs", "floor", "ceil"
 @dataclass(frozen=True)
 class Node:
     line: int = field(default=0, kw_only=True, compare=False)
+    file: str = field(default="", kw_only=True, compare=False)
+    """The source file of ``line`` when it is not the kernel's (an inlined device function
+    from another module); empty otherwise."""
 
 
 # ---------------------------------------------------------------- expressions
@@ -97,6 +106,20 @@ class Load(Expr):
 
 
 @dataclass(frozen=True)
+class Atomic(Expr):
+    """``K.atomic_<op>(a, index, value)``: one indivisible read-modify-write of element
+    ``index`` of array or shared array ``a``; the expression is the element's old value
+    (``type`` is the element type). ``compare_exchange`` stores ``value`` only where the old
+    bits equal ``compare``'s; ``compare`` is None for the other ops."""
+
+    op: str
+    array: str
+    index: Expr
+    value: Expr
+    compare: Expr | None = None
+
+
+@dataclass(frozen=True)
 class Unary(Expr):
     """``neg`` (numeric, ints wrap) or ``not`` (bool)."""
 
@@ -133,8 +156,8 @@ class Logical(Expr):
 
 @dataclass(frozen=True)
 class Cast(Expr):
-    """Conversion to ``type``: float->int truncates, anything->bool is ``!= 0``, bool->number is
-    0/1. Out-of-range float->int conversions are undefined (as in C)."""
+    """Conversion to ``type``: float->int truncates and saturates to the type's range (NaN ->
+    0), anything->bool is ``!= 0`` (NaN -> true), bool->number is 0/1."""
 
     value: Expr
 
@@ -142,7 +165,7 @@ class Cast(Expr):
 @dataclass(frozen=True)
 class Math(Expr):
     """A math function (:data:`MATH_FUNCS`) on arguments of ``type``; ``min``/``max`` of floats
-    return the non-NaN operand (C ``fmin``); ``fma`` may fuse."""
+    return the non-NaN operand (C ``fmin``); ``fma`` rounds once where the target fuses it."""
 
     func: str
     args: tuple[Expr, ...]
@@ -180,6 +203,20 @@ class Store(Stmt):
     array: str
     index: Expr
     value: Expr
+
+
+@dataclass(frozen=True)
+class Eval(Stmt):
+    """An expression evaluated for its effect (an atomic whose old value is not used)."""
+
+    value: Expr
+
+
+@dataclass(frozen=True)
+class SyncCube(Stmt):
+    """``K.sync_cube()``: every unit of the cube waits here until all have arrived; shared and
+    global memory written before it is visible to the whole cube after it. Every unit of a cube
+    must reach the same barrier (the interpreter checks; GPUs hang or misbehave)."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +265,23 @@ class Return(Stmt):
 # ---------------------------------------------------------------- kernel
 
 
+def source_file(node: Node, kernel: KernelIR) -> str:
+    """The file ``node.line`` is a line of."""
+    return node.file or kernel.filename
+
+
+def in_file(node: Any, filename: str) -> Any:
+    """``node`` (a node or a tuple of them) with ``file`` set to ``filename`` wherever it is
+    still the kernel's (nodes of a device function inlined from another module)."""
+    if isinstance(node, tuple):
+        return tuple(in_file(n, filename) for n in node)
+    if not isinstance(node, Node):
+        return node
+    changes = {f.name: in_file(getattr(node, f.name), filename) for f in fields(node)
+               if f.name not in ("line", "file")}
+    return replace(node, **changes, file=node.file or filename)
+
+
 @dataclass(frozen=True)
 class Param:
     """A runtime parameter: ``kind`` is ``"array"`` (``ndim`` set) or ``"scalar"``."""
@@ -239,6 +293,17 @@ class Param:
 
 
 @dataclass(frozen=True)
+class SharedArray:
+    """``name = K.shared(T, size)``: ``size`` elements of ``dtype`` per cube, uninitialised
+    (reading an element no unit wrote is an error in the interpreter)."""
+
+    name: str
+    dtype: DType
+    size: int
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class KernelIR:
     """One specialized kernel.
 
@@ -246,7 +311,9 @@ class KernelIR:
     among them: they are folded). ``locals`` maps every local (loop counters included) to its
     type; targets declare them all at function entry, zero-initialised, so a local read before
     any assignment on the path taken reads zero on every target. ``written`` names the arrays the
-    body stores to.
+    body stores to (atomics included); ``atomic`` the arrays and shared arrays used by atomics;
+    ``shared`` the cube's shared arrays. Load, Store and Atomic name either a parameter or a
+    shared array (one namespace).
     """
 
     name: str
@@ -255,6 +322,14 @@ class KernelIR:
     locals: tuple[tuple[str, DType], ...]
     body: tuple[Stmt, ...]
     written: frozenset[str]
+    shared: tuple[SharedArray, ...] = ()
+    atomic: frozenset[str] = frozenset()
+
+    def shared_array(self, name: str) -> SharedArray | None:
+        for a in self.shared:
+            if a.name == name:
+                return a
+        return None
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -22,7 +22,7 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import DslError, DTypeError, ValidationError
 from . import lang
-from .frontend import ParamDecl, ParsedKernel, lower
+from .frontend import DeviceFunction, ParamDecl, ParsedKernel, lower
 from .ir import KernelIR, Param
 
 DEFAULT_CACHE_SIZE = 64
@@ -87,13 +87,17 @@ def _const_value(decl: ParamDecl, value: Any, kernel: str) -> Any:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif vt is float or (isinstance(vt, lang.ScalarType) and vt.dtype.is_float):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok and isinstance(vt, lang.ScalarType) else value
+        if ok and isinstance(vt, lang.ScalarType):
+            try:
+                value = float(value)
+            except OverflowError:
+                ok = False
     else:  # K.Const[K.bool_]
         ok = isinstance(value, bool)
     if not ok:
         raise ValidationError(
             f"constant {decl.name!r} of kernel {kernel!r} is declared {decl.annotation!r} but got "
-            f"{value!r}; pass a value of that type",
+            f"{_shown(value)}; pass a value of that type",
             argument=decl.name,
         )
     if isinstance(vt, lang.ScalarType) and vt.dtype.is_integer:
@@ -103,8 +107,20 @@ def _const_value(decl: ParamDecl, value: Any, kernel: str) -> Any:
                 f"constant {decl.name!r}={value} does not fit {vt!r}", argument=decl.name
             )
     if isinstance(vt, lang.ScalarType) and vt.dtype.is_float:
-        value = float(vt.dtype.numpy.type(value))
+        with np.errstate(over="ignore"):
+            value = float(vt.dtype.numpy.type(value))
+    if vt is float and isinstance(value, int) and not -(2**1024) < value < 2**1024:
+        raise ValidationError(
+            f"constant {decl.name!r} ({_shown(value)}) is too large for any float type; pass a "
+            "float", argument=decl.name)
     return value
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message: a huge int by its size, not its 400 digits."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"an int of {len(str(abs(value)))} digits"
+    return repr(value)
 
 
 _kernel_tokens = itertools.count(1)
@@ -114,6 +130,10 @@ class Kernel:
     """A DSL kernel: launch it through a JIT session; Python never runs its body."""
 
     def __init__(self, fn: Callable[..., Any], *, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        if not isinstance(cache_size, int) or isinstance(cache_size, bool) or cache_size < 1:
+            raise ValidationError(
+                f"@K.kernel(cache_size=...) is the number of specializations kept; it needs an "
+                f"int >= 1, got {cache_size!r}", argument="cache_size")
         self.parsed = ParsedKernel(fn)
         functools.update_wrapper(self, fn)
         self.name = fn.__name__
@@ -313,3 +333,9 @@ def kernel(fn: Callable[..., Any] | None = None, *, cache_size: int = DEFAULT_CA
     if fn is None:
         return lambda f: Kernel(f, cache_size=cache_size)
     return Kernel(fn, cache_size=cache_size)
+
+
+def func(fn: Callable[..., Any]) -> DeviceFunction:
+    """Decorate a device function (``@K.func``): kernels and other device functions call it; it is
+    inlined at each call and typed from the call's arguments (generic over ``K.F``/``K.I``)."""
+    return DeviceFunction(fn)

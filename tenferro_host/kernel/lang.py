@@ -6,6 +6,7 @@ a kernel body, so calling one of them outside a kernel raises :class:`DslError` 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,16 @@ class ArrayType:
         return f"K.Array[{self.element!r}]"
 
 
+def _caller_location() -> dict[str, Any]:
+    """File, line and column of the expression that called into this module (an annotation
+    such as ``K.Array[np.float32]`` evaluates when the ``def`` runs, before the front-end)."""
+    frame = sys._getframe(2)
+    positions = list(frame.f_code.co_positions())
+    lineno, _end, col, _end_col = positions[frame.f_lasti // 2]
+    return {"filename": frame.f_code.co_filename, "lineno": lineno or frame.f_lineno,
+            "col_offset": col or 0}
+
+
 class _ArrayFactory:
     """``K.Array[T]`` builds an :class:`ArrayType`."""
 
@@ -77,7 +88,8 @@ class _ArrayFactory:
         if not isinstance(element, (ScalarType, GenericType)):
             raise DslError(
                 f"K.Array[{element!r}]: the element type must be a K scalar type "
-                "(K.F, K.I, K.f32, K.f64, K.f16, K.i32, K.u32, K.i64, K.bool_)"
+                "(K.F, K.I, K.f32, K.f64, K.f16, K.i32, K.u32, K.i64, K.bool_)",
+                **_caller_location(),
             )
         return ArrayType(element)
 
@@ -107,7 +119,8 @@ class _ConstFactory:
             return ConstType(value_type)
         raise DslError(
             f"K.Const[{value_type!r}]: a constant is an int, float, bool or a concrete K scalar "
-            "type such as K.u32"
+            "type such as K.u32",
+            **_caller_location(),
         )
 
     def __repr__(self) -> str:
@@ -170,6 +183,17 @@ min = Intrinsic("min", 2)  # noqa: A001
 max = Intrinsic("max", 2)  # noqa: A001
 fma = Intrinsic("fma", 3)
 select = Intrinsic("select", 3)
+
+# cooperation within a cube (v2): the front-end lowers these to ir.SharedArray, ir.SyncCube and
+# ir.Atomic; atomics take (array, index, value) — compare_exchange (array, index, cmp, value) —
+# and return the element's old value
+shared = Intrinsic("shared", 2)
+sync_cube = Intrinsic("sync_cube", 0)
+atomic_add = Intrinsic("atomic_add", 3)
+atomic_min = Intrinsic("atomic_min", 3)
+atomic_max = Intrinsic("atomic_max", 3)
+atomic_exchange = Intrinsic("atomic_exchange", 3)
+atomic_compare_exchange = Intrinsic("atomic_compare_exchange", 4)
 
 THREAD_INDEX_NAMES: tuple[str, ...] = tuple(
     base + suffix

@@ -174,8 +174,37 @@ def convert_scalar(name: str, dtype: DType, value: Any) -> np.generic:
     if not isinstance(py, (int, float)):
         raise DTypeError(f"scalar {name!r} is {dtype.name}; pass a real number, got {value!r}",
                          argument=name)
+    try:
+        wide = float(py)
+    except OverflowError:
+        raise ValidationError(
+            f"scalar {name!r} is {dtype.name}, and an int of {len(str(abs(py)))} digits is too "
+            "large for any float; pass a float (e.g. float('inf') if infinity is meant)",
+            argument=name) from None
     with np.errstate(over="ignore"):
-        return dtype.numpy.type(py)
+        return dtype.numpy.type(wide)
+
+
+def check_written_bindings(spec: Specialization, args: Sequence[Any]) -> None:
+    """A kernel never writes a read-only borrow (e.g. a DLPack import of a read-only buffer):
+    refused at launch, before any thread runs, on every backend."""
+    for p, t in zip(spec.params, args, strict=True):
+        if p.name in spec.ir.written and isinstance(t, Tensor) and _read_only(t):
+            raise ValidationError(
+                f"kernel {spec.kernel_name!r} writes {p.name!r}, but that tensor is read-only "
+                "(imported from a read-only buffer); pass a writable tensor or copy it first",
+                argument=p.name)
+
+
+def _read_only(t: Tensor) -> bool:
+    """Whether ``t``'s storage refuses writes: a ``read_only`` storage attribute, or a
+    non-writable numpy array behind a CPU storage."""
+    storage = t.storage
+    flag = getattr(storage, "read_only", None)
+    if flag is not None:
+        return bool(flag)
+    array = getattr(storage, "array", None)
+    return isinstance(array, np.ndarray) and not array.flags.writeable
 
 
 class JitSession(Session):
@@ -338,10 +367,12 @@ class JitSession(Session):
         total = math.prod(count_xyz) * threads_per_cube
         if total == 0:
             return
-        if total > U32_MAX + 1:
+        if total > U32_MAX:
             raise UnsupportedError(
-                f"a launch of {total} units exceeds the u32 range of ABSOLUTE_POS; split it",
-                backend=self.runtime.name, feature="more than 2^32 units per launch")
+                f"a launch of {total} units exceeds what u32 launch indices and cube counts "
+                f"hold (at most {U32_MAX} units); split it",
+                backend=self.runtime.name, feature="2^32 or more units per launch")
+        check_written_bindings(spec, converted)
         grid = fold_grid(count_xyz, self.max_grid)
         self._dispatch(JitLaunch(spec, count_xyz, grid, dim_xyz, tuple(converted)))
 

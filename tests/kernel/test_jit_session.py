@@ -169,8 +169,10 @@ def test_launch_config_errors(cpu):
             js.launch(kernels.add, -1, 4, t, t, t)
         with pytest.raises(InvalidLaunchConfigError, match="at most 1024"):
             js.launch(kernels.add, 1, (64, 32), t, t, t)
-        with pytest.raises(UnsupportedError, match="u32 range of ABSOLUTE_POS"):
+        with pytest.raises(UnsupportedError, match="at most 4294967295 units"):
             js.launch(kernels.add, (2**22, 2**11), 1024, t, t, t)
+        with pytest.raises(UnsupportedError, match="at most 4294967295 units"):
+            js.launch(kernels.add, 2**22, 1024, t, t, t)  # exactly 2^32: the counts overflow u32
         with pytest.raises(ValidationError, match="non-negative int"):
             js.cube_count_1d(-1)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tenferro_host_webgpu import wgsl
 
 import tenferro_host as tf
 from tenferro_host.errors import (
@@ -233,18 +234,32 @@ def test_f16_kernels_need_shader_f16(webgpu_host: Any) -> None:
     assert info.value.feature == "shader-f16"
 
 
-def test_wgsl_errors_are_compile_errors_with_both_locations(rt: Any) -> None:
-    out = rt.zeros("int32", (4,))
+def test_constant_expressions_run_like_on_cpu(rt: Any) -> None:
+    """WGSL rejects an overflowing constant expression at shader creation; the generator hides
+    constants from it, so the result overflows to inf as on every target."""
+    out = rt.zeros("float32", (4,))
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.compile") as js:
+        js.launch(wk.constant_overflow, 1, 4, out)
+    assert out.download().tolist() == [np.inf] * 4
+
+
+def test_wgsl_errors_are_compile_errors_with_both_locations(
+    webgpu_host: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a generator that hands WGSL the constant expression as is: a compile error, located
+    monkeypatch.setattr(wgsl._Emitter, "opaque", lambda self, code, dt, alt=0: code)
+    rt = webgpu_host.new_backend("webgpu")  # its own pipeline cache
+    out = rt.zeros("float32", (4,))
     with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.compile") as js:
         with pytest.raises(CompileError) as info:
-            js.launch(wk.constant_division_by_zero, 1, 4, out)
+            js.launch(wk.constant_overflow, 1, 4, out)
     err = info.value
     assert err.line is not None and err.column is not None
     generated = err.log.split("--- generated WGSL ---\n", 1)[1].splitlines()[err.line - 1]
-    assert "7i/0i" in generated.replace(" ", "")
-    source = wk.constant_division_by_zero.parsed.filename
+    assert "e+38f" in generated and "10.0f" in generated
+    source = wk.constant_overflow.parsed.filename
     line = next(i for i, text in enumerate(Path(source).read_text().splitlines(), 1)
-                if "K.i32(7) // K.i32(0)" in text)
+                if "K.f32(3e38) * K.f32(10.0)" in text)
     assert f"{source}:{line}" in str(err) and err.op == "tests.compile"
 
 

@@ -130,11 +130,11 @@ def scale_const(out: K.Array[K.F], x: K.Array[K.F], factor: K.Const[float]):
 
 
 @K.kernel
-def constant_division_by_zero(out: K.Array[K.i32]):
-    """A constant-only expression WGSL evaluates at compile time, and rejects."""
+def constant_overflow(out: K.Array[K.f32]):
+    """A constant-only expression WGSL would evaluate at compile time, and reject (inf)."""
     i = K.ABSOLUTE_POS
     if i < out.len:
-        out[i] = K.i32(7) // K.i32(0)
+        out[i] = K.f32(3e38) * K.f32(10.0)
 
 
 @K.kernel

@@ -1,0 +1,221 @@
+"""Differential test: seeded random kernels (:mod:`dsl_fuzz`) on every available target against
+the CPU interpreter, the reference; every generated kernel also compiles to an sm_90 CUBIN with
+NVRTC (no GPU needed).
+
+CI runs ``TENFERRO_DIFF_KERNELS`` kernels (default 180) from seed ``TENFERRO_DIFF_SEED``
+(default 2026), in test items of :data:`CHUNK` kernels; a GPU run sets more, e.g.
+``TENFERRO_DIFF_KERNELS=1000``. Each failure names the
+kernel, the target and the first differing thread, and writes the generated module to the
+pytest temporary directory so it can be run again.
+
+What must match, per generated kernel (``docs/dsl-guide.md``, "Numeric rules"):
+
+* ``io`` (ints), ``bo`` (bools) and ``fo`` (floats from correctly rounded operations,
+  comparisons, casts, control flow): identical (NaN = NaN, 0 = -0); a subnormal expected
+  value may read as zero on WebGPU (WGSL lets implementations flush subnormals);
+* ``fa`` (one of ``/ sqrt exp log sin cos tanh ** fma`` applied last): within the target's
+  tolerance for that operation, :data:`TOLERANCES`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import dsl_fuzz
+import numpy as np
+import pytest
+from test_cuda_codegen import compile_sm90
+
+import tenferro_host as tf
+from tenferro_host import dtypes
+from tenferro_host import kernel as K
+from tenferro_host.kernel.interpreter import ArrayArg, run
+
+COUNT = int(os.environ.get("TENFERRO_DIFF_KERNELS", "180"))
+SEED = int(os.environ.get("TENFERRO_DIFF_SEED", "2026"))
+OUTPUTS = ("fo", "io", "bo", "fa")
+CHUNK = 60
+"""Kernels per test item: each item stays well inside a per-test timeout (the GPU runner's is
+120 s), however many kernels a run asks for."""
+CHUNKS = range(-(-COUNT // CHUNK))
+
+#: (target, float type) -> rtol, atol for ``fa`` per approximate operation. WGSL leaves ``/`` at
+#: 2.5 ulp, ``sqrt`` and the transcendental functions to the implementation, and ``fma`` may not
+#: fuse (two roundings); CUDA's libdevice functions are within a few ulp.
+TOLERANCES: dict[tuple[str, str], dict[str, tuple[float, float]]] = {
+    ("webgpu", "f32"): {
+        "div": (1e-6, 0),
+        "sqrt": (1e-6, 0),
+        "exp": (2e-5, 0),
+        "log": (1e-5, 1e-6),
+        "sin": (1e-4, 1e-4),
+        "cos": (1e-4, 1e-4),
+        "tanh": (1e-3, 1e-4),
+        "pow": (1e-4, 1e-30),
+        "fma": (1e-6, 1e-6),
+    },
+    ("webgpu", "f16"): {op: (4e-3, 4e-3) for op in dsl_fuzz.APPROX},
+    ("cuda", "f32"): {op: (2e-6, 1e-7) for op in dsl_fuzz.APPROX},
+    ("cuda", "f16"): {op: (2e-3, 1e-3) for op in dsl_fuzz.APPROX},
+    ("cuda", "f64"): {op: (1e-14, 1e-300) for op in dsl_fuzz.APPROX},
+}
+
+
+def _module(tmp: Path) -> tuple[Any, list[dsl_fuzz.GeneratedKernel], Path]:
+    source, kernels = dsl_fuzz.generate(SEED, COUNT)
+    path = tmp / f"generated_kernels_{SEED}_{COUNT}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, kernels, path
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory):
+    return _module(tmp_path_factory.mktemp("dsl_fuzz"))
+
+
+def _descs(args: dict[str, Any]) -> list[Any]:
+    return [
+        K.ArrayDesc(dtypes.dtype(v.dtype), 1)
+        if isinstance(v, np.ndarray)
+        else K.ScalarDesc(dtypes.dtype(v.dtype))
+        for v in args.values()
+    ]
+
+
+def on_interpreter(kernel: K.Kernel, args: dict[str, Any]) -> dict[str, np.ndarray]:
+    copies = {k: v.copy() for k, v in args.items()}
+    converted = [
+        ArrayArg(v, 0, v.shape, (1,)) if isinstance(v, np.ndarray) else v for v in copies.values()
+    ]
+    spec = kernel.specialize(_descs(args), {}, "cpu")
+    run(spec, (2, 1, 1), (dsl_fuzz.THREADS // 2, 1, 1), converted)
+    return {k: copies[k] for k in OUTPUTS}
+
+
+def on_runtime(
+    rt: Any, jit: Callable[[], Any], kernel: K.Kernel, args: dict[str, Any]
+) -> dict[str, np.ndarray]:
+    tensors = {k: rt.upload(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    with jit() as js:
+        js.launch(kernel, 2, dsl_fuzz.THREADS // 2, *tensors.values())
+    return {k: tensors[k].download() for k in OUTPUTS}
+
+
+def mismatch(
+    name: str, op: str, target: str, ftype: str, expected: np.ndarray, got: np.ndarray
+) -> str | None:
+    """Where ``got`` breaks the rule for output ``name``, or None."""
+    if name in ("io", "bo"):
+        bad = expected != got
+    elif name == "fo":
+        e, g = expected.astype(np.float64), got.astype(np.float64)
+        same = (e == g) | (np.isnan(e) & np.isnan(g))
+        tiny = float(np.finfo(expected.dtype).tiny)
+        flushed = (target == "webgpu") & (np.abs(e) < tiny) & (g == 0)
+        bad = ~(same | flushed)
+    else:
+        rtol, atol = TOLERANCES[(target, ftype)][op]
+        e, g = expected.astype(np.float64), got.astype(np.float64)
+        bad = ~np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+    if not bad.any():
+        return None
+    t = int(np.flatnonzero(bad)[0])
+    return (
+        f"{name}[{t}]: expected {expected[t]!r}, got {got[t]!r} "
+        f"({int(bad.sum())} of {bad.size} threads differ)"
+    )
+
+
+def _targets() -> list[Any]:
+    return [
+        pytest.param("webgpu", marks=pytest.mark.webgpu, id="webgpu"),
+        pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.cuda], id="cuda"),
+    ]
+
+
+@functools.cache
+def _host() -> tf.Host:
+    """One host for the module: each test item reuses its runtimes (a CUDA context each)."""
+    return tf.Host()
+
+
+def _target(name: str) -> tuple[Any, Callable[[], Any], set[str]]:
+    """The runtime, a JIT-session factory and the float types the target runs."""
+    host = _host()
+    status = host.backend_status(name)
+    if not status.available:
+        pytest.skip(f"no {name} device: {status.reason}")
+    rt = host.backend(name)
+    module = getattr(tf, name)
+
+    @contextmanager
+    def jit() -> Iterator[Any]:
+        with rt.session() as s, module.exec_session(s).jit("tests.differential") as js:
+            yield js
+
+    if name == "webgpu":
+        floats = {"f32"} | ({"f16"} if rt.device_info.shader_f16 else set())
+        return rt, jit, floats
+    return rt, jit, {"f32", "f16", "f64"}
+
+
+def _runs_on(target: str, floats: set[str], profile: dsl_fuzz.Profile) -> bool:
+    if target == "webgpu" and profile.int_type == "i64":
+        return False
+    return profile.float_type in floats
+
+
+def _chunk(kernels: list[dsl_fuzz.GeneratedKernel], k: int):
+    return list(enumerate(kernels))[k * CHUNK : (k + 1) * CHUNK]
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+@pytest.mark.parametrize("target", _targets())
+def test_generated_kernels_agree_with_the_interpreter(target, chunk, generated):
+    module, kernels, path = generated
+    rt, jit, floats = _target(target)
+    failures, ran = [], 0
+    for n, gk in _chunk(kernels, chunk):
+        if not _runs_on(target, floats, gk.profile):
+            continue
+        kernel = getattr(module, gk.name)
+        args = dsl_fuzz.inputs(SEED + n, gk.profile)
+        expected = on_interpreter(kernel, args)
+        got = on_runtime(rt, jit, kernel, args)
+        ran += 1
+        for name in OUTPUTS:
+            problem = mismatch(
+                name, gk.approx, target, gk.profile.float_type, expected[name], got[name]
+            )
+            if problem:
+                failures.append(f"{gk.name} ({gk.profile}, fa={gk.approx}): {problem}")
+    print(
+        f"differential: {ran} of kernels {chunk * CHUNK}..{chunk * CHUNK + CHUNK - 1} x {target} "
+        f"(seed {SEED}), {len(failures)} mismatching; kernels in {path}"
+    )
+    assert ran > 0
+    assert not failures, "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_generated_kernels_compile_for_sm90(chunk, generated):
+    module, kernels, _path = generated
+    from tenferro_host_cuda_jit.codegen import generate
+
+    compiled = 0
+    for n, gk in _chunk(kernels, chunk):
+        args = dsl_fuzz.inputs(SEED + n, gk.profile)
+        spec = getattr(module, gk.name).specialize(_descs(args), {}, "cuda", ("sm_90",))
+        assert compile_sm90(generate(spec).source) > 0, gk.name
+        compiled += 1
+    print(f"differential: {compiled} kernels compiled to sm_90 CUBIN with NVRTC")

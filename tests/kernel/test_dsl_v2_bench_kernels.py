@@ -1,0 +1,60 @@
+"""The kernels of bench/dsl_v2_bench.py are correct: the sum and the register-blocked matmul
+equal numpy on the interpreter (edges of partial tiles included) and compile for sm_90."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tenferro_host_cuda_jit.codegen import generate
+from test_cuda_codegen import compile_sm90
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "webgpu"))
+
+from harness import View, on_interpreter  # noqa: E402
+
+from tenferro_host import dtypes  # noqa: E402
+from tenferro_host import kernel as K  # noqa: E402
+
+_PATH = Path(__file__).parent.parent.parent / "bench" / "dsl_v2_bench.py"
+_SPEC = importlib.util.spec_from_file_location("dsl_v2_bench", _PATH)
+assert _SPEC is not None and _SPEC.loader is not None
+bench = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench)
+
+RNG = np.random.default_rng(28)
+
+
+def test_bench_sum_equals_numpy() -> None:
+    x = RNG.standard_normal(100_003).astype(np.float32)
+    (out, _) = on_interpreter(
+        bench.dsl_sum, 7, bench.SUM_CUBE, View.compact(np.zeros(1, np.float32)), View.compact(x)
+    )
+    np.testing.assert_allclose(out[0], x.sum(dtype=np.float64), rtol=1e-5)
+
+
+@pytest.mark.parametrize("n,k,m", [(64, 16, 64), (70, 37, 45)])
+def test_bench_matmul_equals_numpy(n: int, k: int, m: int) -> None:
+    a = RNG.standard_normal((n, k)).astype(np.float32)
+    b = RNG.standard_normal((k, m)).astype(np.float32)
+    count = (-(-m // bench.TILE), -(-n // bench.TILE))
+    (c, _, _) = on_interpreter(
+        bench.dsl_matmul,
+        count,
+        (bench.UNITS, bench.UNITS),
+        View.compact(np.zeros((n, m), np.float32)),
+        View.compact(a),
+        View.compact(b),
+    )
+    np.testing.assert_allclose(c.reshape(m, n).T, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kern", [bench.dsl_sum, bench.dsl_matmul], ids=["sum", "matmul"])
+def test_bench_kernels_compile_for_sm90(kern: K.Kernel) -> None:
+    ndim = 2 if kern is bench.dsl_matmul else 1
+    descs = [K.ArrayDesc(dtypes.float32, ndim)] * len(kern.runtime_params)
+    spec = kern.specialize(descs, {}, target="cuda", features=("sm_90",))
+    assert compile_sm90(generate(spec).source) > 0
