@@ -92,8 +92,10 @@ def test_a_cpu_tensor_exports_without_a_stream_only(t, stream):
     np.testing.assert_array_equal(np.from_dlpack(t), t.download())
 
 
+# Sizes no machine can hold: a size that merely exceeds this machine's memory can succeed
+# lazily under memory overcommit (the GPU machine has it) and then be killed when touched.
 @pytest.mark.parametrize(
-    "shape", [(2**40, 2**40), (2**62,), (2**38,)], ids=["2^80", "2^62", "2^38"]
+    "shape", [(2**40, 2**40), (2**62,), (2**61,)], ids=["2^80", "2^62", "2^61"]
 )
 def test_a_cpu_allocation_beyond_memory_is_out_of_memory_with_the_bytes(shape):
     nbytes = int(np.prod(shape, dtype=object)) * 4
