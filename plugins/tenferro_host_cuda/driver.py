@@ -182,6 +182,18 @@ class PrimaryContext:
         check(d.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
         return current
 
+    def forget_if_current(self) -> None:
+        """Make no context current if this one is, after its retain was released.
+
+        Releasing the last retain destroys the primary context, but the thread keeps it as its
+        current context: the next runtime-API user on the thread (CuPy, torch) would then fail
+        with CUDA_ERROR_INVALID_CONTEXT. With none current, they make the primary current again.
+        """
+        d = drv()
+        current = check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if int(current) == self._handle:
+            check(d.cuCtxSetCurrent(d.CUcontext(0)), "cuCtxSetCurrent (none)")
+
     @staticmethod
     def exit(saved: Any) -> None:
         """Restore what ``enter`` returned (None: nothing was switched)."""

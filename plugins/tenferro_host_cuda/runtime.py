@@ -503,6 +503,7 @@ class CudaRuntime(Runtime):
             d.cuMemPoolDestroy(self._pool)
             d.cuStreamDestroy(self._stream)
         d.cuDevicePrimaryCtxRelease(self._dev)
+        self.primary.forget_if_current()
 
     def module_stats(self) -> dict[str, int]:
         """Modules loaded and unloaded by this runtime (retirement evidence)."""

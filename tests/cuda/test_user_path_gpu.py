@@ -25,7 +25,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 FIRST_STEPS = textwrap.dedent(
     """
-    import importlib.util, io, json, re, sys
+    import importlib.util, io, json, re, runpy, sys
     import numpy as np
     import tenferro_host as tf
     from tenferro_host.cuda import raw
@@ -47,9 +47,13 @@ FIRST_STEPS = textwrap.dedent(
 
     readme = open(sys.argv[1]).read()
     block = re.search(r"^```python\\n(.*?)^```$", readme, re.MULTILINE | re.DOTALL).group(1)
+    example = sys.argv[2]  # a file, as a user's script is: DSL kernels need their source
+    with open(example, "w") as f:
+        f.write(block)
     sink = io.StringIO()
-    namespace = {"__name__": "readme", "print": lambda *a: print(*a, file=sink)}
-    exec(compile(block, "README.md[python]", "exec"), namespace)
+    namespace = runpy.run_path(
+        example, init_globals={"print": lambda *a: print(*a, file=sink)}, run_name="readme"
+    )
     out["readme_backend"] = namespace["backend"].name
     out["readme_printed"] = sink.getvalue().strip()
 
@@ -77,10 +81,10 @@ FIRST_STEPS = textwrap.dedent(
 )
 
 
-def test_first_steps_in_one_process_raw_then_dsl_then_cupy_and_torch():
+def test_first_steps_in_one_process_raw_then_dsl_then_cupy_and_torch(tmp_path):
     cuda_runtime()
     proc = subprocess.run(
-        [sys.executable, "-c", FIRST_STEPS, str(README)],
+        [sys.executable, "-c", FIRST_STEPS, str(README), str(tmp_path / "readme_example.py")],
         capture_output=True,
         text=True,
         timeout=300,
@@ -97,3 +101,28 @@ def test_first_steps_in_one_process_raw_then_dsl_then_cupy_and_torch():
     if out["torch"] != "not installed":
         device, values = out["torch"]
         assert device == "cuda:0" and values == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+CLOSE_THEN_CUPY = textwrap.dedent(
+    """
+    import numpy as np
+    import tenferro_host as tf
+
+    rt = tf.Host().new_backend("cuda")
+    rt.upload(np.ones(4, np.float32)).download()
+    rt.close()  # its primary-context retain was the only one: the context is destroyed
+    import cupy
+
+    print(float(cupy.arange(4, dtype=cupy.float32).sum()))
+    """
+)
+
+
+def test_a_closed_runtime_leaves_no_destroyed_context_current_for_cupy():
+    cuda_runtime()
+    pytest.importorskip("cupy")
+    proc = subprocess.run(
+        [sys.executable, "-c", CLOSE_THEN_CUPY], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "6.0"
