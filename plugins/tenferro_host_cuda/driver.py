@@ -88,10 +88,6 @@ def poison(uuid: bytes, why: str) -> None:
         _poisoned.setdefault(uuid, why)
 
 
-def poisoned_reason(uuid: bytes) -> str | None:
-    return _poisoned.get(uuid)
-
-
 def poisoned_devices() -> dict[bytes, str]:
     """Every poisoned device's UUID with the fault that poisoned it."""
     with _poison_lock:
@@ -231,6 +227,5 @@ __all__ = [
     "error_name",
     "failure",
     "poison",
-    "poisoned_reason",
     "require_healthy",
 ]

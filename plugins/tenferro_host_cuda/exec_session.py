@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host.errors import ValidationError
@@ -37,7 +36,6 @@ class CudaExecSession(ExecSession):
     def __init__(self, backend_session: BackendSession) -> None:
         super().__init__(backend_session)
         self.runtime: CudaRuntime
-        self._pending: list[Callable[[], None]] = []
 
     @property
     def device_info(self) -> CudaDeviceInfo:
@@ -50,16 +48,6 @@ class CudaExecSession(ExecSession):
         """A raw native-module session for the op ``op`` (SPEC section 6)."""
         self._check()
         return RawSession(self, op)
-
-    def add_pending_submit(self, submit: Callable[[], None]) -> None:
-        """Register host-side work (an open DSL batch) to submit before the next raw session."""
-        self._check()
-        self._pending.append(submit)
-
-    def submit_pending(self) -> None:
-        """Submit registered host-side work, oldest first (called when a raw session opens)."""
-        while self._pending:
-            self._pending.pop(0)()
 
     def wait_external(self, stream: Any) -> None:
         """Order this runtime's stream after the work already on ``stream`` (events only)."""

@@ -147,7 +147,6 @@ class Function:
             self.max_threads_per_block = _attr(handle, dev,
                                                "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
             self.static_shared_bytes = _attr(handle, dev, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
-            self.num_regs = _attr(handle, dev, "CU_FUNC_ATTRIBUTE_NUM_REGS")
             self._dynamic_limit = _attr(handle, dev,
                                         "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
         self.core_kernel = Kernel.from_handle(int(handle))

@@ -278,8 +278,6 @@ class RawSession(Session):
     def _on_enter(self) -> None:
         rt = self.runtime
         rt.check_usable()
-        if self._ex._pending:  # registered host-side work (an open DSL batch) goes first
-            self._ex.submit_pending()
         self._saved_context = rt.primary.enter()
         self._stream = rt.stream_handle
         self._stream_int = int(self._stream)
