@@ -144,7 +144,11 @@ class PeerAccessError(BackendError):
 
 
 class OutOfMemoryError(BackendError, MemoryError):
-    """An allocation the pool could not satisfy; ``nbytes`` and ``pool_stats`` say how much."""
+    """An allocation the device could not satisfy; ``nbytes`` and ``pool_stats`` say how much.
+
+    ``limit`` names the device limit the request exceeds (e.g. WebGPU's ``max_buffer_size``),
+    so no amount of freeing helps; None when the memory itself ran out.
+    """
 
     def __init__(
         self,
@@ -152,11 +156,13 @@ class OutOfMemoryError(BackendError, MemoryError):
         *,
         nbytes: int = 0,
         pool_stats: dict[str, int] | None = None,
+        limit: str | None = None,
         op: str | None = None,
     ) -> None:
         super().__init__(message, op=op)
         self.nbytes = nbytes
         self.pool_stats = dict(pool_stats or {})
+        self.limit = limit
 
 
 class PluginError(TenferroError):

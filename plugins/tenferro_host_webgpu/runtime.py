@@ -20,7 +20,6 @@ from tenferro_host.errors import (
     InvalidLaunchConfigError,
     LaunchError,
     OutOfMemoryError,
-    UnsupportedError,
 )
 from tenferro_host.kernel.launch import fold_grid
 from tenferro_host.provider import BackendSession, ExecSession, Runtime, Storage
@@ -142,17 +141,21 @@ class WebGpuRuntime(Runtime):
         return dt
 
     def _check_size(self, nbytes: int) -> None:
-        """A tensor must fit one buffer and one storage binding (kernels bind it whole)."""
+        """A tensor must fit one buffer and one storage binding (kernels bind it whole); a
+        request beyond either limit cannot be satisfied on this device, so it is out of memory
+        whatever is freed — ``limit`` says which."""
         for limit, value in (
             ("max_buffer_size", self._info.max_buffer_size),
             ("max_storage_buffer_binding_size", self._info.max_storage_buffer_binding_size),
         ):
             if nbytes > value:
-                raise UnsupportedError(
-                    f"a tensor of {nbytes} bytes exceeds the adapter's {limit} of {value} bytes "
-                    f"on {self.name!r}; split it into smaller tensors or use another backend",
-                    backend=self.name,
-                    feature=limit,
+                raise OutOfMemoryError(
+                    f"a tensor of {nbytes} device bytes exceeds the adapter's {limit} of "
+                    f"{value} bytes on {self.name!r}; split it into smaller tensors or use "
+                    "another backend",
+                    nbytes=nbytes,
+                    pool_stats=self.stats(),
+                    limit=limit,
                 )
 
     # -- provider primitives --------------------------------------------------------------------
@@ -162,15 +165,14 @@ class WebGpuRuntime(Runtime):
         self._check_size(padded)
         try:
             buffer = self._device.create_buffer(size=padded, usage=self._usage)
-        except self._wgpu.GPUOutOfMemoryError as exc:
+        except self._wgpu.GPUError as exc:  # within the limits: the driver could not satisfy it
+            said = " ".join(str(exc).split())
             raise OutOfMemoryError(
-                f"WebGPU could not allocate {padded} bytes on {self.name!r}; free tensors or "
-                "use smaller ones",
+                f"WebGPU could not allocate {padded} bytes on {self.name!r} "
+                f"({type(exc).__name__}: {said}); free tensors or use smaller ones",
                 nbytes=padded,
-                pool_stats={"buffers_bytes": padded},
+                pool_stats=self.stats(),
             ) from exc
-        except self._wgpu.GPUError as exc:
-            raise BackendError(f"WebGPU buffer creation failed on {self.name!r}: {exc}") from exc
         return WebGpuStorage(self, buffer, nbytes, dt)
 
     def _write(self, storage: Storage, data: np.ndarray) -> None:
@@ -230,9 +232,7 @@ class WebGpuRuntime(Runtime):
         try:
             self.queue.wait_idle()
         except self._wgpu.GPUError as exc:
-            raise LaunchError(
-                f"{what} failed on {self.name!r} (debug sync): {exc}", op=op
-            ) from exc
+            raise LaunchError(f"{what} failed on {self.name!r} (debug sync): {exc}", op=op) from exc
 
     def dispatch(
         self,

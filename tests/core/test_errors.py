@@ -97,22 +97,26 @@ def test_unsupported_error_fields_and_default_reason():
 
 
 def test_compile_error_fields():
-    err = tf.CompileError("did not compile", log="x.cu(3): error", options=["-arch=sm_90"],
-                          line=3, column=7)
+    err = tf.CompileError(
+        "did not compile", log="x.cu(3): error", options=["-arch=sm_90"], line=3, column=7
+    )
     assert (err.log, err.options) == ("x.cu(3): error", ("-arch=sm_90",))
     assert (err.line, err.column) == (3, 7)
 
 
 def test_out_of_memory_and_poisoned_fields():
     oom = tf.OutOfMemoryError("pool exhausted", nbytes=1 << 30, pool_stats={"reserved": 5})
-    assert oom.nbytes == 1 << 30 and oom.pool_stats == {"reserved": 5}
+    assert oom.nbytes == 1 << 30 and oom.pool_stats == {"reserved": 5} and oom.limit is None
+    over = tf.OutOfMemoryError("too big", nbytes=8, limit="max_buffer_size")
+    assert over.limit == "max_buffer_size"
     uuid = tf.CudaDeviceUuid(bytes(16))
     assert tf.ContextPoisonedError("restart", device_uuid=uuid).device_uuid == uuid
 
 
 def test_dsl_error_is_located():
-    err = tf.DslError("`yield` is not supported; use a loop", filename="k.py", lineno=4,
-                      col_offset=8)
+    err = tf.DslError(
+        "`yield` is not supported; use a loop", filename="k.py", lineno=4, col_offset=8
+    )
     assert (err.filename, err.lineno, err.col_offset) == ("k.py", 4, 8)
     assert str(err) == "k.py:4:8: `yield` is not supported; use a loop"
 

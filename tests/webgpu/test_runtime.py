@@ -201,14 +201,44 @@ def test_float16_without_shader_f16_raises_naming_the_feature(webgpu_host: Any) 
 
 
 @pytest.mark.parametrize("limit", ["max_storage_buffer_binding_size", "max_buffer_size"])
-def test_a_tensor_over_a_limit_raises_naming_it(rt: Any, limit: str) -> None:
+def test_a_tensor_over_a_limit_is_out_of_memory_naming_it(rt: Any, limit: str) -> None:
     nbytes = getattr(rt.device_info, limit) + 4
     info = rt.device_info
     if limit == "max_storage_buffer_binding_size" and nbytes > info.max_buffer_size:
         pytest.skip("the binding limit is not below the buffer limit on this adapter")
-    with pytest.raises(UnsupportedError) as err:
+    with pytest.raises(tf.OutOfMemoryError) as err:
         rt.empty("uint32", (nbytes // 4,))
-    assert err.value.feature == limit and limit in str(err.value)
+    assert err.value.limit == limit and limit in str(err.value)
+    assert err.value.nbytes == nbytes // 4 * 4 and set(err.value.pool_stats) == set(STAT_KEYS)
+
+
+def test_bool_tensor_over_the_limit_counts_its_device_bytes(rt: Any) -> None:
+    elements = rt.device_info.max_storage_buffer_binding_size // 4 + 1  # 4 device bytes each
+    with pytest.raises(tf.OutOfMemoryError) as err:
+        rt.empty("bool", (elements,))
+    assert err.value.nbytes == elements * 4 and err.value.limit is not None
+
+
+@pytest.mark.parametrize(
+    "refusal", ["GPUOutOfMemoryError", "GPUValidationError", "GPUInternalError"]
+)
+def test_a_buffer_the_driver_refuses_is_out_of_memory_and_the_runtime_goes_on(
+    fresh_rt: Any, monkeypatch: pytest.MonkeyPatch, refusal: str
+) -> None:
+    kept = fresh_rt.upload(np.arange(10, dtype=np.float32))
+    error = getattr(fresh_rt._wgpu, refusal)
+
+    def refuse(**_: Any) -> None:
+        raise error("Out of memory\n  In wgpuDeviceCreateBuffer")
+
+    monkeypatch.setattr(fresh_rt._device, "create_buffer", refuse)
+    with pytest.raises(tf.OutOfMemoryError) as err:
+        fresh_rt.empty("float32", (1000,))
+    assert err.value.nbytes == 4000 and err.value.limit is None
+    assert refusal in str(err.value) and isinstance(err.value.__cause__, error)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(kept.download(), np.arange(10, dtype=np.float32))
+    np.testing.assert_array_equal(fresh_rt.zeros("float32", (3,)).download(), np.zeros(3))
 
 
 # -- stats and trace ----------------------------------------------------------------------------
