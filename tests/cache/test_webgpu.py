@@ -233,3 +233,14 @@ def test_cache_off_touches_no_directory(
     assert launch(new_rt()) == EXPECTED
     assert launch(new_rt()) == EXPECTED
     assert not cache_dir.exists()
+
+
+def test_an_unusable_directory_warns_once_and_generates(
+    new_rt: Callable[[], Any], cache_dir: Path
+) -> None:
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    cache_dir.write_text("a file where the cache directory should be")
+    with pytest.warns(kc.KernelCacheWarning, match="cannot be used") as warned:
+        assert launch(new_rt()) == EXPECTED
+        assert launch(new_rt()) == EXPECTED
+    assert len(warned) == 1
