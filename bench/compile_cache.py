@@ -14,6 +14,13 @@ over ``--repeat`` fresh processes, so every process starts with nothing in memor
 With a CUDA device every compile runs in a raw session (``rs.compile_nvrtc``, then loaded as a
 module); without one, compile-only (``nvrtc_compile`` for sm_90). Times in milliseconds.
 
+With a WebGPU adapter, the DSL add kernel's first launch in a WebGPU JIT session, after the
+runtime has built one other pipeline (wgpu and driver start-up are not in the figures) and with
+the kernel already specialized: ``off`` (cache off: WGSL generation + pipeline), ``cold``
+(generation + pipeline + store), ``generate`` (WGSL generation alone), ``memory_hit`` (the
+second launch: the runtime's pipeline cache), ``fresh_hit`` (a new process over the filled
+cache: WGSL loaded, pipeline built — wgpu 0.32 cannot save pipelines).
+
     python bench/compile_cache.py [--repeat 9] [--json PATH]     (JSON also to $OUT/)
 """
 
@@ -96,6 +103,41 @@ def child(kernel: str, with_nvrtc: bool) -> dict[str, float]:
     return out
 
 
+def webgpu_child() -> dict[str, float]:
+    """One fresh process: time the DSL add kernel's first and second launch on WebGPU."""
+    import numpy as np
+    from ext_add_kernel import dsl
+    from tenferro_host_webgpu import wgsl
+
+    import tenferro_host as tf
+    from tenferro_host.kernel.kernel import ArrayDesc
+
+    host = tf.Host()
+    if not host.backend_status("webgpu").available:
+        return {"available": 0.0}
+    rt: Any = host.backend("webgpu")
+    ints = rt.upload(np.arange(256, dtype=np.int32))
+    floats = rt.upload(np.arange(256, dtype=np.float32))
+    out = rt.zeros("float32", (256,))
+    out_data: dict[str, float] = {"available": 1.0}
+    with rt.session() as s:
+        ex: Any = tf.webgpu.exec_session(s)
+        dsl.add(ex, ints, ints)  # another kernel first: wgpu and the driver are started
+        with ex.jit("bench.compile_cache") as js:
+            args = (out, floats, floats)
+            spec = dsl.add_kernel.specialize(
+                [ArrayDesc(tf.float32, 1)] * 3, target="webgpu", features=js.features
+            )
+            for name in ("first", "memory_hit"):
+                t0 = time.perf_counter()
+                js.launch(dsl.add_kernel, 1, 256, *args)
+                out_data[name] = (time.perf_counter() - t0) * 1e3
+            t0 = time.perf_counter()
+            wgsl.generate(spec, (256, 1, 1), (0, 1, 1), False)
+            out_data["generate"] = (time.perf_counter() - t0) * 1e3
+    return out_data
+
+
 def run_child(
     kernel: str, cache_dir: Path, *, off: bool = False, with_nvrtc: bool = False
 ) -> dict[str, float]:
@@ -135,15 +177,38 @@ def measure(kernel: str, repeat: int) -> dict[str, float]:
     return medians
 
 
+def measure_webgpu(repeat: int) -> dict[str, float] | None:
+    """The WebGPU figures (medians over ``repeat`` fresh-process pairs); None without an adapter."""
+    samples: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="tf-bench-cache-") as tmp:
+            root = Path(tmp)
+            off = run_child("webgpu", root, off=True)
+            if not off["available"]:
+                return None
+            cold = run_child("webgpu", root)
+            hit = run_child("webgpu", root)
+            for name, value in (
+                ("off", off["first"]),
+                ("cold", cold["first"]),
+                ("generate", cold["generate"]),
+                ("memory_hit", cold["memory_hit"]),
+                ("fresh_hit", hit["first"]),
+            ):
+                samples.setdefault(name, []).append(value)
+    return {name: round(statistics.median(v), 3) for name, v in samples.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9, help="fresh processes per figure")
     parser.add_argument("--json", help="also write the results to this file")
-    parser.add_argument("--child", choices=["raw", "dsl"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["raw", "dsl", "webgpu"], help=argparse.SUPPRESS)
     parser.add_argument("--with-nvrtc", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.with_nvrtc)))
+        found = webgpu_child() if args.child == "webgpu" else child(args.child, args.with_nvrtc)
+        print(json.dumps(found))
         return 0
     results = {kernel: measure(kernel, args.repeat) for kernel in ("raw", "dsl")}
     mode = "cuda session" if results["raw"]["gpu"] else "compile-only (no GPU)"
@@ -152,7 +217,15 @@ def main() -> int:
     print(f"{'':24}" + "".join(f"{k:>10}" for k in results))
     for name in names:
         print(f"{name:24}" + "".join(f"{results[k][name]:10.3f}" for k in results))
-    report = {"mode": mode, "repeat": args.repeat, "medians_ms": results}
+    report: dict[str, Any] = {"mode": mode, "repeat": args.repeat, "medians_ms": results}
+    webgpu = measure_webgpu(args.repeat)
+    if webgpu is None:
+        print("webgpu: no adapter")
+    else:
+        print("webgpu, DSL add (WGSL text cached; pipelines are built in every process)")
+        for name, value in webgpu.items():
+            print(f"{name:24}{value:10.3f}")
+        report["webgpu_medians_ms"] = webgpu
     targets = [args.json] if args.json else []
     if os.environ.get("OUT"):
         targets.append(os.path.join(os.environ["OUT"], "compile_cache.json"))

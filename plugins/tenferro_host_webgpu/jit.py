@@ -8,7 +8,8 @@ and the shader unfolds them; views bind with their offset, shape and strides in 
 block, so non-compact inputs give correct results; views of one storage share one binding.
 On a software adapter a kernel with loops also carries the loop canary (:mod:`.wgsl`): each
 such launch is submitted and its flag read at once, so a launch whose loops the driver cut
-raises ``UnsupportedError`` from ``launch`` itself.
+raises ``UnsupportedError`` from ``launch`` itself. The WGSL of a new pipeline comes from the
+persistent kernel cache when an earlier process generated it (:mod:`.wgsl_cache`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tenferro_host.kernel.launch import Grid, JitLaunch, JitSession
 from tenferro_host.provider import ExecSession
 from tenferro_host.tensor import Tensor
 
-from . import wgsl
+from . import wgsl, wgsl_cache
 from .runtime import WebGpuRuntime, WebGpuStorage
 
 #: id(specialization) -> specialization, for those that passed the portability rule (bounded).
@@ -114,6 +115,9 @@ class WebGpuJitSession(JitSession):
                 line
             ),
             op=self.op,
+            stored=lambda: wgsl_cache.wgsl_key(
+                spec, launch.dim, groups, folded, canary, self.webgpu.device_info
+            ),
         )
         uniform = wgsl.pack_uniforms(spec, launch.count, launch.grid, views)
         config = f"count {launch.count}, dim {launch.dim}, workgroups {launch.grid}"

@@ -3,6 +3,10 @@
 Every shader this plugin generates has the same binding scheme: binding 0 is the uniform block
 (:mod:`.dispatch`), bindings 1..n are storage buffers, read-only or read-write. Layouts are
 explicit (never ``"auto"``), so a buffer the shader does not touch still binds.
+
+Behind the in-memory cache, the persistent kernel cache keeps the WGSL of a key that has one
+(:mod:`.wgsl_cache`): a new process skips generating it. Only WGSL whose pipeline was built is
+stored.
 """
 
 from __future__ import annotations
@@ -10,10 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenferro_host.errors import CompileError
 from tenferro_host.provider import ResourceCache
+
+if TYPE_CHECKING:
+    from tenferro_host.provider import CachedKernel, KernelKey
 
 _LOCATION = re.compile(r"wgsl:(\d+):(\d+)")
 
@@ -42,8 +49,11 @@ def compile_error(
     line = int(found.group(1)) if found else None
     column = int(found.group(2)) if found else None
     summary = next(
-        (s.strip() for s in text.splitlines() if "error" in s.lower() and "validation" not in
-         s.lower()),
+        (
+            s.strip()
+            for s in text.splitlines()
+            if "error" in s.lower() and "validation" not in s.lower()
+        ),
         text.strip().splitlines()[0] if text.strip() else type(exc).__name__,
     )
     where = f" at generated WGSL line {line}, column {column}" if line is not None else ""
@@ -74,12 +84,43 @@ class PipelineCache:
         keepalive: Any = None,
         locate: Callable[[int], str] = lambda line: "",
         op: str | None = None,
+        stored: Callable[[], KernelKey | None] = lambda: None,
     ) -> Pipeline:
         """The pipeline for ``key``; ``source()`` gives (WGSL, writable flag per storage buffer).
-        ``keepalive`` is held as long as the entry (an object whose id is part of ``key``)."""
-        return self._cache.get(
-            key, lambda: self._build(*source(), what, locate, op, keepalive), nbytes=0
-        )
+        ``keepalive`` is held as long as the entry (an object whose id is part of ``key``).
+        ``stored()`` is the source's persistent-cache key, asked for on an in-memory miss."""
+
+        def build(text: str, writable: tuple[bool, ...]) -> Pipeline:
+            return self._build(text, writable, what, locate, op, keepalive)
+
+        return self._cache.get(key, lambda: self._load_or_build(source, stored, build), nbytes=0)
+
+    @staticmethod
+    def _load_or_build(
+        source: Callable[[], tuple[str, tuple[bool, ...]]],
+        stored: Callable[[], KernelKey | None],
+        build: Callable[[str, tuple[bool, ...]], Pipeline],
+    ) -> Pipeline:
+        """The pipeline, from the persistent cache's WGSL when it has the key's."""
+        from tenferro_host.provider.kernel_cache import active_kernel_cache
+
+        from . import wgsl_cache
+
+        cache = active_kernel_cache()
+        persistent = stored() if cache is not None else None
+        if cache is None or persistent is None:
+            return build(*source())
+        built: list[Pipeline] = []
+
+        def generate() -> CachedKernel:
+            text, writable = source()
+            built.append(build(text, writable))  # a CompileError propagates: nothing stored
+            return wgsl_cache.entry(text, writable)
+
+        found = cache.load_or_build(persistent, generate)
+        if built:
+            return built[0]
+        return build(*(wgsl_cache.unpack(found) or source()))
 
     def _build(
         self,
