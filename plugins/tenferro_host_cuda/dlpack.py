@@ -162,6 +162,9 @@ def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
     """A DLPack capsule of ``t``; the consumer's ``stream`` waits on the runtime's stream."""
     if kwargs.get("copy") is True:
         raise BufferError("a tenferro CUDA tensor is exported without copying; copy it first")
+    if t.storage.read_only:  # an unversioned capsule cannot say so: it would lend it writable
+        raise BufferError("the tensor is a read-only import, and this export would lend it "
+                          "writable; export the copy backend.canonicalize(t) makes")
     dl_device = kwargs.get("dl_device")
     if dl_device is not None and tuple(dl_device) != (KDL_CUDA, runtime.index):
         raise BufferError(f"the tensor lives on CUDA device {runtime.index}, not {dl_device}")

@@ -37,8 +37,11 @@ class Storage:
         return f"{type(self).__name__}({self.kind}{ro}, {self.nbytes} B, {self.runtime.name})"
 
 
+_COPY_IT = "pass a writable tensor, e.g. the copy backend.canonicalize(t) makes"
+
+
 def require_writable(t: Tensor, what: str, argument: str, op: str | None = None,
-                     fix: str = "pass a writable tensor or copy it first") -> None:
+                     fix: str = _COPY_IT) -> None:
     """Refuse writing a read-only import: the contract never hands out a writable view of a
     tensor borrowed read-only (SPEC section 14). ``what`` says who writes it."""
     if t.storage.read_only:

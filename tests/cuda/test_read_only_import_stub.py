@@ -44,6 +44,8 @@ def test_the_read_only_flag_reaches_the_storage_and_the_deleter_still_runs(rt):
     assert producer.asked == [(1, 0)]  # DLPack 1.0 was asked for
     assert t.storage.kind == "imported" and t.storage.read_only
     assert t.download().tolist() == [0.0, 1.0, 2.0, 3.0]  # reading is fine
+    with pytest.raises(BufferError, match="read-only import"):
+        t.__dlpack__(stream=-1)  # an exported capsule would lend it writable
     _, writable_producer, w = _import(rt, read_only=False)
     assert not w.storage.read_only
     del t, w
