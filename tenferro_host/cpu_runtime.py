@@ -47,8 +47,9 @@ class CpuStorage(Storage):
 
     __slots__ = ("array",)
 
-    def __init__(self, runtime: Runtime, array: np.ndarray, kind: str = "owned") -> None:
-        super().__init__(runtime, array.nbytes, kind)
+    def __init__(self, runtime: Runtime, array: np.ndarray, kind: str = "owned",
+                 read_only: bool = False) -> None:
+        super().__init__(runtime, array.nbytes, kind, read_only)
         self.array = array
 
 
@@ -146,7 +147,7 @@ class CpuRuntime(Runtime):
             hi = _byte_extent(arr)
             flat = np.lib.stride_tricks.as_strided(arr, shape=(hi // isz,), strides=(isz,))
             strides = tuple(s // isz for s in arr.strides)
-            storage = CpuStorage(self, flat, kind="imported")
+            storage = CpuStorage(self, flat, kind="imported", read_only=not arr.flags.writeable)
             return Tensor(storage, dt, tuple(arr.shape), strides, 0)
         copy = np.asfortranarray(arr)
         storage = CpuStorage(self, copy.reshape(-1, order="F"), kind="imported")

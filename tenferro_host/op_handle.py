@@ -37,6 +37,7 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
+from .provider.storage import require_writable
 from .tensor import Tensor
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ class OpHandle:
             and result.storage.runtime is runtime
             and result.dtype is tensors[0].dtype
             and result.shape == tensors[0].shape
+            and not result.storage.read_only
         ):
             return result  # one output as the "same" rules give: the common case, inline
         self._check_outputs(result, tensors, runtime, chosen[0], attrs)
@@ -246,6 +248,8 @@ class OpHandle:
                     "allocate outputs with the session's runtime",
                     op=self.name,
                 )
+            require_writable(value, f"{where} is a tensor the caller may write", out_name,
+                             self.name, fix="allocate outputs with the session's runtime")
             if not tensors:
                 continue  # no inputs: the rules have nothing to derive from
             if dtypes is None:

@@ -4,9 +4,11 @@ Export: ``tensor.__dlpack__(stream=s)`` makes the consumer's stream ``s`` wait o
 the runtime's stream and hands out a capsule that keeps the storage alive; when the consumer
 calls the deleter, the runtime's stream waits on the consumer's stream before the storage can
 be freed (stream-ordered). Import: ``backend.from_dlpack(x)`` asks the producer to order its
-work before the runtime's stream (``x.__dlpack__(stream=runtime_stream)``) and wraps the memory
-as storage of kind "imported"; once that storage is collected, the producer's deleter runs from
-the retirement queue after the runtime's stream has passed an event.
+work before the runtime's stream (``x.__dlpack__(stream=runtime_stream, max_version=(1, 0))``,
+falling back to an unversioned capsule for producers older than DLPack 1.0) and wraps the memory
+as storage of kind "imported", read-only when the producer flags it READ_ONLY; once that storage
+is collected, the producer's deleter runs from the retirement queue after the runtime's stream
+has passed an event.
 """
 
 from __future__ import annotations
@@ -60,6 +62,25 @@ DLManagedTensor._fields_ = [
     ("deleter", _Deleter),
 ]
 
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+_DeleterVersioned = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
+DLManagedTensorVersioned._fields_ = [
+    ("version", DLPackVersion),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", _DeleterVersioned),
+    ("flags", ctypes.c_uint64),
+    ("dl_tensor", DLTensor),
+]
+DLPACK_FLAG_BITMASK_READ_ONLY = 1 << 0
+
 _api = ctypes.pythonapi
 _api.PyCapsule_New.restype = ctypes.py_object
 _api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
@@ -72,6 +93,8 @@ _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _NAME = b"dltensor"
 _USED = b"used_dltensor"
+_NAME_VERSIONED = b"dltensor_versioned"
+_USED_VERSIONED = b"used_dltensor_versioned"
 
 
 # -- export ----------
@@ -139,6 +162,9 @@ def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
     """A DLPack capsule of ``t``; the consumer's ``stream`` waits on the runtime's stream."""
     if kwargs.get("copy") is True:
         raise BufferError("a tenferro CUDA tensor is exported without copying; copy it first")
+    if t.storage.read_only:  # an unversioned capsule cannot say so: it would lend it writable
+        raise BufferError("the tensor is a read-only import, and this export would lend it "
+                          "writable; export the copy backend.canonicalize(t) makes")
     dl_device = kwargs.get("dl_device")
     if dl_device is not None and tuple(dl_device) != (KDL_CUDA, runtime.index):
         raise BufferError(f"the tensor lives on CUDA device {runtime.index}, not {dl_device}")
@@ -207,15 +233,12 @@ def import_(runtime: CudaRuntime, x: Any) -> Tensor:
             f"CUDA device {runtime.index}; move it there first"
         )
     runtime.check_usable()
-    capsule = x.__dlpack__(stream=int(runtime.stream_handle))
-    address = _api.PyCapsule_GetPointer(capsule, _NAME)
-    managed = DLManagedTensor.from_address(address)
-    _api.PyCapsule_SetName(capsule, _USED)  # we own it now: its destructor must not delete it
+    managed, read_only = _take_capsule(x, int(runtime.stream_handle))
     dl = managed.dl_tensor
     try:
         dt = _dtype_of(dl.dtype)
     except DTypeError:
-        call_deleter(address)  # we own the capsule: give the buffer back before failing
+        call_deleter(managed)  # we own the capsule: give the buffer back before failing
         raise
     shape = tuple(dl.shape[i] for i in range(dl.ndim))
     if dl.strides:
@@ -235,15 +258,43 @@ def import_(runtime: CudaRuntime, x: Any) -> Tensor:
     base = (dl.data or 0) + dl.byte_offset + lo * isz
     if numel:
         anchor = (dl.data or 0) + dl.byte_offset  # element 0: inside the allocation
-        _check_inside_allocation(runtime, anchor, base, (hi - lo) * isz, address)
+        _check_inside_allocation(runtime, anchor, base, (hi - lo) * isz, managed)
     storage = CudaStorage(runtime, base if numel else 0, (hi - lo) * isz if numel else 0,
-                          kind="imported")
-    storage.imported = (address, managed)  # the deleter runs when the storage dies
+                          kind="imported", read_only=read_only)
+    storage.imported = managed  # the deleter runs when the storage dies
     return Tensor(storage, dt, shape, strides, -lo)
 
 
+def _take_capsule(x: Any, stream: int) -> tuple[Any, bool]:
+    """The producer's managed tensor, now ours, and whether it is lent read-only.
+
+    A DLPack 1.x capsule carries the READ_ONLY flag; a producer older than 1.0 rejects
+    ``max_version`` with TypeError and hands out an unversioned (writable) capsule instead.
+    """
+    try:
+        capsule = x.__dlpack__(stream=stream, max_version=(1, 0))
+    except TypeError:
+        capsule = x.__dlpack__(stream=stream)
+    if _api.PyCapsule_IsValid(capsule, _NAME_VERSIONED):
+        address = _api.PyCapsule_GetPointer(capsule, _NAME_VERSIONED)
+        _api.PyCapsule_SetName(capsule, _USED_VERSIONED)  # ours now: its destructor must not
+        versioned = DLManagedTensorVersioned.from_address(address)
+        if versioned.version.major != 1:
+            call_deleter(versioned)
+            raise ValidationError(
+                f"{type(x).__name__} exported DLPack {versioned.version.major}."
+                f"{versioned.version.minor}, which this host does not read (it asked for 1.0); "
+                "export it as DLPack 1.x",
+                argument="x",
+            )
+        return versioned, bool(versioned.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+    address = _api.PyCapsule_GetPointer(capsule, _NAME)  # raises for a capsule of another name
+    _api.PyCapsule_SetName(capsule, _USED)  # ours now: its destructor must not delete it
+    return DLManagedTensor.from_address(address), False
+
+
 def _check_inside_allocation(runtime: CudaRuntime, anchor: int, base: int, nbytes: int,
-                             address: int) -> None:
+                             managed: Any) -> None:
     """The view's byte range must lie inside the producer's allocation (checked by the driver)."""
     d = drv()
     with runtime.primary:
@@ -252,7 +303,7 @@ def _check_inside_allocation(runtime: CudaRuntime, anchor: int, base: int, nbyte
         return  # memory the driver cannot describe (e.g. host-registered): trust the producer
     start, size = int(result[1]), int(result[2])
     if base < start or base + nbytes > start + size:
-        call_deleter(address)
+        call_deleter(managed)
         raise ValidationError(
             f"the DLPack tensor's shape and strides reach bytes [{base:#x}, {base + nbytes:#x}) "
             f"outside its allocation [{start:#x}, {start + size:#x}); pass a well-formed view",
@@ -260,9 +311,9 @@ def _check_inside_allocation(runtime: CudaRuntime, anchor: int, base: int, nbyte
         )
 
 
-def call_deleter(address: int) -> None:
-    """Run a producer's DLPack deleter (from the retirement queue)."""
-    managed = DLManagedTensor.from_address(address)
+def call_deleter(managed: Any) -> None:
+    """Run a producer's DLPack deleter (from the retirement queue); ``managed`` is its
+    DLManagedTensor or DLManagedTensorVersioned."""
     if managed.deleter:
         managed.deleter(ctypes.pointer(managed))
 

@@ -31,7 +31,7 @@ from tenferro_host.errors import (
     LaunchError,
     ValidationError,
 )
-from tenferro_host.provider import Session, SessionHandle, require_resident
+from tenferro_host.provider import Session, SessionHandle, require_resident, require_writable
 
 from .args import (
     LaunchConfig,
@@ -342,6 +342,9 @@ class RawSession(Session):
     def _resident(self, t: Any, argument: str, compact: bool, write: bool = False) -> Tensor:
         self._check()
         t = require_resident(self.runtime, t, argument=argument, op=self.op)
+        if write:
+            mut = "rs.tensor_mut" if compact else "rs.tensor_strided_mut"
+            require_writable(t, f"{mut}({argument}) borrows it for writing", argument, self.op)
         if compact and not t.is_compact():
             strided = "rs.tensor_strided_mut(t)" if write else "rs.tensor_strided(t)"
             raise InvalidLayoutError(
@@ -378,7 +381,7 @@ class RawSession(Session):
         The write counterpart of ``tensor_strided``: the kernel takes offset, shape and strides
         explicitly, and the borrow conflicts with every other borrow of the storage.
         """
-        t = self._resident(t, "t", compact=False)
+        t = self._resident(t, "t", compact=False, write=True)
         self._borrow(t.storage, True, "t")
         return TensorMut(self, t, getattr(t.storage, "ptr", 0), t.offset)
 

@@ -78,8 +78,8 @@ class CudaStorage(Storage):
     __slots__ = ("block", "imported", "ptr")
 
     def __init__(self, runtime: CudaRuntime, ptr: int, nbytes: int, kind: str = "owned",
-                 block: int = 0) -> None:
-        super().__init__(runtime, nbytes, kind)
+                 block: int = 0, read_only: bool = False) -> None:
+        super().__init__(runtime, nbytes, kind, read_only)
         self.ptr = ptr
         self.block = block  # its size class in the runtime's block cache (0: none)
         self.imported: Any = None
@@ -92,7 +92,7 @@ class CudaStorage(Storage):
                 else:
                     self.runtime.defer("memory", self.ptr)  # type: ignore[attr-defined]
             elif self.imported is not None:
-                self.runtime.defer("dlpack", self.imported[0])  # type: ignore[attr-defined]
+                self.runtime.defer("dlpack", self.imported)  # type: ignore[attr-defined]
         except Exception:
             pass
 
@@ -306,12 +306,12 @@ class CudaRuntime(Runtime):
                 if int(result[0]) != 0:
                     self.deferred_errors += 1
 
-    def _retire_deleter(self, address: int) -> None:
+    def _retire_deleter(self, managed: Any) -> None:
         """Run a producer's DLPack deleter once the stream has passed an event recorded now."""
         from .dlpack import call_deleter
 
         event = self.record_event()
-        self.retirement.retire(event, [lambda: call_deleter(address),
+        self.retirement.retire(event, [lambda: call_deleter(managed),
                                        lambda: self.recycle_event(event)])
 
     def free_now(self, storage: CudaStorage) -> None:
@@ -502,6 +502,7 @@ class CudaRuntime(Runtime):
             self._closed = True
             d.cuMemPoolDestroy(self._pool)
             d.cuStreamDestroy(self._stream)
+            self._core_stream = None  # a cuda.core view of the destroyed stream: drop it now
         d.cuDevicePrimaryCtxRelease(self._dev)
         self.primary.forget_if_current()
 

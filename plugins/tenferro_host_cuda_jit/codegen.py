@@ -39,7 +39,8 @@ the float math functions' own ulp differences.
 
 Numerics follow the DSL rules: signed integer ``+ - *`` and negation are computed in unsigned
 arithmetic (wrap-around, no C undefined behaviour); ``//`` ``%`` truncate (C ``/ %`` for ints,
-``trunc(a/b)`` and ``fmod`` for floats); ``**`` is ``pow``; float ``min``/``max`` are
+``trunc(a/b)`` and ``fmod`` for floats); ``**`` is ``pow``, small integer exponents by repeated
+squaring (``tf_pow``, :data:`~tenferro_host.kernel.ir.POW_SQUARING_MAX`); float ``min``/``max`` are
 ``fmin``/``fmax`` with a fixed sign for two zeros (``tf_fmin``/``tf_fmax``); float ``+ - * /``
 are the ``__fadd_rn``-family intrinsics, which NVRTC never contracts into a fused multiply-add
 (each operation rounds, as on cpu; only ``K.fma`` fuses); float -> int casts truncate and
@@ -98,6 +99,32 @@ def _saturating_cast(dst: str) -> str:
         f"__device__ __forceinline__ {ctype} tf_sat_{dst}(double x) {{\n"
         f"    return x != x ? ({ctype})0 : x >= (double){hi} ? {hi} : x <= (double){lo} ? {lo}"
         f" : ({ctype})x;\n"
+        "}\n"
+    )
+
+
+def _power(ctype: str) -> str:
+    """``tf_pow``/``tf_powf``: ``x ** y`` by the DSL's rule (:data:`ir.POW_SQUARING_MAX`),
+    unrolled squaring with rounded (never contracted) multiplies, C ``pow`` otherwise."""
+    f = "f" if ctype == "float" else ""
+    mul, one = ("__fmul_rn", "1.0f") if f else ("__dmul_rn", "1.0")
+    div = "__fdiv_rn" if f else "__ddiv_rn"
+    steps = []
+    for bit in range(ir.POW_SQUARING_BITS):
+        steps.append(f"        if (n & {1 << bit}u) p = {mul}(p, b);\n")
+        if bit + 1 < ir.POW_SQUARING_BITS:
+            steps.append(f"        b = {mul}(b, b);\n")
+    return (
+        f"__device__ __forceinline__ {ctype} tf_pow{f}({ctype} x, {ctype} y) {{\n"
+        f"    {ctype} ay = fabs{f}(y);\n"
+        f"    if (isfinite(x) && x != 0 && ay >= 1 && ay <= {ir.POW_SQUARING_MAX} "
+        f"&& trunc{f}(y) == y) {{\n"
+        "        unsigned int n = (unsigned int)ay;\n"
+        f"        {ctype} b = x, p = {one};\n"
+        + "".join(steps)
+        + f"        return y < 0 ? {div}({one}, p) : p;\n"
+        "    }\n"
+        f"    return pow{f}(x, y);\n"
         "}\n"
     )
 
@@ -459,7 +486,9 @@ class _Emitter:
             elif e.op == "mod":
                 code = f"{self.fn('fmod', t)}({a}, {b})"
             else:
-                code = f"{self.fn('pow', t)}({a}, {b})"
+                ctype = "double" if t is dtypes.float64 else "float"
+                self.helpers.setdefault(f"pow_{ctype}", _power(ctype))
+                code = f"tf_pow{'' if t is dtypes.float64 else 'f'}({a}, {b})"
             return self.narrow(code, t)
         a, b = self.expr(e.lhs), self.expr(e.rhs)
         if e.op in ("floordiv", "mod"):

@@ -13,10 +13,27 @@ emitter includes only what a kernel uses.
 
 from __future__ import annotations
 
+from tenferro_host.kernel.ir import POW_SQUARING_BITS, POW_SQUARING_MAX
+
 _NAN = "bitcast<f32>(0x7fc00000u)"
 _INF = "bitcast<f32>(0x7f800000u)"
 
 _COMPARE_OPS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "=="}
+
+
+def _squaring() -> str:
+    """The body of ``tf_pow_f32`` for an integer ``1 <= |y| <= POW_SQUARING_MAX``: ``|x|``
+    raised by repeated squaring, unrolled (no loop counts against a software adapter's trip
+    cap), and its reciprocal for a negative ``y``; the caller applies the sign of ``x``. A
+    zero ``p`` (underflow) gives the infinity C ``pow`` gives, without dividing by zero."""
+    lines = ["        let n = u32(ay);\n", "        var b = ax;\n", "        var p = 1.0f;\n"]
+    for bit in range(POW_SQUARING_BITS):
+        lines.append(f"        if ((n & {1 << bit}u) != 0u) {{ p = p * b; }}\n")
+        if bit + 1 < POW_SQUARING_BITS:
+            lines.append("        b = b * b;\n")
+    lines.append(f"        r = select(p, select(1.0f / p, {_INF}, p == 0.0f), y < 0.0f);\n")
+    return "".join(lines)
+
 
 _SOURCES: dict[str, tuple[tuple[str, ...], str]] = {
     "tf_isnan_f32": (
@@ -32,7 +49,8 @@ _SOURCES: dict[str, tuple[tuple[str, ...], str]] = {
         (
             "fn tf_pow_f32(x: f32, y: f32) -> f32 {\n"
             "    // C pow: pow(x, 0) = 1 and pow(1, y) = 1 even for NaN; a negative base takes an\n"
-            "    // integer exponent (the sign follows its parity), otherwise NaN\n"
+            "    // integer exponent (the sign follows its parity), otherwise NaN; small integer\n"
+            "    // exponents by repeated squaring (exact when the result is representable)\n"
             "    let nx = tf_isnan_f32(x);\n"
             "    let ny = tf_isnan_f32(y);\n"
             "    if (!ny && y == 0.0f) { return 1.0f; }\n"
@@ -52,6 +70,8 @@ _SOURCES: dict[str, tuple[tuple[str, ...], str]] = {
             f"        r = select(0.0f, {_INF}, y < 0.0f);\n"
             f"    }} else if (ax == {_INF}) {{\n"
             f"        r = select(0.0f, {_INF}, y > 0.0f);\n"
+            f"    }} else if (integer && ay <= {float(POW_SQUARING_MAX)}f) {{\n"
+            f"{_squaring()}"
             "    } else {\n"
             f"        if (negative && !integer) {{ return {_NAN}; }}\n"
             "        r = pow(ax, y);\n"

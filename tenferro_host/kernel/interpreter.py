@@ -479,6 +479,26 @@ class _Machine:
         return value.astype(np.uint32)
 
 
+def power(a: Any, b: Any) -> Any:
+    """``a ** b`` by :data:`~.ir.POW_SQUARING_MAX`: small integer exponents by repeated
+    squaring (as WebGPU and CUDA compute them), all others numpy's C ``pow``."""
+    dt = np.result_type(a, b)
+    work = np.float32 if dt == np.float16 else dt
+    x, y = np.asarray(a, work), np.asarray(b, work)
+    out = np.power(x, y)
+    n = np.abs(y)
+    squaring = (np.isfinite(x) & (x != 0) & (y == np.trunc(y)) & (n >= 1)
+                & (n <= ir.POW_SQUARING_MAX))
+    if squaring.any():
+        k = np.where(squaring, n, 0).astype(np.int64)
+        r, base = np.ones_like(x), x
+        for bit in range(ir.POW_SQUARING_BITS):
+            r = np.where((k >> bit) & 1 == 1, r * base, r)
+            base = base * base
+        out = np.where(squaring, np.where(y < 0, 1 / r, r), out)
+    return out.astype(dt) if out.ndim else dt.type(out)
+
+
 _COMPARE: dict[str, Callable[..., Any]] = {
     "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
     "eq": np.equal, "ne": np.not_equal,
@@ -486,8 +506,9 @@ _COMPARE: dict[str, Callable[..., Any]] = {
 _INT_OPS: dict[str, Callable[..., Any]] = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
 _FLOAT_OPS: dict[str, Callable[..., Any]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-    "floordiv": lambda a, b: np.trunc(np.divide(a, b)), "mod": np.fmod, "pow": np.power,
+    "floordiv": lambda a, b: np.trunc(np.divide(a, b)), "mod": np.fmod, "pow": power,
 }
+
 
 
 _PAST = {"write": "wrote", "read": "read", "atomic": "updated (atomically)"}

@@ -20,7 +20,17 @@ from ..dtypes import DType
 
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "pow")
 """``Binary.op``: ``div`` is float-only, ``floordiv``/``mod`` truncate toward zero (float ``mod``
-is exact C ``fmod``), ``pow`` is float-only C ``pow``."""
+is exact C ``fmod``), ``pow`` is float-only: see :data:`POW_SQUARING_MAX`."""
+
+POW_SQUARING_MAX = 64
+"""``x ** y`` for a finite nonzero ``x`` and an integer ``y`` with ``1 <= |y| <=`` this is
+``x`` multiplied by repeated squaring in ``x``'s type (f16 in f32), ``1 / x**|y|`` for a
+negative ``y``, on every target: exact whenever ``x**|y|`` is representable (every partial
+power then is), where C ``pow`` and WGSL ``pow`` (``exp2(y * log2(x))``) need not be. Larger
+exponents keep C ``pow``: each squaring doubles the relative error of the one before it."""
+
+POW_SQUARING_BITS = POW_SQUARING_MAX.bit_length()
+"""Bits of ``|y|`` the unrolled squaring reads (no loop: software adapters cap loop trips)."""
 
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")

@@ -33,6 +33,7 @@ from ..errors import (
 )
 from ..provider.residency import require_resident
 from ..provider.session import ExecSession, Session, SessionHandle
+from ..provider.storage import require_writable
 from ..tensor import Tensor
 from .interpreter import U32_MAX, check_u32_array
 from .kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
@@ -189,22 +190,8 @@ def check_written_bindings(spec: Specialization, args: Sequence[Any]) -> None:
     """A kernel never writes a read-only borrow (e.g. a DLPack import of a read-only buffer):
     refused at launch, before any thread runs, on every backend."""
     for p, t in zip(spec.params, args, strict=True):
-        if p.name in spec.ir.written and isinstance(t, Tensor) and _read_only(t):
-            raise ValidationError(
-                f"kernel {spec.kernel_name!r} writes {p.name!r}, but that tensor is read-only "
-                "(imported from a read-only buffer); pass a writable tensor or copy it first",
-                argument=p.name)
-
-
-def _read_only(t: Tensor) -> bool:
-    """Whether ``t``'s storage refuses writes: a ``read_only`` storage attribute, or a
-    non-writable numpy array behind a CPU storage."""
-    storage = t.storage
-    flag = getattr(storage, "read_only", None)
-    if flag is not None:
-        return bool(flag)
-    array = getattr(storage, "array", None)
-    return isinstance(array, np.ndarray) and not array.flags.writeable
+        if p.name in spec.ir.written and isinstance(t, Tensor):
+            require_writable(t, f"kernel {spec.kernel_name!r} writes {p.name!r}", p.name)
 
 
 class JitSession(Session):

@@ -14,7 +14,7 @@ from .residency import require_resident
 from .retirement import Lease, RetirementQueue
 from .runtime import Runtime, normalize_shape
 from .session import BackendSession, ExecSession, Session, SessionHandle, exec_session_of
-from .storage import Storage
+from .storage import Storage, require_writable
 
 SPI_VERSION = (1, 0)
 
@@ -53,4 +53,5 @@ __all__ = [
     "exec_session_of",
     "normalize_shape",
     "require_resident",
+    "require_writable",
 ]

@@ -21,6 +21,7 @@ from ..errors import (
     ValidationError,
 )
 from ..ops import KernelSource
+from ..provider.storage import require_writable
 from ..tensor import Tensor
 from .ptx import PtxParam, parse_entries
 
@@ -113,6 +114,8 @@ class RecordingRawSession:
             raise ValidationError(
                 f"{argument} needs a Tensor, got {type(t).__name__}", argument=argument, op=self.op
             )
+        if write:
+            require_writable(t, f"rs.{argument}(t) borrows it for writing", "t", self.op)
         if compact and not t.is_compact():
             raise InvalidLayoutError(
                 f"{argument} needs a compact tensor (strides {t.strides}); canonicalize it or use "

@@ -33,6 +33,11 @@ def copy_of(ex, x, **attrs):
     return ex.runtime.upload(x.download())
 
 
+def read_only(a):
+    a.setflags(write=False)
+    return a
+
+
 @pytest.fixture
 def cpu(host):
     return host.backend("cpu")
@@ -83,6 +88,11 @@ def test_op_name_must_be_a_string(host):
             r"output 'out' has shape \(3,\); the signature's shape rule gives \(2, 3\)",
         ),
         (lambda ex, x: (x, x), tf.ValidationError, "output 'out' is a tuple, not a Tensor"),
+        (
+            lambda ex, x: ex.runtime.from_dlpack(read_only(x.download())),
+            tf.ValidationError,
+            "output 'out' is a tensor the caller may write, but that tensor is read-only",
+        ),
     ],
 )
 def test_outputs_must_be_what_the_signature_gives(host, x, result, error, message):

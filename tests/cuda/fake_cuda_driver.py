@@ -270,6 +270,13 @@ class FakeDriver:
                 return alloc, address - alloc.ptr
         return None
 
+    def cuMemGetAddressRange(self, address: Any) -> tuple[Any, int, int]:
+        found = self._find(int(address), 1)
+        if found is None:
+            return (INVALID_VALUE, 0, 0)
+        alloc = found[0]
+        return (SUCCESS, alloc.ptr, len(alloc.data))
+
     def _accessible(self, alloc: _Allocation, device: int) -> bool:
         return alloc.device == device or self._pool_access[alloc.pool].get(device, 0) == 3
 

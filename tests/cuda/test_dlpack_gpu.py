@@ -8,8 +8,10 @@ import importlib.util
 import numpy as np
 import pytest
 from cuda_support import ADD_SRC, cuda_runtime, raw_session
+from read_only_dlpack import ReadOnlyFloat32
 
 import tenferro_host as tf
+from tenferro_host import kernel as K
 from tenferro_host.cuda import raw
 
 pytestmark = [pytest.mark.gpu, pytest.mark.cuda]
@@ -139,3 +141,49 @@ def test_round_trip_and_malformed_producer(rt):
         rt.from_dlpack(Malformed())
     gc.collect()
     assert _exports_alive() == before  # the producer's deleter ran
+
+
+@K.kernel
+def plus_one(out: K.Array[K.f32], x: K.Array[K.f32]):
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = x[i] + 1.0
+
+
+def test_a_read_only_import_is_read_but_never_written(rt):
+    """CuPy cannot make a read-only array: a DLPack 1.0 capsule flagged READ_ONLY lends one."""
+    cupy = pytest.importorskip("cupy")
+    src = cupy.arange(4, dtype=cupy.float32)
+    cupy.cuda.runtime.deviceSynchronize()  # this producer orders nothing: finish the fill first
+    producer = ReadOnlyFloat32(src.data.ptr, 4, device=rt.index)
+    t = rt.from_dlpack(producer)
+    assert t.storage.read_only and producer.asked == [(1, 0)]
+    with raw_session(rt) as (_, rs):
+        with pytest.raises(tf.ValidationError, match="borrows it for writing, but that tensor"):
+            rs.tensor_mut(t)
+        with pytest.raises(tf.ValidationError, match="borrows it for writing, but that tensor"):
+            rs.tensor_strided_mut(t)
+        out = rs.alloc_output(tf.float32, (4,))
+        rs.launch(rs.compile_nvrtc(ADD_SRC).function("add_kernel"), raw.LaunchConfig.flat(4),
+                  [rs.tensor_mut(out), rs.tensor(t), rs.tensor(t), raw.i32(4)])
+    assert out.download().tolist() == [0.0, 2.0, 4.0, 6.0]
+    with rt.session() as s, tf.cuda.exec_session(s).jit("tests.read_only") as js:
+        with pytest.raises(tf.ValidationError, match="writes 'out', but that tensor is read-only"):
+            js.launch(plus_one, 1, 4, t, out)
+        js.launch(plus_one, 1, 4, out, t)
+    assert out.download().tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert cupy.asnumpy(src).tolist() == [0.0, 1.0, 2.0, 3.0]  # never written
+    del t
+    gc.collect()
+    rt.synchronize()
+    assert producer.deleted == 1 and rt.deferred_errors == 0
+
+
+def test_real_producers_import_writable_whichever_dlpack_version_they_speak(rt):
+    cupy = pytest.importorskip("cupy")
+    torch = _torch()
+    for x in (cupy.ones(3, dtype=cupy.float32), torch.ones(3, device=f"cuda:{rt.index}")):
+        t = rt.from_dlpack(x)
+        assert not t.storage.read_only
+        with raw_session(rt) as (_, rs):
+            rs.tensor_mut(t)  # writable: the producer did not flag it READ_ONLY

@@ -20,34 +20,8 @@ import pytest
 
 pytest.importorskip("cuda.bindings.driver")
 
-from fake_cuda_driver import FakeDriver  # noqa: E402
-
 import tenferro_host as tf  # noqa: E402
 from tenferro_host import cli  # noqa: E402
-
-
-@pytest.fixture
-def install(monkeypatch):
-    """Install a FakeDriver behind drv(); runtimes made through ``make`` are closed after."""
-    from tenferro_host_cuda import driver as driver_module
-    from tenferro_host_cuda.runtime import CudaRuntime
-
-    made = []
-
-    def _install(devices=2, **kwargs):
-        fake = FakeDriver(devices, **kwargs)
-        monkeypatch.setattr(driver_module, "_driver", fake)
-        return fake
-
-    def make(ordinal, host):
-        rt = CudaRuntime(ordinal, host)
-        made.append(rt)
-        return rt
-
-    _install.make = make
-    yield _install
-    for rt in made:
-        rt.close()
 
 
 def digest(a: np.ndarray) -> str:

@@ -101,6 +101,23 @@ def test_pow_follows_c_for_negative_bases_and_special_values(target):
     np.testing.assert_allclose(got[ordinary], expected[ordinary], rtol=1e-5)
 
 
+def test_integer_exponents_are_exact_by_repeated_squaring(target):
+    """|y| <= 64: exact wherever the result is representable (as numpy's powf); otherwise the
+    rounded products of right-to-left squaring, identically on every target."""
+    x = f32(-2, 3, 2, -3, 1.5, -1.25, 3, 2, -2, 2, 0.5, -0.0, 1e-30, 10)
+    y = f32(3, 2, -2, 15, 7, 5, -1, 64, 63, -64, -64, -3, -2, -50)
+    (got,) = target.run(power, len(x), x, y)
+    with np.errstate(all="ignore"):
+        expected = np.power(x, y)
+    assert got[:3].tolist() == [-8.0, 9.0, 0.25]
+    assert_same_floats(got, expected)  # 1e-30 ** -2 overflows to inf, 10 ** -50 to 0
+    a = np.float32(1.3)  # 1.3 ** 5 = 1.3 * ((1.3 * 1.3) * (1.3 * 1.3)), each product rounded
+    chain = f32(a * ((a * a) * (a * a)))
+    (inexact,) = target.run(power, 1, f32(1.3), f32(5))
+    assert_same_floats(inexact, chain)
+    assert chain[0] != np.power(a, np.float32(5))  # where C powf rounds the exact value once
+
+
 # ------------------------------------------------------------ NaN comparisons
 
 

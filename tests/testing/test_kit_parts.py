@@ -142,6 +142,14 @@ def test_recording_raw_session_types_its_errors(host):
             rs.launch(k, config, [rs.tensor(t), raw.i64(12)])
         rs.launch(k, config, [rs.tensor_mut(t), raw.u32(12)])
         assert [launch.arg_bytes for launch in rs.launches] == [(8, 4)]
+        ro = np.zeros(4, np.float32)
+        ro.setflags(write=False)
+        borrowed = cpu.from_dlpack(ro)
+        for mut in (rs.tensor_mut, rs.tensor_strided_mut):
+            with pytest.raises(tf.ValidationError, match="borrows it for writing, but that "
+                               "tensor is read-only"):
+                mut(borrowed)
+        assert rs.tensor(borrowed).readonly  # the shared borrow it allows
     with pytest.raises(tf.SessionClosedError):
         rs.alloc_output("float32", (1,))
 
