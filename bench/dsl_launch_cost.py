@@ -109,8 +109,7 @@ def main() -> int:
     rt = tf.Host().backend("cuda")
     lhs = rt.upload(np.ones(N, np.float32))
     rhs = rt.upload(np.ones(N, np.float32))
-    spec = add.specialize([K.ArrayDesc(dtypes.float32, 1)] * 3, {}, "cuda",
-                          (rt.device_info.arch,))
+    spec = add.specialize([K.ArrayDesc(dtypes.float32, 1)] * 3, {}, "cuda", (rt.device_info.arch,))
     source = generate(spec)
     with rt.session() as s:
         ex = tf.cuda.exec_session(s)
@@ -137,8 +136,7 @@ def main() -> int:
             variants: dict[str, Callable[[], None]] = {
                 "raw PreparedLaunch.launch()": prepared.launch,
                 "raw PreparedLaunch.launch(args=...)": lambda: prepared.launch(args=args),
-                "DSL js.launch, same arguments": lambda: js.launch(add, COUNT, DIM, out1, lhs,
-                                                                   rhs),
+                "DSL js.launch, same arguments": lambda: js.launch(add, COUNT, DIM, out1, lhs, rhs),
                 "DSL js.launch, alternating outputs": dsl_alternating,
                 **cupy_variants(np.int32(N)),
             }
@@ -160,16 +158,20 @@ def main() -> int:
     }
     if "cupyx.jit rawkernel" in medians:
         ratios["cupyx.jit / DSL alternating outputs"] = medians["cupyx.jit rawkernel"] / alternating
-    print(f"DSL launch cost, median of {opts.rounds} rounds x {opts.batch} launches of a "
-          f"{N}-element f32 add ({rt.device_info.name}, python {sys.version.split()[0]})")
+    print(
+        f"DSL launch cost, median of {opts.rounds} rounds x {opts.batch} launches of a "
+        f"{N}-element f32 add ({rt.device_info.name}, python {sys.version.split()[0]})"
+    )
     print(f"  {'variant':44s} {'us/launch':>10s}")
     for name, us in medians.items():
         print(f"  {name:44s} {us:10.2f}")
     print(f"  {'ratio (target: DSL <= 1.2x raw)':44s} {'':>10s}")
     for name, ratio in ratios.items():
         print(f"  {name:44s} {ratio:9.2f}x")
-    print(f"  synchronizations per round: {syncs / opts.rounds:.0f} (the {len(medians)} "
-          "timed batches' own waits, outside the timing; none inside the launches)")
+    print(
+        f"  synchronizations per round: {syncs / opts.rounds:.0f} (the {len(medians)} "
+        "timed batches' own waits, outside the timing; none inside the launches)"
+    )
     write_json(opts.json, medians, ratios)
     return 0
 

@@ -86,7 +86,8 @@ def main() -> int:
             "empty/tenferro prepared.launch()": p_empty.launch,
             "empty/tenferro rs.launch": lambda: rs.launch(f_empty, cfg1, ()),
             "empty/cuda.bindings cuLaunchKernel": lambda: driver.cuLaunchKernel(
-                empty_handle, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0),
+                empty_handle, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0
+            ),
             "add/cuda.core launch": lambda: launch(core_stream, core_cfgn, core_add, *ptrs, n32),
             "add/cupy RawKernel": lambda: cp_add((N // BLOCK,), (BLOCK,), (cout, ca, cb, n32)),
             "add/tenferro prepared.launch()": p_add.launch,
@@ -98,12 +99,15 @@ def main() -> int:
     ratios = {}
     for kernel in ("empty", "add"):
         base = medians[f"{kernel}/cuda.core launch"]
-        ratios[f"{kernel}: prepared.launch() / cuda.core"] = medians[
-            f"{kernel}/tenferro prepared.launch()"] / base
+        ratios[f"{kernel}: prepared.launch() / cuda.core"] = (
+            medians[f"{kernel}/tenferro prepared.launch()"] / base
+        )
         ratios[f"{kernel}: rs.launch / cuda.core"] = medians[f"{kernel}/tenferro rs.launch"] / base
         ratios[f"{kernel}: cupy / cuda.core"] = medians[f"{kernel}/cupy RawKernel"] / base
-    print(f"launch cost, median of {opts.rounds} rounds x {opts.batch} launches "
-          f"({rt.device_info.name}, python {sys.version.split()[0]})")
+    print(
+        f"launch cost, median of {opts.rounds} rounds x {opts.batch} launches "
+        f"({rt.device_info.name}, python {sys.version.split()[0]})"
+    )
     for name, us in medians.items():
         print(f"  {name:36s} {us:7.2f} us")
     for name, ratio in ratios.items():

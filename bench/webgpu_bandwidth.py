@@ -96,16 +96,18 @@ def main(argv: list[str] | None = None) -> int:
         if "webgpu" in results and "cuda" in results
         else None
     )
-    report = {"elements": n, "results": results, "skipped": skipped,
-              "webgpu_over_cuda": ratio}
+    report = {"elements": n, "results": results, "skipped": skipped, "webgpu_over_cuda": ratio}
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(f"add kernel, {n} float32 elements (2^{args.log2_n}), "
-              f"{args.launches} launches per sample, median of {args.repeats}")
+        print(
+            f"add kernel, {n} float32 elements (2^{args.log2_n}), "
+            f"{args.launches} launches per sample, median of {args.repeats}"
+        )
         for kind, r in results.items():
-            print(f"  {kind:7s} {r['device']:50s} {r['median_ms']:9.3f} ms  "
-                  f"{r['gb_per_s']:8.1f} GB/s")
+            print(
+                f"  {kind:7s} {r['device']:50s} {r['median_ms']:9.3f} ms  {r['gb_per_s']:8.1f} GB/s"
+            )
         for kind, why in skipped.items():
             print(f"  {kind:7s} skipped: {why}")
         if ratio is not None:

@@ -113,8 +113,13 @@ def ops_report(host: Host, *, kernels: bool = False) -> list[dict[str, Any]]:
         if kernels:
             shipped = rec.spec.kernels if rec.spec is not None else ()
             entry["kernels"] = [
-                {"name": k.name, "language": k.language, "archs": list(k.archs),
-                 "build_info": dict(k.build_info), "summary": k.describe()}
+                {
+                    "name": k.name,
+                    "language": k.language,
+                    "archs": list(k.archs),
+                    "build_info": dict(k.build_info),
+                    "summary": k.describe(),
+                }
                 for k in shipped
             ]
         report.append(entry)
@@ -134,7 +139,12 @@ def caps_report(host: Host) -> dict[str, Any]:
 # -- rendering for people ----------------------------------------------------------------------
 #: Flexible columns share the terminal width in these ratios; the others fit their content.
 _RATIOS = {
-    "reason": 3, "error": 3, "devices": 2, "capabilities": 2, "variants": 2, "kernels": 3,
+    "reason": 3,
+    "error": 3,
+    "devices": 2,
+    "capabilities": 2,
+    "variants": 2,
+    "kernels": 3,
     "message": 4,
 }
 
@@ -219,13 +229,19 @@ def p2p_report(host: Host) -> tuple[list[dict[str, Any]], str]:
 
 def _p2p_table(pairs: list[dict[str, Any]], summary: str) -> Table:
     rows = [
-        [f"cuda:{p['dst']}", f"cuda:{p['src']}", p["status"],
-         "" if p["gbps"] is None else f"{p['gbps']:.1f}", p["link"].get("performance_rank"),
-         p["detail"]]
+        [
+            f"cuda:{p['dst']}",
+            f"cuda:{p['src']}",
+            p["status"],
+            "" if p["gbps"] is None else f"{p['gbps']:.1f}",
+            p["link"].get("performance_rank"),
+            p["detail"],
+        ]
         for p in pairs
     ]
-    table = _table("Peer copies (dst reads src)",
-                   ["dst", "src", "status", "GB/s", "link rank", "reason"], rows)
+    table = _table(
+        "Peer copies (dst reads src)", ["dst", "src", "status", "GB/s", "link rank", "reason"], rows
+    )
     table.caption, table.caption_justify = summary, "left"
     return table
 
@@ -336,8 +352,9 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
     if args.check:
         problem = output_problem(spec, kind, runtime, tensors, result, attrs)
         if problem is None:
-            expected = as_outputs(call_op_code(
-                f"the reference of {spec.name!r}", spec.reference, *arrays, **attrs))
+            expected = as_outputs(
+                call_op_code(f"the reference of {spec.name!r}", spec.reference, *arrays, **attrs)
+            )
             got = download_all(result)
             problem = compare_outputs(got, expected, sig.outputs, args.rtol, args.atol, spec)
 
@@ -369,8 +386,10 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
         what = f"{spec.name} on {runtime.name} ({kind}, {dt.name}, shape {args.shape})"
         if seconds is not None:
             console.print(
-                Text(f"{what}: {seconds * 1e3:.3f} ms per run "
-                     f"(median of {args.repeat}, output downloaded)")
+                Text(
+                    f"{what}: {seconds * 1e3:.3f} ms per run "
+                    f"(median of {args.repeat}, output downloaded)"
+                )
             )
         if args.check and problem is None:
             console.print(Text("check: passed (matches the numpy reference)"))
@@ -386,6 +405,7 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
 def check_targets(host: Host, targets: Sequence[str]) -> list[str]:
     """The op names that ``check`` targets: ops by name, then every op of a distribution
     (``ext-add-kernel``) or of an op package (``ext_add_kernel``)."""
+
     def norm(name: str) -> str:
         return name.lower().replace("-", "_")
 
@@ -395,7 +415,8 @@ def check_targets(host: Host, targets: Sequence[str]) -> list[str]:
             found = [target]
         else:
             found = sorted(
-                rec.name for rec in host.registry.ops.values()
+                rec.name
+                for rec in host.registry.ops.values()
                 if norm(rec.dist) == norm(target) or rec.name.split(".", 1)[0] == target
             )
         if not found:
@@ -414,9 +435,16 @@ def check_report(outcomes: Sequence[Any], ops: Sequence[str], code: int) -> dict
         "exit_code": code,
         "summary": {s: sum(o.status == s for o in outcomes) for s in STATUSES},
         "cases": [
-            {"id": o.case.id, "op": o.case.op, "variant": o.case.variant,
-             "backend": o.case.backend, "check": o.case.check, "status": o.status,
-             "message": o.message, "seconds": round(o.seconds, 4)}
+            {
+                "id": o.case.id,
+                "op": o.case.op,
+                "variant": o.case.variant,
+                "backend": o.case.backend,
+                "check": o.case.check,
+                "status": o.status,
+                "message": o.message,
+                "seconds": round(o.seconds, 4),
+            }
             for o in outcomes
         ],
     }
@@ -443,32 +471,56 @@ def cmd_check(host: Host, args: argparse.Namespace) -> int:
         return dict(parse_attr(a, dict(spec.signature.attributes), name) for a in args.attr)
 
     selected = [
-        case for name in ops
-        for case in cases(host, name, backends=args.backends, variants=args.variants,
-                          compile_only=args.compile_only, rtol=args.rtol, atol=args.atol,
-                          attrs=attrs_of(name))
+        case
+        for name in ops
+        for case in cases(
+            host,
+            name,
+            backends=args.backends,
+            variants=args.variants,
+            compile_only=args.compile_only,
+            rtol=args.rtol,
+            atol=args.atol,
+            attrs=attrs_of(name),
+        )
     ]
     if args.json:
         outcomes = run_cases(selected)
     else:
         with Progress(console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task("conformance", total=len(selected))
-            outcomes = run_cases(selected, lambda o: bar.update(
-                task, advance=1, description=o.case.id))
+            outcomes = run_cases(
+                selected, lambda o: bar.update(task, advance=1, description=o.case.id)
+            )
     code = check_exit_code(outcomes)
     report = check_report(outcomes, ops, code)
-    rows = [[o.case.op, o.case.variant, o.case.backend, o.case.check, o.status,
-             "" if o.status == "skipped" else o.message] for o in outcomes]
+    rows = [
+        [
+            o.case.op,
+            o.case.variant,
+            o.case.backend,
+            o.case.check,
+            o.status,
+            "" if o.status == "skipped" else o.message,
+        ]
+        for o in outcomes
+    ]
     reasons: dict[str, int] = {}
     for o in outcomes:
         if o.status == "skipped":
             reasons[o.message] = reasons.get(o.message, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in report["summary"].items())
-    tables = [_table(f"Conformance: {summary}",
-                     ["op", "variant", "backend", "check", "status", "message"], rows)]
+    tables = [
+        _table(
+            f"Conformance: {summary}",
+            ["op", "variant", "backend", "check", "status", "message"],
+            rows,
+        )
+    ]
     if reasons:
-        tables.append(_table("Skipped", ["cases", "reason"],
-                             [[n, reason] for reason, n in reasons.items()]))
+        tables.append(
+            _table("Skipped", ["cases", "reason"], [[n, reason] for reason, n in reasons.items()])
+        )
     _emit(args, report, *tables)
     return code
 
@@ -479,8 +531,10 @@ def cmd_new_op(host: Host | None, args: argparse.Namespace) -> int:
     from .scaffold import scaffold
 
     root = scaffold(args.name, Path(args.dir))
-    print(f"created {root}: edit {args.name}/plugin.py, then `pip install -e {root}` and "
-          f"`pytest {root / 'tests'}` (or `sh {root / 'ci.sh'}`)")
+    print(
+        f"created {root}: edit {args.name}/plugin.py, then `pip install -e {root}` and "
+        f"`pytest {root / 'tests'}` (or `sh {root / 'ci.sh'}`)"
+    )
     return EXIT_OK
 
 
@@ -608,12 +662,17 @@ def cmd_bench(host: Host, args: argparse.Namespace) -> int:
         + [f"--report {args.report}"]
         + ([f"--json {args.json}"] if args.json else [])
     )
-    done = run(quick=args.quick, report_path=Path(args.report),
-               json_path=Path(args.json) if args.json else None, command=command,
-               only=tuple(args.only))
-    rows = [[t["target"], t["bound"],
-             "—" if t["value"] is None else f"{t['value']:.3g}", t["verdict"]]
-            for t in done["targets"]]
+    done = run(
+        quick=args.quick,
+        report_path=Path(args.report),
+        json_path=Path(args.json) if args.json else None,
+        command=command,
+        only=tuple(args.only),
+    )
+    rows = [
+        [t["target"], t["bound"], "—" if t["value"] is None else f"{t['value']:.3g}", t["verdict"]]
+        for t in done["targets"]
+    ]
     console = Console()
     console.print(_table("targets", ["target", "bound", "measured", "verdict"], rows))
     for path in done["files"]:
@@ -640,7 +699,8 @@ def build_parser() -> argparse.ArgumentParser:
         "caps", parents=[common], help="backends, devices, capabilities, plugins and ops"
     )
     caps.add_argument(
-        "--probe-p2p", action="store_true",
+        "--probe-p2p",
+        action="store_true",
         help="also copy between every ordered pair of CUDA devices: checksum and bandwidth "
         "(JSON: a 'p2p' list)",
     )
@@ -648,9 +708,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("plugins", parents=[common], help="installed plugins").set_defaults(
         func=cmd_plugins
     )
-    sub.add_parser("ops", parents=[common], help="registered operations").set_defaults(
-        func=cmd_ops
-    )
+    sub.add_parser("ops", parents=[common], help="registered operations").set_defaults(func=cmd_ops)
     tolerances = argparse.ArgumentParser(add_help=False)
     tolerances.add_argument(
         "--rtol", type=tolerance_arg, help="relative tolerance (default: the op's declared one)"
@@ -679,18 +737,32 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser(
-        "check", parents=[common, tolerances],
+        "check",
+        parents=[common, tolerances],
         help="run the conformance suite of an op, or of every op of a distribution",
     )
-    check.add_argument("targets", nargs="+", metavar="DIST|OP",
-                       help="an op name, a distribution name or an op package name")
-    check.add_argument("--backends", type=list_arg,
-                       help="only these backend kinds, e.g. cpu,webgpu")
+    check.add_argument(
+        "targets",
+        nargs="+",
+        metavar="DIST|OP",
+        help="an op name, a distribution name or an op package name",
+    )
+    check.add_argument(
+        "--backends", type=list_arg, help="only these backend kinds, e.g. cpu,webgpu"
+    )
     check.add_argument("--variants", type=list_arg, help="only these variant kinds, e.g. dsl")
-    check.add_argument("--attr", action="append", default=[], metavar="NAME=VALUE",
-                       help="an attribute passed to every call of the op (repeatable)")
-    check.add_argument("--compile-only", action="store_true",
-                       help="only the GPU-less checks (NVRTC, DSL compile, raw launch arguments)")
+    check.add_argument(
+        "--attr",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an attribute passed to every call of the op (repeatable)",
+    )
+    check.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="only the GPU-less checks (NVRTC, DSL compile, raw launch arguments)",
+    )
     check.set_defaults(func=cmd_check)
 
     new_op = sub.add_parser("new-op", help="scaffold an operation package")
@@ -704,11 +776,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="a short smoke run")
     bench.add_argument("--json", metavar="PATH", help="the JSON (default: beside the report)")
     bench.add_argument(
-        "--report", default="docs/performance.md", metavar="PATH",
+        "--report",
+        default="docs/performance.md",
+        metavar="PATH",
         help="the markdown report; the PNG chart goes beside it (default docs/performance.md)",
     )
     bench.add_argument(
-        "--only", action="append", default=[], metavar="GROUP",
+        "--only",
+        action="append",
+        default=[],
+        metavar="GROUP",
         help="measure only this group (cpu, webgpu, cuda, cuda-bandwidth, dsl-backends, compile)",
     )
     bench.set_defaults(func=cmd_bench, strict=False)

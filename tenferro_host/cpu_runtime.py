@@ -47,8 +47,9 @@ class CpuStorage(Storage):
 
     __slots__ = ("array",)
 
-    def __init__(self, runtime: Runtime, array: np.ndarray, kind: str = "owned",
-                 read_only: bool = False) -> None:
+    def __init__(
+        self, runtime: Runtime, array: np.ndarray, kind: str = "owned", read_only: bool = False
+    ) -> None:
         super().__init__(runtime, array.nbytes, kind, read_only)
         self.array = array
 
@@ -111,8 +112,12 @@ class CpuRuntime(Runtime):
             return np.empty(t.shape, dtype=t.dtype.numpy)
         assert isinstance(t.storage, CpuStorage)
         whole = t.storage.array
-        if (t.strides == (1,) and t.offset == 0 and whole.shape == t.shape
-                and whole.dtype is t.dtype.numpy):
+        if (
+            t.strides == (1,)
+            and t.offset == 0
+            and whole.shape == t.shape
+            and whole.dtype is t.dtype.numpy
+        ):
             return whole.view()  # a 1-D tensor of its whole storage: a plain view, no layout
         isz = t.dtype.itemsize
         # One C call (as_strided costs several Python frames); the buffer bounds are checked.

@@ -60,7 +60,15 @@ complex64 = _make("complex64", "complex")
 complex128 = _make("complex128", "complex")
 
 ALL: tuple[DType, ...] = (
-    float32, float64, float16, int32, uint32, int64, bool_, complex64, complex128,
+    float32,
+    float64,
+    float16,
+    int32,
+    uint32,
+    int64,
+    bool_,
+    complex64,
+    complex128,
 )
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NUMPY = {d.numpy: d for d in ALL}
@@ -89,6 +97,16 @@ def dtype(value: Any) -> DType:
 
 
 __all__ = [
-    "ALL", "DType", "bool_", "complex64", "complex128", "dtype", "float16", "float32",
-    "float64", "int32", "int64", "uint32",
+    "ALL",
+    "DType",
+    "bool_",
+    "complex64",
+    "complex128",
+    "dtype",
+    "float16",
+    "float32",
+    "float64",
+    "int32",
+    "int64",
+    "uint32",
 ]

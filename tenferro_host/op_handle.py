@@ -248,8 +248,13 @@ class OpHandle:
                     "allocate outputs with the session's runtime",
                     op=self.name,
                 )
-            require_writable(value, f"{where} is a tensor the caller may write", out_name,
-                             self.name, fix="allocate outputs with the session's runtime")
+            require_writable(
+                value,
+                f"{where} is a tensor the caller may write",
+                out_name,
+                self.name,
+                fix="allocate outputs with the session's runtime",
+            )
             if not tensors:
                 continue  # no inputs: the rules have nothing to derive from
             if dtypes is None:

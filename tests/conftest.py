@@ -118,8 +118,17 @@ def fixture_dists(tmp_path_factory: pytest.TempPathFactory) -> FixtureDists:
     faulty, collide = root / "faulty", root / "collide"
     proc = subprocess.run(
         [
-            sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-            "--no-build-isolation", "--disable-pip-version-check", "--target", str(faulty),
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(faulty),
             *sorted(str(p) for p in sources.iterdir() if (p / "pyproject.toml").exists()),
         ],
         capture_output=True,

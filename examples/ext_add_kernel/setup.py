@@ -19,8 +19,11 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 PACKAGE = "ext_add_kernel"
-GENCODE = ("arch=compute_80,code=sm_80", "arch=compute_90,code=sm_90",
-           "arch=compute_90,code=compute_90")
+GENCODE = (
+    "arch=compute_80,code=sm_80",
+    "arch=compute_90,code=sm_90",
+    "arch=compute_90,code=compute_90",
+)
 
 
 def build_kernels(source_dir: Path, out_dir: Path) -> dict[str, object]:
@@ -34,13 +37,22 @@ def build_kernels(source_dir: Path, out_dir: Path) -> dict[str, object]:
     else:
         out_dir.mkdir(parents=True, exist_ok=True)
         target = out_dir / "add_kernel.fatbin"
-        cmd = [nvcc, "-fatbin", *[f"-gencode={g}" for g in GENCODE],
-               str(source_dir / "kernel.cu"), "-o", str(target)]
+        cmd = [
+            nvcc,
+            "-fatbin",
+            *[f"-gencode={g}" for g in GENCODE],
+            str(source_dir / "kernel.cu"),
+            "-o",
+            str(target),
+        ]
         version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True)
         subprocess.run(cmd, check=True)
         release = [ln for ln in version.stdout.splitlines() if "release" in ln]
-        info.update(fatbin=target.name, gencode=list(GENCODE),
-                    nvcc=(release or version.stdout.strip().splitlines())[-1].strip())
+        info.update(
+            fatbin=target.name,
+            gencode=list(GENCODE),
+            nvcc=(release or version.stdout.strip().splitlines())[-1].strip(),
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
     return info

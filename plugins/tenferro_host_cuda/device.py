@@ -133,7 +133,8 @@ def probe() -> BackendStatus:
         import cuda.bindings.driver  # noqa: F401
     except ImportError as exc:
         return BackendStatus(
-            "cuda", False,
+            "cuda",
+            False,
             reason=f"cuda-python is not installed ({exc}); pip install 'tenferro-host[cuda]'",
         )
     try:
@@ -143,7 +144,8 @@ def probe() -> BackendStatus:
         return BackendStatus("cuda", False, reason=exc.reason, error=exc)
     except Exception as exc:
         return BackendStatus(
-            "cuda", False,
+            "cuda",
+            False,
             reason=f"the CUDA driver is not usable here: {type(exc).__name__}: {exc}",
         )
     if count == 0:
@@ -157,7 +159,9 @@ def probe() -> BackendStatus:
     unsupported = [dev["name"] for dev in devices if not dev["memory_pools_supported"]]
     if unsupported:
         return BackendStatus(
-            "cuda", False, devices=devices,
+            "cuda",
+            False,
+            devices=devices,
             reason=f"devices without stream-ordered memory pools: {', '.join(unsupported)}",
         )
     return BackendStatus("cuda", True, devices=devices)

@@ -126,10 +126,13 @@ def _release(address: int) -> None:
         if export.consumer is not None and not rt.closed:
             d = drv()
             with rt.primary:
-                event = rt.ok(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING),
-                              "cuEventCreate")
-                rt.ok(d.cuEventRecord(event, d.CUstream(export.consumer)),
-                      "cuEventRecord(DLPack consumer stream)")
+                event = rt.ok(
+                    d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"
+                )
+                rt.ok(
+                    d.cuEventRecord(event, d.CUstream(export.consumer)),
+                    "cuEventRecord(DLPack consumer stream)",
+                )
                 rt.stream_wait(event)
                 d.cuEventDestroy(event)
     except Exception:
@@ -163,8 +166,10 @@ def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
     if kwargs.get("copy") is True:
         raise BufferError("a tenferro CUDA tensor is exported without copying; copy it first")
     if t.storage.read_only:  # an unversioned capsule cannot say so: it would lend it writable
-        raise BufferError("the tensor is a read-only import, and this export would lend it "
-                          "writable; export the copy backend.canonicalize(t) makes")
+        raise BufferError(
+            "the tensor is a read-only import, and this export would lend it "
+            "writable; export the copy backend.canonicalize(t) makes"
+        )
     dl_device = kwargs.get("dl_device")
     if dl_device is not None and tuple(dl_device) != (KDL_CUDA, runtime.index):
         raise BufferError(f"the tensor lives on CUDA device {runtime.index}, not {dl_device}")
@@ -182,8 +187,10 @@ def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
     if consumer is not None:
         d = drv()
         event = runtime.record_event()
-        runtime.ok(d.cuStreamWaitEvent(d.CUstream(consumer), event, 0),
-                   "cuStreamWaitEvent(DLPack consumer stream)")
+        runtime.ok(
+            d.cuStreamWaitEvent(d.CUstream(consumer), event, 0),
+            "cuStreamWaitEvent(DLPack consumer stream)",
+        )
         runtime.recycle_event(event)
     exp = _Export(runtime, t, consumer)
     dl = exp.managed.dl_tensor
@@ -205,15 +212,15 @@ def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
 def _dtype_of(dl: DLDataType) -> DType:
     name = _NAMES.get(dl.code)
     if name is None or dl.lanes != 1:
-        raise DTypeError(f"DLPack dtype code {dl.code} x{dl.lanes} is not supported",
-                         argument="x")
+        raise DTypeError(f"DLPack dtype code {dl.code} x{dl.lanes} is not supported", argument="x")
     if name == "bool":
         return dtype("bool")
     try:
         return dtype(f"{name}{dl.bits}")
     except DTypeError as exc:
-        raise DTypeError(f"DLPack dtype {name}{dl.bits} is not supported; convert it first",
-                         argument="x") from exc
+        raise DTypeError(
+            f"DLPack dtype {name}{dl.bits} is not supported; convert it first", argument="x"
+        ) from exc
 
 
 def import_(runtime: CudaRuntime, x: Any) -> Tensor:
@@ -259,8 +266,13 @@ def import_(runtime: CudaRuntime, x: Any) -> Tensor:
     if numel:
         anchor = (dl.data or 0) + dl.byte_offset  # element 0: inside the allocation
         _check_inside_allocation(runtime, anchor, base, (hi - lo) * isz, managed)
-    storage = CudaStorage(runtime, base if numel else 0, (hi - lo) * isz if numel else 0,
-                          kind="imported", read_only=read_only)
+    storage = CudaStorage(
+        runtime,
+        base if numel else 0,
+        (hi - lo) * isz if numel else 0,
+        kind="imported",
+        read_only=read_only,
+    )
     storage.imported = managed  # the deleter runs when the storage dies
     return Tensor(storage, dt, shape, strides, -lo)
 
@@ -293,8 +305,9 @@ def _take_capsule(x: Any, stream: int) -> tuple[Any, bool]:
     return DLManagedTensor.from_address(address), False
 
 
-def _check_inside_allocation(runtime: CudaRuntime, anchor: int, base: int, nbytes: int,
-                             managed: Any) -> None:
+def _check_inside_allocation(
+    runtime: CudaRuntime, anchor: int, base: int, nbytes: int, managed: Any
+) -> None:
     """The view's byte range must lie inside the producer's allocation (checked by the driver)."""
     d = drv()
     with runtime.primary:

@@ -26,9 +26,15 @@ _driver: ModuleType | None = None
 STICKY_FAULTS = frozenset({214, 700, 702, 710, 714, 715, 716, 717, 718, 719})
 #: Their names, to recognise them in the messages of libraries that raise (cuda.core).
 STICKY_FAULT_NAMES = (
-    "CUDA_ERROR_ECC_UNCORRECTABLE", "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT",
-    "CUDA_ERROR_ASSERT", "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
-    "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC",
+    "CUDA_ERROR_ECC_UNCORRECTABLE",
+    "CUDA_ERROR_ILLEGAL_ADDRESS",
+    "CUDA_ERROR_LAUNCH_TIMEOUT",
+    "CUDA_ERROR_ASSERT",
+    "CUDA_ERROR_HARDWARE_STACK_ERROR",
+    "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+    "CUDA_ERROR_INVALID_PC",
     "CUDA_ERROR_LAUNCH_FAILED",
 )
 OUT_OF_MEMORY = 2
@@ -114,8 +120,14 @@ def require_healthy(uuid: bytes, op: str | None = None) -> None:
         )
 
 
-def check(result: Any, what: str, *, uuid: bytes | None = None, op: str | None = None,
-          error: type[BackendError] = BackendError) -> Any:
+def check(
+    result: Any,
+    what: str,
+    *,
+    uuid: bytes | None = None,
+    op: str | None = None,
+    error: type[BackendError] = BackendError,
+) -> Any:
     """Unpack a driver result tuple ``(err, *values)``; raise a typed error on failure.
 
     Returns None, the single value, or the tuple of values.
@@ -131,8 +143,14 @@ def check(result: Any, what: str, *, uuid: bytes | None = None, op: str | None =
     return result[1:]
 
 
-def failure(err: Any, what: str, *, uuid: bytes | None = None, op: str | None = None,
-            error: type[BackendError] = BackendError) -> Exception:
+def failure(
+    err: Any,
+    what: str,
+    *,
+    uuid: bytes | None = None,
+    op: str | None = None,
+    error: type[BackendError] = BackendError,
+) -> Exception:
     """The typed exception for a failed driver call (poisoning the device on sticky faults)."""
     code = int(err)
     name = error_name(err)

@@ -22,7 +22,8 @@ def foreign_stream(stream: Any, op: str | None = None) -> Any:
         raise ValidationError(
             f"{type(stream).__name__} has no __cuda_stream__; pass a cuda.core Stream, a CuPy "
             "stream wrapped with cuda.core, or any object implementing the protocol",
-            argument="stream", op=op,
+            argument="stream",
+            op=op,
         )
     _, handle = protocol()
     return drv().CUstream(int(handle))
@@ -56,8 +57,7 @@ class CudaExecSession(ExecSession):
         rt = self.runtime
         foreign = foreign_stream(stream)
         with rt.primary:
-            event = rt.ok(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING),
-                           "cuEventCreate")
+            event = rt.ok(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
             try:
                 rt.ok(d.cuEventRecord(event, foreign), "cuEventRecord(foreign stream)")
                 rt.counters.add("events_recorded")

@@ -60,15 +60,21 @@ class LoadedModule:
 
 def _load_error(runtime: CudaRuntime, err: Any, kind: str, op: str | None) -> Exception:
     hint = _LOAD_HINTS.get(int(err), "check the image and the device")
-    exc = failure(err, f"loading a {kind} module", uuid=runtime.uuid_bytes, op=op,
-                  error=ModuleLoadError)
+    exc = failure(
+        err, f"loading a {kind} module", uuid=runtime.uuid_bytes, op=op, error=ModuleLoadError
+    )
     if isinstance(exc, ModuleLoadError):
         exc = ModuleLoadError(f"{exc.message}; {hint}", op=op)
     return exc
 
 
-def load_image(runtime: CudaRuntime, data: bytes, kind: str, op: str | None,
-               lowered: Mapping[str, str] | None = None) -> Module:
+def load_image(
+    runtime: CudaRuntime,
+    data: bytes,
+    kind: str,
+    op: str | None,
+    lowered: Mapping[str, str] | None = None,
+) -> Module:
     """Load an already validated image into the runtime's primary context, eagerly."""
     d = drv()
     with runtime.primary:
@@ -89,8 +95,14 @@ def load_image(runtime: CudaRuntime, data: bytes, kind: str, op: str | None,
 class Module:
     """A loaded CUDA module; ``function(name)`` looks a kernel up."""
 
-    def __init__(self, runtime: CudaRuntime, owner: LoadedModule, kind: str, nbytes: int,
-                 lowered: dict[str, str]) -> None:
+    def __init__(
+        self,
+        runtime: CudaRuntime,
+        owner: LoadedModule,
+        kind: str,
+        nbytes: int,
+        lowered: dict[str, str],
+    ) -> None:
         self.runtime = runtime
         self.kind = kind
         self.nbytes = nbytes
@@ -101,8 +113,9 @@ class Module:
     def function(self, name: str) -> Function:
         """The kernel ``name`` (a name expression given to NVRTC, or the symbol)."""
         if not isinstance(name, str) or not name:
-            raise ValidationError(f"kernel name must be a non-empty str, got {name!r}",
-                                  argument="name")
+            raise ValidationError(
+                f"kernel name must be a non-empty str, got {name!r}", argument="name"
+            )
         found = self._functions.get(name)
         if found is None:
             found = self._functions[name] = Function(self, name, self._lowered.get(name, name))
@@ -131,11 +144,15 @@ class Function:
             result = d.cuLibraryGetKernel(module._owner.handle, symbol.encode())
             if int(result[0]) == NOT_FOUND:
                 raise SymbolLookupError(
-                    f"kernel {name!r} is not in this module; declare it extern \"C\" (or pass "
+                    f'kernel {name!r} is not in this module; declare it extern "C" (or pass '
                     "its C++ spelling in NvrtcOptions(name_expressions=[...]))"
                 )
-            handle = check(result, f"cuLibraryGetKernel({name!r})", uuid=runtime.uuid_bytes,
-                           error=SymbolLookupError)
+            handle = check(
+                result,
+                f"cuLibraryGetKernel({name!r})",
+                uuid=runtime.uuid_bytes,
+                error=SymbolLookupError,
+            )
             offsets: list[int] = []
             sizes: list[int] = []
             while True:
@@ -144,11 +161,13 @@ class Function:
                     break
                 offsets.append(int(info[1]))
                 sizes.append(int(info[2]))
-            self.max_threads_per_block = _attr(handle, dev,
-                                               "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK")
+            self.max_threads_per_block = _attr(
+                handle, dev, "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK"
+            )
             self.static_shared_bytes = _attr(handle, dev, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
-            self._dynamic_limit = _attr(handle, dev,
-                                        "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
+            self._dynamic_limit = _attr(
+                handle, dev, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES"
+            )
         self.core_kernel = Kernel.from_handle(int(handle))
         self.name = name
         self.runtime = runtime  # no reference to the Module: dropping it must free the handle
@@ -195,7 +214,8 @@ class Function:
         if not isinstance(config, LaunchConfig):
             raise InvalidLaunchConfigError(
                 f"config must be a LaunchConfig, got {type(config).__name__}",
-                argument="config", op=op,
+                argument="config",
+                op=op,
             )
         if config in self._configs:
             return
@@ -205,13 +225,15 @@ class Function:
                 raise InvalidLaunchConfigError(
                     f"grid {'xyz'[axis]} = {g} exceeds the device limit {limit}; fold the work "
                     "into more grid dimensions or loop inside the kernel",
-                    argument="config.grid", op=op,
+                    argument="config.grid",
+                    op=op,
                 )
         for axis, (b, limit) in enumerate(zip(config.block, info.max_block_dims, strict=True)):
             if b > limit:
                 raise InvalidLaunchConfigError(
                     f"block {'xyz'[axis]} = {b} exceeds the device limit {limit}",
-                    argument="config.block", op=op,
+                    argument="config.block",
+                    op=op,
                 )
         threads = config.threads_per_block
         limit = min(info.max_threads_per_block, self.max_threads_per_block)
@@ -221,7 +243,8 @@ class Function:
                 f"block of {threads} threads exceeds the {who} limit of {limit} threads per "
                 f"block for {self.name!r} (device {info.max_threads_per_block}, kernel "
                 f"{self.max_threads_per_block}); use smaller blocks",
-                argument="config.block", op=op,
+                argument="config.block",
+                op=op,
             )
         dynamic = config.shared_mem_bytes
         room = info.max_shared_memory_per_block_optin - self.static_shared_bytes
@@ -230,15 +253,19 @@ class Function:
                 f"{dynamic} bytes of dynamic shared memory exceed what {self.name!r} can get: "
                 f"{info.max_shared_memory_per_block_optin} (device opt-in maximum) - "
                 f"{self.static_shared_bytes} (static) = {room}",
-                argument="config.shared_mem_bytes", op=op,
+                argument="config.shared_mem_bytes",
+                op=op,
             )
         if dynamic > self._dynamic_limit:
             d = drv()
             attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             with self.runtime.primary:
-                check(d.cuKernelSetAttribute(attr, dynamic, self.handle, self.runtime.cu_device),
-                      "cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
-                      uuid=self.runtime.uuid_bytes, op=op)
+                check(
+                    d.cuKernelSetAttribute(attr, dynamic, self.handle, self.runtime.cu_device),
+                    "cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+                    uuid=self.runtime.uuid_bytes,
+                    op=op,
+                )
             self._dynamic_limit = dynamic
         if len(self._configs) >= 4096:
             self._configs.clear()
@@ -253,7 +280,8 @@ class Function:
             if len(self._core_configs) >= 4096:
                 self._core_configs.clear()
             found = self._core_configs[config] = CoreLaunchConfig(
-                grid=config.grid, block=config.block, shmem_size=config.shared_mem_bytes)
+                grid=config.grid, block=config.block, shmem_size=config.shared_mem_bytes
+            )
         return found
 
     def __repr__(self) -> str:

@@ -127,7 +127,7 @@ def parse_log(log: str) -> tuple[int | None, int | None]:
     if m is None:
         return None, None
     line = int(m.group("line"))
-    rest = log[m.end():].splitlines()[1:4]
+    rest = log[m.end() :].splitlines()[1:4]
     column = None
     for i, text in enumerate(rest):
         if text.strip() == "^" and i > 0:

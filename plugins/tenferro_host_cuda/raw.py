@@ -52,7 +52,6 @@ from .nvrtc import CompiledImage, NvrtcOptions, compile_source
 from .runtime import CudaRuntime, CudaStorage, check_positive_bytes
 
 if TYPE_CHECKING:
-
     from .exec_session import CudaExecSession
 
 _log = logging.getLogger("tenferro_host_cuda")
@@ -191,8 +190,9 @@ class PreparedLaunch(SessionHandle):
 
     __slots__ = ("_args", "_call", "_codes", "_config", "_function")
 
-    def __init__(self, session: RawSession, entry: _Launch, args: tuple[Any, ...],
-                 values: tuple[Any, ...]) -> None:
+    def __init__(
+        self, session: RawSession, entry: _Launch, args: tuple[Any, ...], values: tuple[Any, ...]
+    ) -> None:
         super().__init__(session)
         self._args = args
         self._function = entry.function
@@ -219,7 +219,8 @@ class PreparedLaunch(SessionHandle):
                 raise ArgumentMismatchError(
                     f"launch(args=...) must keep the argument kinds and sizes of prepare() "
                     f"({self._codes}), got {codes}; prepare a new launch for other arguments",
-                    argument="args", op=s.op,
+                    argument="args",
+                    op=s.op,
                 )
             self._call = (*self._call[:3], *values)
             self._args = tuple(args)
@@ -236,8 +237,9 @@ class _Launch:
 
     __slots__ = ("call", "codes", "config", "function", "owner")
 
-    def __init__(self, function: Function, config: LaunchConfig, codes: tuple[str, ...],
-                 stream: Any) -> None:
+    def __init__(
+        self, function: Function, config: LaunchConfig, codes: tuple[str, ...], stream: Any
+    ) -> None:
         self.function = function
         self.config = config
         self.codes = codes
@@ -325,7 +327,8 @@ class RawSession(Session):
                 f"{'exclusively' if held == _EXCLUSIVE else 'in this session'}; an exclusive "
                 "borrow (tensor_mut) conflicts with every other borrow of that storage, views "
                 "included — write into a fresh alloc_output instead",
-                argument=argument, op=self.op,
+                argument=argument,
+                op=self.op,
             )
         else:
             self._borrows[storage] = held + 1
@@ -351,7 +354,8 @@ class RawSession(Session):
                 f"{argument} is a non-compact view (shape {t.shape}, strides {t.strides}); use "
                 f"{strided} and pass offset/shape/strides to the kernel, or make a "
                 "compact copy with backend.canonicalize(t)",
-                argument=argument, op=self.op,
+                argument=argument,
+                op=self.op,
             )
         return t
 
@@ -423,8 +427,13 @@ class RawSession(Session):
     def compile_nvrtc(self, source: str | bytes, options: NvrtcOptions | None = None) -> Module:
         """Compile with NVRTC (CUBIN for this device's sm_XY unless PTX is asked) and load."""
         self._check()
-        image = compile_source(source, options, device_arch=self.runtime.device_info.arch,
-                               name=f"{self.op}.cu", op=self.op)
+        image = compile_source(
+            source,
+            options,
+            device_arch=self.runtime.device_info.arch,
+            name=f"{self.op}.cu",
+            op=self.op,
+        )
         if image.kind == "ptx":
             data = check_ptx(image.data, self.op)
         else:
@@ -459,40 +468,46 @@ class RawSession(Session):
         if owner.runtime is not self.runtime:
             raise ForeignRuntimeError(
                 f"a ref of runtime {owner.runtime.name!r} was passed to a launch on "
-                f"{self.runtime.name!r}; borrow tensors in this runtime's session", op=self.op,
+                f"{self.runtime.name!r}; borrow tensors in this runtime's session",
+                op=self.op,
             )
 
     def _bad_args(self, args: Any) -> Exception:
         if not isinstance(args, (list, tuple)):
             return ArgumentMismatchError(
                 f"args must be a list or tuple, got {type(args).__name__}",
-                argument="args", op=self.op,
+                argument="args",
+                op=self.op,
             )
         for i, a in enumerate(args):
             if not isinstance(a, (Scalar, _PointerArg)):
                 what = (
                     "a bare Python number; wrap it in a typed scalar (i32, u32, i64, u64, f32, "
                     "f64, f16, bool_) so its size is explicit"
-                    if isinstance(a, (int, float, bool)) else
-                    f"a {type(a).__name__}; pass rs.tensor(t)/tensor_mut(t) refs, DeviceBytes "
+                    if isinstance(a, (int, float, bool))
+                    else f"a {type(a).__name__}; pass rs.tensor(t)/tensor_mut(t) refs, DeviceBytes "
                     "or typed scalars"
                 )
-                return ArgumentMismatchError(f"argument {i} is {what}", argument=f"args[{i}]",
-                                             op=self.op)
+                return ArgumentMismatchError(
+                    f"argument {i} is {what}", argument=f"args[{i}]", op=self.op
+                )
         return ArgumentMismatchError("invalid kernel arguments", argument="args", op=self.op)
 
-    def _validated(self, function: Function, config: LaunchConfig,
-                   codes: tuple[str, ...]) -> _Launch:
+    def _validated(
+        self, function: Function, config: LaunchConfig, codes: tuple[str, ...]
+    ) -> _Launch:
         """Check function, config and argument sizes; a fresh parameter block for them."""
         if not isinstance(function, Function):
             raise ValidationError(
                 f"function must come from module.function(name), got {type(function).__name__}",
-                argument="function", op=self.op,
+                argument="function",
+                op=self.op,
             )
         if function.runtime is not self.runtime:
             raise ForeignRuntimeError(
                 f"kernel {function.name!r} was loaded by runtime {function.runtime.name!r}; load "
-                f"the module in a session of {self.runtime.name!r}", op=self.op,
+                f"the module in a session of {self.runtime.name!r}",
+                op=self.op,
             )
         function.check_config(config, self.op)
         function.check_arguments(codes, self.op)
@@ -519,8 +534,9 @@ class RawSession(Session):
         if self._debug:
             self._debug_wait(function, config)
 
-    def prepare(self, function: Function, config: LaunchConfig,
-                args: Sequence[Any]) -> PreparedLaunch:
+    def prepare(
+        self, function: Function, config: LaunchConfig, args: Sequence[Any]
+    ) -> PreparedLaunch:
         """Validate once; the returned object re-enqueues with one driver call."""
         self._check()
         codes, values = self._unpack(args)
@@ -532,17 +548,19 @@ class RawSession(Session):
         plugin = self.op.split(".", 1)[0] if self.op else "?"
         return f"kernel {function.name!r} (plugin {plugin!r}, op {self.op!r}, {config})"
 
-    def _launch_failed(self, exc: Exception, function: Function,
-                       config: LaunchConfig) -> Exception:
+    def _launch_failed(self, exc: Exception, function: Function, config: LaunchConfig) -> Exception:
         """The typed error for a launch cuda.core refused (poisoning on a sticky fault)."""
         text = str(exc)
         sticky = next((name for name in STICKY_FAULT_NAMES if name in text), None)
         if sticky is not None:
             poison(self.runtime.uuid_bytes, f"{sticky} at {self._where(function, config)}")
-            return failure(_STICKY_CODE, f"launching {self._where(function, config)}",
-                           uuid=self.runtime.uuid_bytes, op=self.op)
-        return LaunchError(f"launching {self._where(function, config)} failed: {text}",
-                           op=self.op)
+            return failure(
+                _STICKY_CODE,
+                f"launching {self._where(function, config)}",
+                uuid=self.runtime.uuid_bytes,
+                op=self.op,
+            )
+        return LaunchError(f"launching {self._where(function, config)} failed: {text}", op=self.op)
 
     def _debug_wait(self, function: Function, config: LaunchConfig) -> None:
         """Debug mode: wait after the launch and name the kernel that faulted."""

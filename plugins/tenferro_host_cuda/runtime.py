@@ -77,8 +77,15 @@ class CudaStorage(Storage):
 
     __slots__ = ("block", "imported", "ptr")
 
-    def __init__(self, runtime: CudaRuntime, ptr: int, nbytes: int, kind: str = "owned",
-                 block: int = 0, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        runtime: CudaRuntime,
+        ptr: int,
+        nbytes: int,
+        kind: str = "owned",
+        block: int = 0,
+        read_only: bool = False,
+    ) -> None:
         super().__init__(runtime, nbytes, kind, read_only)
         self.ptr = ptr
         self.block = block  # its size class in the runtime's block cache (0: none)
@@ -105,8 +112,13 @@ class CudaRuntime(Runtime):
 
     supported_dtypes = Runtime.supported_dtypes
 
-    def __init__(self, ordinal: int = 0, host: Host | None = None, *,
-                 release_threshold: int = DEFAULT_RELEASE_THRESHOLD) -> None:
+    def __init__(
+        self,
+        ordinal: int = 0,
+        host: Host | None = None,
+        *,
+        release_threshold: int = DEFAULT_RELEASE_THRESHOLD,
+    ) -> None:
         if host is None:
             from tenferro_host import Host
 
@@ -236,7 +248,9 @@ class CudaRuntime(Runtime):
                 raise OutOfMemoryError(
                     f"{self.name}: out of device memory allocating {nbytes} bytes "
                     f"(pool: {stats}); free tensors, call runtime.trim(), or use smaller batches",
-                    nbytes=nbytes, pool_stats=stats, op=op,
+                    nbytes=nbytes,
+                    pool_stats=stats,
+                    op=op,
                 )
             raise err
         return CudaStorage(self, int(result[1]), nbytes, block=size)
@@ -311,8 +325,9 @@ class CudaRuntime(Runtime):
         from .dlpack import call_deleter
 
         event = self.record_event()
-        self.retirement.retire(event, [lambda: call_deleter(managed),
-                                       lambda: self.recycle_event(event)])
+        self.retirement.retire(
+            event, [lambda: call_deleter(managed), lambda: self.recycle_event(event)]
+        )
 
     def free_now(self, storage: CudaStorage) -> None:
         """Free ``storage`` stream-ordered now (session workspaces at exit)."""
@@ -349,8 +364,9 @@ class CudaRuntime(Runtime):
         d = drv()
         with self.primary:
             self.ok(
-                d.cuMemcpyDtoHAsync(out.ctypes.data, storage.ptr + byte_offset, nbytes,
-                                    self._stream),
+                d.cuMemcpyDtoHAsync(
+                    out.ctypes.data, storage.ptr + byte_offset, nbytes, self._stream
+                ),
                 "download (cuMemcpyDtoHAsync)",
             )
             self.ok(d.cuStreamSynchronize(self._stream), "download (cuStreamSynchronize)")
@@ -360,23 +376,32 @@ class CudaRuntime(Runtime):
     def _fill_zero(self, storage: Storage) -> None:
         assert isinstance(storage, CudaStorage)
         with self.primary:
-            self.ok(drv().cuMemsetD8Async(storage.ptr, 0, storage.nbytes, self._stream),
-                     "zeros (cuMemsetD8Async)")
+            self.ok(
+                drv().cuMemsetD8Async(storage.ptr, 0, storage.nbytes, self._stream),
+                "zeros (cuMemsetD8Async)",
+            )
 
     def _copy_to_compact(self, src: Tensor, dst: Tensor) -> None:
         assert isinstance(src.storage, CudaStorage) and isinstance(dst.storage, CudaStorage)
         if src.ndim > _MAX_COPY_DIMS:
             raise UnsupportedError(
                 f"canonicalize handles up to {_MAX_COPY_DIMS} dimensions, got {src.ndim}",
-                backend=self.name, feature="canonicalize",
+                backend=self.name,
+                feature="canonicalize",
             )
         isz = src.dtype.itemsize
         fn = self._copy_function(isz)
         shapes = list(src.shape) + [1] * (_MAX_COPY_DIMS - src.ndim)
         strides = list(src.strides) + [0] * (_MAX_COPY_DIMS - src.ndim)
         n = src.numel
-        values = (dst.storage.ptr, src.storage.ptr + src.offset * isz, n, src.ndim,
-                  *shapes, *strides)
+        values = (
+            dst.storage.ptr,
+            src.storage.ptr + src.offset * isz,
+            n,
+            src.ndim,
+            *shapes,
+            *strides,
+        )
         params = struct.pack("<QQqi4x8q8q", *values)
         self.enqueue_packed(fn, (min(math.ceil(n / 256), 65535), 1, 1), (256, 1, 1), params)
 
@@ -388,15 +413,20 @@ class CudaRuntime(Runtime):
                 from .module import load_image
                 from .nvrtc import NvrtcOptions, compile_source
 
-                image = compile_source(_COPY_SOURCE, NvrtcOptions(std="c++17"),
-                                       device_arch=self._info.arch, name="tenferro_copy.cu")
+                image = compile_source(
+                    _COPY_SOURCE,
+                    NvrtcOptions(std="c++17"),
+                    device_arch=self._info.arch,
+                    name="tenferro_copy.cu",
+                )
                 check_binary(image.data)
                 self._copy_module = load_image(self, image.data, "cubin", "canonicalize")
             fn = self._copy_functions[itemsize] = self._copy_module.function(f"gather_{itemsize}")
         return fn
 
-    def enqueue_packed(self, fn: Function, grid: tuple[int, int, int],
-                       block: tuple[int, int, int], params: bytes) -> None:
+    def enqueue_packed(
+        self, fn: Function, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes
+    ) -> None:
         """Launch a host-internal kernel with a pre-packed parameter block (one pointer)."""
         import ctypes
 
@@ -405,9 +435,15 @@ class CudaRuntime(Runtime):
         ptrs = (ctypes.c_void_p * len(fn.param_offsets))(*[base + o for o in fn.param_offsets])
         with self.primary:
             self.ok(
-                drv().cuLaunchKernel(drv().CUfunction(int(fn.handle)), *grid, *block, 0,
-                                     self._stream,
-                                     ctypes.addressof(ptrs), 0),
+                drv().cuLaunchKernel(
+                    drv().CUfunction(int(fn.handle)),
+                    *grid,
+                    *block,
+                    0,
+                    self._stream,
+                    ctypes.addressof(ptrs),
+                    0,
+                ),
                 f"launching {fn.name}",
             )
 
@@ -526,8 +562,9 @@ _EXEC_SESSION: type[CudaExecSession] | None = None
 
 def check_positive_bytes(nbytes: Any, argument: str, op: str | None) -> int:
     if not isinstance(nbytes, (int, np.integer)) or isinstance(nbytes, bool) or nbytes < 0:
-        raise ValidationError(f"{argument} must be a non-negative int, got {nbytes!r}",
-                              argument=argument, op=op)
+        raise ValidationError(
+            f"{argument} must be a non-negative int, got {nbytes!r}", argument=argument, op=op
+        )
     return int(nbytes)
 
 

@@ -65,8 +65,13 @@ from tenferro_host.errors import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 
 _C_TYPE = {
-    "float32": "float", "float64": "double", "float16": "unsigned short", "int32": "int",
-    "uint32": "unsigned int", "int64": "long long", "bool": "unsigned char",
+    "float32": "float",
+    "float64": "double",
+    "float16": "unsigned short",
+    "int32": "int",
+    "uint32": "unsigned int",
+    "int64": "long long",
+    "bool": "unsigned char",
 }
 """Storage / ABI types. Inside the kernel a bool value is a C ``bool``."""
 
@@ -152,13 +157,24 @@ __device__ __forceinline__ double tf_fmax(double a, double b) {
 
 _ROUNDED_OP = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
 
-_BITS = {"float32": ("unsigned int", "__float_as_uint", "__uint_as_float", "float"),
-         "float64": ("unsigned long long", "(unsigned long long)__double_as_longlong",
-                     "__longlong_as_double", "double")}
+_BITS = {
+    "float32": ("unsigned int", "__float_as_uint", "__uint_as_float", "float"),
+    "float64": (
+        "unsigned long long",
+        "(unsigned long long)__double_as_longlong",
+        "__longlong_as_double",
+        "double",
+    ),
+}
 """A float type's same-size unsigned integer and the bit casts both ways."""
 
-_NATIVE_ATOMIC = {"add": "atomicAdd", "min": "atomicMin", "max": "atomicMax",
-                  "exchange": "atomicExch", "compare_exchange": "atomicCAS"}
+_NATIVE_ATOMIC = {
+    "add": "atomicAdd",
+    "min": "atomicMin",
+    "max": "atomicMax",
+    "exchange": "atomicExch",
+    "compare_exchange": "atomicCAS",
+}
 
 
 def _cas_loop(op: str, dtype: DType) -> str:
@@ -171,8 +187,9 @@ def _cas_loop(op: str, dtype: DType) -> str:
             f"{ctype} cmp, {ctype} v) {{\n"
             f"    return {from_bits}(atomicCAS(({bits}*)p, {to_bits}(cmp), {to_bits}(v)));\n}}\n"
         )
-    update = {"min": f"tf_fmin{suffix}(x, v)", "max": f"tf_fmax{suffix}(x, v)",
-              "exchange": "v"}[op]  # K.min/K.max semantics (_SIGNED_ZERO_MIN_MAX)
+    update = {"min": f"tf_fmin{suffix}(x, v)", "max": f"tf_fmax{suffix}(x, v)", "exchange": "v"}[
+        op
+    ]  # K.min/K.max semantics (_SIGNED_ZERO_MIN_MAX)
     return (
         f"__device__ __forceinline__ {ctype} tf_atomic_{op}_{dtype.name}({ctype}* p, {ctype} v) "
         "{\n"
@@ -184,6 +201,7 @@ def _cas_loop(op: str, dtype: DType) -> str:
         "    } while (old != seen);\n"
         f"    return {from_bits}(old);\n}}\n"
     )
+
 
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 
@@ -212,8 +230,13 @@ class AbiParam:
 
 
 _RAW_SCALAR = {
-    "float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32", "uint32": "u32",
-    "int64": "i64", "bool": "bool_",
+    "float32": "f32",
+    "float64": "f64",
+    "float16": "f16",
+    "int32": "i32",
+    "uint32": "u32",
+    "int64": "i64",
+    "bool": "bool_",
 }
 
 
@@ -254,20 +277,37 @@ def kernel_abi(spec: Specialization) -> tuple[AbiParam, ...]:
         if p.kind == "array":
             assert p.ndim is not None
             const = "" if p.name in spec.ir.written else "const "
-            out.append(AbiParam(name, "ptr", "data", p.name, None, p.dtype,
-                                f"{const}{ctype}* {name}", 8))
+            out.append(
+                AbiParam(name, "ptr", "data", p.name, None, p.dtype, f"{const}{ctype}* {name}", 8)
+            )
             offset = meta_name(p.name, "offset")
-            out.append(AbiParam(offset, "u64", "offset", p.name, None, None,
-                                f"unsigned long long {offset}", 8))
+            out.append(
+                AbiParam(
+                    offset, "u64", "offset", p.name, None, None, f"unsigned long long {offset}", 8
+                )
+            )
             out.append(meta(p, "len", None))
             out.extend(meta(p, "shape", k) for k in range(p.ndim))
             out.extend(meta(p, "stride", k) for k in range(p.ndim))
         else:
-            out.append(AbiParam(name, _RAW_SCALAR[p.dtype.name], "value", p.name, None, p.dtype,
-                                f"{ctype} {name}", p.dtype.itemsize))
+            out.append(
+                AbiParam(
+                    name,
+                    _RAW_SCALAR[p.dtype.name],
+                    "value",
+                    p.name,
+                    None,
+                    p.dtype,
+                    f"{ctype} {name}",
+                    p.dtype.itemsize,
+                )
+            )
     for axis, hidden in enumerate(HIDDEN_COUNT):
-        out.append(AbiParam(f"tf_{hidden}", "u32", "count", None, axis, None,
-                            f"unsigned int tf_{hidden}", 4))
+        out.append(
+            AbiParam(
+                f"tf_{hidden}", "u32", "count", None, axis, None, f"unsigned int tf_{hidden}", 4
+            )
+        )
     return tuple(out)
 
 
@@ -288,8 +328,9 @@ MAX_STATIC_SHARED_BYTES = 48 * 1024
 """Static ``__shared__`` memory a CUDA kernel may declare (more needs dynamic shared memory)."""
 
 
-def grid_shape(count: tuple[int, int, int], grid: tuple[int, int, int],
-               dim: tuple[int, int, int]) -> str:
+def grid_shape(
+    count: tuple[int, int, int], grid: tuple[int, int, int], dim: tuple[int, int, int]
+) -> str:
     """Which prologue a launch needs: only a folded grid pays the fold's divisions per thread."""
     if grid != count:
         return GRID_FOLDED
@@ -306,8 +347,10 @@ def generate(spec: Specialization, grid: str = GRID_FOLDED) -> CudaKernelSource:
         raise UnsupportedError(
             f"kernel {spec.kernel_name!r} declares {shared_bytes} bytes of shared arrays; CUDA "
             f"kernels hold at most {MAX_STATIC_SHARED_BYTES} bytes of static shared memory: use "
-            "smaller shared arrays", backend="cuda",
-            feature=f"static shared memory beyond {MAX_STATIC_SHARED_BYTES} bytes")
+            "smaller shared arrays",
+            backend="cuda",
+            feature=f"static shared memory beyond {MAX_STATIC_SHARED_BYTES} bytes",
+        )
     return _Emitter(spec, grid).emit()
 
 
@@ -316,8 +359,11 @@ def generate(spec: Specialization, grid: str = GRID_FOLDED) -> CudaKernelSource:
 
 def _float_literal(value: float, dtype: DType) -> str:
     if value != value:
-        return ("__longlong_as_double(0x7ff8000000000000LL)" if dtype is dtypes.float64
-                else "__int_as_float(0x7fc00000)")
+        return (
+            "__longlong_as_double(0x7ff8000000000000LL)"
+            if dtype is dtypes.float64
+            else "__int_as_float(0x7fc00000)"
+        )
     if value in (float("inf"), float("-inf")):
         sign = value < 0
         if dtype is dtypes.float64:
@@ -602,15 +648,15 @@ class _Emitter:
             yield f"{u} tf_cube_pos_y = 0;"
             yield f"{u} tf_cube_pos_z = 0;"
         elif self.grid == GRID_DIRECT:
-            yield (f"{u} tf_cube = blockIdx.x + tf_count_x * (blockIdx.y + tf_count_y * "
-                   "blockIdx.z);")
+            yield (
+                f"{u} tf_cube = blockIdx.x + tf_count_x * (blockIdx.y + tf_count_y * blockIdx.z);"
+            )
             yield f"{u} tf_cube_count = tf_count_x * tf_count_y * tf_count_z;"
             yield f"{u} tf_cube_pos_x = blockIdx.x;"
             yield f"{u} tf_cube_pos_y = blockIdx.y;"
             yield f"{u} tf_cube_pos_z = blockIdx.z;"
         else:
-            yield (f"{u} tf_cube = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * "
-                   "blockIdx.z);")
+            yield (f"{u} tf_cube = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);")
             yield f"{u} tf_cube_count = tf_count_x * tf_count_y * tf_count_z;"
             yield "if (tf_cube >= tf_cube_count) return;"
             yield f"{u} tf_cube_pos_x = tf_cube % tf_count_x;"
@@ -641,8 +687,10 @@ class _Emitter:
         yield f"{u} tf_unit_pos_x = threadIdx.x;"
         yield f"{u} tf_unit_pos_y = threadIdx.y;"
         yield f"{u} tf_unit_pos_z = threadIdx.z;"
-        yield (f"{u} tf_unit_pos = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * "
-               "threadIdx.z);")
+        yield (
+            f"{u} tf_unit_pos = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * "
+            "threadIdx.z);"
+        )
         yield f"{u} tf_absolute_pos = tf_cube * tf_cube_dim + tf_unit_pos;"
         yield f"{u} tf_absolute_pos_x = tf_cube_pos_x * blockDim.x + threadIdx.x;"
         yield f"{u} tf_absolute_pos_y = tf_cube_pos_y * blockDim.y + threadIdx.y;"
@@ -669,8 +717,10 @@ class _Emitter:
         uses_f16 = self.uses_f16 or any(p.dtype is dtypes.float16 for p in self.spec.params)
         symbol = kernel_symbol(self.spec)
         params = ",\n    ".join(p.c_decl for p in abi)
-        header = (f"// tenferro-host DSL kernel {self.spec.kernel_name} "
-                  f"({self.kir.filename}), target {self.spec.target}\n")
+        header = (
+            f"// tenferro-host DSL kernel {self.spec.kernel_name} "
+            f"({self.kir.filename}), target {self.spec.target}\n"
+        )
         source = (
             header
             + (_F16_HELPERS if uses_f16 else "")

@@ -111,8 +111,10 @@ class _Template:
         self.grid = grid_shape(launch.count, launch.grid, launch.dim)
         self.layout = _bounded(_LAYOUTS, spec.key, lambda: _Layout(spec))
         self.config, self.count = _bounded(
-            _SHAPES, (launch.grid, launch.dim, launch.count),
-            lambda: (raw.LaunchConfig(launch.grid, launch.dim), tuple(map(raw.u32, launch.count))))
+            _SHAPES,
+            (launch.grid, launch.dim, launch.count),
+            lambda: (raw.LaunchConfig(launch.grid, launch.dim), tuple(map(raw.u32, launch.count))),
+        )
 
 
 class _Plan:
@@ -122,8 +124,16 @@ class _Plan:
     (with ``current``, the packed arguments it holds).
     """
 
-    __slots__ = ("arrays_only", "config", "count", "current", "function", "prepared", "slots",
-                 "written")
+    __slots__ = (
+        "arrays_only",
+        "config",
+        "count",
+        "current",
+        "function",
+        "prepared",
+        "slots",
+        "written",
+    )
 
     def __init__(self, template: _Template, function: Any) -> None:
         layout = template.layout
@@ -186,8 +196,11 @@ class CudaJitSession(JitSession):
         override = self.max_grid_override
         if override is None:
             return limits
-        return (min(limits[0], override[0]), min(limits[1], override[1]),
-                min(limits[2], override[2]))
+        return (
+            min(limits[0], override[0]),
+            min(limits[1], override[1]),
+            min(limits[2], override[2]),
+        )
 
     @property
     def max_cube_threads(self) -> int:
@@ -231,11 +244,13 @@ class CudaJitSession(JitSession):
                 return
         key: Any
         try:
-            key = (kernel, count, dim,
-                   tuple([(a.dtype, len(a.shape)) if type(a) is Tensor else _kind(a)
-                          for a in args]),
-                   tuple(sorted((k, type(v), v) for k, v in constants.items()))
-                   if constants else ())
+            key = (
+                kernel,
+                count,
+                dim,
+                tuple([(a.dtype, len(a.shape)) if type(a) is Tensor else _kind(a) for a in args]),
+                tuple(sorted((k, type(v), v) for k, v in constants.items())) if constants else (),
+            )
             plan = self._plans.get(key)
         except TypeError:  # unhashable count, dim or constant: no plan, launch checked in full
             key = plan = None
@@ -315,8 +330,10 @@ class CudaJitSession(JitSession):
         """The compiled kernel of ``spec`` for the grid shape ``grid``; its module is cached per
         runtime (``rs.resource``, bounded, counted by image size) under the specialization key,
         which names the kernel, argument types, constants, target and device arch."""
-        module = self._rs.resource(("tenferro_host_cuda_jit", spec.key, grid),
-                                   lambda: self._rs.compile_nvrtc(generate(spec, grid).source))
+        module = self._rs.resource(
+            ("tenferro_host_cuda_jit", spec.key, grid),
+            lambda: self._rs.compile_nvrtc(generate(spec, grid).source),
+        )
         return module.function(kernel_symbol(spec))
 
     # -- arguments --------------------------------------------------------------------------------
@@ -352,9 +369,16 @@ class CudaJitSession(JitSession):
         borrow = self._borrows.get(t.storage)
         if borrow is None:
             borrow = self._borrows[t.storage] = _Borrow(self._rs.tensor_strided(t), False)
-        meta = _bounded(_METAS, (t.offset, t.shape, t.strides), lambda: (
-            raw.u64(t.offset), raw.u32(t.numel), *map(raw.u32, t.shape),
-            *map(raw.u32, t.strides)))
+        meta = _bounded(
+            _METAS,
+            (t.offset, t.shape, t.strides),
+            lambda: (
+                raw.u64(t.offset),
+                raw.u32(t.numel),
+                *map(raw.u32, t.shape),
+                *map(raw.u32, t.strides),
+            ),
+        )
         chunk = (borrow.ref, *meta)
         if len(self._chunks) >= MAX_CHUNKS:
             self._chunks.clear()

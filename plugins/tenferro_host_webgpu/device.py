@@ -82,9 +82,7 @@ class WebGpuDeviceInfo:
                 int(limits["max-compute-workgroup-size-y"]),
                 int(limits["max-compute-workgroup-size-z"]),
             ),
-            max_compute_workgroup_storage_size=int(
-                limits["max-compute-workgroup-storage-size"]
-            ),
+            max_compute_workgroup_storage_size=int(limits["max-compute-workgroup-storage-size"]),
         )
 
 

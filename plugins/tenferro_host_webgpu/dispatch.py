@@ -123,7 +123,7 @@ class UniformBlock:
 
 
 __all__ = [
-        "GRID_WORDS",
+    "GRID_WORDS",
     "UniformBlock",
     "entry_point",
     "grid_prelude",

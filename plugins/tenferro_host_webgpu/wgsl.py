@@ -193,8 +193,7 @@ class WgslProgram:
             files = self.dsl_files
             file = (files[wgsl_line - 1] if wgsl_line <= len(files) else "") or self.filename
             return (
-                f" (kernel {self.kernel_name!r}, DSL source "
-                f"{file}:{self.dsl_lines[wgsl_line - 1]})"
+                f" (kernel {self.kernel_name!r}, DSL source {file}:{self.dsl_lines[wgsl_line - 1]})"
             )
         return f" (kernel {self.kernel_name!r}, {self.filename})"
 
@@ -260,8 +259,12 @@ class _Emitter:
         args = [self.expr(a) for a in (e.compare, e.value) if a is not None]
         t = wgsl_type(e.type)
         if t != "f32" and e.op not in ("compare_exchange",):
-            builtin = {"add": "atomicAdd", "min": "atomicMin", "max": "atomicMax",
-                       "exchange": "atomicExchange"}[e.op]
+            builtin = {
+                "add": "atomicAdd",
+                "min": "atomicMin",
+                "max": "atomicMax",
+                "exchange": "atomicExchange",
+            }[e.op]
             return f"{builtin}(&{memory}[{at}], {args[0]})"
         if t == "f32" and e.op == "exchange":
             return f"bitcast<f32>(atomicExchange(&{memory}[{at}], bitcast<u32>({args[0]})))"
@@ -332,9 +335,7 @@ class _Emitter:
         if isinstance(e, ir.Math):
             return self.math(e)
         if isinstance(e, ir.Select):
-            return (
-                f"select({self.expr(e.if_false)}, {self.expr(e.if_true)}, {self.expr(e.cond)})"
-            )
+            return f"select({self.expr(e.if_false)}, {self.expr(e.if_true)}, {self.expr(e.cond)})"
         raise TypeError(f"unknown IR expression {e!r}")
 
     # -------------------------------------------------------------- numeric rules
@@ -441,8 +442,7 @@ class _Emitter:
         if isinstance(s, ir.Assign):
             self.emit(depth, f"v_{s.name} = {self.expr(s.value)};", s.line)
         elif isinstance(s, ir.Store):
-            self.emit(depth, self.store(s.array, s.index, self.expr(s.value), s.value.type),
-                      s.line)
+            self.emit(depth, self.store(s.array, s.index, self.expr(s.value), s.value.type), s.line)
         elif isinstance(s, ir.Eval):
             self.emit(depth, f"_ = {self.expr(s.value)};", s.line)
         elif isinstance(s, ir.SyncCube):
@@ -505,8 +505,9 @@ def _is_constant(e: ir.Expr) -> bool:
     """Whether ``e`` involves no run-time value (WGSL would evaluate it at shader creation)."""
     if isinstance(e, ir.Const):
         return True
-    if isinstance(e, (ir.Var, ir.ThreadIndex, ir.ArrayLen, ir.ArrayShape, ir.ArrayStride,
-                      ir.Load, ir.Atomic)):
+    if isinstance(
+        e, (ir.Var, ir.ThreadIndex, ir.ArrayLen, ir.ArrayShape, ir.ArrayStride, ir.Load, ir.Atomic)
+    ):
         return False
     children = [getattr(e, f.name) for f in fields(e)]
     nested = [c for c in children if isinstance(c, ir.Expr)]
@@ -627,8 +628,9 @@ def generate(
         if p.kind == "array":
             slot = slots[p.name]
             written[slot - 1] |= p.name in k.written
-            elem[slot - 1] = (_atomic_type(p.dtype) if em.atomic_memory(p.name)
-                              else storage_type(p.dtype))
+            elem[slot - 1] = (
+                _atomic_type(p.dtype) if em.atomic_memory(p.name) else storage_type(p.dtype)
+            )
     uses_f16 = any(dt.name == "float16" for dt in types)
 
     head: list[str] = []
@@ -646,14 +648,16 @@ def generate(
     canary = loop_canary and uses_loops(k.body)
     if canary:
         written.append(True)
-        head.append(f"@group(0) @binding({nslots + 1}) var<storage, read_write> tf_diag: "
-                    "array<u32>;")
+        head.append(
+            f"@group(0) @binding({nslots + 1}) var<storage, read_write> tf_diag: array<u32>;"
+        )
     head += grid_prelude(folded).splitlines()
     for helper in em.helpers.values():
         head += helper.splitlines()
     # the canary runs after the body, in main: a ``return`` in the body ends only the body
-    tail = entry_point("kernel_body();\n        tf_loop_canary()" if canary else "kernel_body()",
-                       dim).splitlines()
+    tail = entry_point(
+        "kernel_body();\n        tf_loop_canary()" if canary else "kernel_body()", dim
+    ).splitlines()
 
     text: list[tuple[str, int]] = [(h, 0) for h in head]
     if canary:

@@ -42,7 +42,9 @@ class CpuJitSession(JitSession):
                 raise UnsupportedError(
                     f"argument {param.name!r}: its CPU storage holds {storage.dtype}, not "
                     f"{param.dtype.name}; canonicalize the tensor first",
-                    backend=self.runtime.name, feature="reinterpreted storage")
+                    backend=self.runtime.name,
+                    feature="reinterpreted storage",
+                )
             args.append(ArrayArg(storage, value.offset, value.shape, value.strides))
         run(launch.spec, launch.count, launch.dim, args)
 

@@ -173,8 +173,9 @@ class ParsedKernel:
             default = signature.parameters[arg.arg].default
             if default is not _NO_DEFAULT and not isinstance(ann, lang.ConstType):
                 raise self.error(arg, f"only K.Const parameters may have a default ({arg.arg!r})")
-            decls.append(ParamDecl(arg.arg, ann, default, arg.lineno + self.line_offset,
-                                   arg.col_offset))
+            decls.append(
+                ParamDecl(arg.arg, ann, default, arg.lineno + self.line_offset, arg.col_offset)
+            )
         return tuple(decls)
 
 
@@ -188,24 +189,32 @@ class ParsedFunction(ParsedKernel):
     def _check_signature(self, fn: Callable[..., Any]) -> tuple[ParamDecl, ...]:
         args = self.func.args
         if args.vararg or args.kwarg or args.posonlyargs or args.kwonlyargs or args.defaults:
-            raise self.error(self.func, "device functions take plain positional parameters "
-                                        "(no defaults, *args, **kwargs, '/' or '*')")
+            raise self.error(
+                self.func,
+                "device functions take plain positional parameters "
+                "(no defaults, *args, **kwargs, '/' or '*')",
+            )
         try:
             annotations = inspect.get_annotations(fn, eval_str=True)
         except Exception as exc:
-            raise self.error(self.func, f"an annotation of {self.name!r} does not evaluate: "
-                                        f"{exc}") from exc
+            raise self.error(
+                self.func, f"an annotation of {self.name!r} does not evaluate: {exc}"
+            ) from exc
         decls = []
         for arg in args.args:
             ann = annotations.get(arg.arg)
             if ann is not None and not isinstance(
                 ann, (lang.ArrayType, lang.ScalarType, lang.GenericType)
             ):
-                raise self.error(arg, f"parameter {arg.arg!r} of device function {self.name!r}: "
-                                      "annotate with K.Array[T], a scalar type (K.F, K.f32 ...) "
-                                      "or nothing (typed from the call site)")
-            decls.append(ParamDecl(arg.arg, ann, _NO_DEFAULT, arg.lineno + self.line_offset,
-                                   arg.col_offset))
+                raise self.error(
+                    arg,
+                    f"parameter {arg.arg!r} of device function {self.name!r}: "
+                    "annotate with K.Array[T], a scalar type (K.F, K.f32 ...) "
+                    "or nothing (typed from the call site)",
+                )
+            decls.append(
+                ParamDecl(arg.arg, ann, _NO_DEFAULT, arg.lineno + self.line_offset, arg.col_offset)
+            )
         return tuple(decls)
 
 
@@ -218,8 +227,10 @@ class DeviceFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise DslError(f"device function {self.parsed.name!r} runs only inside kernels; call it "
-                       "from a @K.kernel body")
+        raise DslError(
+            f"device function {self.parsed.name!r} runs only inside kernels; call it "
+            "from a @K.kernel body"
+        )
 
     def __repr__(self) -> str:
         return f"<K.func {self.parsed.name} ({self.parsed.filename}:{self.parsed.func.lineno})>"
@@ -259,11 +270,21 @@ class _Untyped:
 _ExprResult = ir.Expr | _Untyped
 
 _ARITH = {
-    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
-    ast.Mod: "mod", ast.Pow: "pow",
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.Div: "div",
+    ast.FloorDiv: "floordiv",
+    ast.Mod: "mod",
+    ast.Pow: "pow",
 }
 _COMPARE = {
-    ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
+    ast.Lt: "lt",
+    ast.LtE: "le",
+    ast.Gt: "gt",
+    ast.GtE: "ge",
+    ast.Eq: "eq",
+    ast.NotEq: "ne",
 }
 _UNSUPPORTED_HINTS = {
     "With": "'with' is not supported in kernels",
@@ -292,7 +313,7 @@ _UNSUPPORTED_HINTS = {
     "DictComp": "comprehensions are not supported; write a for loop",
     "GeneratorExp": "generators are not supported; write a for loop",
     "IfExp": "conditional expressions are not supported; use K.select(cond, a, b) (it evaluates "
-             "both a and b) or an if statement",
+    "both a and b) or an if statement",
     "NamedExpr": "':=' is not supported; assign on a separate line",
     "JoinedStr": "strings are not supported in kernels",
     "Starred": "'*' unpacking is not supported in kernels",
@@ -304,8 +325,15 @@ _UNSUPPORTED_HINTS = {
 
 
 def _type_name(dtype: DType) -> str:
-    return {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32",
-            "uint32": "u32", "int64": "i64", "bool": "bool_"}[dtype.name]
+    return {
+        "float32": "f32",
+        "float64": "f64",
+        "float16": "f16",
+        "int32": "i32",
+        "uint32": "u32",
+        "int64": "i64",
+        "bool": "bool_",
+    }[dtype.name]
 
 
 def _int_range(dtype: DType) -> tuple[int, int]:
@@ -340,8 +368,9 @@ class _Lowerer:
         for decl in parsed.params:
             if decl.is_const:
                 self.constants[decl.name] = self._constant(decl, constants[decl.name])
-        self.arrays = {p.name: _ArrayRef(p.name, p.dtype, p.ndim or 0)
-                       for p in params if p.kind == "array"}
+        self.arrays = {
+            p.name: _ArrayRef(p.name, p.dtype, p.ndim or 0) for p in params if p.kind == "array"
+        }
         self.locals: dict[str, DType] = {}  # Python name -> type, in this frame
         self.decls: dict[str, DType] = {}  # IR name -> type, every frame of the kernel
         self.prefix = ""  # IR name = prefix + Python name
@@ -406,8 +435,11 @@ class _Lowerer:
             try:
                 return ir.Const(_round_float(float(v), dtype), type=dtype, line=line)
             except OverflowError:
-                raise self.error(node, f"the literal {v} is too large for any float type; "
-                                       "write a float literal such as 1e300") from None
+                raise self.error(
+                    node,
+                    f"the literal {v} is too large for any float type; "
+                    "write a float literal such as 1e300",
+                ) from None
         if isinstance(v, float):
             raise self.error(
                 node,
@@ -495,8 +527,12 @@ class _Lowerer:
         raise self.unsupported(node)
 
     def is_runtime_name(self, name: str) -> bool:
-        return (name in self.locals or name in self.params or name in self.constants
-                or name in self.arrays)
+        return (
+            name in self.locals
+            or name in self.params
+            or name in self.constants
+            or name in self.arrays
+        )
 
     # -------------------------------------------------------- expressions
 
@@ -567,8 +603,9 @@ class _Lowerer:
                     return ir.Const(a.shared_size, type=dtypes.uint32, line=self.line(node))
                 return ir.ArrayLen(a.name, type=dtypes.uint32, line=self.line(node))
             if node.attr in ("shape", "stride"):
-                raise self.error(node, f"index .{node.attr} with a constant: "
-                                       f"{node.value.id}.{node.attr}[0]")
+                raise self.error(
+                    node, f"index .{node.attr} with a constant: {node.value.id}.{node.attr}[0]"
+                )
             raise self.error(
                 node,
                 f"{node.value.id}.{node.attr} is not supported; arrays have .len, .shape[k], "
@@ -600,12 +637,18 @@ class _Lowerer:
     def axis(self, node: ast.expr, p: _ArrayRef) -> int:
         k = self.expr(node)
         if not isinstance(k, _Untyped) or not isinstance(k.value, int):
-            raise self.error(node, "the axis of .shape[k]/.stride[k] must be a compile-time int "
-                                   "(a literal or a K.Const[int] parameter)")
+            raise self.error(
+                node,
+                "the axis of .shape[k]/.stride[k] must be a compile-time int "
+                "(a literal or a K.Const[int] parameter)",
+            )
         axis = k.value + p.ndim if k.value < 0 else k.value
         if not 0 <= axis < p.ndim:
-            raise self.error(node, f"axis {k.value} is out of range for {p.name!r}, which has "
-                                   f"{p.ndim} dimension(s) in this specialization")
+            raise self.error(
+                node,
+                f"axis {k.value} is out of range for {p.name!r}, which has "
+                f"{p.ndim} dimension(s) in this specialization",
+            )
         return axis
 
     def array_param(self, node: ast.expr) -> _ArrayRef:
@@ -623,10 +666,16 @@ class _Lowerer:
         if not isinstance(node, ast.Tuple):
             return self.integer_index(node)
         if array.shared_size is not None or len(node.elts) != array.ndim:
-            what = ("a shared array takes one index" if array.shared_size is not None else
-                    f"{array.name!r} has {array.ndim} dimension(s) in this specialization")
-            raise self.error(node, f"{len(node.elts)} indices given but {what}; index with one "
-                                   "per dimension, or one linear index a[k]")
+            what = (
+                "a shared array takes one index"
+                if array.shared_size is not None
+                else f"{array.name!r} has {array.ndim} dimension(s) in this specialization"
+            )
+            raise self.error(
+                node,
+                f"{len(node.elts)} indices given but {what}; index with one "
+                "per dimension, or one linear index a[k]",
+            )
         u32 = dtypes.uint32
         line = self.line(node)
         total: ir.Expr | None = None
@@ -634,8 +683,9 @@ class _Lowerer:
             k = self.integer_index(elt)
             if k.type is not u32:
                 k = ir.Cast(k, type=u32, line=line)
-            term = ir.Binary("mul", k, ir.ArrayStride(array.name, axis, type=u32, line=line),
-                             type=u32, line=line)
+            term = ir.Binary(
+                "mul", k, ir.ArrayStride(array.name, axis, type=u32, line=line), type=u32, line=line
+            )
             total = term if total is None else ir.Binary("add", total, term, type=u32, line=line)
         assert total is not None
         return total
@@ -645,8 +695,11 @@ class _Lowerer:
             raise self.error(node, "an index is one integer expression")
         idx = self.typed(node)
         if not idx.type.is_integer:
-            raise self.error(node, f"an array index must be an integer, not "
-                                   f"{_type_name(idx.type)}; cast with K.u32(...)")
+            raise self.error(
+                node,
+                f"an array index must be an integer, not "
+                f"{_type_name(idx.type)}; cast with K.u32(...)",
+            )
         return idx
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> _ExprResult:
@@ -669,8 +722,11 @@ class _Lowerer:
     def expr_BinOp(self, node: ast.BinOp) -> _ExprResult:
         op = _ARITH.get(type(node.op))
         if op is None:
-            raise self.error(node, f"the operator {type(node.op).__name__} is not supported; "
-                                   "kernels have + - * / // % **")
+            raise self.error(
+                node,
+                f"the operator {type(node.op).__name__} is not supported; "
+                "kernels have + - * / // % **",
+            )
         lhs, rhs = self.expr(node.left), self.expr(node.right)
         return self.arith(node, op, lhs, rhs)
 
@@ -690,12 +746,20 @@ class _Lowerer:
                 "zero) or cast to a float type first",
             )
         if op == "pow" and not t.is_float:
-            raise self.error(node, f"'**' needs floats, not {_type_name(t)}; multiply, or cast "
-                                   "to a float type")
-        if op in ("floordiv", "mod") and not t.is_float and isinstance(b, ir.Const) \
-                and b.value == 0:
-            raise self.error(node, "integer division or remainder by the constant zero; guard "
-                                   "the divisor or use a float type")
+            raise self.error(
+                node, f"'**' needs floats, not {_type_name(t)}; multiply, or cast to a float type"
+            )
+        if (
+            op in ("floordiv", "mod")
+            and not t.is_float
+            and isinstance(b, ir.Const)
+            and b.value == 0
+        ):
+            raise self.error(
+                node,
+                "integer division or remainder by the constant zero; guard "
+                "the divisor or use a float type",
+            )
         return ir.Binary(op, a, b, type=t, line=self.line(node))
 
     def fold(self, node: ast.AST, op: str, a: float, b: float) -> _Untyped:
@@ -704,20 +768,29 @@ class _Lowerer:
             raise self.error(node, "division by zero in a constant expression")
         if isinstance(a, int) and isinstance(b, int):
             if op == "div":
-                raise self.error(node, "'/' on integer literals is not supported: use '//' "
-                                       "(truncates toward zero) or write float literals")
+                raise self.error(
+                    node,
+                    "'/' on integer literals is not supported: use '//' "
+                    "(truncates toward zero) or write float literals",
+                )
             if op == "pow":
-                raise self.error(node, "'**' on integer literals is not supported; write the "
-                                       "value or use float literals")
+                raise self.error(
+                    node,
+                    "'**' on integer literals is not supported; write the "
+                    "value or use float literals",
+                )
             if op == "floordiv":
                 return _Untyped(_trunc_div(a, b))
             if op == "mod":
                 return _Untyped(a - b * _trunc_div(a, b))
         table: dict[str, Callable[[], float]] = {
-            "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+            "add": lambda: a + b,
+            "sub": lambda: a - b,
+            "mul": lambda: a * b,
             "div": lambda: float(a) / float(b),
             "floordiv": lambda: float(math.trunc(float(a) / float(b))),
-            "mod": lambda: math.fmod(float(a), float(b)), "pow": lambda: math.pow(a, b),
+            "mod": lambda: math.fmod(float(a), float(b)),
+            "pow": lambda: math.pow(a, b),
         }
         try:
             return _Untyped(table[op]())
@@ -735,8 +808,11 @@ class _Lowerer:
         for k, op_node in enumerate(node.ops):
             op = _COMPARE.get(type(op_node))
             if op is None:
-                raise self.error(node, f"'{type(op_node).__name__}' comparisons are not supported;"
-                                       " use < <= > >= == !=")
+                raise self.error(
+                    node,
+                    f"'{type(op_node).__name__}' comparisons are not supported;"
+                    " use < <= > >= == !=",
+                )
             comparisons.append(self.compare(node, op, operands[k], operands[k + 1]))
         return self.balanced("and", comparisons, self.line(node))
 
@@ -745,9 +821,14 @@ class _Lowerer:
         operands = self.unify(node, [lhs, rhs])
         if operands is None:
             assert isinstance(lhs, _Untyped) and isinstance(rhs, _Untyped)
-            value = {"lt": lhs.value < rhs.value, "le": lhs.value <= rhs.value,
-                     "gt": lhs.value > rhs.value, "ge": lhs.value >= rhs.value,
-                     "eq": lhs.value == rhs.value, "ne": lhs.value != rhs.value}[op]
+            value = {
+                "lt": lhs.value < rhs.value,
+                "le": lhs.value <= rhs.value,
+                "gt": lhs.value > rhs.value,
+                "ge": lhs.value >= rhs.value,
+                "eq": lhs.value == rhs.value,
+                "ne": lhs.value != rhs.value,
+            }[op]
             return ir.Const(value, type=dtypes.bool_, line=line)
         a, b = operands
         if a.type is dtypes.bool_ and op not in ("eq", "ne"):
@@ -763,8 +844,10 @@ class _Lowerer:
     def expr_BoolOp(self, node: ast.BoolOp) -> _ExprResult:
         op = "and" if isinstance(node.op, ast.And) else "or"
         values = [self.condition(node.values[0], f"'{op}'")]
-        outer, self.no_call_reason = self.no_call_reason, (
-            f"in the right operand of '{op}' (it is evaluated only where it decides)")
+        outer, self.no_call_reason = (
+            self.no_call_reason,
+            (f"in the right operand of '{op}' (it is evaluated only where it decides)"),
+        )
         try:
             values += [self.condition(v, f"'{op}'") for v in node.values[1:]]
         finally:
@@ -777,8 +860,13 @@ class _Lowerer:
         if len(values) == 1:
             return values[0]
         half = len(values) // 2
-        return ir.Logical(op, self.balanced(op, values[:half], line),
-                          self.balanced(op, values[half:], line), type=dtypes.bool_, line=line)
+        return ir.Logical(
+            op,
+            self.balanced(op, values[:half], line),
+            self.balanced(op, values[half:], line),
+            type=dtypes.bool_,
+            line=line,
+        )
 
     def expr_Call(self, node: ast.Call) -> _ExprResult:
         if isinstance(node.func, ast.Name) and self.is_runtime_name(node.func.id):
@@ -793,27 +881,36 @@ class _Lowerer:
         if isinstance(fn, DeviceFunction):
             result = self.call_function(node, fn)
             if result is None:
-                raise self.error(node, f"device function {fn.parsed.name!r} returns no value; "
-                                       "call it as a statement")
+                raise self.error(
+                    node,
+                    f"device function {fn.parsed.name!r} returns no value; call it as a statement",
+                )
             return result
         if isinstance(fn, lang.Intrinsic):
             if len(node.args) != fn.arity:
-                raise self.error(node, f"K.{fn.name} takes {fn.arity} argument(s), "
-                                       f"got {len(node.args)}")
+                raise self.error(
+                    node, f"K.{fn.name} takes {fn.arity} argument(s), got {len(node.args)}"
+                )
             if fn.name in _ATOMICS:
                 return self.atomic_call(node, _ATOMICS[fn.name])
             if fn.name == "shared":
-                raise self.error(node, "K.shared(T, size) declares a cube's shared array: write "
-                                       "'name = K.shared(K.f32, 256)' at the top level of the "
-                                       "kernel body")
+                raise self.error(
+                    node,
+                    "K.shared(T, size) declares a cube's shared array: write "
+                    "'name = K.shared(K.f32, 256)' at the top level of the "
+                    "kernel body",
+                )
             if fn.name == "sync_cube":
                 raise self.error(node, "K.sync_cube() is a statement of its own; it has no value")
             return self.intrinsic(node, fn.name, [self.expr(a) for a in node.args])
         if fn is range:
             raise self.error(node, "range(...) is only supported as 'for i in range(...)'")
         if fn in (int, float, bool):
-            raise self.error(node, f"{fn.__name__}(...) is not supported; cast with K.I(x), "
-                                   "K.F(x), K.u32(x), K.f32(x), K.bool_(x) ...")
+            raise self.error(
+                node,
+                f"{fn.__name__}(...) is not supported; cast with K.I(x), "
+                "K.F(x), K.u32(x), K.f32(x), K.bool_(x) ...",
+            )
         raise self.error(
             node,
             f"calling {ast.unparse(node.func)} is not supported in kernels; kernels call only "
@@ -827,43 +924,61 @@ class _Lowerer:
         """``K.atomic_<op>(a, index, [compare,] value)``: the element's old value."""
         array = self.array_param(node.args[0])
         if array.dtype.name not in _ATOMIC_TYPES:
-            raise self.error(node, f"atomics need i32, u32 or f32 elements (i64 and f64 on cuda "
-                                   f"and cpu), not {_type_name(array.dtype)}")
+            raise self.error(
+                node,
+                f"atomics need i32, u32 or f32 elements (i64 and f64 on cuda "
+                f"and cpu), not {_type_name(array.dtype)}",
+            )
         index = self.index(node.args[1], array)
         operands = [self.materialize(a, self.expr(a), array.dtype) for a in node.args[2:]]
         if array.shared_size is None:
             self.written.add(array.name)
         self.atomic.add(array.name)
         compare = operands[0] if op == "compare_exchange" else None
-        return ir.Atomic(op, array.name, index, operands[-1], compare, type=array.dtype,
-                         line=self.line(node))
+        return ir.Atomic(
+            op, array.name, index, operands[-1], compare, type=array.dtype, line=self.line(node)
+        )
 
     def shared_decl(self, node: ast.Assign, call: ast.Call) -> list[ir.Stmt]:
         """``name = K.shared(T, size)`` at the kernel's top level."""
         target = node.targets[0]
         if self.frame is not None:
-            raise self.error(node, "declare shared arrays in the kernel and pass them to the "
-                                   "device function as arguments")
+            raise self.error(
+                node,
+                "declare shared arrays in the kernel and pass them to the "
+                "device function as arguments",
+            )
         if id(node) not in self.top_level:
-            raise self.error(node, "K.shared(...) declares a cube's shared array once: write it "
-                                   "at the top level of the kernel body, not inside if/for/while")
+            raise self.error(
+                node,
+                "K.shared(...) declares a cube's shared array once: write it "
+                "at the top level of the kernel body, not inside if/for/while",
+            )
         if not isinstance(target, ast.Name):
             raise self.error(node, "assign a shared array to one name: s = K.shared(K.f32, 256)")
         if len(call.args) != 2 or call.keywords:
             raise self.error(call, "K.shared takes (element type, size): K.shared(K.f32, 256)")
         name = target.id
         if self.is_runtime_name(name):
-            raise self.error(target, f"{name!r} is already a parameter, local or shared array; "
-                                     "give the shared array its own name")
+            raise self.error(
+                target,
+                f"{name!r} is already a parameter, local or shared array; "
+                "give the shared array its own name",
+            )
         dtype = self.resolve_type(call.args[0], self.static(call.args[0]))
         if dtype is dtypes.bool_:
-            raise self.error(call.args[0], "shared arrays of bool are not supported; store 0/1 "
-                                           "in a K.u32 shared array")
+            raise self.error(
+                call.args[0],
+                "shared arrays of bool are not supported; store 0/1 in a K.u32 shared array",
+            )
         size = self.expr(call.args[1])
         value = size.value if isinstance(size, (_Untyped, ir.Const)) else None
         if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= U32_MAX:
-            raise self.error(call.args[1], "the size of a shared array is a positive compile-time "
-                                           "int (a literal, a K.Const[int] or a module constant)")
+            raise self.error(
+                call.args[1],
+                "the size of a shared array is a positive compile-time "
+                "int (a literal, a K.Const[int] or a module constant)",
+            )
         decl = ir.SharedArray(name, dtype, value, line=self.line(node))
         self.shared.append(decl)
         self.arrays[name] = _ArrayRef(name, dtype, 1, value)
@@ -876,20 +991,32 @@ class _Lowerer:
         being lowered), its result is a fresh local (None when it returns no value)."""
         parsed = fn.parsed
         if self.no_call_reason is not None:
-            raise self.error(node, f"device functions cannot be called {self.no_call_reason}; "
-                                   "assign the call's result to a local first")
+            raise self.error(
+                node,
+                f"device functions cannot be called {self.no_call_reason}; "
+                "assign the call's result to a local first",
+            )
         if fn in self.calls:
             chain = " -> ".join(f.parsed.name for f in (*self.calls, fn))
-            raise self.error(node, f"device function {parsed.name!r} calls itself ({chain}): "
-                                   "recursion is not supported; write a loop")
+            raise self.error(
+                node,
+                f"device function {parsed.name!r} calls itself ({chain}): "
+                "recursion is not supported; write a loop",
+            )
         if node.keywords or len(node.args) != len(parsed.params):
-            raise self.error(node, f"device function {parsed.name!r} takes "
-                                   f"{len(parsed.params)} positional argument(s), got "
-                                   f"{len(node.args)}")
+            raise self.error(
+                node,
+                f"device function {parsed.name!r} takes "
+                f"{len(parsed.params)} positional argument(s), got "
+                f"{len(node.args)}",
+            )
         self.inlined[0] += 1
         child = copy.copy(self)
-        child.parsed, child.namespace, child.prefix = parsed, parsed.namespace(), \
-            f"tf{self.inlined[0]}_"
+        child.parsed, child.namespace, child.prefix = (
+            parsed,
+            parsed.namespace(),
+            f"tf{self.inlined[0]}_",
+        )
         child.params, child.constants, child.arrays, child.locals = {}, {}, {}, {}
         child.loop_vars, child.pending, child.top_level = [], [], set()
         child.calls = (*self.calls, fn)
@@ -898,9 +1025,12 @@ class _Lowerer:
         def bind(generic: lang.GenericType, dtype: DType, where: ast.AST) -> None:
             have = generics.setdefault(generic.name, dtype)
             if not generic.accepts(dtype) or have is not dtype:
-                raise self.error(where, f"K.{generic.name} of {parsed.name!r} is "
-                                        f"{_type_name(have)} here but this argument is "
-                                        f"{_type_name(dtype)}")
+                raise self.error(
+                    where,
+                    f"K.{generic.name} of {parsed.name!r} is "
+                    f"{_type_name(have)} here but this argument is "
+                    f"{_type_name(dtype)}",
+                )
 
         scalars: list[tuple[ParamDecl, ast.expr, _ExprResult]] = []
         for decl, arg in zip(parsed.params, node.args, strict=True):
@@ -912,12 +1042,18 @@ class _Lowerer:
                     if isinstance(ann.element, lang.GenericType):
                         bind(ann.element, ref.dtype, arg)
                     elif ann.element.dtype is not ref.dtype:
-                        raise self.error(arg, f"parameter {decl.name!r} of {parsed.name!r} is "
-                                              f"{ann!r}, the array is {_type_name(ref.dtype)}")
+                        raise self.error(
+                            arg,
+                            f"parameter {decl.name!r} of {parsed.name!r} is "
+                            f"{ann!r}, the array is {_type_name(ref.dtype)}",
+                        )
                 child.arrays[decl.name] = ref
             elif is_array:
-                raise self.error(arg, f"parameter {decl.name!r} of {parsed.name!r} is a scalar "
-                                      f"({ann!r}); pass an element, not the array")
+                raise self.error(
+                    arg,
+                    f"parameter {decl.name!r} of {parsed.name!r} is a scalar "
+                    f"({ann!r}); pass an element, not the array",
+                )
             else:
                 scalars.append((decl, arg, self.expr(arg)))
         for decl, arg, value in scalars:
@@ -932,8 +1068,11 @@ class _Lowerer:
                 continue
             if isinstance(ann, lang.GenericType) and ann.name not in generics:
                 generics[ann.name] = self.default(arg, value).type
-            typed = (self.default(arg, value) if ann is None
-                     else self.materialize(arg, value, child.resolve_type(arg, ann)))
+            typed = (
+                self.default(arg, value)
+                if ann is None
+                else self.materialize(arg, value, child.resolve_type(arg, ann))
+            )
             child.locals[decl.name] = typed.type
             child.decls[child.prefix + decl.name] = typed.type
             entry.append(ir.Assign(child.prefix + decl.name, typed, line=self.line(arg)))
@@ -947,14 +1086,20 @@ class _Lowerer:
             child.decls[frame.done] = dtypes.bool_
         body = child.block(body_nodes)
         if frame.done is not None:
-            once = ir.While(ir.Const(True, type=dtypes.bool_, line=line),
-                            (*body, ir.Break(line=line)), line=line)
-            body = (ir.Assign(frame.done, ir.Const(False, type=dtypes.bool_, line=line),
-                              line=line), once)
+            once = ir.While(
+                ir.Const(True, type=dtypes.bool_, line=line),
+                (*body, ir.Break(line=line)),
+                line=line,
+            )
+            body = (
+                ir.Assign(frame.done, ir.Const(False, type=dtypes.bool_, line=line), line=line),
+                once,
+            )
         if frame.result is not None:
             assert frame.result_type is not None
-            zero = ir.Const(False if frame.result_type is dtypes.bool_ else 0,
-                            type=frame.result_type, line=line)
+            zero = ir.Const(
+                False if frame.result_type is dtypes.bool_ else 0, type=frame.result_type, line=line
+            )
             entry.append(ir.Assign(frame.result, zero, line=line))
         inlined = (*entry, *body)
         if parsed.filename != self.parsed.filename:  # lines of another file from here on
@@ -980,8 +1125,10 @@ class _Lowerer:
                 typed = self.materialize(node.value, value, frame.result_type)
             out.append(ir.Assign(frame.result, typed, line=line))
         if frame.done is not None:
-            out += [ir.Assign(frame.done, ir.Const(True, type=dtypes.bool_, line=line),
-                              line=line), ir.Break(line=line)]
+            out += [
+                ir.Assign(frame.done, ir.Const(True, type=dtypes.bool_, line=line), line=line),
+                ir.Break(line=line),
+            ]
         return out
 
     def cast(self, node: ast.AST, dtype: DType, value: _ExprResult) -> ir.Expr:
@@ -994,8 +1141,13 @@ class _Lowerer:
                 return ir.Const(_round_float(float(v), dtype), type=dtype, line=line)
             if isinstance(v, float):  # the run-time rule: truncate, saturate, NaN -> 0
                 lo, hi = _int_range(dtype)
-                v = 0 if math.isnan(v) else max(lo, min(hi, math.trunc(v))) if math.isfinite(
-                    v) else (hi if v > 0 else lo)
+                v = (
+                    0
+                    if math.isnan(v)
+                    else max(lo, min(hi, math.trunc(v)))
+                    if math.isfinite(v)
+                    else (hi if v > 0 else lo)
+                )
             return self.materialize(node, _Untyped(v), dtype)
         if value.type is dtype:
             return value
@@ -1006,8 +1158,7 @@ class _Lowerer:
         if name == "select":
             cond = args[0]
             if not isinstance(cond, ir.Expr) or cond.type is not dtypes.bool_:
-                raise self.error(node, "K.select(cond, a, b) needs a bool cond; compare "
-                                       "explicitly")
+                raise self.error(node, "K.select(cond, a, b) needs a bool cond; compare explicitly")
             branches = self.unify(node, args[1:]) or self.default_together(node, args[1:])
             return ir.Select(cond, branches[0], branches[1], type=branches[0].type, line=line)
         operands = self.unify(node, args) or self.default_together(node, args)
@@ -1017,8 +1168,11 @@ class _Lowerer:
         if name == "abs" and t.category == "uint":
             return operands[0]
         if name not in ("min", "max", "abs") and not t.is_float:
-            raise self.error(node, f"K.{name} needs a float argument, not {_type_name(t)}; cast "
-                                   "with K.F(x) or K.f32(x)")
+            raise self.error(
+                node,
+                f"K.{name} needs a float argument, not {_type_name(t)}; cast "
+                "with K.F(x) or K.f32(x)",
+            )
         return ir.Math(name, tuple(operands), type=t, line=line)
 
     # -------------------------------------------------------- statements
@@ -1037,11 +1191,20 @@ class _Lowerer:
                 self.pending = outer
             out.extend(lowered)
             done = self.frame.done if self.frame is not None else None
-            if (done is not None and isinstance(stmt, (ast.For, ast.While))
-                    and any(isinstance(n, ast.Return) for n in ast.walk(stmt))):
+            if (
+                done is not None
+                and isinstance(stmt, (ast.For, ast.While))
+                and any(isinstance(n, ast.Return) for n in ast.walk(stmt))
+            ):
                 line = self.line(stmt)  # an inlined function returned inside this loop
-                out.append(ir.If(ir.Var(done, type=dtypes.bool_, line=line),
-                                 (ir.Break(line=line),), (), line=line))
+                out.append(
+                    ir.If(
+                        ir.Var(done, type=dtypes.bool_, line=line),
+                        (ir.Break(line=line),),
+                        (),
+                        line=line,
+                    )
+                )
         return tuple(out)
 
     def stmt_Pass(self, node: ast.Pass) -> list[ir.Stmt]:
@@ -1066,15 +1229,21 @@ class _Lowerer:
                 assert isinstance(value, ir.Expr)
                 return [ir.Eval(value, line=self.line(node))]
             self.expr(call)  # a call of anything but a K function: says calling it fails
-        raise self.error(node, "an expression statement has no effect in a kernel; assign it to "
-                               "a local or store it into an array")
+        raise self.error(
+            node,
+            "an expression statement has no effect in a kernel; assign it to "
+            "a local or store it into an array",
+        )
 
     def stmt_Return(self, node: ast.Return) -> list[ir.Stmt]:
         if self.frame is not None:
             return self.function_return(node, self.frame)
         if node.value is not None:
-            raise self.error(node, "kernels return nothing; write results into an output array "
-                                   "and use a bare 'return'")
+            raise self.error(
+                node,
+                "kernels return nothing; write results into an output array "
+                "and use a bare 'return'",
+            )
         return [ir.Return(line=self.line(node))]
 
     def stmt_Break(self, node: ast.Break) -> list[ir.Stmt]:
@@ -1083,22 +1252,39 @@ class _Lowerer:
     def stmt_Continue(self, node: ast.Continue) -> list[ir.Stmt]:
         return [ir.Continue(line=self.line(node))]
 
-    def assign_local(self, node: ast.AST, name: str, value: _ExprResult, value_node: ast.AST,
-                     declared: DType | None = None) -> ir.Stmt:
+    def assign_local(
+        self,
+        node: ast.AST,
+        name: str,
+        value: _ExprResult,
+        value_node: ast.AST,
+        declared: DType | None = None,
+    ) -> ir.Stmt:
         if name in self.params:
-            raise self.error(node, f"parameter {name!r} is read-only; copy it into a local "
-                                   "(or store into an array element)")
+            raise self.error(
+                node,
+                f"parameter {name!r} is read-only; copy it into a local "
+                "(or store into an array element)",
+            )
         if name in self.constants:
             raise self.error(node, f"constant {name!r} is read-only")
         if name in self.loop_vars:
-            raise self.error(node, f"the loop variable {name!r} cannot be assigned inside its "
-                                   "loop; use another local")
+            raise self.error(
+                node,
+                f"the loop variable {name!r} cannot be assigned inside its loop; use another local",
+            )
         if name in self.arrays:
-            raise self.error(node, f"{name!r} is an array; store into an element ({name}[i] = "
-                                   "...) or use another name")
+            raise self.error(
+                node,
+                f"{name!r} is an array; store into an element ({name}[i] = "
+                "...) or use another name",
+            )
         if not self.prefix and _RESERVED.match(name):
-            raise self.error(node, f"names like {name!r} (tf<digits>_...) are reserved for "
-                                   "inlined device functions; rename the local")
+            raise self.error(
+                node,
+                f"names like {name!r} (tf<digits>_...) are reserved for "
+                "inlined device functions; rename the local",
+            )
         known = self.locals.get(name)
         if declared is not None and known is not None and known is not declared:
             raise self.error(node, f"local {name!r} already has type {_type_name(known)}")
@@ -1129,15 +1315,22 @@ class _Lowerer:
             )
         if array.shared_size is None:
             self.written.add(array.name)
-        return ir.Store(array.name, index, self.materialize(value_node, value, array.dtype),
-                        line=self.line(node))
+        return ir.Store(
+            array.name,
+            index,
+            self.materialize(value_node, value, array.dtype),
+            line=self.line(node),
+        )
 
     def stmt_Assign(self, node: ast.Assign) -> list[ir.Stmt]:
         if len(node.targets) != 1:
             raise self.error(node, "chained assignment (a = b = x) is not supported")
         call = node.value
-        if (isinstance(call, ast.Call) and isinstance(call.func, (ast.Name, ast.Attribute))
-                and not (isinstance(call.func, ast.Name) and self.is_runtime_name(call.func.id))):
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, (ast.Name, ast.Attribute))
+            and not (isinstance(call.func, ast.Name) and self.is_runtime_name(call.func.id))
+        ):
             fn = self.static(call.func)
             if isinstance(fn, lang.Intrinsic) and fn.name == "shared":
                 return self.shared_decl(node, call)
@@ -1167,7 +1360,8 @@ class _Lowerer:
         if not isinstance(target, (ast.Name, ast.Subscript)):
             raise self.error(node, "only locals and array elements (a[i]) can be updated")
         load = ast.copy_location(
-            ast.Name(target.id, ast.Load()) if isinstance(target, ast.Name)
+            ast.Name(target.id, ast.Load())
+            if isinstance(target, ast.Name)
             else ast.Subscript(target.value, target.slice, ast.Load()),
             target,
         )
@@ -1176,8 +1370,7 @@ class _Lowerer:
 
     def stmt_If(self, node: ast.If) -> list[ir.Stmt]:
         cond = self.condition(node.test, "'if'")
-        return [ir.If(cond, self.block(node.body), self.block(node.orelse),
-                      line=self.line(node))]
+        return [ir.If(cond, self.block(node.body), self.block(node.orelse), line=self.line(node))]
 
     def stmt_While(self, node: ast.While) -> list[ir.Stmt]:
         if node.orelse:
@@ -1195,28 +1388,37 @@ class _Lowerer:
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "the loop target must be one name: for i in range(n)")
         it = node.iter
-        if not (isinstance(it, ast.Call) and not isinstance(it.func, ast.Attribute)
-                and isinstance(it.func, ast.Name) and not self.is_runtime_name(it.func.id)
-                and self.static(it.func) is range):
+        if not (
+            isinstance(it, ast.Call)
+            and not isinstance(it.func, ast.Attribute)
+            and isinstance(it.func, ast.Name)
+            and not self.is_runtime_name(it.func.id)
+            and self.static(it.func) is range
+        ):
             raise self.error(it, "kernels loop only over range(...): for i in range(a, b, c)")
         if it.keywords or not 1 <= len(it.args) <= 3:
             raise self.error(it, "range takes 1 to 3 positional arguments")
         args = [self.expr(a) for a in it.args]
         for arg, arg_node in zip(args, it.args, strict=True):
             if isinstance(arg, _Untyped) and isinstance(arg.value, float):
-                raise self.error(arg_node, f"range needs integers, not the float {arg.value!r}; "
-                                           "write an int, or cast: K.i32(...) truncates")
+                raise self.error(
+                    arg_node,
+                    f"range needs integers, not the float {arg.value!r}; "
+                    "write an int, or cast: K.i32(...) truncates",
+                )
         if len(args) == 1:
             args = [_Untyped(0), args[0]]
         if len(args) == 2:
             args.append(_Untyped(1))
         name = node.target.id
         if name in self.params or name in self.constants or name in self.arrays:
-            raise self.error(node.target, f"the loop variable {name!r} shadows a parameter or "
-                                          "an array")
+            raise self.error(
+                node.target, f"the loop variable {name!r} shadows a parameter or an array"
+            )
         if name in self.loop_vars:
-            raise self.error(node.target, f"the loop variable {name!r} is already used by an "
-                                          "enclosing loop")
+            raise self.error(
+                node.target, f"the loop variable {name!r} is already used by an enclosing loop"
+            )
         known = self.locals.get(name)
         if known is not None:
             typed = [self.materialize(it, a, known) for a in args]
@@ -1228,8 +1430,11 @@ class _Lowerer:
         if isinstance(step, ir.Const) and step.value == 0:
             raise self.error(it.args[2], "range step must not be zero")
         if not self.prefix and _RESERVED.match(name):
-            raise self.error(node.target, f"names like {name!r} (tf<digits>_...) are reserved "
-                                          "for inlined device functions; rename the local")
+            raise self.error(
+                node.target,
+                f"names like {name!r} (tf<digits>_...) are reserved "
+                "for inlined device functions; rename the local",
+            )
         self.locals.setdefault(name, start.type)
         self.decls.setdefault(self.prefix + name, start.type)
         self.loop_vars.append(name)

@@ -107,8 +107,9 @@ class _SharedState:
         for state in self.access.values():
             state.reshape(-1, self.decl.size)[cubes] = _NONE
 
-    def record(self, kind: str, key: np.ndarray[Any, Any], units: np.ndarray[Any, Any],
-               line: int) -> None:
+    def record(
+        self, kind: str, key: np.ndarray[Any, Any], units: np.ndarray[Any, Any], line: int
+    ) -> None:
         """Merge an access by ``units`` of elements ``key`` (keys may repeat)."""
         state = self.access[kind]
         uniq, inverse = np.unique(key, return_inverse=True)
@@ -140,8 +141,9 @@ class _Loop:
 class _Machine:
     """One launch's state: locals per lane, arrays, control masks."""
 
-    def __init__(self, spec: Specialization, count: Grid, dim: Grid,
-                 args: Sequence[ArrayArg | Any]) -> None:
+    def __init__(
+        self, spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | Any]
+    ) -> None:
         self.spec = spec
         self.kernel = spec.ir
         self.count = count
@@ -167,9 +169,14 @@ class _Machine:
 
     # -------------------------------------------------------- errors
 
-    def fail(self, node: ir.Node, message: str, lanes: np.ndarray[Any, Any],
-             argument: str | None = None,
-             error: type[ValidationError] = ValidationError) -> ValidationError:
+    def fail(
+        self,
+        node: ir.Node,
+        message: str,
+        lanes: np.ndarray[Any, Any],
+        argument: str | None = None,
+        error: type[ValidationError] = ValidationError,
+    ) -> ValidationError:
         thread = int(np.flatnonzero(lanes)[0])
         return error(
             f"kernel {self.kernel.name!r} at {ir.source_file(node, self.kernel)}:{node.line}: "
@@ -273,17 +280,21 @@ class _Machine:
             cube = int(np.flatnonzero(partial)[0])
             lanes = active & (self.cube_of == cube)
             raise self.fail(
-                s, f"K.sync_cube() is reached by {arrived[cube]} of the {self.per_cube} units of "
-                   f"cube {cube}: every unit of a cube must reach the same barrier (it is inside "
-                   "divergent control flow, or some units returned before it); move it out of "
-                   "the branch, or let every unit run the branch", lanes,
-                error=DivergentBarrierError)
+                s,
+                f"K.sync_cube() is reached by {arrived[cube]} of the {self.per_cube} units of "
+                f"cube {cube}: every unit of a cube must reach the same barrier (it is inside "
+                "divergent control flow, or some units returned before it); move it out of "
+                "the branch, or let every unit run the branch",
+                lanes,
+                error=DivergentBarrierError,
+            )
         done = arrived == self.per_cube
         for state in self.shared.values():
             state.reset(done)
 
-    def shared_access(self, node: ir.Node, kind: str, name: str, index: Any,
-                      active: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    def shared_access(
+        self, node: ir.Node, kind: str, name: str, index: Any, active: np.ndarray[Any, Any]
+    ) -> np.ndarray[Any, Any]:
         """Flat positions in ``name``'s storage of an access by the active lanes, after the
         bounds, initialisation and race checks; records the access."""
         state = self.shared[name]
@@ -292,8 +303,12 @@ class _Machine:
         where = np.flatnonzero(active)
         bad = (idx < 0) | (idx >= size)
         if bad.any():
-            raise self.fail(node, f"index {idx[bad][0]} of shared array {name!r} is out of bounds "
-                                  f"(it has {size} elements)", self._lanes_of(where[bad]))
+            raise self.fail(
+                node,
+                f"index {idx[bad][0]} of shared array {name!r} is out of bounds "
+                f"(it has {size} elements)",
+                self._lanes_of(where[bad]),
+            )
         units = self.unit_of[where]
         key = self.cube_of[where] * size + idx.astype(np.int64)
         if kind != "write":
@@ -301,12 +316,18 @@ class _Machine:
             if unwritten.any():
                 k = int(np.flatnonzero(unwritten)[0])
                 raise self.fail(
-                    node, f"reads element {idx[k]} of shared array {name!r}, which no unit of "
-                          f"cube {self.cube_of[where[k]]} has written (shared memory starts "
-                          "uninitialised); write it first, then K.sync_cube()",
-                    self._lanes_of(where[unwritten]), error=UnwrittenSharedReadError)
-        conflicts = {"read": ("write", "atomic"), "atomic": ("write", "read"),
-                     "write": ("write", "read", "atomic")}[kind]
+                    node,
+                    f"reads element {idx[k]} of shared array {name!r}, which no unit of "
+                    f"cube {self.cube_of[where[k]]} has written (shared memory starts "
+                    "uninitialised); write it first, then K.sync_cube()",
+                    self._lanes_of(where[unwritten]),
+                    error=UnwrittenSharedReadError,
+                )
+        conflicts = {
+            "read": ("write", "atomic"),
+            "atomic": ("write", "read"),
+            "write": ("write", "read", "atomic"),
+        }[kind]
         for other in conflicts:
             seen = state.access[other][key]
             clash = (seen != _NONE) & (seen != units)
@@ -314,25 +335,53 @@ class _Machine:
                 k = int(np.flatnonzero(clash)[0])
                 by = "several units" if seen[k] == _MANY else f"unit {seen[k]}"
                 line = state.lines[other][key[k]]
-                raise self.race(node, kind, name, idx[k], units[k], self.cube_of[where[k]],
-                                f"{by} {_PAST[other]} it at line {line}", where[clash])
+                raise self.race(
+                    node,
+                    kind,
+                    name,
+                    idx[k],
+                    units[k],
+                    self.cube_of[where[k]],
+                    f"{by} {_PAST[other]} it at line {line}",
+                    where[clash],
+                )
         if kind == "write":
             clash = _several_units(key, units)
             if clash.any():
                 k = int(np.flatnonzero(clash)[0])
-                raise self.race(node, kind, name, idx[k], units[k], self.cube_of[where[k]],
-                                "another unit writes it in the same statement", where[clash])
+                raise self.race(
+                    node,
+                    kind,
+                    name,
+                    idx[k],
+                    units[k],
+                    self.cube_of[where[k]],
+                    "another unit writes it in the same statement",
+                    where[clash],
+                )
             state.written[key] = True
         state.record(kind, key, units, node.line)
         return key
 
-    def race(self, node: ir.Node, kind: str, name: str, index: Any, unit: Any, cube: Any,
-             other: str, where: np.ndarray[Any, Any]) -> ValidationError:
+    def race(
+        self,
+        node: ir.Node,
+        kind: str,
+        name: str,
+        index: Any,
+        unit: Any,
+        cube: Any,
+        other: str,
+        where: np.ndarray[Any, Any],
+    ) -> ValidationError:
         return self.fail(
-            node, f"shared-memory race on {name}[{index}] in cube {cube}: unit {unit} "
-                  f"{_PRESENT[kind]} it while {other}, with no K.sync_cube() between; put a "
-                  "barrier between the two accesses (or use atomics for both)",
-            self._lanes_of(where), error=SharedRaceError)
+            node,
+            f"shared-memory race on {name}[{index}] in cube {cube}: unit {unit} "
+            f"{_PRESENT[kind]} it while {other}, with no K.sync_cube() between; put a "
+            "barrier between the two accesses (or use atomics for both)",
+            self._lanes_of(where),
+            error=SharedRaceError,
+        )
 
     def _lanes_of(self, where: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         lanes = np.zeros(self.n, bool)
@@ -342,8 +391,7 @@ class _Machine:
     def atomic(self, e: ir.Atomic, active: np.ndarray[Any, Any]) -> Any:
         index = self.expr(e.index, active)
         value = self.lanes(self.expr(e.value, active))[active]
-        compare = (None if e.compare is None
-                   else self.lanes(self.expr(e.compare, active))[active])
+        compare = None if e.compare is None else self.lanes(self.expr(e.compare, active))[active]
         if e.array in self.shared:
             memory = self.shared[e.array].data
             pos = self.shared_access(e, "atomic", e.array, index, active)
@@ -356,8 +404,9 @@ class _Machine:
 
     # -------------------------------------------------------- memory
 
-    def address(self, node: ir.Node, name: str, index: Any,
-                active: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    def address(
+        self, node: ir.Node, name: str, index: Any, active: np.ndarray[Any, Any]
+    ) -> np.ndarray[Any, Any]:
         arr = self.arrays[name]
         idx = self.lanes(index)[active]
         bad = (idx < 0) | (idx >= arr.extent)
@@ -365,8 +414,13 @@ class _Machine:
             lanes = np.zeros(self.n, bool)
             lanes[np.flatnonzero(active)[bad]] = True
             first = idx[bad][0]
-            raise self.fail(node, f"index {first} of array {name!r} is out of bounds (the view "
-                                  f"spans {arr.extent} elements)", lanes, argument=name)
+            raise self.fail(
+                node,
+                f"index {first} of array {name!r} is out of bounds (the view "
+                f"spans {arr.extent} elements)",
+                lanes,
+                argument=name,
+            )
         return arr.offset + idx.astype(np.int64)
 
     # -------------------------------------------------------- expressions
@@ -397,8 +451,7 @@ class _Machine:
                 key = self.shared_access(e, "read", e.array, index, active)
                 out[active] = self.shared[e.array].data[key]
             else:
-                out[active] = self.arrays[e.array].storage[self.address(e, e.array, index,
-                                                                        active)]
+                out[active] = self.arrays[e.array].storage[self.address(e, e.array, index, active)]
             return out
         if isinstance(e, ir.Atomic):
             return self.atomic(e, active)
@@ -421,8 +474,9 @@ class _Machine:
             return math_func(e.func, [self.expr(a, active) for a in e.args], e.type)
         if isinstance(e, ir.Select):
             cond = self.expr(e.cond, active)
-            return np.where(cond, self.expr(e.if_true, active), self.expr(e.if_false, active)
-                            ).astype(e.type.numpy, copy=False)
+            return np.where(
+                cond, self.expr(e.if_true, active), self.expr(e.if_false, active)
+            ).astype(e.type.numpy, copy=False)
         raise TypeError(f"unknown IR expression {e!r}")
 
     def binary(self, e: ir.Binary, active: np.ndarray[Any, Any]) -> Any:
@@ -450,8 +504,13 @@ class _Machine:
     def _compute_index(self, name: str) -> Any:
         (cx, cy, cz), (dx, dy, dz) = self.count, self.dim
         scalars = {
-            "CUBE_DIM": dx * dy * dz, "CUBE_DIM_X": dx, "CUBE_DIM_Y": dy, "CUBE_DIM_Z": dz,
-            "CUBE_COUNT": cx * cy * cz, "CUBE_COUNT_X": cx, "CUBE_COUNT_Y": cy,
+            "CUBE_DIM": dx * dy * dz,
+            "CUBE_DIM_X": dx,
+            "CUBE_DIM_Y": dy,
+            "CUBE_DIM_Z": dz,
+            "CUBE_COUNT": cx * cy * cz,
+            "CUBE_COUNT_X": cx,
+            "CUBE_COUNT_Y": cy,
             "CUBE_COUNT_Z": cz,
         }
         if name in scalars:
@@ -472,8 +531,9 @@ class _Machine:
         }
         if name.startswith("ABSOLUTE_POS_"):
             axis = name[-1]
-            value = (self.thread_index("CUBE_POS_" + axis).astype(np.int64)
-                     * scalars["CUBE_DIM_" + axis] + self.thread_index("UNIT_POS_" + axis))
+            value = self.thread_index("CUBE_POS_" + axis).astype(np.int64) * scalars[
+                "CUBE_DIM_" + axis
+            ] + self.thread_index("UNIT_POS_" + axis)
         else:
             value = parts[name]
         return value.astype(np.uint32)
@@ -487,8 +547,9 @@ def power(a: Any, b: Any) -> Any:
     x, y = np.asarray(a, work), np.asarray(b, work)
     out = np.power(x, y)
     n = np.abs(y)
-    squaring = (np.isfinite(x) & (x != 0) & (y == np.trunc(y)) & (n >= 1)
-                & (n <= ir.POW_SQUARING_MAX))
+    squaring = (
+        np.isfinite(x) & (x != 0) & (y == np.trunc(y)) & (n >= 1) & (n <= ir.POW_SQUARING_MAX)
+    )
     if squaring.any():
         k = np.where(squaring, n, 0).astype(np.int64)
         r, base = np.ones_like(x), x
@@ -500,23 +561,36 @@ def power(a: Any, b: Any) -> Any:
 
 
 _COMPARE: dict[str, Callable[..., Any]] = {
-    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-    "eq": np.equal, "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
 }
 _INT_OPS: dict[str, Callable[..., Any]] = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
 _FLOAT_OPS: dict[str, Callable[..., Any]] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-    "floordiv": lambda a, b: np.trunc(np.divide(a, b)), "mod": np.fmod, "pow": power,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "floordiv": lambda a, b: np.trunc(np.divide(a, b)),
+    "mod": np.fmod,
+    "pow": power,
 }
-
 
 
 _PAST = {"write": "wrote", "read": "read", "atomic": "updated (atomically)"}
 _PRESENT = {"write": "writes", "read": "reads", "atomic": "updates (atomically)"}
 
 
-def read_modify_write(memory: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], op: str,
-                      value: np.ndarray[Any, Any], compare: np.ndarray[Any, Any] | None) -> Any:
+def read_modify_write(
+    memory: np.ndarray[Any, Any],
+    pos: np.ndarray[Any, Any],
+    op: str,
+    value: np.ndarray[Any, Any],
+    compare: np.ndarray[Any, Any] | None,
+) -> Any:
     """Atomics of one statement, applied to ``memory[pos]`` in lane order; the old values."""
     old = np.empty(len(pos), memory.dtype)
     if len(pos) == 0:
@@ -541,8 +615,9 @@ def read_modify_write(memory: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], o
         at = pos[lanes]
         current = memory[at].copy()
         old[lanes] = current
-        memory[at] = _atomic_result(op, current, value[lanes],
-                                    None if compare is None else compare[lanes])
+        memory[at] = _atomic_result(
+            op, current, value[lanes], None if compare is None else compare[lanes]
+        )
     return old
 
 
@@ -591,8 +666,9 @@ def math_func(func: str, args: list[Any], t: DType) -> Any:
         if t.is_float:  # C fmin/fmax, and of two zeros: min -0 if either is, max +0 if either is
             a, b = (np.asarray(x) for x in args)
             result = (np.fmin if func == "min" else np.fmax)(a, b)
-            sign = (np.logical_or if func == "min" else np.logical_and)(np.signbit(a),
-                                                                         np.signbit(b))
+            sign = (np.logical_or if func == "min" else np.logical_and)(
+                np.signbit(a), np.signbit(b)
+            )
             zeros = (a == 0) & (b == 0)
             result = np.where(zeros, np.where(sign, -0.0, 0.0).astype(result.dtype), result)
         else:
@@ -603,8 +679,15 @@ def math_func(func: str, args: list[Any], t: DType) -> Any:
 
 
 _UNARY_MATH: dict[str, Callable[..., Any]] = {
-    "sqrt": np.sqrt, "exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos,
-    "tanh": np.tanh, "abs": np.abs, "floor": np.floor, "ceil": np.ceil,
+    "sqrt": np.sqrt,
+    "exp": np.exp,
+    "log": np.log,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "abs": np.abs,
+    "floor": np.floor,
+    "ceil": np.ceil,
 }
 
 
@@ -616,7 +699,8 @@ def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | 
     """
     if len(args) != len(spec.params):
         raise ValidationError(
-            f"kernel {spec.kernel_name!r} takes {len(spec.params)} argument(s), got {len(args)}")
+            f"kernel {spec.kernel_name!r} takes {len(spec.params)} argument(s), got {len(args)}"
+        )
     for param, arg in zip(spec.params, args, strict=True):
         if param.kind != "array":
             continue
@@ -625,28 +709,37 @@ def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | 
         if arg.storage.dtype != param.dtype.numpy or arg.storage.ndim != 1:
             raise ValidationError(
                 f"array {param.name!r} needs flat {param.dtype.name} storage, got "
-                f"{arg.storage.dtype} with {arg.storage.ndim} dims", argument=param.name)
+                f"{arg.storage.dtype} with {arg.storage.ndim} dims",
+                argument=param.name,
+            )
         if len(arg.shape) != param.ndim or len(arg.strides) != param.ndim:
             raise ValidationError(
                 f"array {param.name!r} was specialized for {param.ndim} dims, got shape "
-                f"{arg.shape}", argument=param.name)
+                f"{arg.shape}",
+                argument=param.name,
+            )
         if any(s < 0 for s in arg.strides):
             raise UnsupportedError(
                 f"array {param.name!r} has a negative stride {arg.strides}; DSL kernels index "
-                "with u32 offsets: canonicalize the view first", feature="negative strides")
+                "with u32 offsets: canonicalize the view first",
+                feature="negative strides",
+            )
         check_u32_array(param.name, arg.numel, arg.extent)
         if arg.extent and (arg.offset < 0 or arg.offset + arg.extent > arg.storage.size):
             raise ValidationError(
                 f"array {param.name!r}: the view (offset {arg.offset}, shape {arg.shape}, "
                 f"strides {arg.strides}) exceeds its storage of {arg.storage.size} elements",
-                argument=param.name)
+                argument=param.name,
+            )
     n = math.prod(count) * math.prod(dim)
     if n == 0:
         return
     if n > U32_MAX:
         raise UnsupportedError(
             f"a launch of {n} threads exceeds what u32 launch indices hold (at most {U32_MAX}); "
-            "split the work", feature="2^32 or more threads per launch")
+            "split the work",
+            feature="2^32 or more threads per launch",
+        )
     machine = _Machine(spec, count, dim, args)
     with np.errstate(all="ignore"):
         machine.block(spec.ir.body, np.ones(n, bool))

@@ -39,8 +39,20 @@ ATOMIC_OPS = ("add", "min", "max", "exchange", "compare_exchange")
 """``Atomic.op``; float ``min``/``max`` follow :class:`Math`'s (the non-NaN operand; of two
 zeros, min is -0 if either is, max +0 if either is); ``compare_exchange`` compares bit
 patterns."""
-MATH_FUNCS = ("sqrt", "exp", "log", "sin", "cos", "tanh", "abs", "floor", "ceil", "min", "max",
-              "fma")
+MATH_FUNCS = (
+    "sqrt",
+    "exp",
+    "log",
+    "sin",
+    "cos",
+    "tanh",
+    "abs",
+    "floor",
+    "ceil",
+    "min",
+    "max",
+    "fma",
+)
 
 
 @dataclass(frozen=True)
@@ -287,8 +299,11 @@ def in_file(node: Any, filename: str) -> Any:
         return tuple(in_file(n, filename) for n in node)
     if not isinstance(node, Node):
         return node
-    changes = {f.name: in_file(getattr(node, f.name), filename) for f in fields(node)
-               if f.name not in ("line", "file")}
+    changes = {
+        f.name: in_file(getattr(node, f.name), filename)
+        for f in fields(node)
+        if f.name not in ("line", "file")
+    }
     return replace(node, **changes, file=node.file or filename)
 
 

@@ -112,7 +112,9 @@ def _const_value(decl: ParamDecl, value: Any, kernel: str) -> Any:
     if vt is float and isinstance(value, int) and not -(2**1024) < value < 2**1024:
         raise ValidationError(
             f"constant {decl.name!r} ({_shown(value)}) is too large for any float type; pass a "
-            "float", argument=decl.name)
+            "float",
+            argument=decl.name,
+        )
     return value
 
 
@@ -133,7 +135,9 @@ class Kernel:
         if not isinstance(cache_size, int) or isinstance(cache_size, bool) or cache_size < 1:
             raise ValidationError(
                 f"@K.kernel(cache_size=...) is the number of specializations kept; it needs an "
-                f"int >= 1, got {cache_size!r}", argument="cache_size")
+                f"int >= 1, got {cache_size!r}",
+                argument="cache_size",
+            )
         self.parsed = ParsedKernel(fn)
         functools.update_wrapper(self, fn)
         self.name = fn.__name__
@@ -176,13 +180,17 @@ class Kernel:
             if not generic.accepts(dtype):
                 raise DTypeError(
                     f"parameter {param!r} of kernel {self.name!r} is K.{generic.name} (a "
-                    f"{generic.category} type) but got {dtype.name}", argument=param)
+                    f"{generic.category} type) but got {dtype.name}",
+                    argument=param,
+                )
             have = generics.setdefault(generic.name, dtype)
             if have is not dtype:
                 raise DTypeError(
                     f"K.{generic.name} is {have.name} (from {bound_by[generic.name]!r}) but "
                     f"{param!r} is {dtype.name}; every K.{generic.name} parameter shares one "
-                    "dtype: convert one argument", argument=param)
+                    "dtype: convert one argument",
+                    argument=param,
+                )
             bound_by.setdefault(generic.name, param)
 
         for decl, desc in zip(self.runtime_params, arg_descs, strict=True):
@@ -191,21 +199,31 @@ class Kernel:
                 if not isinstance(desc, ArrayDesc):
                     raise ValidationError(
                         f"parameter {decl.name!r} of kernel {self.name!r} is an array; pass a "
-                        "Tensor or a binding, not a scalar", argument=decl.name)
+                        "Tensor or a binding, not a scalar",
+                        argument=decl.name,
+                    )
                 if isinstance(ann.element, lang.GenericType):
                     bind(ann.element, desc.dtype, decl.name)
                 elif ann.element.dtype is not desc.dtype:
                     raise DTypeError(
                         f"parameter {decl.name!r} of kernel {self.name!r} is {ann!r} but got "
-                        f"{desc.dtype.name}", argument=decl.name)
+                        f"{desc.dtype.name}",
+                        argument=decl.name,
+                    )
             elif not isinstance(desc, ScalarDesc):
                 raise ValidationError(
                     f"parameter {decl.name!r} of kernel {self.name!r} is a scalar ({ann!r}); "
-                    "pass a Python or numpy number, not a tensor", argument=decl.name)
+                    "pass a Python or numpy number, not a tensor",
+                    argument=decl.name,
+                )
         for decl, desc in zip(self.runtime_params, arg_descs, strict=True):
             ann = decl.annotation
-            if (isinstance(ann, lang.GenericType) and isinstance(desc, ScalarDesc)
-                    and desc.dtype is not None and ann.name not in generics):
+            if (
+                isinstance(ann, lang.GenericType)
+                and isinstance(desc, ScalarDesc)
+                and desc.dtype is not None
+                and ann.name not in generics
+            ):
                 bind(ann, desc.dtype, decl.name)
         params = []
         for decl, desc in zip(self.runtime_params, arg_descs, strict=True):
@@ -217,7 +235,9 @@ class Kernel:
                     raise DTypeError(
                         f"cannot resolve K.{element.name} for parameter {decl.name!r} of kernel "
                         f"{self.name!r}: no array binds it; pass a numpy scalar with a dtype "
-                        "(e.g. np.float32(2.0))", argument=decl.name)
+                        "(e.g. np.float32(2.0))",
+                        argument=decl.name,
+                    )
                 dtype = generics[element.name]
             else:
                 dtype = element.dtype
@@ -234,7 +254,9 @@ class Kernel:
         if unknown:
             raise ValidationError(
                 f"kernel {self.name!r} has no compile-time constant {unknown[0]!r}; its "
-                f"constants are: {', '.join(sorted(known)) or 'none'}", argument=unknown[0])
+                f"constants are: {', '.join(sorted(known)) or 'none'}",
+                argument=unknown[0],
+            )
         values = {}
         for decl in self.const_params:
             if decl.name in given:
@@ -244,7 +266,9 @@ class Kernel:
             else:
                 raise ValidationError(
                     f"kernel {self.name!r} needs the compile-time constant {decl.name!r} "
-                    f"({decl.annotation!r}) by keyword at launch", argument=decl.name)
+                    f"({decl.annotation!r}) by keyword at launch",
+                    argument=decl.name,
+                )
             values[decl.name] = _const_value(decl, value, self.name)
         return values
 
@@ -263,9 +287,12 @@ class Kernel:
         the resolved key, so a repeated launch costs two dict lookups (the LRU order and bound
         are the resolved cache's).
         """
-        given = (tuple(arg_descs),
-                 tuple((k, type(v), v) for k, v in constants.items()) if constants else (),
-                 target, tuple(features))
+        given = (
+            tuple(arg_descs),
+            tuple((k, type(v), v) for k, v in constants.items()) if constants else (),
+            target,
+            tuple(features),
+        )
         try:
             key = self._keys.get(given)
             hashable = True
@@ -285,8 +312,13 @@ class Kernel:
             self._keys[given] = spec.key
         return spec
 
-    def _specialize(self, arg_descs: Sequence[ArgDesc], constants: Mapping[str, Any],
-                    target: str, features: Sequence[str]) -> Specialization:
+    def _specialize(
+        self,
+        arg_descs: Sequence[ArgDesc],
+        constants: Mapping[str, Any],
+        target: str,
+        features: Sequence[str],
+    ) -> Specialization:
         params, generics, values = self.resolve(arg_descs, constants)
         const_key = tuple((k, type(v).__name__, v) for k, v in sorted(values.items()))
         key = (

@@ -77,8 +77,11 @@ def _caller_location() -> dict[str, Any]:
     frame = sys._getframe(2)
     positions = list(frame.f_code.co_positions())
     lineno, _end, col, _end_col = positions[frame.f_lasti // 2]
-    return {"filename": frame.f_code.co_filename, "lineno": lineno or frame.f_lineno,
-            "col_offset": col or 0}
+    return {
+        "filename": frame.f_code.co_filename,
+        "lineno": lineno or frame.f_lineno,
+        "col_offset": col or 0,
+    }
 
 
 class _ArrayFactory:

@@ -96,12 +96,17 @@ def as_grid(value: Any, what: str) -> Grid:
         dims = tuple(dims)
     except TypeError:
         dims = None
-    if (dims is None or not 1 <= len(dims) <= 3
-            or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
-                       for d in dims)):
+    if (
+        dims is None
+        or not 1 <= len(dims) <= 3
+        or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims
+        )
+    ):
         raise InvalidLaunchConfigError(
             f"the cube {what} must be an int or 1 to 3 non-negative ints, got {value!r}",
-            argument=what)
+            argument=what,
+        )
     padded = (*(int(d) for d in dims), 1, 1)
     return (padded[0], padded[1], padded[2])
 
@@ -123,7 +128,9 @@ def fold_grid(count: Grid, max_grid: Grid) -> Grid:
     if gz > mz:
         raise InvalidLaunchConfigError(
             f"the cube count {count} ({total} cubes) exceeds what the grid limits {max_grid} can "
-            "hold even folded; use larger cubes or split the launch", argument="count")
+            "hold even folded; use larger cubes or split the launch",
+            argument="count",
+        )
     return (gx, gy, gz)
 
 
@@ -155,33 +162,39 @@ def convert_scalar(name: str, dtype: DType, value: Any) -> np.generic:
     py = value.item() if isinstance(value, np.generic) else value
     if dtype is dtypes.bool_:
         if not isinstance(py, bool):
-            raise DTypeError(f"scalar {name!r} is bool; pass True or False, got {value!r}",
-                             argument=name)
+            raise DTypeError(
+                f"scalar {name!r} is bool; pass True or False, got {value!r}", argument=name
+            )
         return np.bool_(py)
     if isinstance(py, bool):
-        raise DTypeError(f"scalar {name!r} is {dtype.name}; pass a number, not a bool",
-                         argument=name)
+        raise DTypeError(
+            f"scalar {name!r} is {dtype.name}; pass a number, not a bool", argument=name
+        )
     if dtype.is_integer:
         if not isinstance(py, int):
             raise DTypeError(
                 f"scalar {name!r} is {dtype.name}; pass an int, got {value!r} (convert it "
-                "explicitly if truncation is meant)", argument=name)
+                "explicitly if truncation is meant)",
+                argument=name,
+            )
         lo, hi = _int_range(dtype)
         if not lo <= py <= hi:
             raise ValidationError(
-                f"scalar {name!r}={py} does not fit {dtype.name} ({lo}..{hi})",
-                argument=name)
+                f"scalar {name!r}={py} does not fit {dtype.name} ({lo}..{hi})", argument=name
+            )
         return dtype.numpy.type(py)
     if not isinstance(py, (int, float)):
-        raise DTypeError(f"scalar {name!r} is {dtype.name}; pass a real number, got {value!r}",
-                         argument=name)
+        raise DTypeError(
+            f"scalar {name!r} is {dtype.name}; pass a real number, got {value!r}", argument=name
+        )
     try:
         wide = float(py)
     except OverflowError:
         raise ValidationError(
             f"scalar {name!r} is {dtype.name}, and an int of {len(str(abs(py)))} digits is too "
             "large for any float; pass a float (e.g. float('inf') if infinity is meant)",
-            argument=name) from None
+            argument=name,
+        ) from None
     with np.errstate(over="ignore"):
         return dtype.numpy.type(wide)
 
@@ -265,8 +278,9 @@ class JitSession(Session):
         """Enough 1-D cubes of :meth:`cube_dim_1d` for ``n`` units (``(0, 1, 1)`` for none)."""
         self._check()
         if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
-            raise ValidationError(f"cube_count_1d needs a non-negative int, got {n!r}",
-                                  argument="n")
+            raise ValidationError(
+                f"cube_count_1d needs a non-negative int, got {n!r}", argument="n"
+            )
         return (-(-int(n) // self.default_cube_dim), 1, 1)
 
     def launch(self, kernel: Kernel, count: Any, dim: Any, *args: Any, **constants: Any) -> None:
@@ -292,7 +306,9 @@ class JitSession(Session):
             raise UnsupportedError(
                 f"{name} has a negative stride {t.strides}; DSL kernels index with u32 offsets: "
                 "make a compact copy with backend.canonicalize(t)",
-                backend=self.runtime.name, feature="negative strides")
+                backend=self.runtime.name,
+                feature="negative strides",
+            )
         lo, hi = t.span()
         check_u32_array(name, t.numel, hi - lo)
 
@@ -302,7 +318,9 @@ class JitSession(Session):
             if value.session is not self:
                 raise ValidationError(
                     f"argument {name!r} is a binding of another JIT session; bind the tensor in "
-                    "this one", argument=name)
+                    "this one",
+                    argument=name,
+                )
             return value.tensor
         if isinstance(value, Tensor):  # bound implicitly: the binding's checks, no handle
             t = require_resident(self.runtime, value, argument=name, op=self.op)
@@ -310,19 +328,22 @@ class JitSession(Session):
             return t
         return None
 
-    def _launch(self, kernel: Kernel, count: Any, dim: Any, args: Sequence[Any],
-                constants: dict[str, Any]) -> None:
+    def _launch(
+        self, kernel: Kernel, count: Any, dim: Any, args: Sequence[Any], constants: dict[str, Any]
+    ) -> None:
         if not isinstance(kernel, Kernel):
             raise ValidationError(
-                f"launch needs a @K.kernel function, got {type(kernel).__name__}",
-                argument="kernel")
+                f"launch needs a @K.kernel function, got {type(kernel).__name__}", argument="kernel"
+            )
         count_xyz, dim_xyz = as_grid(count, "count"), as_grid(dim, "dim")
         decls = kernel.runtime_params
         if len(args) != len(decls):
             names = ", ".join(d.name for d in decls)
             raise ValidationError(
                 f"kernel {kernel.name!r} takes {len(decls)} runtime argument(s) ({names}), got "
-                f"{len(args)}; compile-time constants go by keyword", argument="args")
+                f"{len(args)}; compile-time constants go by keyword",
+                argument="args",
+            )
         values: list[Tensor | Any] = []
         descs: list[ArgDesc] = []
         for decl, value in zip(decls, args, strict=True):
@@ -337,7 +358,9 @@ class JitSession(Session):
             if desc is None:
                 raise ValidationError(
                     f"argument {decl.name!r} of kernel {kernel.name!r} must be a Tensor, a "
-                    f"binding or a number, got {type(value).__name__}", argument=decl.name)
+                    f"binding or a number, got {type(value).__name__}",
+                    argument=decl.name,
+                )
             values.append(value)
             descs.append(desc)
         spec = kernel.specialize(descs, constants, self.target, self.features)
@@ -350,7 +373,9 @@ class JitSession(Session):
         if threads_per_cube > self.max_cube_threads:
             raise InvalidLaunchConfigError(
                 f"a cube of {dim_xyz} has {threads_per_cube} units; this backend allows at most "
-                f"{self.max_cube_threads}", argument="dim")
+                f"{self.max_cube_threads}",
+                argument="dim",
+            )
         total = math.prod(count_xyz) * threads_per_cube
         if total == 0:
             return
@@ -358,7 +383,9 @@ class JitSession(Session):
             raise UnsupportedError(
                 f"a launch of {total} units exceeds what u32 launch indices and cube counts "
                 f"hold (at most {U32_MAX} units); split it",
-                backend=self.runtime.name, feature="2^32 or more units per launch")
+                backend=self.runtime.name,
+                feature="2^32 or more units per launch",
+            )
         check_written_bindings(spec, converted)
         grid = fold_grid(count_xyz, self.max_grid)
         self._dispatch(JitLaunch(spec, count_xyz, grid, dim_xyz, tuple(converted)))

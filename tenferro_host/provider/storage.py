@@ -24,8 +24,9 @@ class Storage:
 
     __slots__ = ("__weakref__", "domain", "kind", "nbytes", "read_only", "runtime")
 
-    def __init__(self, runtime: Runtime, nbytes: int, kind: str = "owned",
-                 read_only: bool = False) -> None:
+    def __init__(
+        self, runtime: Runtime, nbytes: int, kind: str = "owned", read_only: bool = False
+    ) -> None:
         self.runtime = runtime
         self.domain: AllocationDomainId = runtime.domain
         self.nbytes = nbytes
@@ -40,14 +41,16 @@ class Storage:
 _COPY_IT = "pass a writable tensor, e.g. the copy backend.canonicalize(t) makes"
 
 
-def require_writable(t: Tensor, what: str, argument: str, op: str | None = None,
-                     fix: str = _COPY_IT) -> None:
+def require_writable(
+    t: Tensor, what: str, argument: str, op: str | None = None, fix: str = _COPY_IT
+) -> None:
     """Refuse writing a read-only import: the contract never hands out a writable view of a
     tensor borrowed read-only (SPEC section 14). ``what`` says who writes it."""
     if t.storage.read_only:
         raise ValidationError(
             f"{what}, but that tensor is read-only (imported from a read-only buffer); {fix}",
-            argument=argument, op=op,
+            argument=argument,
+            op=op,
         )
 
 

@@ -37,8 +37,15 @@ def test_caps_schema_top_level(caps):
 
 def test_caps_schema_backends(caps):
     for b in caps["backends"]:
-        assert set(b) == {"name", "kind", "available", "reason", "software", "devices",
-                          "capabilities"}
+        assert set(b) == {
+            "name",
+            "kind",
+            "available",
+            "reason",
+            "software",
+            "devices",
+            "capabilities",
+        }
         assert isinstance(b["name"], str) and isinstance(b["kind"], str)
         assert isinstance(b["available"], bool) and isinstance(b["software"], bool)
         assert isinstance(b["reason"], OPTIONAL_STR) and isinstance(b["devices"], list)
@@ -96,8 +103,12 @@ def test_ops_lists_shipped_kernels_with_their_build_info(capsys):
 
 
 def test_kernel_source_describes_its_build():
-    built = tf.KernelSource("k", "cuda", "", build_info={
-        "fatbin": "k.fatbin", "gencode": ["arch=compute_90,code=sm_90"]})
+    built = tf.KernelSource(
+        "k",
+        "cuda",
+        "",
+        build_info={"fatbin": "k.fatbin", "gencode": ["arch=compute_90,code=sm_90"]},
+    )
     assert built.describe() == "k (cuda): prebuilt sm_90"
     missing = tf.KernelSource("k", "cuda", "", build_info={"fatbin": None, "reason": "no nvcc"})
     assert missing.describe() == "k (cuda): compiled at run time (no nvcc)"
@@ -106,23 +117,54 @@ def test_kernel_source_describes_its_build():
 def test_human_caps_renders_tables(capsys):
     code, out, _ = run_main(capsys, "caps")
     assert code == 0
-    for text in ("Backends", "Plugins", "Operations", "cpu", "rocm", "ext_add_kernel.add",
-                 "JIT_KERNEL", "loaded"):
+    for text in (
+        "Backends",
+        "Plugins",
+        "Operations",
+        "cpu",
+        "rocm",
+        "ext_add_kernel.add",
+        "JIT_KERNEL",
+        "loaded",
+    ):
         assert text in out
     code, out, _ = run_main(capsys, "ops")
     assert code == 0 and "ext_add_kernel.add" in out and "Backends" not in out
 
 
 def test_run_check_passes_on_cpu(capsys):
-    code, out, err = run_main(capsys, "run", "ext_add_kernel.add", "--backend", "cpu",
-                              "--check", "--shape", "1000", "--repeat", "2")
+    code, out, err = run_main(
+        capsys,
+        "run",
+        "ext_add_kernel.add",
+        "--backend",
+        "cpu",
+        "--check",
+        "--shape",
+        "1000",
+        "--repeat",
+        "2",
+    )
     assert code == 0, err
     assert "ms per run" in out and "check: passed" in out
 
 
 def test_run_json(capsys):
-    code, out, _ = run_main(capsys, "run", "ext_add_kernel.add", "--backend", "cpu", "--json",
-                            "--check", "--shape", "3x4", "--dtype", "int32", "--repeat", "3")
+    code, out, _ = run_main(
+        capsys,
+        "run",
+        "ext_add_kernel.add",
+        "--backend",
+        "cpu",
+        "--json",
+        "--check",
+        "--shape",
+        "3x4",
+        "--dtype",
+        "int32",
+        "--repeat",
+        "3",
+    )
     assert code == 0
     result = json.loads(out)
     assert result["op"] == "ext_add_kernel.add" and result["backend"] == "cpu:0"
@@ -132,8 +174,9 @@ def test_run_json(capsys):
 
 
 def test_run_on_empty_and_default_backend(capsys):
-    code, out, _ = run_main(capsys, "run", "ext_add_kernel.add", "--shape", "0", "--json",
-                            "--check", "--repeat", "1")
+    code, out, _ = run_main(
+        capsys, "run", "ext_add_kernel.add", "--shape", "0", "--json", "--check", "--repeat", "1"
+    )
     assert code == 0
     result = json.loads(out)
     assert result["shape"] == [0] and result["check"] == "passed"
@@ -150,11 +193,15 @@ def test_run_on_empty_and_default_backend(capsys):
         (["run", "ext_add_kernel.add", "--dtype", "bool"], "does not accept bool"),
         (["run", "ext_add_kernel.add", "--dtype", "nope"], "is not a dtype"),
         (["run", "ext_add_kernel.add", "--attr", "alpha=1"], "op has no attributes"),
-        (["run", "ext_add_kernel.add", "--shape", "100000x100000x100000"],
-         "cannot make 2 input(s) of float32 that large"),
+        (
+            ["run", "ext_add_kernel.add", "--shape", "100000x100000x100000"],
+            "cannot make 2 input(s) of float32 that large",
+        ),
         (["run", "ext_add_kernel.add", "--variant", "nope"], "has cpu, cuda-raw, dsl"),
-        (["run", "ext_add_kernel.add", "--backend", "cpu", "--variant", "cuda-raw"],
-         "does not run on cpu:0"),
+        (
+            ["run", "ext_add_kernel.add", "--backend", "cpu", "--variant", "cuda-raw"],
+            "does not run on cpu:0",
+        ),
         (["check", "nope"], "no op named 'nope'"),
         (["check", "ext_add_kernel.add", "--attr", "alpha=1"], "op has no attributes"),
     ],
@@ -168,10 +215,21 @@ def test_library_errors_exit_2_with_one_line(capsys, argv, message):
 
 @pytest.mark.parametrize(
     "argv",
-    [[], ["frobnicate"], ["run"], ["run", "x.y", "--shape", "abc"], ["run", "x.y", "--shape", "-1"],
-     ["run", "x.y", "--repeat", "0"], ["caps", "--bogus"], ["run", "x.y", "--seed", "-1"],
-     ["run", "x.y", "--rtol", "-1"], ["run", "x.y", "--atol", "nan"], ["check"],
-     ["check", "x", "--backends", ","], ["new-op"]],
+    [
+        [],
+        ["frobnicate"],
+        ["run"],
+        ["run", "x.y", "--shape", "abc"],
+        ["run", "x.y", "--shape", "-1"],
+        ["run", "x.y", "--repeat", "0"],
+        ["caps", "--bogus"],
+        ["run", "x.y", "--seed", "-1"],
+        ["run", "x.y", "--rtol", "-1"],
+        ["run", "x.y", "--atol", "nan"],
+        ["check"],
+        ["check", "x", "--backends", ","],
+        ["new-op"],
+    ],
 )
 def test_usage_errors_exit_2(capsys, argv):
     with pytest.raises(SystemExit) as info:
@@ -195,8 +253,12 @@ def test_parse_attr():
     assert parse_attr("flag=true", attrs, "p.op") == ("flag", True)
     assert parse_attr("flag=0", attrs, "p.op") == ("flag", False)
     assert parse_attr("mode=a=b", attrs, "p.op") == ("mode", "a=b")
-    for bad, match in [("n=x", "not a valid int"), ("flag=yes", "not a valid bool"),
-                       ("other=1", "NAME one of flag, mode, n, scale"), ("n", "NAME=VALUE")]:
+    for bad, match in [
+        ("n=x", "not a valid int"),
+        ("flag=yes", "not a valid bool"),
+        ("other=1", "NAME one of flag, mode, n, scale"),
+        ("n", "NAME=VALUE"),
+    ]:
         with pytest.raises(tf.ValidationError, match=match) as info:
             parse_attr(bad, attrs, "p.op")
         assert info.value.argument == "attr" and info.value.op == "p.op"
@@ -221,9 +283,25 @@ def test_caps_survives_a_provider_whose_runtime_cannot_be_created():
 
 
 def test_run_forces_a_variant_and_overrides_tolerances(capsys):
-    code, out, err = run_main(capsys, "run", "ext_add_kernel.add", "--backend", "cpu",
-                              "--variant", "dsl", "--check", "--json", "--repeat", "1",
-                              "--rtol", "0", "--atol", "0", "--shape", "100")
+    code, out, err = run_main(
+        capsys,
+        "run",
+        "ext_add_kernel.add",
+        "--backend",
+        "cpu",
+        "--variant",
+        "dsl",
+        "--check",
+        "--json",
+        "--repeat",
+        "1",
+        "--rtol",
+        "0",
+        "--atol",
+        "0",
+        "--shape",
+        "100",
+    )
     result = json.loads(out)
     assert code == 0, err
     assert (result["variant"], result["check"]) == ("dsl", "passed")
@@ -247,8 +325,9 @@ def test_check_by_distribution_name_and_compile_only(capsys):
 
 
 def test_check_human_output_has_a_summary_table(capsys):
-    code, out, _ = run_main(capsys, "check", "ext_add_kernel.add", "--variants", "cpu",
-                            "--backends", "cpu")
+    code, out, _ = run_main(
+        capsys, "check", "ext_add_kernel.add", "--variants", "cpu", "--backends", "cpu"
+    )
     assert code == 0 and "Conformance: 5 passed, 0 failed, 0 skipped, 0 error" in out
 
 

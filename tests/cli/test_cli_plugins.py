@@ -20,7 +20,10 @@ def test_caps_json_lists_a_broken_plugin_while_the_rest_works(subproc, fixture_d
     plugins = {p["name"]: p for p in caps["plugins"]}
     broken = plugins["tf_fixture_broken_import"]
     assert (broken["status"], broken["dist"], broken["version"]) == (
-        "error", "tf-fixture-broken-import", "1.0")
+        "error",
+        "tf-fixture-broken-import",
+        "1.0",
+    )
     assert "ImportError" in broken["error"]
     assert plugins["ext_add_kernel"]["status"] == "loaded"
     backends = {b["name"]: b for b in caps["backends"]}
@@ -34,15 +37,27 @@ def test_run_check_exits_0_beside_broken_plugins(subproc, fixture_dists):
     # the interpreter, and `python -m tenferro_host` runs the same entry
     script = Path(sys.executable).with_name("tenferro-host")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "tenferro_host"]
-    proc = subproc.run([*command, "run", "ext_add_kernel.add", "--backend", "cpu", "--check"],
-                       (fixture_dists.faulty,))
+    proc = subproc.run(
+        [*command, "run", "ext_add_kernel.add", "--backend", "cpu", "--check"],
+        (fixture_dists.faulty,),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "check: passed" in proc.stdout
 
 
 def test_run_check_mismatch_exits_1_with_a_clear_message(subproc, fixture_dists):
-    proc = subproc.cli("run", "tf_fixture_wrong_op.add", "--backend", "cpu", "--check",
-                       "--shape", "100", "--repeat", "1", paths=(fixture_dists.faulty,))
+    proc = subproc.cli(
+        "run",
+        "tf_fixture_wrong_op.add",
+        "--backend",
+        "cpu",
+        "--check",
+        "--shape",
+        "100",
+        "--repeat",
+        "1",
+        paths=(fixture_dists.faulty,),
+    )
     assert proc.returncode == 1
     (line,) = error_lines(proc.stderr)
     assert line.startswith("tenferro-host: check failed: tf_fixture_wrong_op.add on cpu:0: ")
@@ -62,8 +77,9 @@ def test_strict_mode_is_fatal(subproc, fixture_dists, how):
 
 
 def test_a_missing_op_names_the_plugins_that_failed_to_load(subproc, fixture_dists):
-    proc = subproc.cli("run", "tf_fixture_broken_import.add", "--backend", "cpu",
-                       paths=(fixture_dists.faulty,))
+    proc = subproc.cli(
+        "run", "tf_fixture_broken_import.add", "--backend", "cpu", paths=(fixture_dists.faulty,)
+    )
     assert proc.returncode == 2
     (line,) = error_lines(proc.stderr)
     assert "no op named 'tf_fixture_broken_import.add'" in line

@@ -47,8 +47,14 @@ def test_base_configuration_without_extras(tmp_path):
             pytest.fail("CI runs scripts/test, which creates .venv-base: it is missing")
         pytest.skip("no .venv-base: scripts/test (scripts/setup-base) creates it")
     (tmp_path / "base_check.py").write_text(SCRIPT)  # the DSL reads kernels from files
-    proc = subprocess.run([str(BASE_PYTHON), "base_check.py"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [str(BASE_PYTHON), "base_check.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)
     assert found["out"] == [0.0, 2.0, 4.0, 6.0, 8.0]

@@ -62,8 +62,13 @@ def test_clear_hands_every_entry_to_on_evict():
     cache.clear()
     assert evicted == [("a", 1), ("b", 2)]
     assert cache.stats() == {
-        "entries": 0, "bytes": 0, "max_entries": 256, "max_bytes": 256 << 20,
-        "hits": 0, "misses": 2, "evictions": 0,
+        "entries": 0,
+        "bytes": 0,
+        "max_entries": 256,
+        "max_bytes": 256 << 20,
+        "hits": 0,
+        "misses": 2,
+        "evictions": 0,
     }
 
 

@@ -37,8 +37,12 @@ def cpu(host):
 def test_exec_session_is_bound_to_its_thread(cpu):
     with cpu.session() as s:
         ex = tf.cpu.exec_session(s)
-        for use in (lambda: ex.supports(tf.ExtensionCapability.JIT_KERNEL), ex.synchronize,
-                    s.exec_session, lambda: SessionHandle(ex)._check()):
+        for use in (
+            lambda: ex.supports(tf.ExtensionCapability.JIT_KERNEL),
+            ex.synchronize,
+            s.exec_session,
+            lambda: SessionHandle(ex)._check(),
+        ):
             assert isinstance(in_thread(use), tf.WrongThreadError)
         assert ex.supports(tf.ExtensionCapability.JIT_KERNEL)  # still fine on its own thread
 
@@ -76,9 +80,14 @@ def test_session_and_handles_are_invalid_after_exit(cpu):
         handle = SessionHandle(ex)
         handle._check()
     assert s.closed and ex.closed
-    for use in (s.exec_session, ex.synchronize, handle._check,
-                lambda: ex.supports(tf.ExtensionCapability.JIT_KERNEL),
-                lambda: ex.run("ext_add_kernel.add"), lambda: ex.jit("my.op")):
+    for use in (
+        s.exec_session,
+        ex.synchronize,
+        handle._check,
+        lambda: ex.supports(tf.ExtensionCapability.JIT_KERNEL),
+        lambda: ex.run("ext_add_kernel.add"),
+        lambda: ex.jit("my.op"),
+    ):
         with pytest.raises(tf.SessionClosedError, match="has ended"):
             use()
 
@@ -163,10 +172,12 @@ def test_observers_are_not_called_when_no_plugin_implements_them(host, cpu, monk
     plugins = host.plugins
     assert not plugins.observe_started and not plugins.observe_finished
     called: list[str] = []
-    monkeypatch.setattr(plugins.pm.hook, "tenferro_host_session_started",
-                        lambda **kw: called.append("started"))
-    monkeypatch.setattr(plugins.pm.hook, "tenferro_host_session_finished",
-                        lambda **kw: called.append("finished"))
+    monkeypatch.setattr(
+        plugins.pm.hook, "tenferro_host_session_started", lambda **kw: called.append("started")
+    )
+    monkeypatch.setattr(
+        plugins.pm.hook, "tenferro_host_session_finished", lambda **kw: called.append("finished")
+    )
     with cpu.session():
         pass
     assert called == []

@@ -17,8 +17,11 @@ def cpu(host):
 
 @pytest.mark.parametrize("shape", EMPTY_SHAPES)
 def test_create_transfer_and_canonicalize(cpu, shape):
-    for t in (cpu.empty("float32", shape), cpu.zeros("int64", shape),
-              cpu.upload(np.zeros(shape, np.float64))):
+    for t in (
+        cpu.empty("float32", shape),
+        cpu.zeros("int64", shape),
+        cpu.upload(np.zeros(shape, np.float64)),
+    ):
         assert t.shape == shape and t.numel == 0 and t.nbytes == 0
         assert t.storage.nbytes == 0 and t.is_compact()
         out = t.download()

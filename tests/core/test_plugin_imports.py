@@ -54,8 +54,11 @@ def imported_modules(path: Path, package: str) -> list[tuple[int, str]]:
                 assert node.module is not None
                 found.append((node.lineno, node.module))
                 # `from tenferro_host.cuda import raw` imports the module tenferro_host.cuda.raw
-                found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names
-                          if node.module == "tenferro_host.cuda" and a.name == "raw"]
+                found += [
+                    (node.lineno, f"{node.module}.{a.name}")
+                    for a in node.names
+                    if node.module == "tenferro_host.cuda" and a.name == "raw"
+                ]
     return found
 
 
@@ -70,8 +73,10 @@ def allowed(module: str, package: str) -> bool:
     return top in THIRD_PARTY or top in sys.stdlib_module_names
 
 
-@pytest.mark.parametrize("package", sorted(p.name for p in PLUGINS.iterdir() if p.is_dir()
-                                           and p.name.startswith("tenferro_host_")))
+@pytest.mark.parametrize(
+    "package",
+    sorted(p.name for p in PLUGINS.iterdir() if p.is_dir() and p.name.startswith("tenferro_host_")),
+)
 def test_plugin_imports_only_public_api_and_spi(package):
     bad = []
     for path in sorted((PLUGINS / package).rglob("*.py")):

@@ -110,4 +110,3 @@ def test_concurrent_polls_never_release_a_lease_whose_event_is_pending():
     b.join()
     assert released == ["e0"]  # e1's event never completed
     assert len(queue) == 1 and counters.snapshot()["leases_pending"] == 1
-

@@ -54,14 +54,21 @@ def test_nvrtc_compiles_example_kernels_to_ptx_and_sm90_cubin():
 
 def test_nvrtc_options_and_name_expressions():
     _nvrtc_or_skip()
-    src = "template <typename T> __global__ void fill(T* o) { o[0] = T(N); }\n" \
-          "template __global__ void fill<float>(float*);\n"
-    opts = raw.NvrtcOptions(arch="sm_90", std="c++17", defines={"N": 3}, lineinfo=True,
-                            name_expressions=["fill<float>"])
+    src = (
+        "template <typename T> __global__ void fill(T* o) { o[0] = T(N); }\n"
+        "template __global__ void fill<float>(float*);\n"
+    )
+    opts = raw.NvrtcOptions(
+        arch="sm_90", std="c++17", defines={"N": 3}, lineinfo=True, name_expressions=["fill<float>"]
+    )
     image = raw.nvrtc_compile(src, opts)
     assert image.lowered_names["fill<float>"].startswith("_Z")
-    assert opts.flags("sm_90") == ["--gpu-architecture=sm_90", "--std=c++17", "-DN=3",
-                                   "--generate-line-info"]
+    assert opts.flags("sm_90") == [
+        "--gpu-architecture=sm_90",
+        "--std=c++17",
+        "-DN=3",
+        "--generate-line-info",
+    ]
 
 
 def test_broken_kernel_gives_compile_error_with_log_and_line():
@@ -83,20 +90,31 @@ def test_parse_log():
     assert parse_log("no location here") == (None, None)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: raw.NvrtcOptions(arch="sm_90", ptx=True),  # PTX needs compute_XY
-    lambda: raw.NvrtcOptions(arch="x86"),
-    lambda: raw.nvrtc_compile("__global__ void k() {}", raw.NvrtcOptions()),  # no arch
-    lambda: raw.nvrtc_compile("   ", raw.NvrtcOptions(arch="sm_90")),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: raw.NvrtcOptions(arch="sm_90", ptx=True),  # PTX needs compute_XY
+        lambda: raw.NvrtcOptions(arch="x86"),
+        lambda: raw.nvrtc_compile("__global__ void k() {}", raw.NvrtcOptions()),  # no arch
+        lambda: raw.nvrtc_compile("   ", raw.NvrtcOptions(arch="sm_90")),
+    ],
+)
 def test_nvrtc_option_errors(make):
     with pytest.raises(tf.ValidationError):
         make()
 
 
 # -- images ----------
-@pytest.mark.parametrize("data", [b"", b"garbage", b"\x00" * 64, b"\x7fELF" + b"\x02" * 10,
-                                  struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1000) + b"x" * 10])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"garbage",
+        b"\x00" * 64,
+        b"\x7fELF" + b"\x02" * 10,
+        struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1000) + b"x" * 10,
+    ],
+)
 def test_garbage_binary_images(data):
     from tenferro_host_cuda.images import check_binary
 
@@ -117,8 +135,15 @@ def test_truncated_cubin_and_fatbin():
         check_binary(fatbin[:-1])
 
 
-@pytest.mark.parametrize("data", [b"\x7fELF rest", b".version 8.0\n\x00.target sm_90",
-                                  b"just text", b"\xff\xfe.version .target"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x7fELF rest",
+        b".version 8.0\n\x00.target sm_90",
+        b"just text",
+        b"\xff\xfe.version .target",
+    ],
+)
 def test_bad_ptx(data):
     from tenferro_host_cuda.images import check_ptx
 
@@ -142,43 +167,58 @@ def test_launch_config():
     assert hash(cfg) == hash(raw.LaunchConfig((4, 2, 1), (128, 1, 1), 1024))
     assert cfg == raw.LaunchConfig((4, 2, 1), (128, 1, 1), 1024) and cfg.threads_per_block == 128
     assert raw.LaunchConfig.flat(257, 256).grid == (2, 1, 1)
-    for bad in (lambda: raw.LaunchConfig.flat(0, 128), lambda: raw.LaunchConfig(0, 1),
-                lambda: raw.LaunchConfig(1, (1, 2, 3, 4)), lambda: raw.LaunchConfig(1, 1, -1),
-                lambda: raw.LaunchConfig(1.5, 1), lambda: raw.LaunchConfig.flat(8, 0)):
+    for bad in (
+        lambda: raw.LaunchConfig.flat(0, 128),
+        lambda: raw.LaunchConfig(0, 1),
+        lambda: raw.LaunchConfig(1, (1, 2, 3, 4)),
+        lambda: raw.LaunchConfig(1, 1, -1),
+        lambda: raw.LaunchConfig(1.5, 1),
+        lambda: raw.LaunchConfig.flat(8, 0),
+    ):
         with pytest.raises(tf.InvalidLaunchConfigError):
             bad()
 
 
 def test_typed_scalars():
-    assert [s(1).nbytes for s in (raw.i32, raw.u32, raw.i64, raw.u64, raw.f32, raw.f64,
-                                  raw.f16)] == [4, 4, 8, 8, 4, 8, 2]
+    assert [
+        s(1).nbytes for s in (raw.i32, raw.u32, raw.i64, raw.u64, raw.f32, raw.f64, raw.f16)
+    ] == [4, 4, 8, 8, 4, 8, 2]
     assert raw.bool_(True).nbytes == 1
     assert raw.f16(1.5).numpy().dtype == np.float16 and raw.i64(-3).numpy() == -3
     assert raw.f32(0.1).value == float(np.float32(0.1))
-    for bad in (lambda: raw.i32(2**31), lambda: raw.u32(-1), lambda: raw.i32(1.0),
-                lambda: raw.f32("1"), lambda: raw.bool_(1), lambda: raw.i64(True)):
+    for bad in (
+        lambda: raw.i32(2**31),
+        lambda: raw.u32(-1),
+        lambda: raw.i32(1.0),
+        lambda: raw.f32("1"),
+        lambda: raw.bool_(1),
+        lambda: raw.i64(True),
+    ):
         with pytest.raises(tf.ValidationError):
             bad()
 
 
 # -- probing and imports ----------
 def _run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
 
 
 def test_import_loads_no_gpu_library():
-    proc = _run("import sys, tenferro_host_cuda, tenferro_host.cuda as c; c.raw; "
-                "print(sorted(m for m in sys.modules if m == 'cuda' or m.startswith('cuda.')))")
+    proc = _run(
+        "import sys, tenferro_host_cuda, tenferro_host.cuda as c; c.raw; "
+        "print(sorted(m for m in sys.modules if m == 'cuda' or m.startswith('cuda.')))"
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
 
 def test_without_cuda_python_the_backend_is_unavailable_with_a_reason():
-    proc = _run("import sys; sys.modules['cuda'] = None; sys.modules['cuda.bindings'] = None\n"
-                "import json, tenferro_host as tf\n"
-                "s = tf.Host().backend_status('cuda')\n"
-                "print(json.dumps([s.available, s.reason]))")
+    proc = _run(
+        "import sys; sys.modules['cuda'] = None; sys.modules['cuda.bindings'] = None\n"
+        "import json, tenferro_host as tf\n"
+        "s = tf.Host().backend_status('cuda')\n"
+        "print(json.dumps([s.available, s.reason]))"
+    )
     assert proc.returncode == 0, proc.stderr
     available, reason = json.loads(proc.stdout)
     assert available is False and "cuda-python is not installed" in reason

@@ -50,8 +50,11 @@ def test_import_from_cupy_and_launch(rt):
     col = t.T  # column-major view of the same memory: compact
     with raw_session(rt) as (_, rs):
         out = rs.alloc_output(tf.float32, col.shape)
-        rs.launch(rs.compile_nvrtc(ADD_SRC).function("add_kernel"), raw.LaunchConfig.flat(12),
-                  [rs.tensor_mut(out), rs.tensor(col), rs.tensor(col), raw.i32(12)])
+        rs.launch(
+            rs.compile_nvrtc(ADD_SRC).function("add_kernel"),
+            raw.LaunchConfig.flat(12),
+            [rs.tensor_mut(out), rs.tensor(col), rs.tensor(col), raw.i32(12)],
+        )
     np.testing.assert_array_equal(out.download(), 2 * cupy.asnumpy(src).T)
     released = rt.stats()["leases_released"]
     del t, col, src
@@ -164,8 +167,11 @@ def test_a_read_only_import_is_read_but_never_written(rt):
         with pytest.raises(tf.ValidationError, match="borrows it for writing, but that tensor"):
             rs.tensor_strided_mut(t)
         out = rs.alloc_output(tf.float32, (4,))
-        rs.launch(rs.compile_nvrtc(ADD_SRC).function("add_kernel"), raw.LaunchConfig.flat(4),
-                  [rs.tensor_mut(out), rs.tensor(t), rs.tensor(t), raw.i32(4)])
+        rs.launch(
+            rs.compile_nvrtc(ADD_SRC).function("add_kernel"),
+            raw.LaunchConfig.flat(4),
+            [rs.tensor_mut(out), rs.tensor(t), rs.tensor(t), raw.i32(4)],
+        )
     assert out.download().tolist() == [0.0, 2.0, 4.0, 6.0]
     with rt.session() as s, tf.cuda.exec_session(s).jit("tests.read_only") as js:
         with pytest.raises(tf.ValidationError, match="writes 'out', but that tensor is read-only"):

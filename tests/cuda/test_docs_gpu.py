@@ -22,8 +22,17 @@ def test_doc_has_the_guide_flow():
     blocks = python_blocks()
     text = "\n".join(blocks)
     assert len(blocks) >= 6
-    for name in ("compile_nvrtc", "load_ptx", "load_cubin", "tensor_mut", "launch(",
-                 "synchronize", "data_ptr_unsafe", "rs.stream", "resource("):
+    for name in (
+        "compile_nvrtc",
+        "load_ptx",
+        "load_cubin",
+        "tensor_mut",
+        "launch(",
+        "synchronize",
+        "data_ptr_unsafe",
+        "rs.stream",
+        "resource(",
+    ):
         assert name in text, name
 
 

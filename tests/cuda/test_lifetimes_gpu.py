@@ -100,8 +100,10 @@ def test_context_two_threads_null_and_foreign(rt, foreign_context):
             d.cuCtxSetCurrent(d.CUcontext(0))
             d.cuCtxDestroy(ctx)
 
-    threads = [threading.Thread(target=worker, args=("null", False)),
-               threading.Thread(target=worker, args=("foreign", True))]
+    threads = [
+        threading.Thread(target=worker, args=("null", False)),
+        threading.Thread(target=worker, args=("foreign", True)),
+    ]
     for th in threads:
         th.start()
     for th in threads:
@@ -120,8 +122,11 @@ def test_module_dropped_after_launch_is_unloaded_only_after_the_kernel(rt):
     with raw_session(rt, "tests.spin") as (_, rs):
         module = rs.compile_nvrtc(SPIN_SRC)
         flag = rs.alloc_output(tf.int32, (1,))
-        rs.launch(module.function("spin"), raw.LaunchConfig(1, 1),
-                  [rs.tensor_mut(flag), raw.u64(100_000_000)])
+        rs.launch(
+            module.function("spin"),
+            raw.LaunchConfig(1, 1),
+            [rs.tensor_mut(flag), raw.u64(100_000_000)],
+        )
         del module
         gc.collect()
     after_exit = rt.stats()
@@ -144,8 +149,11 @@ def test_retirement_queue_is_bounded(rt):
     for _ in range(4):
         with raw_session(other) as (_, rs):
             flag = rs.alloc_output(tf.int32, (1,))
-            rs.launch(module.function("spin"), raw.LaunchConfig(1, 1),
-                      [rs.tensor_mut(flag), raw.u64(20_000_000)])
+            rs.launch(
+                module.function("spin"),
+                raw.LaunchConfig(1, 1),
+                [rs.tensor_mut(flag), raw.u64(20_000_000)],
+            )
     stats = other.stats()
     assert len(other.retirement) <= 2 and stats["queue_full_waits"] >= 1
     assert stats["synchronizations"] == 0
@@ -160,6 +168,7 @@ def test_resource_cache_bound_and_eviction(rt):
         def make():
             made.append(i)
             return rs.compile_nvrtc(ADD_SRC + f"\n// variant {i}\n")
+
         return make
 
     with raw_session(other) as (_, rs):
@@ -232,8 +241,9 @@ def test_cublas_through_cupy_between_raw_launches(rt):
             cupy.matmul(a, a, out=out)  # cuBLAS sgemm on the session's stream
         del src, dst, a, out  # end the borrows before reading product
         result = rs.alloc_output(tf.float32, (n, n))
-        rs.launch(fn, cfg, [rs.tensor_mut(result), rs.tensor(product), rs.tensor(product),
-                            raw.i32(n * n)])
+        rs.launch(
+            fn, cfg, [rs.tensor_mut(result), rs.tensor(product), rs.tensor(product), raw.i32(n * n)]
+        )
     assert rt.stats()["synchronizations"] == syncs  # no sync between the three
     expected = 2 * ((2 * x) @ (2 * x))
     np.testing.assert_allclose(result.download(), expected, rtol=1e-3, atol=1e-2)
@@ -290,13 +300,20 @@ def test_faulting_kernel_in_debug_mode_subprocess(rt):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENFERRO_")}
     env["TENFERRO_DEBUG_SYNC"] = "1"
-    proc = subprocess.run([sys.executable, "-c", FAULT_SCRIPT], env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", FAULT_SCRIPT], env=env, capture_output=True, text=True, timeout=120
+    )
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     assert "NOT RAISED" not in out and "NOT POISONED" not in out, out
     line = next(ln for ln in out.splitlines() if ln.startswith("LAUNCH_ERROR"))
-    for words in ("'crash'", "'faulty_pkg'", "faulty_pkg.crash", "grid=(1, 1, 1)",
-                  "block=(32, 1, 1)", "CUDA_ERROR_ILLEGAL_ADDRESS"):
+    for words in (
+        "'crash'",
+        "'faulty_pkg'",
+        "faulty_pkg.crash",
+        "grid=(1, 1, 1)",
+        "block=(32, 1, 1)",
+        "CUDA_ERROR_ILLEGAL_ADDRESS",
+    ):
         assert words in line, line
     assert out.count("POISONED " + str(rt.device)) == 3 and "DONE 1" in out

@@ -28,8 +28,11 @@ def _inputs(rt, n=1000):
 
 def _add(rs, module, ta, tb, n):
     out = rs.alloc_output(tf.float32, (n,))
-    rs.launch(module.function("add_kernel"), raw.LaunchConfig.flat(n, 128),
-              [rs.tensor_mut(out), rs.tensor(ta), rs.tensor(tb), raw.i32(n)])
+    rs.launch(
+        module.function("add_kernel"),
+        raw.LaunchConfig.flat(n, 128),
+        [rs.tensor_mut(out), rs.tensor(ta), rs.tensor(tb), raw.i32(n)],
+    )
     return out
 
 
@@ -91,8 +94,11 @@ def test_ptx_round_trip(rt):
     ptx = raw.nvrtc_compile(ADD_SRC, raw.NvrtcOptions(arch=virtual))
     assert ptx.kind == "ptx"
     with raw_session(rt) as (_, rs):
-        for module in (rs.load_ptx(ptx.data), rs.load_ptx(ptx.data.decode()),
-                       rs.compile_nvrtc(ADD_SRC, raw.NvrtcOptions(ptx=True))):
+        for module in (
+            rs.load_ptx(ptx.data),
+            rs.load_ptx(ptx.data.decode()),
+            rs.compile_nvrtc(ADD_SRC, raw.NvrtcOptions(ptx=True)),
+        ):
             assert module.kind == "ptx"
             out = _add(rs, module, ta, tb, a.size)
     np.testing.assert_allclose(out.download(), a + b)
@@ -141,16 +147,34 @@ def test_cli_run_check_on_cuda(tmp_path):
 
     cuda_runtime()
     proc = subprocess.run(
-        [sys.executable, "-m", "tenferro_host", "run", "ext_add_kernel.add", "--backend", "cuda",
-         "--check"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "tenferro_host",
+            "run",
+            "ext_add_kernel.add",
+            "--backend",
+            "cuda",
+            "--check",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 # -- failures before the driver ----------
-@pytest.mark.parametrize("image", [b"", b"garbage bytes", b"\x7fELF" + b"\x02" * 20,
-                                   b"\x50\xed\x55\xba\x01\x00\x10\x00" + b"\xff" * 8 + b"x"])
+@pytest.mark.parametrize(
+    "image",
+    [
+        b"",
+        b"garbage bytes",
+        b"\x7fELF" + b"\x02" * 20,
+        b"\x50\xed\x55\xba\x01\x00\x10\x00" + b"\xff" * 8 + b"x",
+    ],
+)
 def test_garbage_and_truncated_cubin(rt, image):
     with raw_session(rt) as (_, rs), pytest.raises(tf.ModuleLoadError):
         rs.load_cubin(image)
@@ -222,10 +246,16 @@ def test_every_launch_limit(rt):
             (dyn, raw.LaunchConfig(1, (1, 1, bz + 1)), "block z"),
             (dyn, raw.LaunchConfig(1, (32, 32, 2)), "2048 threads"),
             (bounded, raw.LaunchConfig(1, 256), "limit of 128"),
-            (dyn, raw.LaunchConfig(1, 32, info.max_shared_memory_per_block_optin + 4),
-             "dynamic shared memory"),
-            (static, raw.LaunchConfig(1, 32, info.max_shared_memory_per_block_optin - 16 * 1024),
-             "static"),
+            (
+                dyn,
+                raw.LaunchConfig(1, 32, info.max_shared_memory_per_block_optin + 4),
+                "dynamic shared memory",
+            ),
+            (
+                static,
+                raw.LaunchConfig(1, 32, info.max_shared_memory_per_block_optin - 16 * 1024),
+                "static",
+            ),
         ]
         before = rt.stats()
         for fn, cfg, words in bad:
@@ -244,8 +274,7 @@ def test_dynamic_shared_memory_opt_in(rt):
     with raw_session(rt) as (_, rs):
         fn = rs.compile_nvrtc(SMEM_SRC).function("dyn_smem")
         out = rs.alloc_output(tf.float32, (1,))
-        rs.launch(fn, raw.LaunchConfig(1, 256, nfloats * 4),
-                  [rs.tensor_mut(out), raw.i32(nfloats)])
+        rs.launch(fn, raw.LaunchConfig(1, 256, nfloats * 4), [rs.tensor_mut(out), raw.i32(nfloats)])
     assert out.download()[0] == nfloats - 1
 
 
@@ -279,9 +308,19 @@ def test_non_compact_view_and_strided_kernel(rt):
         fn = rs.compile_nvrtc(STRIDED_SRC).function("copy2d")
         out = rs.alloc_output(tf.float32, view.shape)
         n0, n1 = view.shape
-        rs.launch(fn, raw.LaunchConfig.flat(n0 * n1, 64), [
-            rs.tensor_mut(out), ref, raw.i64(ref.offset), raw.i32(n0), raw.i32(n1),
-            raw.i64(ref.strides[0]), raw.i64(ref.strides[1])])
+        rs.launch(
+            fn,
+            raw.LaunchConfig.flat(n0 * n1, 64),
+            [
+                rs.tensor_mut(out),
+                ref,
+                raw.i64(ref.offset),
+                raw.i32(n0),
+                raw.i32(n1),
+                raw.i64(ref.strides[0]),
+                raw.i64(ref.strides[1]),
+            ],
+        )
     np.testing.assert_array_equal(out.download(), expected)
 
 
@@ -312,10 +351,15 @@ def test_handles_used_after_exit(rt):
         prepared = rs.prepare(fn, raw.LaunchConfig.flat(8), args)
         stream, ws = rs.stream, rs.workspace(64)
         assert stream.native_handle_unsafe() and ws.data_ptr_unsafe()
-    for call in (lambda: args[0].data_ptr_unsafe(), stream.native_handle_unsafe,
-                 ws.data_ptr_unsafe, prepared.launch, lambda: rs.tensor(ta),
-                 lambda: rs.launch(fn, raw.LaunchConfig.flat(8), args),
-                 lambda: args[1].__cuda_array_interface__):
+    for call in (
+        lambda: args[0].data_ptr_unsafe(),
+        stream.native_handle_unsafe,
+        ws.data_ptr_unsafe,
+        prepared.launch,
+        lambda: rs.tensor(ta),
+        lambda: rs.launch(fn, raw.LaunchConfig.flat(8), args),
+        lambda: args[1].__cuda_array_interface__,
+    ):
         with pytest.raises(tf.SessionClosedError):
             call()
     with raw_session(rt) as (_, rs2), pytest.raises(tf.SessionClosedError):
@@ -329,8 +373,12 @@ def test_wrong_thread(rt):
         ref = rs.tensor(ta)
 
         def other():
-            for call in (lambda: rs.tensor(ta), ref.data_ptr_unsafe, lambda: ex.raw("x"),
-                         lambda: rs.stream):
+            for call in (
+                lambda: rs.tensor(ta),
+                ref.data_ptr_unsafe,
+                lambda: ex.raw("x"),
+                lambda: rs.stream,
+            ):
                 try:
                     call()
                 except tf.WrongThreadError:

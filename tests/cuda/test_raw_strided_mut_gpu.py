@@ -39,9 +39,19 @@ def test_a_kernel_writes_a_non_compact_view() -> None:
         assert ref.__cuda_array_interface__["data"][1] is False
         fn = rs.compile_nvrtc(SCATTER_SRC).function("scatter2d")
         n0, n1 = view.shape
-        rs.launch(fn, raw.LaunchConfig.flat(n0 * n1, 64), [
-            ref, raw.i64(ref.offset), raw.i64(ref.strides[0]), raw.i64(ref.strides[1]),
-            rs.tensor(s), raw.i32(n0), raw.i32(n1)])
+        rs.launch(
+            fn,
+            raw.LaunchConfig.flat(n0 * n1, 64),
+            [
+                ref,
+                raw.i64(ref.offset),
+                raw.i64(ref.strides[0]),
+                raw.i64(ref.strides[1]),
+                rs.tensor(s),
+                raw.i32(n0),
+                raw.i32(n1),
+            ],
+        )
     expected = x.copy()
     expected[1:4, ::2] = src.T
     np.testing.assert_array_equal(t.download(), expected)

@@ -28,8 +28,11 @@ def test_copy_between_runtimes_of_one_gpu(rt):
     with rt.session() as s_src, other.session() as s_dst:
         with tf.cuda.exec_session(s_src).raw("tests.spin") as rs:  # keep the source stream busy
             flag = rs.alloc_output(tf.int32, (1,))
-            rs.launch(rs.compile_nvrtc(SPIN_SRC).function("spin"), raw.LaunchConfig(1, 1),
-                      [rs.tensor_mut(flag), raw.u64(20_000_000)])
+            rs.launch(
+                rs.compile_nvrtc(SPIN_SRC).function("spin"),
+                raw.LaunchConfig(1, 1),
+                [rs.tensor_mut(flag), raw.u64(20_000_000)],
+            )
         copied = tf.cuda.copy_from_same_device(s_src, s_dst, src)
         view = tf.cuda.copy_from_same_device(s_src, tf.cuda.exec_session(s_dst), src.T[1:])
     del src

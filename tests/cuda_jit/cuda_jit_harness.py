@@ -59,18 +59,36 @@ class Target:
             yield js
 
 
-def on_target(target: Target, kernel: K.Kernel, count: Any, dim: Any, *args: Any,
-              **consts: Any) -> list[np.ndarray]:
+def on_target(
+    target: Target, kernel: K.Kernel, count: Any, dim: Any, *args: Any, **consts: Any
+) -> list[np.ndarray]:
     """Upload the distinct storages, launch once with views of them, download them."""
     return harness.on_target(target.rt, target.jit, kernel, count, dim, *args, **consts)
 
 
-def assert_same(target: Target, kernel: K.Kernel, count: Any, dim: Any, *args: Any,
-                rtol: float = 0.0, atol: float = 0.0, **consts: Any) -> None:
+def assert_same(
+    target: Target,
+    kernel: K.Kernel,
+    count: Any,
+    dim: Any,
+    *args: Any,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    **consts: Any,
+) -> None:
     """The launch leaves the same storages on ``target`` as on the interpreter."""
-    harness.assert_same_on(target.rt, target.jit, kernel, count, dim, *args, rtol=rtol,
-                           atol=atol, **consts)
+    harness.assert_same_on(
+        target.rt, target.jit, kernel, count, dim, *args, rtol=rtol, atol=atol, **consts
+    )
 
 
-__all__ = ["OP", "TARGETS", "Target", "View", "assert_same", "cuda_runtime", "on_target",
-           "shared_host"]
+__all__ = [
+    "OP",
+    "TARGETS",
+    "Target",
+    "View",
+    "assert_same",
+    "cuda_runtime",
+    "on_target",
+    "shared_host",
+]

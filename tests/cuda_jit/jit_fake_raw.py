@@ -120,16 +120,18 @@ class FakeRawSession(Session):
             self.state.resources[key] = init()
         return self.state.resources[key]
 
-    def prepare(self, function: FakeFunction, config: raw.LaunchConfig,
-                args: list[Any]) -> FakePrepared:
+    def prepare(
+        self, function: FakeFunction, config: raw.LaunchConfig, args: list[Any]
+    ) -> FakePrepared:
         self._check()
         self.state.prepares += 1
         return FakePrepared(self, function, config, args)
 
 
 class FakePrepared:
-    def __init__(self, rs: FakeRawSession, function: FakeFunction, config: raw.LaunchConfig,
-                 args: list[Any]) -> None:
+    def __init__(
+        self, rs: FakeRawSession, function: FakeFunction, config: raw.LaunchConfig, args: list[Any]
+    ) -> None:
         self.rs = rs
         self.function = function
         self.config = config
@@ -148,8 +150,9 @@ class FakePrepared:
         execute(self.function.spec, self.config, list(self.args), self.rs)
 
 
-def execute(spec: Specialization, config: raw.LaunchConfig, args: list[Any],
-            rs: FakeRawSession) -> None:
+def execute(
+    spec: Specialization, config: raw.LaunchConfig, args: list[Any], rs: FakeRawSession
+) -> None:
     """Decode ``args`` with the kernel ABI, check them, run ``spec`` on the interpreter."""
     pending = iter(args)
     arrays: dict[str, dict[str, Any]] = {}
@@ -227,6 +230,10 @@ def recorded_sources(state: FakeRuntimeState) -> Iterator[None]:
 @contextmanager
 def fake_cuda_jit(cpu: Any, state: FakeRuntimeState, op: str = "tests.cuda_jit") -> Iterator[Any]:
     """A CUDA JIT session over the fake raw seam on the CPU runtime ``cpu``."""
-    with recorded_sources(state), cpu.session() as s, FakeCudaExecSession(s, state) as ex, \
-            jit_session.CudaJitSession(ex, op) as js:
+    with (
+        recorded_sources(state),
+        cpu.session() as s,
+        FakeCudaExecSession(s, state) as ex,
+        jit_session.CudaJitSession(ex, op) as js,
+    ):
         yield js

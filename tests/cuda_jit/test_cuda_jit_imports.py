@@ -52,22 +52,29 @@ def allowed(module: str) -> bool:
 def test_the_provider_imports_only_public_api_and_the_raw_seam() -> None:
     files = sorted(PACKAGE.glob("*.py"))
     assert {f.name for f in files} >= {"__init__.py", "codegen.py", "session.py"}
-    bad = [f"{f.name}:{line}: {module}" for f in files
-           for line, module in imported_modules(f) if not allowed(module)]
+    bad = [
+        f"{f.name}:{line}: {module}"
+        for f in files
+        for line, module in imported_modules(f)
+        if not allowed(module)
+    ]
     assert bad == []
 
 
-@pytest.mark.parametrize("module,ok", [
-    ("tenferro_host.kernel.launch", True),
-    ("tenferro_host.cuda.raw", True),
-    ("tenferro_host_cuda.raw.u32", True),
-    ("tenferro_host._private", False),
-    ("tenferro_host_cuda.CudaRuntime", False),
-    ("tenferro_host_cuda.runtime", False),
-    ("tenferro_host_cuda.driver.drv", False),
-    ("cuda.bindings.driver", False),
-    ("cupy", False),
-])
+@pytest.mark.parametrize(
+    "module,ok",
+    [
+        ("tenferro_host.kernel.launch", True),
+        ("tenferro_host.cuda.raw", True),
+        ("tenferro_host_cuda.raw.u32", True),
+        ("tenferro_host._private", False),
+        ("tenferro_host_cuda.CudaRuntime", False),
+        ("tenferro_host_cuda.runtime", False),
+        ("tenferro_host_cuda.driver.drv", False),
+        ("cuda.bindings.driver", False),
+        ("cupy", False),
+    ],
+)
 def test_the_import_rule_itself(module: str, ok: bool) -> None:
     assert allowed(module) is ok
 
@@ -97,8 +104,9 @@ print(json.dumps({"factory": factory is tenferro_host_cuda_jit.jit_session,
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
 def test_importing_the_provider_loads_no_cuda_library() -> None:
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found == {"factory": True, "modules": [], "libs": []}

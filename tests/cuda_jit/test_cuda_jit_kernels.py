@@ -70,8 +70,12 @@ def test_transpose_and_row_sums_of_strided_views(
 
 
 @SETTINGS
-@given(n=st.integers(1, 400), offset=st.integers(0, 17), step=st.integers(1, 4),
-       seed=st.integers(0, 2**16))
+@given(
+    n=st.integers(1, 400),
+    offset=st.integers(0, 17),
+    step=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+)
 def test_offset_and_step_views_are_read_with_their_layout(
     target: Target, n: int, offset: int, step: int, seed: int
 ) -> None:
@@ -105,8 +109,9 @@ def test_float_arithmetic(target: Target, n: int, dtype: str, seed: int) -> None
 
 
 @SETTINGS
-@given(n=small_sizes, dtype=st.sampled_from(["int32", "int64", "uint32"]),
-       seed=st.integers(0, 2**16))
+@given(
+    n=small_sizes, dtype=st.sampled_from(["int32", "int64", "uint32"]), seed=st.integers(0, 2**16)
+)
 def test_int_arithmetic_wraps_and_truncates(target: Target, n: int, dtype: str, seed: int) -> None:
     rng = np.random.default_rng(seed)
     info = np.iinfo(dtype)
@@ -135,8 +140,9 @@ def test_power_and_math_functions(target: Target, n: int, dtype: str, seed: int)
     a, b = rand(rng, n, dtype), rand(rng, n, dtype, -2, 2)
     out = View.compact(np.zeros(14 * n, dtype))
     tol = {"float16": 4e-3, "float32": 2e-5, "float64": 1e-12}[dtype]
-    assert_same(target, ck.power_and_math, blocks(n, 64), 64, out, *compact(a, b),
-                rtol=tol, atol=tol)
+    assert_same(
+        target, ck.power_and_math, blocks(n, 64), 64, out, *compact(a, b), rtol=tol, atol=tol
+    )
 
 
 @SETTINGS
@@ -145,8 +151,9 @@ def test_casts(target: Target, n: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     src = rand(rng, n, "float32", -1000, 1000)
     src[: n // 4] = np.trunc(src[: n // 4])
-    outs = compact(*(np.zeros(n, t) for t in
-                     ("float32", "int32", "uint32", "float16", "float64", "bool")))
+    outs = compact(
+        *(np.zeros(n, t) for t in ("float32", "int32", "uint32", "float16", "float64", "bool"))
+    )
     assert_same(target, ck.casts, blocks(n, 64), 64, *outs, View.compact(src))
 
 
@@ -178,26 +185,40 @@ def test_select_bool_arrays_and_short_circuit(target: Target, n: int, seed: int)
 
 def test_unguarded_copy_and_division(target: Target) -> None:
     x = np.arange(96, dtype=np.float32)
-    assert_same(target, ck.unguarded, 3, 32, View.compact(np.zeros(96, np.float32)),
-                View.compact(x))
+    assert_same(
+        target, ck.unguarded, 3, 32, View.compact(np.zeros(96, np.float32)), View.compact(x)
+    )
     a = np.arange(-50, 50, dtype=np.int32)
     b = np.where(np.arange(100) % 7 == 0, -3, np.arange(100) % 9 + 1).astype(np.int32)
-    assert_same(target, ck.divide, 4, 32, View.compact(np.zeros(100, np.int32)),
-                *compact(a, b))
+    assert_same(target, ck.divide, 4, 32, View.compact(np.zeros(100, np.int32)), *compact(a, b))
 
 
 @pytest.mark.parametrize("flag", [True, False])
 def test_scalar_kinds_and_constants(target: Target, flag: bool) -> None:
     out, wide = compact(np.zeros(40, np.float16), np.arange(40, dtype=np.int64))
-    assert_same(target, ck.scalar_kinds, 2, 32, out, wide, flag, np.float16(1.5), 5,
-                np.uint32(3), scale=0.25)
+    assert_same(
+        target,
+        ck.scalar_kinds,
+        2,
+        32,
+        out,
+        wide,
+        flag,
+        np.float16(1.5),
+        5,
+        np.uint32(3),
+        scale=0.25,
+    )
 
 
 @SETTINGS
-@given(count=st.tuples(st.integers(0, 5), st.integers(1, 4), st.integers(1, 3)),
-       dim=st.sampled_from([(1, 1, 1), (4, 1, 1), (2, 3, 1), (2, 2, 2)]))
-def test_grid_indices_3d(target: Target, count: tuple[int, int, int],
-                         dim: tuple[int, int, int]) -> None:
+@given(
+    count=st.tuples(st.integers(0, 5), st.integers(1, 4), st.integers(1, 3)),
+    dim=st.sampled_from([(1, 1, 1), (4, 1, 1), (2, 3, 1), (2, 2, 2)]),
+)
+def test_grid_indices_3d(
+    target: Target, count: tuple[int, int, int], dim: tuple[int, int, int]
+) -> None:
     threads = int(np.prod(count) * np.prod(dim))
     out = View.compact(np.full(12 * threads, 7, np.uint32))
     assert_same(target, ck.grid_indices, count, dim, out)
@@ -207,8 +228,10 @@ def test_grid_indices_3d(target: Target, count: tuple[int, int, int],
 
 
 @SETTINGS
-@given(limit=st.integers(2, 6), count=st.tuples(st.integers(1, 40), st.integers(1, 3),
-                                                 st.integers(1, 2)))
+@given(
+    limit=st.integers(2, 6),
+    count=st.tuples(st.integers(1, 40), st.integers(1, 3), st.integers(1, 2)),
+)
 def test_counts_beyond_the_grid_limit_fold(
     target: Target, monkeypatch: pytest.MonkeyPatch, limit: int, count: tuple[int, int, int]
 ) -> None:
@@ -221,8 +244,9 @@ def test_counts_beyond_the_grid_limit_fold(
     out = View.compact(np.zeros(12 * cubes * 2, np.uint32))
     assert_same(target, ck.grid_indices, count, dim, out)
     n = cubes * 2
-    x, y, o = compact(np.arange(n, dtype=np.float32), np.ones(n, np.float32),
-                      np.zeros(n, np.float32))
+    x, y, o = compact(
+        np.arange(n, dtype=np.float32), np.ones(n, np.float32), np.zeros(n, np.float32)
+    )
     assert_same(target, kernels.add, (cubes, 1, 1), dim, o, x, y)
 
 
@@ -231,6 +255,7 @@ def test_a_one_dimensional_count_folds_into_three_dimensions(
 ) -> None:
     monkeypatch.setattr(CudaJitSession, "max_grid_override", (4, 4, 4))
     n = 61 * 32  # 61 cubes > 4 * 4: the grid is (4, 4, 4) with 3 surplus cubes
-    x, y, o = compact(np.arange(n, dtype=np.float32), np.full(n, 2, np.float32),
-                      np.zeros(n, np.float32))
+    x, y, o = compact(
+        np.arange(n, dtype=np.float32), np.full(n, 2, np.float32), np.zeros(n, np.float32)
+    )
     assert_same(target, kernels.saxpy, 61, 32, o, x, y, 3.0)

@@ -72,8 +72,11 @@ def test_alternating_array_arguments_reuse_their_packed_form(
 ) -> None:
     packs: list[int] = []
     pack = CudaJitSession._pack
-    monkeypatch.setattr(CudaJitSession, "_pack",
-                        lambda self, plan, values: packs.append(1) or pack(self, plan, values))
+    monkeypatch.setattr(
+        CudaJitSession,
+        "_pack",
+        lambda self, plan, values: packs.append(1) or pack(self, plan, values),
+    )
     x = cpu.upload(f32([1, 2, 3]))
     with fake_cuda_jit(cpu, fake) as js:
         o1, o2 = js.alloc_output("float32", (3,)), js.alloc_output("float32", (3,))
@@ -93,8 +96,8 @@ def test_bindings_and_views_replay_the_same_plan(cpu: Any, fake: FakeRuntimeStat
     with fake_cuda_jit(cpu, fake) as js:
         out = js.alloc_output("float32", (10,))
         for start in (0, 10, 30):
-            js.launch(kernels.add, 1, 32, js.binding(out), t[start:start + 10], t[:10])
-            np.testing.assert_array_equal(out.download(), data[start:start + 10] + data[:10])
+            js.launch(kernels.add, 1, 32, js.binding(out), t[start : start + 10], t[:10])
+            np.testing.assert_array_equal(out.download(), data[start : start + 10] + data[:10])
         assert fake.prepares == 1
 
 
@@ -201,8 +204,9 @@ def test_handles_end_with_the_session(cpu: Any, fake: FakeRuntimeState) -> None:
         _ = b.tensor
 
 
-def test_device_limits_and_features(cpu: Any, fake: FakeRuntimeState,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_device_limits_and_features(
+    cpu: Any, fake: FakeRuntimeState, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with fake_cuda_jit(cpu, fake) as js:
         assert js.features == ("sm_90",)
         assert js.max_cube_threads == 1024
@@ -234,10 +238,14 @@ def test_jit_and_raw_work_are_ordered_on_one_stream_without_a_sync() -> None:
         with ex.raw("tests.order") as rs:
             module = rs.compile_nvrtc(
                 'extern "C" __global__ void twice(float* o, const float* a, int n) {'
-                " int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = 2 * a[i]; }")
+                " int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = 2 * a[i]; }"
+            )
             out = rs.alloc_output("float32", (n,))
-            rs.launch(module.function("twice"), raw.LaunchConfig.flat(n, 256),
-                      [rs.tensor_mut(out), rs.tensor(mid), raw.i32(n)])
+            rs.launch(
+                module.function("twice"),
+                raw.LaunchConfig.flat(n, 256),
+                [rs.tensor_mut(out), rs.tensor(mid), raw.i32(n)],
+            )
         with ex.jit("tests.order") as js:
             js.launch(kernels.add, js.cube_count_1d(n), js.cube_dim_1d(), out, out, x)
         assert rt.stats()["synchronizations"] == before

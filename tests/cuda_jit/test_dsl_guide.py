@@ -26,9 +26,21 @@ def guide_module(tmp_path: Path, backend: str) -> Path:
 
 def test_the_guide_covers_its_kernels() -> None:
     code = "\n".join(BLOCK.findall(DOC.read_text()))
-    for name in ("def saxpy", "def add", "def transpose_2d", "def row_sums", "DslError",
-                 "def transpose_nd", "def block_sum", "def column_sums", "def histogram",
-                 "def prefix_sum", "def matmul", "@K.func", "K.SharedRaceError"):
+    for name in (
+        "def saxpy",
+        "def add",
+        "def transpose_2d",
+        "def row_sums",
+        "DslError",
+        "def transpose_nd",
+        "def block_sum",
+        "def column_sums",
+        "def histogram",
+        "def prefix_sum",
+        "def matmul",
+        "@K.func",
+        "K.SharedRaceError",
+    ):
         assert name in code, name
 
 

@@ -44,7 +44,7 @@ def power_and_math(out: K.Array[K.F], a: K.Array[K.F], b: K.Array[K.F]):
         x = K.abs(a[i]) + 0.25
         k = i * 14
         out[k] = x ** b[i]
-        out[k + 1] = x ** 2
+        out[k + 1] = x**2
         out[k + 2] = K.sqrt(x)
         out[k + 3] = K.exp(a[i])
         out[k + 4] = K.log(x)
@@ -69,8 +69,15 @@ def int_math(out: K.Array[K.i32], a: K.Array[K.i32], b: K.Array[K.i32]):
 
 
 @K.kernel
-def casts(f: K.Array[K.f32], i: K.Array[K.i32], u: K.Array[K.u32], h: K.Array[K.f16],
-          d: K.Array[K.f64], bo: K.Array[K.bool_], src: K.Array[K.f32]):
+def casts(
+    f: K.Array[K.f32],
+    i: K.Array[K.i32],
+    u: K.Array[K.u32],
+    h: K.Array[K.f16],
+    d: K.Array[K.f64],
+    bo: K.Array[K.bool_],
+    src: K.Array[K.f32],
+):
     t = K.ABSOLUTE_POS
     if t < src.len:
         x = src[t]
@@ -196,8 +203,15 @@ def divide(out: K.Array[K.i32], a: K.Array[K.i32], b: K.Array[K.i32]):
 
 
 @K.kernel
-def scalar_kinds(out: K.Array[K.f16], wide: K.Array[K.i64], flag: K.bool_, h: K.f16, n: K.i64,
-                 u: K.u32, scale: K.Const[float] = 0.5):
+def scalar_kinds(
+    out: K.Array[K.f16],
+    wide: K.Array[K.i64],
+    flag: K.bool_,
+    h: K.f16,
+    n: K.i64,
+    u: K.u32,
+    scale: K.Const[float] = 0.5,
+):
     i = K.ABSOLUTE_POS
     if flag and i < out.len:
         out[i] = h * scale + K.f16(u) - K.f16(1e9)

@@ -48,8 +48,9 @@ def _nvrtc():
     try:
         from cuda.bindings import nvrtc
     except ImportError as exc:
-        pytest.skip(f"NVRTC is not installed (pip install 'nvidia-cuda-nvrtc==13.0.*' "
-                    f"cuda-bindings): {exc}")
+        pytest.skip(
+            f"NVRTC is not installed (pip install 'nvidia-cuda-nvrtc==13.0.*' cuda-bindings): {exc}"
+        )
     result, _major, _minor = nvrtc.nvrtcVersion()
     if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         pytest.skip(f"NVRTC is not usable: {result}")
@@ -77,8 +78,8 @@ def compile_sm90(source: str) -> int:
 
 
 @pytest.mark.parametrize(
-    "kern,descs,consts", CASES,
-    ids=[f"{k.__name__}-{d[0].dtype.name}" for k, d, _ in CASES])
+    "kern,descs,consts", CASES, ids=[f"{k.__name__}-{d[0].dtype.name}" for k, d, _ in CASES]
+)
 def test_every_construct_compiles_for_sm90(kern, descs, consts):
     spec = kern.specialize(descs, consts, target="cuda", features=("sm_90",))
     generated = generate(spec)
@@ -118,31 +119,46 @@ def test_abi_layout_of_saxpy():
 
 def test_abi_scalar_sizes_and_2d_metadata():
     spec = ck.scalar_kinds.specialize(arrays(D.float16, D.int64) + [S, S, S, S], {}, "cuda")
-    values = {a.param: (a.raw_type, a.c_decl, a.nbytes)
-              for a in kernel_abi(spec) if a.role == "value"}
-    assert values == {"flag": ("bool_", "unsigned char p_flag", 1),
-                      "h": ("f16", "unsigned short p_h", 2), "n": ("i64", "long long p_n", 8),
-                      "u": ("u32", "unsigned int p_u", 4)}
+    values = {
+        a.param: (a.raw_type, a.c_decl, a.nbytes) for a in kernel_abi(spec) if a.role == "value"
+    }
+    assert values == {
+        "flag": ("bool_", "unsigned char p_flag", 1),
+        "h": ("f16", "unsigned short p_h", 2),
+        "n": ("i64", "long long p_n", 8),
+        "u": ("u32", "unsigned int p_u", 4),
+    }
     spec = kernels.row_sums.specialize(
-        [K.ArrayDesc(D.float64, 1), K.ArrayDesc(D.float64, 2)], {}, "cuda")
+        [K.ArrayDesc(D.float64, 1), K.ArrayDesc(D.float64, 2)], {}, "cuda"
+    )
     names = [a.name for a in kernel_abi(spec) if a.param == "m"]
-    assert names == ["p_m", "m_offset_m", "m_len_m", "m_shape0_m", "m_shape1_m", "m_stride0_m",
-                     "m_stride1_m"]
+    assert names == [
+        "p_m",
+        "m_offset_m",
+        "m_len_m",
+        "m_shape0_m",
+        "m_shape1_m",
+        "m_stride0_m",
+        "m_stride1_m",
+    ]
 
 
-@pytest.mark.parametrize("const,expected", [
-    (ir.Const(-(2**31), type=D.int32), "(-2147483647 - 1)"),
-    (ir.Const(-(2**63), type=D.int64), "(-9223372036854775807LL - 1)"),
-    (ir.Const(7, type=D.uint32), "7u"),
-    (ir.Const(-3, type=D.int64), "(-3LL)"),
-    (ir.Const(True, type=D.bool_), "true"),
-    (ir.Const(0.1, type=D.float64), "(0.1)"),
-    (ir.Const(0.5, type=D.float32), "(0.5f)"),
-    (ir.Const(float("inf"), type=D.float32), "__int_as_float(0x7f800000)"),
-    (ir.Const(float("-inf"), type=D.float64), "__longlong_as_double(0xfff0000000000000LL)"),
-    (ir.Const(float("nan"), type=D.float32), "__int_as_float(0x7fc00000)"),
-    (ir.Const(1.5, type=D.float16), "tf_f2h((1.5f))"),
-])
+@pytest.mark.parametrize(
+    "const,expected",
+    [
+        (ir.Const(-(2**31), type=D.int32), "(-2147483647 - 1)"),
+        (ir.Const(-(2**63), type=D.int64), "(-9223372036854775807LL - 1)"),
+        (ir.Const(7, type=D.uint32), "7u"),
+        (ir.Const(-3, type=D.int64), "(-3LL)"),
+        (ir.Const(True, type=D.bool_), "true"),
+        (ir.Const(0.1, type=D.float64), "(0.1)"),
+        (ir.Const(0.5, type=D.float32), "(0.5f)"),
+        (ir.Const(float("inf"), type=D.float32), "__int_as_float(0x7f800000)"),
+        (ir.Const(float("-inf"), type=D.float64), "__longlong_as_double(0xfff0000000000000LL)"),
+        (ir.Const(float("nan"), type=D.float32), "__int_as_float(0x7fc00000)"),
+        (ir.Const(1.5, type=D.float16), "tf_f2h((1.5f))"),
+    ],
+)
 def test_literals_are_exact(const, expected):
     assert c_literal(const) == expected
 

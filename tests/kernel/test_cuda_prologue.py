@@ -20,12 +20,15 @@ from tenferro_host import dtypes
 from tenferro_host.kernel.launch import fold_grid
 
 
-@pytest.mark.parametrize("count, dim, limit, shape", [
-    ((4, 1, 1), (256, 1, 1), 65535, GRID_1D),
-    ((4, 2, 1), (256, 1, 1), 65535, GRID_DIRECT),
-    ((4, 1, 1), (16, 16, 1), 65535, GRID_DIRECT),
-    ((61, 1, 1), (32, 1, 1), 4, GRID_FOLDED),
-])
+@pytest.mark.parametrize(
+    "count, dim, limit, shape",
+    [
+        ((4, 1, 1), (256, 1, 1), 65535, GRID_1D),
+        ((4, 2, 1), (256, 1, 1), 65535, GRID_DIRECT),
+        ((4, 1, 1), (16, 16, 1), 65535, GRID_DIRECT),
+        ((61, 1, 1), (32, 1, 1), 4, GRID_FOLDED),
+    ],
+)
 def test_grid_shape_of_a_launch(count, dim, limit, shape):
     assert grid_shape(count, fold_grid(count, (limit, limit, limit)), dim) == shape
 
@@ -35,8 +38,9 @@ def prologue(source: str) -> str:
 
 
 def test_only_a_folded_grid_divides():
-    spec = kernels.add.specialize(arrays(dtypes.float32, dtypes.float32, dtypes.float32), {},
-                                  "cuda", ("sm_90",))
+    spec = kernels.add.specialize(
+        arrays(dtypes.float32, dtypes.float32, dtypes.float32), {}, "cuda", ("sm_90",)
+    )
     one_d = prologue(generate(spec, GRID_1D).source)
     assert "tf_absolute_pos = blockIdx.x * blockDim.x + threadIdx.x;" in one_d
     assert "%" not in one_d and "/" not in one_d and "gridDim" not in one_d

@@ -71,9 +71,11 @@ def test_source_not_in_a_file_is_a_dsl_error():
 
 def test_missing_annotation_is_located():
     with pytest.raises(DslError, match="needs a kernel annotation") as info:
+
         @K.kernel
         def bad(out: K.Array[K.F], n):  # ERR-n
             pass
+
     line, _ = located_in_test(test_missing_annotation_is_located, "# ERR-n")
     assert info.value.lineno == line
     assert info.value.col_offset > 0
@@ -89,17 +91,23 @@ def located_in_test(fn, marker):
 
 def test_signature_errors():
     with pytest.raises(DslError, match=r"\*args"):
+
         @K.kernel
         def varargs(*xs: K.f32):
             pass
+
     with pytest.raises(DslError, match="only K.Const parameters may have a default"):
+
         @K.kernel
         def default(x: K.f32 = 1.0):
             pass
+
     with pytest.raises(DslError, match="returns nothing"):
+
         @K.kernel
         def returns(x: K.f32) -> int:
             pass
+
     with pytest.raises(DslError, match="element type must be a K scalar type"):
         K.Array[float]
     with pytest.raises(DslError, match="a constant is an int, float, bool"):
@@ -112,8 +120,11 @@ def test_signature_errors():
 def test_saxpy_ir_is_typed_from_the_arguments():
     spec = specialize(kernels.saxpy, f64, f64, f64, 2.0)
     assert [(p.name, p.kind, p.dtype, p.ndim) for p in spec.params] == [
-        ("out", "array", dtypes.float64, 1), ("x", "array", dtypes.float64, 1),
-        ("y", "array", dtypes.float64, 1), ("a", "scalar", dtypes.float64, None)]
+        ("out", "array", dtypes.float64, 1),
+        ("x", "array", dtypes.float64, 1),
+        ("y", "array", dtypes.float64, 1),
+        ("a", "scalar", dtypes.float64, None),
+    ]
     assert dict(spec.ir.locals) == {"i": dtypes.uint32}
     store = spec.ir.body[1].then[0]
     assert isinstance(store, ir.Store) and store.value.type is dtypes.float64
@@ -163,9 +174,15 @@ def literal_typing(out: K.Array[K.F], n: K.Array[K.i64]):
 def test_literal_typing_rules():
     spec = specialize(literal_typing, f32, np.zeros(4, np.int64))
     types = dict(spec.ir.locals)
-    assert types == {"i": dtypes.uint32, "a": dtypes.float32, "b": dtypes.float32,
-                     "c": dtypes.int64, "d": dtypes.int32, "f": dtypes.float32,
-                     "g": dtypes.int32}
+    assert types == {
+        "i": dtypes.uint32,
+        "a": dtypes.float32,
+        "b": dtypes.float32,
+        "c": dtypes.int64,
+        "d": dtypes.int32,
+        "f": dtypes.float32,
+        "g": dtypes.int32,
+    }
     values = {s.name: s.value for s in spec.ir.body if isinstance(s, ir.Assign)}
     assert values["b"].rhs == ir.Const(np.float32(0.1).item(), type=dtypes.float32)
     assert values["d"] == ir.Const(1 + 3, type=dtypes.int32)  # 3//2 + 7 % -4 (C: 7 % -4 == 3)
@@ -179,8 +196,9 @@ def negative_default(out: K.Array[K.F]):
 
 
 def test_untyped_int_defaults_to_i32():
-    assert_dsl_error(negative_default, "3000000000 // 1",
-                     r"does not fit the default i32; write K.u32", f32)
+    assert_dsl_error(
+        negative_default, "3000000000 // 1", r"does not fit the default i32; write K.u32", f32
+    )
 
 
 @K.kernel
@@ -202,8 +220,9 @@ def local_type_change(out: K.Array[K.F]):
 
 
 def test_local_keeps_its_first_type():
-    err = assert_dsl_error(local_type_change, "x = K.ABSOLUTE_POS", "a local keeps its first type",
-                           f32)
+    err = assert_dsl_error(
+        local_type_change, "x = K.ABSOLUTE_POS", "a local keeps its first type", f32
+    )
     assert "K.f32(" in str(err)
 
 
@@ -448,8 +467,9 @@ ERROR_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kern,marker,match,args", ERROR_CASES,
-                         ids=[c[0].__name__ for c in ERROR_CASES])
+@pytest.mark.parametrize(
+    "kern,marker,match,args", ERROR_CASES, ids=[c[0].__name__ for c in ERROR_CASES]
+)
 def test_dsl_error_is_located(kern, marker, match, args):
     assert_dsl_error(kern, marker, match, *args)
 
@@ -458,8 +478,14 @@ def test_dsl_error_is_located(kern, marker, match, args):
 
 
 @K.kernel
-def scaled(out: K.Array[K.F], factor: K.Const[float], reps: K.Const[int] = 2,
-           flag: K.Const[bool] = False, axis: K.Const[int] = 0, base: K.Const[K.u32] = 1):
+def scaled(
+    out: K.Array[K.F],
+    factor: K.Const[float],
+    reps: K.Const[int] = 2,
+    flag: K.Const[bool] = False,
+    axis: K.Const[int] = 0,
+    base: K.Const[K.u32] = 1,
+):
     i = K.ABSOLUTE_POS
     if flag:
         out[i] = out[i] * factor
@@ -470,8 +496,13 @@ def scaled(out: K.Array[K.F], factor: K.Const[float], reps: K.Const[int] = 2,
 
 def test_constants_fold_and_key_the_cache():
     spec = specialize(scaled, f32, factor=2.5)
-    assert spec.constants == (("axis", 0), ("base", 1), ("factor", 2.5), ("flag", False),
-                              ("reps", 2))
+    assert spec.constants == (
+        ("axis", 0),
+        ("base", 1),
+        ("factor", 2.5),
+        ("flag", False),
+        ("reps", 2),
+    )
     assert specialize(scaled, f32, factor=2.5) is spec
     assert specialize(scaled, f32, factor=2.5, reps=3) is not spec
     assert specialize(scaled, f32, factor=2) is not spec  # int 2 vs float 2.5 differ

@@ -59,8 +59,7 @@ def test_transpose_of_a_strided_view_into_compact_output():
     storage = m.ravel(order="F")  # column-major 5x7
     view = ArrayArg(storage, 0, (7, 5), (5, 1))  # its transpose, non-compact
     out = np.zeros(35)
-    spec = kernels.transpose_2d.specialize(
-        [K.ArrayDesc(_dt(out), 1), K.ArrayDesc(_dt(storage), 2)])
+    spec = kernels.transpose_2d.specialize([K.ArrayDesc(_dt(out), 1), K.ArrayDesc(_dt(storage), 2)])
     run(spec, (2, 1, 1), (32, 1, 1), [ArrayArg(out, 0, (35,), (1,)), view])
     np.testing.assert_array_equal(out, m.T.ravel(order="F"))
 
@@ -70,13 +69,18 @@ def test_row_sums_column_major_with_offset():
     storage = np.concatenate([np.full(3, 99.0), m.ravel(order="F")])
     out = np.zeros(6)
     spec = kernels.row_sums.specialize([K.ArrayDesc(_dt(out), 1), K.ArrayDesc(_dt(m), 2)])
-    run(spec, (1, 1, 1), (8, 1, 1),
-        [ArrayArg(out, 0, (6,), (1,)), ArrayArg(storage, 3, (6, 4), (1, 6))])
+    run(
+        spec,
+        (1, 1, 1),
+        (8, 1, 1),
+        [ArrayArg(out, 0, (6,), (1,)), ArrayArg(storage, 3, (6, 4), (1, 6))],
+    )
     np.testing.assert_allclose(out, m.sum(axis=1), rtol=1e-12)
 
 
 def _dt(a):
     from tenferro_host import dtypes
+
     return dtypes.dtype(a.dtype)
 
 
@@ -90,8 +94,7 @@ def test_float_arithmetic(dtype):
     out = np.zeros(7 * N, dtype)
     launch(arith_float, N, out, a, b)
     with np.errstate(all="ignore"):
-        expected = [a + b, a - b, a * b, a / b, np.trunc(a / b), np.fmod(a, b),
-                    -a + dtype(0.5)]
+        expected = [a + b, a - b, a * b, a / b, np.trunc(a / b), np.fmod(a, b), -a + dtype(0.5)]
     for j, e in enumerate(expected):
         np.testing.assert_array_equal(out[j::7], e.astype(dtype), err_msg=f"op {j}")
 
@@ -131,13 +134,27 @@ def test_math_functions(dtype):
     out = np.zeros(14 * N, dtype)
     launch(power_and_math, N, out, a, b)
     x = np.abs(a) + dtype(0.25)
-    expected = [x ** b, x ** 2, np.sqrt(x), np.exp(a), np.log(x), np.sin(a), np.cos(a),
-                np.tanh(a), np.abs(a), np.floor(a), np.ceil(a), np.fmin(a, b), np.fmax(a, b),
-                a * b + x]
+    expected = [
+        x**b,
+        x**2,
+        np.sqrt(x),
+        np.exp(a),
+        np.log(x),
+        np.sin(a),
+        np.cos(a),
+        np.tanh(a),
+        np.abs(a),
+        np.floor(a),
+        np.ceil(a),
+        np.fmin(a, b),
+        np.fmax(a, b),
+        a * b + x,
+    ]
     rtol = 1e-5 if dtype == np.float32 else 1e-12
     for j, e in enumerate(expected):
-        np.testing.assert_allclose(out[j::14], e.astype(dtype), rtol=rtol, atol=rtol,
-                                   err_msg=f"op {j}")
+        np.testing.assert_allclose(
+            out[j::14], e.astype(dtype), rtol=rtol, atol=rtol, err_msg=f"op {j}"
+        )
     assert out.dtype == dtype
 
 
@@ -152,8 +169,14 @@ def test_int_math():
 
 def test_casts_truncate_and_convert():
     src = rand(np.float32)
-    outs = [np.zeros(N, np.float32), np.zeros(N, np.int32), np.zeros(N, np.uint32),
-            np.zeros(N, np.float16), np.zeros(N, np.float64), np.zeros(N, bool)]
+    outs = [
+        np.zeros(N, np.float32),
+        np.zeros(N, np.int32),
+        np.zeros(N, np.uint32),
+        np.zeros(N, np.float16),
+        np.zeros(N, np.float64),
+        np.zeros(N, bool),
+    ]
     launch(casts, N, *outs, src)
     f, i, u, h, d, bo = outs
     np.testing.assert_array_equal(i, np.trunc(src).astype(np.int32))
@@ -248,8 +271,19 @@ def test_grid_indices_3d():
                             cube = cx + 2 * (cy + 3 * cz)
                             unit = ux + 4 * (uy + 2 * uz)
                             assert rows[t].tolist() == [
-                                unit, ux, uy, uz, cube, cx, cy, cz, cx * 4 + ux, cy * 2 + uy,
-                                cz * 3 + uz, 24 * 1000 + 12 + 200 + 20], t
+                                unit,
+                                ux,
+                                uy,
+                                uz,
+                                cube,
+                                cx,
+                                cy,
+                                cz,
+                                cx * 4 + ux,
+                                cy * 2 + uy,
+                                cz * 3 + uz,
+                                24 * 1000 + 12 + 200 + 20,
+                            ], t
                             t += 1
 
 

@@ -35,8 +35,9 @@ def test_saxpy_end_to_end_with_tensors_and_bindings(cpu):
     tx, ty = cpu.upload(x), cpu.upload(y)
     with cpu.session() as s, tf.cpu.exec_session(s).jit("tests.saxpy") as js:
         out = js.alloc_output(tx.dtype, tx.shape)
-        js.launch(kernels.saxpy, js.cube_count_1d(1000), js.cube_dim_1d(), out, tx,
-                  js.binding(ty), 2.0)
+        js.launch(
+            kernels.saxpy, js.cube_count_1d(1000), js.cube_dim_1d(), out, tx, js.binding(ty), 2.0
+        )
     np.testing.assert_array_equal(out.download(), np.float32(2.0) * x + y)
 
 
@@ -62,18 +63,20 @@ def test_row_sums_of_a_sliced_column_major_matrix(cpu):
 def test_scalars_are_converted_and_constants_go_by_keyword(cpu):
     out, wide = cpu.zeros("float16", (4,)), cpu.zeros("int64", (4,))
     with cpu.session() as s, tf.cpu.exec_session(s).jit("tests.scalars") as js:
-        js.launch(scalar_kinds, 1, 4, out, wide, np.bool_(True), 1.5, np.int64(5), 3,
-                  scale=0.25)
+        js.launch(scalar_kinds, 1, 4, out, wide, np.bool_(True), 1.5, np.int64(5), 3, scale=0.25)
     np.testing.assert_array_equal(wide.download(), -15 + np.arange(4) // 2 + 1 + 5)
 
 
-@pytest.mark.parametrize("args,error,match", [
-    ((1.5, 1.5, 5, 3), DTypeError, "scalar 'flag' is bool; pass True or False"),
-    ((True, 1.5, 5.5, 3), DTypeError, "scalar 'n' is int64; pass an int"),
-    ((True, 1.5, 5, -1), ValidationError, "scalar 'u'=-1 does not fit uint32"),
-    ((True, "x", 5, 3), ValidationError, "'h' .* must be a Tensor, a binding or a number"),
-    ((True, 1.5, 5), ValidationError, "takes 6 runtime argument"),
-])
+@pytest.mark.parametrize(
+    "args,error,match",
+    [
+        ((1.5, 1.5, 5, 3), DTypeError, "scalar 'flag' is bool; pass True or False"),
+        ((True, 1.5, 5.5, 3), DTypeError, "scalar 'n' is int64; pass an int"),
+        ((True, 1.5, 5, -1), ValidationError, "scalar 'u'=-1 does not fit uint32"),
+        ((True, "x", 5, 3), ValidationError, "'h' .* must be a Tensor, a binding or a number"),
+        ((True, 1.5, 5), ValidationError, "takes 6 runtime argument"),
+    ],
+)
 def test_scalar_errors(cpu, args, error, match):
     out, wide = cpu.zeros("float16", (4,)), cpu.zeros("int64", (4,))
     with cpu.session() as s, tf.cpu.exec_session(s).jit("tests.scalar_errors") as js:
@@ -153,8 +156,7 @@ def test_launch_without_work_is_checked_then_skipped(cpu):
         js.launch(unguarded, (4, 0), 32, out, x)
         js.launch(unguarded, 4, (32, 1, 0), out, x)
         empty = js.alloc_output("float64", (0, 3))
-        js.launch(kernels.add, js.cube_count_1d(empty.numel), js.cube_dim_1d(), empty, empty,
-                  empty)
+        js.launch(kernels.add, js.cube_count_1d(empty.numel), js.cube_dim_1d(), empty, empty, empty)
         with pytest.raises(DTypeError):  # arguments are still checked
             js.launch(unguarded, 0, 32, out, cpu.zeros("float32", (2,)))
     np.testing.assert_array_equal(out.download(), [0.0, 0.0])
@@ -239,18 +241,22 @@ def simulate_cuda_prologue(count, grid):
     return seen
 
 
-@pytest.mark.parametrize("count,max_grid,grid", [
-    ((70000, 1, 1), (65535, 65535, 65535), (65535, 2, 1)),
-    ((5, 1, 1), (4, 3, 5), (4, 2, 1)),
-    ((50, 1, 1), (4, 3, 5), (4, 3, 5)),
-    ((3, 7, 2), (4, 3, 5), (4, 3, 4)),
-    ((4, 3, 5), (4, 3, 5), (4, 3, 5)),
-])
+@pytest.mark.parametrize(
+    "count,max_grid,grid",
+    [
+        ((70000, 1, 1), (65535, 65535, 65535), (65535, 2, 1)),
+        ((5, 1, 1), (4, 3, 5), (4, 2, 1)),
+        ((50, 1, 1), (4, 3, 5), (4, 3, 5)),
+        ((3, 7, 2), (4, 3, 5), (4, 3, 4)),
+        ((4, 3, 5), (4, 3, 5), (4, 3, 5)),
+    ],
+)
 def test_fold_covers_every_logical_cube_exactly_once(count, max_grid, grid):
     assert fold_grid(count, max_grid) == grid
     seen = simulate_cuda_prologue(count, grid)
-    expected = [(x, y, z) for z in range(count[2]) for y in range(count[1])
-                for x in range(count[0])]
+    expected = [
+        (x, y, z) for z in range(count[2]) for y in range(count[1]) for x in range(count[0])
+    ]
     assert sorted(seen) == sorted(expected) and len(seen) == len(expected)
 
 

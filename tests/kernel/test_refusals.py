@@ -26,7 +26,7 @@ f32 = np.zeros(4, np.float32)
 
 @K.kernel
 def pow_overflow(out: K.Array[K.f32]):
-    out[0] = 10.0 ** 400.0  # ERR
+    out[0] = 10.0**400.0  # ERR
 
 
 @K.kernel
@@ -44,10 +44,15 @@ def floordiv_inf(out: K.Array[K.f32]):
     out[0] = 1e309 // 2.0  # ERR
 
 
-@pytest.mark.parametrize("kern,marker", [
-    (pow_overflow, "10.0 ** 400.0"), (pow_domain, "(-8.0) ** 0.5"), (mod_inf, "1e309 % 2.0"),
-    (floordiv_inf, "1e309 // 2.0"),
-])
+@pytest.mark.parametrize(
+    "kern,marker",
+    [
+        (pow_overflow, "10.0**400.0"),
+        (pow_domain, "(-8.0) ** 0.5"),
+        (mod_inf, "1e309 % 2.0"),
+        (floordiv_inf, "1e309 // 2.0"),
+    ],
+)
 def test_literal_folding_without_a_real_value_is_located(kern, marker):
     assert_dsl_error(kern, marker, "has no finite real value", f32)
 
@@ -58,8 +63,9 @@ def int_div_by_constant_zero(out: K.Array[K.i32]):
 
 
 def test_integer_division_by_a_constant_zero_is_located():
-    assert_dsl_error(int_div_by_constant_zero, "K.i32(7) // K.i32(0)", "constant zero",
-                     np.zeros(1, np.int32))
+    assert_dsl_error(
+        int_div_by_constant_zero, "K.i32(7) // K.i32(0)", "constant zero", np.zeros(1, np.int32)
+    )
 
 
 # ------------------------------------------------------------ literal types
@@ -104,8 +110,9 @@ def huge_const_int(out: K.Array[K.f32], big: K.Const[int]):
 
 
 def test_int_constant_too_large_for_a_float_is_located():
-    assert_dsl_error(huge_const_int, "out[0] * big", "too large for any float type", f32,
-                     big=10**400)
+    assert_dsl_error(
+        huge_const_int, "out[0] * big", "too large for any float type", f32, big=10**400
+    )
 
 
 # ------------------------------------------------------------ nesting depth
@@ -125,7 +132,9 @@ def _kernel_module(tmp_path: Path, body: str):
 def test_deep_sum_is_located_and_long_and_chain_is_balanced(tmp_path):
     terms = " + ".join(["x[i]"] * 500)
     conds = " and ".join(["i < n"] * 1000)
-    m = _kernel_module(tmp_path, f"""
+    m = _kernel_module(
+        tmp_path,
+        f"""
         @K.kernel
         def deep(out: K.Array[K.f32], x: K.Array[K.f32]):
             i = K.ABSOLUTE_POS
@@ -137,7 +146,8 @@ def test_deep_sum_is_located_and_long_and_chain_is_balanced(tmp_path):
             i = K.ABSOLUTE_POS
             if i < out.len:
                 out[i] = K.select({conds}, x[i], 0.0)
-        """)
+        """,
+    )
     with pytest.raises(DslError, match="nests more than 100 operations deep") as info:
         specialize(m.deep, f32, f32)
     assert info.value.filename == m.__file__ and info.value.lineno == 8  # the out[i] = line
@@ -170,16 +180,20 @@ def test_array_of_a_numpy_dtype_is_located(tmp_path):
     err = info.value
     assert err.filename == __file__
     assert (err.lineno, err.col_offset) == located_in(
-        test_array_of_a_numpy_dtype_is_located, "K.Array[np.float32]")
+        test_array_of_a_numpy_dtype_is_located, "K.Array[np.float32]"
+    )
     # eager annotations: evaluated when the def runs, located at the expression
     with pytest.raises(DslError, match="the element type must be a K scalar type") as info:
-        _kernel_module(tmp_path, """
+        _kernel_module(
+            tmp_path,
+            """
             import numpy as np
 
             @K.kernel
             def k(out: K.Array[np.float32]):
                 pass
-            """)
+            """,
+        )
     err = info.value
     assert (Path(err.filename).name, err.lineno, err.col_offset) == ("deep_kernels.py", 7, 11)
 

@@ -91,16 +91,25 @@ def test_a_second_dsl_provider_of_a_backend_kind_is_refused():
     ],
 )
 def test_opspec_validation(kwargs, argument, match):
-    fields = {"name": "pkg.add", "signature": tf.Signature(inputs=("x",)),
-              "reference": np.copy, "variants": {"cpu": lambda ex, x: x}, **kwargs}
+    fields = {
+        "name": "pkg.add",
+        "signature": tf.Signature(inputs=("x",)),
+        "reference": np.copy,
+        "variants": {"cpu": lambda ex, x: x},
+        **kwargs,
+    }
     with pytest.raises(tf.ValidationError, match=match) as info:
         tf.OpSpec(**fields)
     assert info.value.argument == argument
 
 
 def test_variant_choice_prefers_native_then_dsl():
-    spec = tf.OpSpec("pkg.op", tf.Signature(inputs=("x",)), np.copy,
-                     {"cpu": lambda ex, x: x, "dsl": lambda ex, x: x})
+    spec = tf.OpSpec(
+        "pkg.op",
+        tf.Signature(inputs=("x",)),
+        np.copy,
+        {"cpu": lambda ex, x: x, "dsl": lambda ex, x: x},
+    )
     assert spec.package == "pkg"
     assert spec.variant_kind_for("cpu", has_jit=True) == "cpu"
     assert spec.variant_kind_for("webgpu", has_jit=True) == "dsl"

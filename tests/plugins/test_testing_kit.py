@@ -33,8 +33,10 @@ def test_check_op_raises_on_a_wrong_variant(host):
 def test_check_op_passes_and_returns_outputs(host):
     register(host, "kit.double", lambda ex, x: ex.runtime.upload(x.download() * 2))
     (out,) = check_op(host, "kit.double", "cpu", shape=(2, 2), seed=3)
-    np.testing.assert_array_equal(out, random_inputs(
-        host.registry.op("kit.double").spec.signature, (2, 2), tf.float32, 3)[0] * 2)
+    np.testing.assert_array_equal(
+        out,
+        random_inputs(host.registry.op("kit.double").spec.signature, (2, 2), tf.float32, 3)[0] * 2,
+    )
 
 
 def test_check_op_rejects_a_dtype_the_op_does_not_take(host):

@@ -146,8 +146,9 @@ def test_recording_raw_session_types_its_errors(host):
         ro.setflags(write=False)
         borrowed = cpu.from_dlpack(ro)
         for mut in (rs.tensor_mut, rs.tensor_strided_mut):
-            with pytest.raises(tf.ValidationError, match="borrows it for writing, but that "
-                               "tensor is read-only"):
+            with pytest.raises(
+                tf.ValidationError, match="borrows it for writing, but that tensor is read-only"
+            ):
                 mut(borrowed)
         assert rs.tensor(borrowed).readonly  # the shared borrow it allows
     with pytest.raises(tf.SessionClosedError):

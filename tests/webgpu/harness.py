@@ -57,9 +57,9 @@ def _storages(args: tuple[Any, ...]) -> list[np.ndarray]:
     return out
 
 
-def on_interpreter(kernel: K.Kernel, count: Any, dim: Any, *args: Any, **consts: Any) -> list[
-    np.ndarray
-]:
+def on_interpreter(
+    kernel: K.Kernel, count: Any, dim: Any, *args: Any, **consts: Any
+) -> list[np.ndarray]:
     storages = _storages(args)
     copies = [s.copy() for s in storages]
     converted = []
@@ -84,8 +84,15 @@ def rand(rng: np.random.Generator, n: int, dtype: str, low: float = -8, high: fl
     return rng.integers(lo, int(high) + 1, n).astype(dtype)
 
 
-def on_target(rt: Any, jit: Callable[[], Any], kernel: K.Kernel, count: Any, dim: Any,
-              *args: Any, **consts: Any) -> list[np.ndarray]:
+def on_target(
+    rt: Any,
+    jit: Callable[[], Any],
+    kernel: K.Kernel,
+    count: Any,
+    dim: Any,
+    *args: Any,
+    **consts: Any,
+) -> list[np.ndarray]:
     """Upload the distinct storages to ``rt``, launch once inside ``jit()`` with views of them,
     download them."""
     storages = _storages(args)
@@ -102,8 +109,17 @@ def on_target(rt: Any, jit: Callable[[], Any], kernel: K.Kernel, count: Any, dim
     return [t.download() for t in tensors]
 
 
-def assert_same_on(rt: Any, jit: Callable[[], Any], kernel: K.Kernel, count: Any, dim: Any,
-                   *args: Any, rtol: float = 0.0, atol: float = 0.0, **consts: Any) -> None:
+def assert_same_on(
+    rt: Any,
+    jit: Callable[[], Any],
+    kernel: K.Kernel,
+    count: Any,
+    dim: Any,
+    *args: Any,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    **consts: Any,
+) -> None:
     """The launch leaves the same storages on ``rt`` (inside ``jit()``) as on the interpreter."""
     expected = on_interpreter(kernel, count, dim, *args, **consts)
     got = on_target(rt, jit, kernel, count, dim, *args, **consts)
@@ -127,8 +143,17 @@ def _grid(value: Any) -> tuple[int, int, int]:
     return (padded[0], padded[1], padded[2])
 
 
-def assert_same(rt: Any, kernel: K.Kernel, count: Any, dim: Any, *args: Any, rtol: float = 0.0,
-                atol: float = 0.0, **consts: Any) -> None:
+def assert_same(
+    rt: Any,
+    kernel: K.Kernel,
+    count: Any,
+    dim: Any,
+    *args: Any,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    **consts: Any,
+) -> None:
     """The launch gives the same storages on WebGPU as on the interpreter."""
-    assert_same_on(rt, lambda: webgpu_jit(rt), kernel, count, dim, *args, rtol=rtol, atol=atol,
-                   **consts)
+    assert_same_on(
+        rt, lambda: webgpu_jit(rt), kernel, count, dim, *args, rtol=rtol, atol=atol, **consts
+    )

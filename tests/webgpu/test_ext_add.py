@@ -48,9 +48,24 @@ def test_views_and_integer_dtypes(webgpu_host: Any, rt: Any, dsl_op: str, dtype:
 
 def test_cli_runs_the_op_on_the_software_adapter(dsl_op: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "tenferro_host", "run", dsl_op, "--backend", "webgpu",
-         "--shape", "1000", "--repeat", "2", "--check", "--json"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "tenferro_host",
+            "run",
+            dsl_op,
+            "--backend",
+            "webgpu",
+            "--shape",
+            "1000",
+            "--repeat",
+            "2",
+            "--check",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

@@ -33,8 +33,9 @@ def blocks(n: int, dim: int) -> int:
 def test_saxpy_and_add(rt: Any, n: int, dim: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     out, x, y = (View.compact(rand(rng, n, "float32")) for _ in range(3))
-    assert_same(rt, kernels.saxpy, blocks(n, dim), dim, out, x, y, np.float32(1.5), rtol=1e-6,
-                atol=1e-5)  # a*x+y may fuse (SPEC 7): the error is absolute, near cancellation
+    assert_same(
+        rt, kernels.saxpy, blocks(n, dim), dim, out, x, y, np.float32(1.5), rtol=1e-6, atol=1e-5
+    )  # a*x+y may fuse (SPEC 7): the error is absolute, near cancellation
     assert_same(rt, kernels.add, blocks(n, dim), dim, out, x, y)
 
 
@@ -53,8 +54,12 @@ def test_strided_views_bind_with_their_strides(rt: Any, rows: int, cols: int, se
 
 
 @SETTINGS
-@given(n=st.integers(1, 400), offset=st.integers(0, 17), step=st.integers(1, 4),
-       seed=st.integers(0, 2**16))
+@given(
+    n=st.integers(1, 400),
+    offset=st.integers(0, 17),
+    step=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+)
 def test_offset_and_step_views(rt: Any, n: int, offset: int, step: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     storage = rand(rng, offset + n * step + 3, "float32")
@@ -85,8 +90,17 @@ def test_float_ops(rt: Any, n: int, seed: int) -> None:
     b = rand(rng, n, "float32", -6, 6)
     b[np.abs(b) < 0.25] = 0.75
     out = View.compact(np.zeros(12 * n, np.float32))
-    assert_same(rt, wk.float_ops, blocks(n, 32), 32, out, View.compact(a), View.compact(b),
-                rtol=2e-5, atol=2e-5)
+    assert_same(
+        rt,
+        wk.float_ops,
+        blocks(n, 32),
+        32,
+        out,
+        View.compact(a),
+        View.compact(b),
+        rtol=2e-5,
+        atol=2e-5,
+    )
 
 
 def test_nan_operands_match_the_interpreter(rt: Any) -> None:
@@ -123,8 +137,12 @@ def test_bool_arrays_and_select(rt: Any, n: int, t: float, seed: int) -> None:
 
 
 @SETTINGS
-@given(n=st.integers(0, 300), count=st.integers(0, 20), step=st.sampled_from([-3, -1, 1, 2]),
-       flag=st.booleans())
+@given(
+    n=st.integers(0, 300),
+    count=st.integers(0, 20),
+    step=st.sampled_from([-3, -1, 1, 2]),
+    flag=st.booleans(),
+)
 def test_control_flow(rt: Any, n: int, count: int, step: int, flag: bool) -> None:
     out = View.compact(np.zeros(n, np.int32))
     assert_same(rt, wk.control, blocks(n, 32), 32, out, count, np.int32(step), flag)
@@ -138,8 +156,10 @@ def test_compile_time_constant(rt: Any) -> None:
 
 
 @SETTINGS
-@given(count=st.tuples(st.integers(0, 5), st.integers(1, 4), st.integers(1, 3)),
-       dim=st.sampled_from([(1, 1, 1), (4, 1, 1), (2, 3, 1), (2, 2, 2)]))
+@given(
+    count=st.tuples(st.integers(0, 5), st.integers(1, 4), st.integers(1, 3)),
+    dim=st.sampled_from([(1, 1, 1), (4, 1, 1), (2, 3, 1), (2, 2, 2)]),
+)
 def test_launch_indices_3d(rt: Any, count: tuple[int, int, int], dim: tuple[int, int, int]) -> None:
     threads = int(np.prod(count) * np.prod(dim))
     out = View.compact(np.full(wk.INDEX_SLOTS * threads, 7, np.uint32))
@@ -147,8 +167,10 @@ def test_launch_indices_3d(rt: Any, count: tuple[int, int, int], dim: tuple[int,
 
 
 @SETTINGS
-@given(limit=st.integers(2, 6), count=st.tuples(st.integers(1, 40), st.integers(1, 3),
-                                                 st.integers(1, 2)))
+@given(
+    limit=st.integers(2, 6),
+    count=st.tuples(st.integers(1, 40), st.integers(1, 3), st.integers(1, 2)),
+)
 def test_fold_beyond_the_workgroup_limit(
     fresh_rt: Any, limit: int, count: tuple[int, int, int]
 ) -> None:

@@ -35,8 +35,13 @@ def test_capabilities_are_honest(rt: Any) -> None:
         ex = tf.webgpu.exec_session(s)
         assert ex is not None and tf.cuda.exec_session(s) is None
         assert ex.supports(Cap.JIT_KERNEL)
-        for cap in (Cap.NATIVE_MODULE, Cap.RUNTIME_COMPILATION, Cap.RAW_STREAM, Cap.PEER_COPY,
-                    Cap.SAME_DEVICE_ASYNC_COPY):
+        for cap in (
+            Cap.NATIVE_MODULE,
+            Cap.RUNTIME_COMPILATION,
+            Cap.RAW_STREAM,
+            Cap.PEER_COPY,
+            Cap.SAME_DEVICE_ASYNC_COPY,
+        ):
             assert not ex.supports(cap)
         assert ex.device_info is rt.device_info and ex.allocation_domain == rt.domain
 
@@ -132,8 +137,11 @@ def test_a_session_is_bound_to_its_thread(rt: Any) -> None:
         b = js.binding(x)
 
         def other() -> None:
-            for call in (lambda: js.binding(x), lambda: js.launch(kernels.add, 1, 4, x, x, x),
-                         lambda: b.tensor):
+            for call in (
+                lambda: js.binding(x),
+                lambda: js.launch(kernels.add, 1, 4, x, x, x),
+                lambda: b.tensor,
+            ):
                 try:
                     call()
                 except WrongThreadError as exc:
@@ -260,8 +268,11 @@ def test_wgsl_errors_are_compile_errors_with_both_locations(
     generated = err.log.split("--- generated WGSL ---\n", 1)[1].splitlines()[err.line - 1]
     assert "e+38f" in generated and "10.0f" in generated
     source = wk.constant_overflow.parsed.filename
-    line = next(i for i, text in enumerate(Path(source).read_text().splitlines(), 1)
-                if "K.f32(3e38) * K.f32(10.0)" in text)
+    line = next(
+        i
+        for i, text in enumerate(Path(source).read_text().splitlines(), 1)
+        if "K.f32(3e38) * K.f32(10.0)" in text
+    )
     assert f"{source}:{line}" in str(err) and err.op == "tests.compile"
 
 

@@ -21,11 +21,13 @@ F32 = K.ArrayDesc(dtypes.float32, 1)
 
 def test_the_loop_canary_is_generated_only_for_kernels_with_loops():
     looping = kernels.row_sums.specialize(
-        [K.ArrayDesc(dtypes.float32, 1), K.ArrayDesc(dtypes.float32, 2)], {}, "webgpu")
+        [K.ArrayDesc(dtypes.float32, 1), K.ArrayDesc(dtypes.float32, 2)], {}, "webgpu"
+    )
     program = wgsl.generate(looping, (64, 1, 1), (0, 1), False, loop_canary=True)
     assert program.canary and program.writable == (True, False, True)
     assert "tf_loop_canary()" in program.source and "var<storage, read_write> tf_diag" in (
-        program.source)
+        program.source
+    )
     straight = kernels.add.specialize([F32, F32, F32], {}, "webgpu")
     for canary in (True, False):
         program = wgsl.generate(straight, (64, 1, 1), (0, 1, 2), False, loop_canary=canary)

@@ -73,8 +73,13 @@ def float_ops(out: K.Array[K.F], a: K.Array[K.F], b: K.Array[K.F]):
 
 
 @K.kernel
-def casts(ints: K.Array[K.i32], uints: K.Array[K.u32], floats: K.Array[K.f32],
-          flags: K.Array[K.bool_], x: K.Array[K.f32]):
+def casts(
+    ints: K.Array[K.i32],
+    uints: K.Array[K.u32],
+    floats: K.Array[K.f32],
+    flags: K.Array[K.bool_],
+    x: K.Array[K.f32],
+):
     """Conversions: float->int truncates, ->bool is != 0, bool->number is 0/1."""
     i = K.ABSOLUTE_POS
     if i < x.len:

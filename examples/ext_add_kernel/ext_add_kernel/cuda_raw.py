@@ -55,6 +55,7 @@ def _fatbin() -> bytes | None:
 
 def load_module(rs: Any) -> Any:
     """The add module for this runtime: the prebuilt fatbin, else NVRTC (cached)."""
+
     def make() -> Any:
         image = _fatbin()
         if image is not None:
@@ -71,7 +72,9 @@ def add(ex: Any, lhs: Tensor, rhs: Tensor) -> Tensor:
     if n > _INT_MAX:
         raise UnsupportedError(
             f"the add kernel indexes with int; {n} elements exceed {_INT_MAX}",
-            backend=ex.runtime.name, feature="numel", op=OP_NAME,
+            backend=ex.runtime.name,
+            feature="numel",
+            op=OP_NAME,
         )
     runtime = ex.runtime
     if not lhs.is_compact():
