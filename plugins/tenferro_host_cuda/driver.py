@@ -196,16 +196,19 @@ class PrimaryContext:
         check(d.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
         return current
 
-    def forget_if_current(self) -> None:
-        """Make no context current if this one is, after its retain was released.
+    def forget_if_destroyed(self, dev: Any) -> None:
+        """Make no context current if this one is and releasing the last retain destroyed it.
 
-        Releasing the last retain destroys the primary context, but the thread keeps it as its
-        current context: the next runtime-API user on the thread (CuPy, torch) would then fail
-        with CUDA_ERROR_INVALID_CONTEXT. With none current, they make the primary current again.
+        The thread keeps a destroyed primary context as its current one: the next user of the
+        thread (CuPy, torch) would fail with CUDA_ERROR_INVALID_CONTEXT. A primary context still
+        retained by someone else (the CUDA runtime, another runtime) stays current.
         """
         d = drv()
         current = check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
-        if int(current) == self._handle:
+        if int(current) != self._handle:
+            return
+        _, active = check(d.cuDevicePrimaryCtxGetState(dev), "cuDevicePrimaryCtxGetState")
+        if not active:
             check(d.cuCtxSetCurrent(d.CUcontext(0)), "cuCtxSetCurrent (none)")
 
     @staticmethod

@@ -540,7 +540,7 @@ class CudaRuntime(Runtime):
             d.cuStreamDestroy(self._stream)
             self._core_stream = None  # a cuda.core view of the destroyed stream: drop it now
         d.cuDevicePrimaryCtxRelease(self._dev)
-        self.primary.forget_if_current()
+        self.primary.forget_if_destroyed(self._dev)
 
     def module_stats(self) -> dict[str, int]:
         """Modules loaded and unloaded by this runtime (retirement evidence)."""

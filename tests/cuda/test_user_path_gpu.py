@@ -126,3 +126,34 @@ def test_a_closed_runtime_leaves_no_destroyed_context_current_for_cupy():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "6.0"
+
+
+CUPY_FIRST_INSIDE_A_SESSION = textwrap.dedent(
+    """
+    import numpy as np
+    import tenferro_host as tf
+
+    rt = tf.Host().backend("cuda")
+    with rt.session() as s, tf.cuda.exec_session(s).raw("first.cupy") as rs:
+        import cupy  # CuPy's first use in this process, with the primary context current
+
+        cupy.arange(4, dtype=cupy.float32).sum()
+    # the session restored "no current context", as the thread had none: CuPy rebinds its
+    # device through the runtime API before the next kernel load (the documented remedy)
+    cupy.cuda.Device(rt.index).use()
+    print(float(cupy.arange(6, dtype=cupy.float16).sum()))
+    """
+)
+
+
+def test_cupy_first_touched_in_a_session_works_after_it_with_the_documented_rebind():
+    cuda_runtime()
+    pytest.importorskip("cupy")
+    proc = subprocess.run(
+        [sys.executable, "-c", CUPY_FIRST_INSIDE_A_SESSION],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "15.0"
