@@ -153,7 +153,8 @@ def test_the_pytest_kit_reports_the_same_failures(subproc, kit_dists, tmp_path):
     ids = [line for line in compile_only.stdout.splitlines() if "::" in line]
     cased = [line for line in ids if "NOTSET" not in line]  # float64_out has no GPU-less case
     assert cased and all("-none-" in line for line in cased), compile_only.stdout
-    assert "test_ops.py::test_f64[NOTSET]" in ids
+    # node ids are relative to the inner run's rootdir, which depends on where the clone lives
+    assert any(line.endswith("test_ops.py::test_f64[NOTSET]") for line in ids), ids
 
 
 def test_plugin_loads_with_dash_p_when_autoload_is_off(subproc, tmp_path):
