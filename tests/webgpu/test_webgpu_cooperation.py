@@ -30,7 +30,8 @@ def test_block_sum_equals_numpy_and_the_interpreter(rt: Any) -> None:
     args = (View.compact(np.zeros(1, np.float32)), View.compact(x))
     (out, _) = run(rt, ck.block_sum, 32, ck.CUBE, *args)
     np.testing.assert_allclose(out[0], x.sum(dtype=np.float64), rtol=1e-5)
-    assert_same(rt, ck.block_sum, 32, ck.CUBE, *args, rtol=1e-6)
+    # the 32 cubes' atomic adds of their partial sums land in any order: not bit-reproducible
+    assert_same(rt, ck.block_sum, 32, ck.CUBE, *args, rtol=1e-5)
 
 
 @pytest.mark.parametrize("transposed", [False, True])
