@@ -1,4 +1,4 @@
-"""The four identity layers of SPEC section 4; never interchangeable.
+"""The four identity layers of the contract (docs/contract.md); never interchangeable.
 
 Each type compares equal only to its own kind, so a UUID can never stand in for a domain.
 

@@ -1,7 +1,7 @@
 """Column-major layout arithmetic: compact strides, compactness, storage spans.
 
 Strides and offsets count elements, not bytes. *Compact* means column-major dense strides with
-size-1 dimensions ignored (SPEC section 3).
+size-1 dimensions ignored (docs/contract.md).
 
 >>> compact_strides((2, 3, 4))
 (1, 2, 6)

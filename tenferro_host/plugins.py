@@ -1,4 +1,4 @@
-"""Plugin discovery and isolation on pluggy (SPEC section 11).
+"""Plugin discovery and isolation on pluggy (docs/contract.md).
 
 The host iterates the entry points of the group ``tenferro_host`` itself and loads, registers
 and validates each inside its own try/except: an import failure, a raising hook, an unknown

@@ -1,4 +1,4 @@
-"""Explicit copies between runtimes (SPEC section 9): ``copy_from_same_device``, ``copy_from_peer``.
+"""Explicit copies between runtimes: ``copy_from_same_device``, ``copy_from_peer``.
 
 Both order the copy with events only: an event on the source stream, the destination stream
 waits on it, the copy runs on the destination stream, and an event after it makes the source

@@ -1,4 +1,4 @@
-"""DLPack interop on CUDA (SPEC section 3), ordered by events — no stream is exported.
+"""DLPack interop on CUDA (docs/contract.md), ordered by events — no stream is exported.
 
 Export: ``tensor.__dlpack__(stream=s)`` makes the consumer's stream ``s`` wait on an event of
 the runtime's stream and hands out a capsule that keeps the storage alive; when the consumer

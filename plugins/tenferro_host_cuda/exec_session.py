@@ -46,7 +46,7 @@ class CudaExecSession(ExecSession):
         self.runtime.drain_deferred()
 
     def raw(self, op: str) -> RawSession:
-        """A raw native-module session for the op ``op`` (SPEC section 6)."""
+        """A raw native-module session for the op ``op`` (docs/contract.md)."""
         self._check()
         return RawSession(self, op)
 

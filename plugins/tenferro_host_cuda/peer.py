@@ -1,4 +1,4 @@
-"""Directional peer access between CUDA devices (SPEC section 9): the matrix and the grants.
+"""Directional peer access between CUDA devices (docs/contract.md): the matrix and the grants.
 
 Access belongs to an *ordered* pair: ``can_access_peer(dst, src)`` asks the driver whether
 ``dst`` can read and write memory that lives on ``src`` — every time, never cached, never

@@ -1,4 +1,4 @@
-"""The raw CUDA session (SPEC section 6): load modules, borrow tensors, launch on the stream.
+"""The raw CUDA session (docs/contract.md): load modules, borrow tensors, launch on the stream.
 
 Reached as ``tenferro_host.cuda.raw``. A :class:`RawSession` comes only from
 ``CudaExecSession.raw(op)``; everything it hands out (:class:`TensorRef`, :class:`TensorMut`,

@@ -1,6 +1,6 @@
 """ROCm provider: the ``rocm`` backend, reported as a typed "unsupported".
 
-ROCm support ships only with hardware evidence (SPEC section 12). Until a HIP substrate is
+ROCm support ships only with hardware evidence (docs/contract.md). Until a HIP substrate is
 validated on real hardware this provider makes the backend *visible* — ``caps`` lists it, with
 the reason — and every attempt to use it raises :class:`tenferro_host.UnsupportedError`. It
 never claims a capability. It imports only tenferro_host's public API, like any plugin.

@@ -1,6 +1,6 @@
 """What a WebGPU runtime knows about its device: identity, limits, and the portability rule.
 
-The portability rule (SPEC section 7, v1) decides which dtypes a WebGPU runtime stores: f64 and
+The portability rule (docs/contract.md) decides which dtypes a WebGPU runtime stores: f64 and
 i64 are never requested from the adapter, bool is stored as u32, f16 needs ``shader-f16``.
 """
 

@@ -1,7 +1,7 @@
 """The WebGPU runtime: one wgpu device per runtime, storage buffers as tensor storage.
 
 Each runtime requests its own device from its adapter (with the adapter's limits and
-``shader-f16`` when offered), so it has its own queue — the "stream" of SPEC section 5 — and its
+``shader-f16`` when offered), so it has its own queue — the contract's "stream" — and its
 own allocation domain. Buffers are ``STORAGE | COPY_SRC | COPY_DST``, padded to 4 bytes; bool
 elements are stored as u32. wgpu keeps a buffer alive while submitted work uses it, so no lease
 is needed for stream-ordered frees.

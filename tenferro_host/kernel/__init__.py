@@ -1,4 +1,4 @@
-"""The portable kernel DSL (SPEC section 7): ``from tenferro_host import kernel as K``.
+"""The portable kernel DSL (docs/contract.md): ``from tenferro_host import kernel as K``.
 
 >>> from tenferro_host import kernel as K
 >>> K.Array[K.F]

@@ -122,7 +122,7 @@ class Runtime(ABC):
         return self._capabilities
 
     def stats(self) -> dict[str, int]:
-        """Counters with the documented keys (SPEC section 5)."""
+        """Counters with the documented keys (docs/contract.md)."""
         return self.counters.snapshot()
 
     def transfer_trace(self) -> list[TransferRecord]:

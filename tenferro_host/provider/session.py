@@ -1,4 +1,4 @@
-"""Session base classes: thread binding, invalidation and nesting rules (SPEC section 5).
+"""Session base classes: thread binding, invalidation and nesting rules (docs/contract.md).
 
 Every session object is bound to the thread that created it. When a session ends, it and every
 sub-session and handle it issued become invalid: a handle checks its session on each use, so

@@ -45,7 +45,7 @@ def require_writable(
     t: Tensor, what: str, argument: str, op: str | None = None, fix: str = _COPY_IT
 ) -> None:
     """Refuse writing a read-only import: the contract never hands out a writable view of a
-    tensor borrowed read-only (SPEC section 14). ``what`` says who writes it."""
+    tensor borrowed read-only (docs/contract.md). ``what`` says who writes it."""
     if t.storage.read_only:
         raise ValidationError(
             f"{what}, but that tensor is read-only (imported from a read-only buffer); {fix}",

@@ -1,4 +1,4 @@
-"""The error hierarchy of SPEC section 10: classes, attributes, top-level re-exports, messages."""
+"""The error hierarchy (docs/contract.md): classes, attributes, top-level re-exports, messages."""
 
 from __future__ import annotations
 

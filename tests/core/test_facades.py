@@ -17,4 +17,4 @@ def test_every_listed_name_resolves(facade):
 @pytest.mark.parametrize("facade", [tf.cuda, tf.webgpu, tf.cpu])
 def test_unknown_name_is_an_attribute_error(facade):
     with pytest.raises(AttributeError, match="no attribute 'copy_to_device'"):
-        facade.copy_to_device  # noqa: B018 - no auto-routing copy exists (SPEC section 9)
+        facade.copy_to_device  # noqa: B018 - no auto-routing copy exists (docs/contract.md)

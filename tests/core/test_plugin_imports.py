@@ -1,6 +1,6 @@
 """Built-in plugins get no back door: they import only the public API and the provider SPI.
 
-SPEC section 2: a built-in provider is registered and built exactly like a third-party one.
+A built-in provider is registered and built exactly like a third-party one (docs/contract.md).
 The allowed set below is the documented surface (docs/provider-spi.md); host internals
 (host, plugins, cpu_runtime, cli, the DSL front-end and interpreter) are not in it.
 """

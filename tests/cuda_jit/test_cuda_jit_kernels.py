@@ -49,7 +49,7 @@ def test_saxpy_and_add(target: Target, n: int, dim: int, dtype: str, seed: int) 
     rng = np.random.default_rng(seed)
     out, x, y = compact(*(rand(rng, n, dtype) for _ in range(3)))
     a = np.dtype(dtype).type(1.5)
-    # fma may fuse on the GPU: compare with a tolerance (SPEC section 7)
+    # fma may fuse on the GPU: compare with a tolerance (docs/contract.md)
     tol = {"float16": 2e-3, "float32": 1e-6, "float64": 1e-14}[dtype]
     assert_same(target, kernels.saxpy, blocks(n, dim), dim, out, x, y, a, rtol=tol, atol=tol)
     assert_same(target, kernels.add, blocks(n, dim), dim, out, x, y)

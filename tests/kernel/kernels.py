@@ -5,7 +5,7 @@ from tenferro_host import kernel as K
 
 @K.kernel
 def saxpy(out: K.Array[K.F], x: K.Array[K.F], y: K.Array[K.F], a: K.F):
-    """out = a * x + y (SPEC section 7)."""
+    """out = a * x + y (docs/contract.md)."""
     i = K.ABSOLUTE_POS
     if i < out.len:
         out[i] = a * x[i] + y[i]

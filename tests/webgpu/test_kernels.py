@@ -35,7 +35,7 @@ def test_saxpy_and_add(rt: Any, n: int, dim: int, seed: int) -> None:
     out, x, y = (View.compact(rand(rng, n, "float32")) for _ in range(3))
     assert_same(
         rt, kernels.saxpy, blocks(n, dim), dim, out, x, y, np.float32(1.5), rtol=1e-6, atol=1e-5
-    )  # a*x+y may fuse (SPEC 7): the error is absolute, near cancellation
+    )  # a*x+y may fuse (docs/contract.md): the error is absolute, near cancellation
     assert_same(rt, kernels.add, blocks(n, dim), dim, out, x, y)
 
 

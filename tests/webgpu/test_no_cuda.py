@@ -1,4 +1,4 @@
-"""With only the WebGPU provider in use, no CUDA library is loaded (SPEC section 12).
+"""With only the WebGPU provider in use, no CUDA library is loaded (docs/contract.md).
 
 Checked in a fresh interpreter after running a kernel on WebGPU: ``sys.modules`` holds no
 ``cuda``/``cupy`` module and the process maps no libcuda, libcudart or libnvrtc.
