@@ -37,7 +37,7 @@ from .errors import __all__ as _errors_all
 from .hookspecs import hookimpl
 from .host import Host
 from .identity import AllocationDomainId, CudaDeviceId, CudaDeviceUuid, RuntimeIdentity
-from .ops import KernelSource, OpSpec, Signature
+from .ops import KernelSource, OpSpec, Requirement, Signature
 from .provider.runtime import Runtime as Backend
 from .registry import BackendProvider, BackendStatus
 from .tensor import Placement, Tensor
@@ -63,6 +63,7 @@ __all__ = [
     "Host",
     "KernelSource",
     "OpSpec",
+    "Requirement",
     "Placement",
     "RuntimeIdentity",
     "Signature",

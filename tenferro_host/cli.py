@@ -97,7 +97,8 @@ def plugins_report(host: Host) -> list[dict[str, Any]]:
 
 
 def ops_report(host: Host, *, kernels: bool = False) -> list[dict[str, Any]]:
-    """Every op: name, distribution(s), status (ok|conflict), the variant kind per backend.
+    """Every op: name, distribution(s), status (ok|conflict), the variant kind per backend,
+    and ``unavailable``: variant kind -> why it cannot run (its unmet requirement).
 
     With ``kernels``, each op also lists the kernels it ships with their build info (``ops``;
     ``caps --json`` keeps exactly the schema-1 keys).
@@ -109,6 +110,7 @@ def ops_report(host: Host, *, kernels: bool = False) -> list[dict[str, Any]]:
             "dist": ", ".join(rec.conflicting) if rec.status == "conflict" else rec.dist,
             "status": rec.status,
             "variants": host.variants_by_backend(rec.name),
+            "unavailable": rec.spec.unavailable() if rec.spec is not None else {},
         }
         if kernels:
             shipped = rec.spec.kernels if rec.spec is not None else ()
@@ -186,6 +188,8 @@ def _ops_table(ops: list[dict[str, Any]]) -> Table:
     rows = []
     for o in ops:
         variants = "\n".join(f"{k}: {v}" for k, v in o["variants"].items())
+        unavailable = "\n".join(f"{k} unavailable: {r}" for k, r in o["unavailable"].items())
+        variants = "\n".join(part for part in (variants, unavailable) if part)
         kernels = "\n".join(k["summary"] for k in o.get("kernels", ()))
         rows.append([o["name"], o["dist"], o["status"], variants, kernels])
     return _table("Operations", ["name", "distribution", "status", "variants", "kernels"], rows)

@@ -154,6 +154,16 @@ class OpHandle:
                 feature="variant",
                 op=self.name,
             )
+        reason = self.spec.unavailable_reason(kind)
+        if reason is not None:  # refused up front, from the declared reason; no fallback
+            requirement = self.spec.variant_requirements[kind]
+            raise UnsupportedError(
+                f"op {self.name!r}: its {kind!r} variant cannot run on {runtime.name!r}: {reason}",
+                backend=runtime.name,
+                feature=requirement.feature,
+                reason=reason,
+                op=self.name,
+            )
         chosen = self._variants[runtime.kind] = (kind, self.spec.variants[kind])
         return chosen
 

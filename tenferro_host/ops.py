@@ -87,6 +87,21 @@ Tolerance = float | Mapping[str, float] | None
 
 
 @dataclass(frozen=True)
+class Requirement:
+    """What one variant needs beyond the host (an optional library, a driver feature).
+
+    ``feature`` names it (the ``feature`` of the host's ``UnsupportedError``); ``unmet`` is a
+    zero-argument callable, called lazily by ``caps``/``ops`` and before a run, that returns
+    None when the variant can run, else the reason it cannot (how to fix it). It must not
+    import the optional library at plugin load: use ``importlib.util.find_spec`` or a cached
+    import inside the callable.
+    """
+
+    feature: str
+    unmet: Callable[[], str | None]
+
+
+@dataclass(frozen=True)
 class OpSpec:
     """One operation: name (``package.op``), signature, numpy reference and variants.
 
@@ -103,6 +118,9 @@ class OpSpec:
     doc: str = ""
     rtol: Tolerance = None
     atol: Tolerance = None
+    #: variant kind -> :class:`Requirement`; a variant whose requirement is unmet is listed
+    #: under ``unavailable`` by ``caps``/``ops`` and refused by the host before it runs.
+    variant_requirements: Mapping[str, Requirement] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -137,6 +155,22 @@ class OpSpec:
             )
         for argument in ("rtol", "atol"):
             _check_tolerance(self.name, argument, getattr(self, argument))
+        requirements = self.variant_requirements
+        if not isinstance(requirements, Mapping) or not all(
+            isinstance(r, Requirement) and callable(r.unmet) for r in requirements.values()
+        ):
+            raise ValidationError(
+                f"op {self.name!r}: variant_requirements must map variant kinds to "
+                "Requirement(feature=..., unmet=callable)",
+                argument="variant_requirements",
+            )
+        stray = set(requirements) - set(self.variants)
+        if stray:
+            raise ValidationError(
+                f"op {self.name!r}: variant_requirements names {sorted(stray)}, which are not "
+                f"its variants ({', '.join(self.variants)})",
+                argument="variant_requirements",
+            )
 
     @property
     def package(self) -> str:
@@ -146,6 +180,33 @@ class OpSpec:
         """(rtol, atol) for outputs of ``dtype_name``: declared, else the default."""
         d_rtol, d_atol = DEFAULT_TOLERANCES.get(dtype_name, (0.0, 0.0))
         return _pick(self.rtol, dtype_name, d_rtol), _pick(self.atol, dtype_name, d_atol)
+
+    def unavailable_reason(self, kind: str) -> str | None:
+        """None when variant ``kind`` can run, else why not (its requirement's reason).
+
+        A requirement that raises is reported as the reason, naming the op, so ``caps`` and
+        ``ops`` still work when a package's check is broken.
+        """
+        requirement = self.variant_requirements.get(kind)
+        if requirement is None:
+            return None
+        try:
+            reason = requirement.unmet()
+        except Exception as exc:
+            return (
+                f"the {kind!r} requirement check of op {self.name!r} (package "
+                f"{self.package!r}) raised {type(exc).__name__}: {exc}"
+            )
+        return None if reason is None else str(reason)
+
+    def unavailable(self) -> dict[str, str]:
+        """Variant kind -> reason, for every variant whose requirement is unmet."""
+        out = {}
+        for kind in self.variant_requirements:
+            reason = self.unavailable_reason(kind)
+            if reason is not None:
+                out[kind] = reason
+        return out
 
     def variant_kind_for(self, backend_kind: str, has_jit: bool) -> str | None:
         """The variant kind that runs on ``backend_kind``: native first, then ``dsl``."""
@@ -194,5 +255,6 @@ __all__ = [
     "VARIANT_KINDS",
     "KernelSource",
     "OpSpec",
+    "Requirement",
     "Signature",
 ]

@@ -15,11 +15,13 @@ does not synchronize); CuPy's own temporaries come from its pool on the same str
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import sys
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from tenferro_host import UnsupportedError
+from tenferro_host import Requirement, UnsupportedError
 
 INSTALL_HINT = "install it with `pip install cupy-cuda13x` (CuPy for CUDA 13)"
 
@@ -32,6 +34,28 @@ def cupy_missing_reason() -> str | None:
     except Exception as exc:  # ImportError, or a CuPy built for another CUDA
         return f"CuPy is not importable ({type(exc).__name__}: {exc}); {INSTALL_HINT}"
     return None
+
+
+def cupy_requirement_unmet() -> str | None:
+    """The cuda variants' requirement check for ``caps``/``ops`` and the host's run.
+
+    When CuPy is not installed at all it says so without importing anything
+    (``importlib.util.find_spec``); when it is, it imports it once (cached) to catch a CuPy
+    built for another CUDA.
+    """
+    if sys.modules.get("cupy") is not None:  # already imported (or stood in for by a test)
+        return cupy_missing_reason()
+    try:
+        installed = importlib.util.find_spec("cupy") is not None
+    except (ImportError, ValueError):  # sys.modules["cupy"] is None (hidden), or broken
+        installed = False
+    if not installed:
+        return f"CuPy is not installed; {INSTALL_HINT}"
+    return cupy_missing_reason()
+
+
+#: The requirement every ``cuda-raw`` variant of the package declares (feature ``cupy``).
+CUPY = Requirement(feature="cupy", unmet=lambda: cupy_requirement_unmet())
 
 
 def require_cupy(op: str, backend: str) -> Any:
@@ -80,7 +104,9 @@ __all__ = [
     "INSTALL_HINT",
     "SessionStream",
     "as_cupy",
+    "CUPY",
     "cupy_missing_reason",
+    "cupy_requirement_unmet",
     "on_session_stream",
     "require_cupy",
 ]

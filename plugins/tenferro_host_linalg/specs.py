@@ -20,7 +20,7 @@ from typing import Any
 
 from tenferro_host import OpSpec, Signature
 
-from . import contraction, cpu, cuda, dsl, reference
+from . import contraction, cpu, cuda, cupy_bridge, dsl, reference
 from .checks import GEMM_DTYPES, SOLVER_DTYPES, normalize_axes, real_dtype
 
 #: (rtol per dtype, atol per dtype) of each op, for every check against its reference.
@@ -50,7 +50,17 @@ def _spec(
     doc: str,
 ) -> OpSpec:
     TOLERANCES[name] = tol
-    return OpSpec(name=name, signature=signature, reference=ref, variants=variants, doc=doc)
+    # Every cuda variant needs CuPy (the contractions through linalg.matmul): declared, so
+    # caps/ops show its absence per variant and the host refuses before running.
+    requirements = {"cuda-raw": cupy_bridge.CUPY} if "cuda-raw" in variants else {}
+    return OpSpec(
+        name=name,
+        signature=signature,
+        reference=ref,
+        variants=variants,
+        doc=doc,
+        variant_requirements=requirements,
+    )
 
 
 def _contraction_shape(

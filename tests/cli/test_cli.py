@@ -63,7 +63,8 @@ def test_caps_schema_plugins_and_ops(caps):
         assert isinstance(p["error"], OPTIONAL_STR)
         assert (p["error"] is None) == (p["status"] != "error")
     for o in caps["ops"]:
-        assert set(o) == {"name", "dist", "status", "variants"}
+        assert set(o) == {"name", "dist", "status", "variants", "unavailable"}
+        assert all(isinstance(v, str) for v in o["unavailable"].values())
         assert o["status"] in {"ok", "conflict"}
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in o["variants"].items())
 

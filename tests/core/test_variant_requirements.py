@@ -1,0 +1,137 @@
+"""A variant's declared requirement (``OpSpec.variant_requirements``): its unmet reason shows
+in ``caps``/``ops`` per variant, a raising check becomes the reason, and the host refuses the
+variant up front with the declared reason and feature (no fallback to another variant)."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+
+import numpy as np
+import pytest
+from tenferro_host_linalg import cupy_bridge
+
+import tenferro_host as tf
+from tenferro_host.cli import main, ops_report
+
+REASON = "libfoo is not installed; pip install libfoo"
+
+
+def _double(ex, x):
+    return ex.runtime.upload(np.asarray(x.download()) * 2)
+
+
+def _host_with(unmet):
+    host = tf.Host()
+    view = host.registry.staging("req-test")
+    view.add_op(
+        tf.OpSpec(
+            name="req_test.double",
+            signature=tf.Signature(inputs=("x",)),
+            reference=lambda x: x * 2,
+            variants={"cpu": _double},
+            variant_requirements={"cpu": tf.Requirement(feature="libfoo", unmet=unmet)},
+        )
+    )
+    view.commit()
+    return host
+
+
+def _entry(host, name):
+    return next(o for o in ops_report(host) if o["name"] == name)
+
+
+def test_unmet_requirement_is_listed_and_refused_up_front():
+    calls = []
+    host = _host_with(lambda: calls.append(1) or REASON)
+    assert not calls  # nothing is checked at registration
+    entry = _entry(host, "req_test.double")
+    assert entry["unavailable"] == {"cpu": REASON}
+    assert entry["variants"] == {"cpu": "cpu"}  # still the declared variant: no fallback
+    x = host.backend("cpu").upload(np.ones(3, dtype=np.float32))
+    with pytest.raises(tf.UnsupportedError, match="libfoo is not installed") as info:
+        host.run("req_test.double", x)
+    assert info.value.feature == "libfoo" and info.value.reason == REASON
+    assert info.value.op == "req_test.double" and info.value.backend == "cpu:0"
+
+
+def test_met_requirement_runs():
+    host = _host_with(lambda: None)
+    assert _entry(host, "req_test.double")["unavailable"] == {}
+    x = host.backend("cpu").upload(np.ones(3, dtype=np.float32))
+    assert host.run("req_test.double", x).download().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_raising_requirement_is_a_reason_naming_the_op():
+    def broken():
+        raise RuntimeError("probe exploded")
+
+    host = _host_with(broken)
+    reason = _entry(host, "req_test.double")["unavailable"]["cpu"]
+    assert "req_test.double" in reason and "'req_test'" in reason
+    assert "RuntimeError: probe exploded" in reason
+    x = host.backend("cpu").upload(np.ones(3, dtype=np.float32))
+    with pytest.raises(tf.UnsupportedError, match="probe exploded"):
+        host.run("req_test.double", x)
+
+
+def test_requirements_must_name_declared_variants():
+    with pytest.raises(tf.ValidationError, match="not its variants"):
+        tf.OpSpec(
+            name="req_test.bad",
+            signature=tf.Signature(inputs=("x",)),
+            reference=lambda x: x,
+            variants={"cpu": _double},
+            variant_requirements={"dsl": tf.Requirement(feature="x", unmet=lambda: None)},
+        )
+    with pytest.raises(tf.ValidationError, match="Requirement"):
+        tf.OpSpec(
+            name="req_test.bad",
+            signature=tf.Signature(inputs=("x",)),
+            reference=lambda x: x,
+            variants={"cpu": _double},
+            variant_requirements={"cpu": lambda: None},  # type: ignore[dict-item]
+        )
+
+
+def _cli(*argv):
+    buffer = io.StringIO()
+    with redirect_stdout(buffer):
+        assert main(list(argv)) == 0
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("state", ["missing", "present", "raising"])
+def test_linalg_cuda_variants_report_cupy(monkeypatch, state):
+    """Every linalg op's cuda variant shows CuPy's state in ops/caps, JSON and table."""
+
+    def unmet():
+        if state == "raising":
+            raise ImportError("broken CuPy build")
+        return None if state == "present" else REASON
+
+    monkeypatch.setattr(cupy_bridge, "cupy_requirement_unmet", unmet)
+    ops = json.loads(_cli("ops", "--json"))
+    caps = json.loads(_cli("caps", "--json"))
+    assert caps["schema_version"] == 1
+    for listing in (ops, caps["ops"]):
+        linalg = [o for o in listing if o["name"].startswith("linalg.")]
+        assert len(linalg) == 8
+        for o in linalg:
+            if state == "present":
+                assert o["unavailable"] == {}
+            else:
+                assert set(o["unavailable"]) == {"cuda-raw"}
+                assert ("broken CuPy build" if state == "raising" else REASON) in (
+                    o["unavailable"]["cuda-raw"]
+                )
+    table = _cli("ops")
+    assert ("unavailable" in table) == (state != "present")
+
+
+def test_default_linalg_reason_without_cupy(monkeypatch):
+    """Here CuPy is hidden: the reason says it is not installed and how to install it."""
+    monkeypatch.setitem(__import__("sys").modules, "cupy", None)
+    reason = cupy_bridge.CUPY.unmet()
+    assert reason is not None and "pip install cupy-cuda13x" in reason
