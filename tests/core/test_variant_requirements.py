@@ -126,6 +126,7 @@ def test_linalg_cuda_variants_report_cupy(monkeypatch, state):
                 assert ("broken CuPy build" if state == "raising" else REASON) in (
                     o["unavailable"]["cuda-raw"]
                 )
+    monkeypatch.setenv("COLUMNS", "240")  # a table this wide folds no word of the reason
     table = _cli("ops")
     assert ("unavailable" in table) == (state != "present")
 
