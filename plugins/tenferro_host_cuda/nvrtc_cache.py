@@ -14,7 +14,6 @@ same image) unless line information or device debugging embeds it in the image.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -83,22 +82,66 @@ def _visit(
     return [(data, path.parent)]
 
 
-@functools.cache
 def compiler_identity() -> str:
-    """NVRTC's version and the library file it was loaded from (size and mtime: a patch
-    release with the same version number is another compiler); UnsupportedError without it."""
+    """The NVRTC library file a compile uses: its resolved path, size and mtime (a patch
+    release with the same version number is another compiler), found WITHOUT loading NVRTC
+    where that is sound; UnsupportedError without NVRTC.
+
+    The file is the one ``cuda.pathfinder`` (which ``cuda.bindings`` loads NVRTC through) picks:
+    a ``libnvrtc`` already loaded in the process, else the first in the ``nvidia-cuda-nvrtc``
+    wheel directories of site-packages, found by pathfinder's own (file-only) search step; only
+    when neither applies is NVRTC loaded to learn where it lives. Importing
+    ``cuda.bindings.nvrtc`` and loading the 100 MB library is 15 ms of a first persistent-cache
+    hit on the H200 (20-55 ms on a 2-core machine). Only a loaded library's identity is
+    remembered: until then another component may still load a different ``libnvrtc`` first.
+    """
+    if _loaded is not None:
+        return _loaded
+    try:
+        wheel = _wheel_library()
+    except Exception:  # noqa: BLE001 - a pathfinder without this private step: load NVRTC
+        wheel = None
+    if wheel is not None:
+        return f"nvrtc {_file_identity(wheel)}"
+    return _loaded_identity()
+
+
+def _file_identity(path: str) -> str:
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    return f"{real}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _wheel_library() -> str | None:
+    """The wheel's libnvrtc the loader will pick, or None when it is loaded already (the
+    loader keeps that one) or none is in site-packages (the loader searches the system)."""
+    from cuda.pathfinder._dynamic_libs.lib_descriptor import LIB_DESCRIPTORS
+    from cuda.pathfinder._dynamic_libs.platform_loader import LOADER
+    from cuda.pathfinder._dynamic_libs.search_steps import SearchContext, find_in_site_packages
+
+    desc = LIB_DESCRIPTORS["nvrtc"]
+    if desc.dependencies or LOADER.check_if_already_loaded_from_elsewhere(desc) is not None:
+        return None
+    found = find_in_site_packages(SearchContext(desc))
+    return None if found is None else str(found.abs_path)
+
+
+_loaded: str | None = None  # the identity of the NVRTC loaded into this process, once known
+
+
+def _loaded_identity() -> str:
+    """The identity of the NVRTC library loaded into this process (loading it if need be)."""
+    global _loaded
     from .nvrtc import _nvrtc
 
     _err, major, minor = _nvrtc().nvrtcVersion()
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib
 
-        path = str(load_nvidia_dynamic_lib("nvrtc").abs_path)
-        st = os.stat(path)
-        where = f"{path}:{st.st_size}:{st.st_mtime_ns}"
+        _loaded = f"nvrtc {_file_identity(str(load_nvidia_dynamic_lib('nvrtc').abs_path))}"
     except Exception:  # noqa: BLE001 - the version alone still names the compiler
-        where = "library path unknown"
-    return f"nvrtc {major}.{minor} {where}"
+        _loaded = f"nvrtc {major}.{minor} library path unknown"
+    return _loaded
 
 
 def nvrtc_key(

@@ -35,7 +35,6 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,30 +80,73 @@ class KernelCacheWarning(UserWarning):
     goes on without it. Issued once per cache."""
 
 
-@dataclass(frozen=True)
-class KernelKey:
+class _Frozen:
+    """Immutable after ``__init__`` (a hand-written frozen dataclass: building the two
+    dataclasses cost ~1 ms of the first persistent hit of a process, which imports this module)."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+
+class KernelKey(_Frozen):
     """Everything that decides a compiled artifact's bytes, as named parts (short strings).
 
     ``kind`` names the compiler (``"nvrtc"``); ``name`` the source's name, used only to
     explain a miss (which parts differ from the entry last stored under that name).
     """
 
+    __slots__ = ("kind", "name", "parts", "digest")
     kind: str
     name: str
     parts: Mapping[str, str]
-    digest: str = field(init=False, repr=False, compare=False)
+    digest: str
 
-    def __post_init__(self) -> None:
-        text = json.dumps([FORMAT, self.kind, sorted(self.parts.items())], separators=(",", ":"))
+    def __init__(self, kind: str, name: str, parts: Mapping[str, str]) -> None:
+        text = json.dumps([FORMAT, kind, sorted(parts.items())], separators=(",", ":"))
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "parts", parts)
         object.__setattr__(self, "digest", hashlib.sha256(text.encode()).hexdigest())
 
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, KernelKey)
+        return (self.kind, self.name, self.parts) == (other.kind, other.name, other.parts)
 
-@dataclass(frozen=True)
-class CachedKernel:
+    def __hash__(self) -> int:
+        return hash((self.kind, self.name, self.digest))
+
+    def __repr__(self) -> str:
+        return f"KernelKey(kind={self.kind!r}, name={self.name!r}, parts={self.parts!r})"
+
+
+class CachedKernel(_Frozen):
     """A compiled artifact: the binary ``payload`` and JSON-able ``meta`` (log, names, ...)."""
 
+    __slots__ = ("payload", "meta")
     payload: bytes
     meta: Mapping[str, Any]
+
+    def __init__(self, payload: bytes, meta: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "payload", payload)
+        object.__setattr__(self, "meta", meta)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, CachedKernel)
+        return (self.payload, self.meta) == (other.payload, other.meta)
+
+    __hash__ = None  # type: ignore[assignment]  # meta is a dict, as with the dataclass
+
+    def __repr__(self) -> str:
+        return f"CachedKernel(payload={self.payload!r}, meta={self.meta!r})"
 
 
 class _Unusable(Exception):

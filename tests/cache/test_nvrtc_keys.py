@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import cache_support
@@ -174,3 +179,84 @@ def test_headers_follow_quoted_includes_from_the_including_file(tmp_path: Path) 
     (tmp_path / "sub" / "a.h").write_text("changed\n")
     assert headers_digest(b"#include <a.h>\n", str(tmp_path / "sub" / "k.cu"), []) == angle
     assert headers_digest(b"#include <a.h>\n", "k.cu", [str(tmp_path / "sub")]) != angle
+
+
+def test_the_compiler_identity_names_the_library_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stable for one file; another size or mtime (a patch release) is another compiler."""
+    from tenferro_host_cuda import nvrtc_cache
+
+    lib = tmp_path / "libnvrtc.so.13"
+    lib.write_bytes(b"\x7fELF fake nvrtc")
+    os.utime(lib, ns=(1_000_000_000, 1_000_000_000))
+    monkeypatch.setattr(nvrtc_cache, "_wheel_library", lambda: str(lib))
+    monkeypatch.setattr(nvrtc_cache, "_loaded", None)
+    first = nvrtc_cache.compiler_identity()
+    assert first == nvrtc_cache.compiler_identity()
+    assert str(lib.resolve()) in first
+    os.utime(lib, ns=(1_000_000_000, 2_000_000_000))
+    touched = nvrtc_cache.compiler_identity()
+    assert touched != first
+    lib.write_bytes(b"\x7fELF fake nvrtc, patched")
+    os.utime(lib, ns=(1_000_000_000, 2_000_000_000))
+    assert nvrtc_cache.compiler_identity() not in (first, touched)
+
+
+def test_the_wheel_identity_is_the_loaded_library_identity() -> None:
+    """Found without loading NVRTC or once it is loaded: one key, so a CUDA session (which
+    loads NVRTC to probe the device) and a compile-only process share their entries."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from tenferro_host_cuda import nvrtc_cache
+        from tenferro_host_cuda.nvrtc import _nvrtc
+        wheel = nvrtc_cache._wheel_library()
+        before = nvrtc_cache.compiler_identity()
+        assert wheel is None or "cuda.bindings.nvrtc" not in sys.modules, "NVRTC was loaded"
+        _nvrtc().nvrtcVersion()
+        assert nvrtc_cache.compiler_identity() == before, (before, nvrtc_cache._loaded_identity())
+        print(wheel is not None)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    if done.stdout.strip() != "True":
+        pytest.skip("NVRTC is not from the nvidia-cuda-nvrtc wheel here")
+
+
+_HIT = textwrap.dedent(
+    """
+    import json, sys
+    from tenferro_host.cuda import raw
+    from tenferro_host.provider import kernel_cache as kc
+    from tenferro_host_cuda.nvrtc_cache import _wheel_library
+    wheel = _wheel_library() is not None
+    image = raw.nvrtc_compile(sys.argv[1], raw.NvrtcOptions(arch="sm_90"))
+    cache = kc.active_kernel_cache()
+    print(json.dumps({"hits": cache.hits, "misses": cache.misses, "kind": image.kind,
+                      "elf": image.data[:4] == b"\\x7fELF",
+                      "nvrtc_imported": "cuda.bindings.nvrtc" in sys.modules, "wheel": wheel}))
+    """
+)
+
+
+def test_a_fresh_process_hit_does_not_load_nvrtc(cache_dir: Path) -> None:
+    """The first process compiles (a miss that loads NVRTC), the second loads the image
+    without importing ``cuda.bindings.nvrtc``: the 15 ms of a first hit on the H200."""
+    src = ADD.replace("VALUE", "3.0f")
+    env = {**os.environ, "TENFERRO_CACHE_DIR": str(cache_dir)}
+    runs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", _HIT, src], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout))
+    miss, hit = runs
+    assert (miss["misses"], miss["hits"], miss["nvrtc_imported"]) == (1, 0, True)
+    assert miss["kind"] == "cubin" and miss["elf"]
+    assert (hit["misses"], hit["hits"], hit["elf"]) == (0, 1, True)
+    if not hit["wheel"]:
+        pytest.skip("NVRTC is not from the nvidia-cuda-nvrtc wheel here: a hit loads it")
+    assert not hit["nvrtc_imported"], "a persistent hit loaded NVRTC"
