@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pip_target import pip_install_target
 from process_health import cuda_problems, interpreter_problems
 
 from tenferro_host.testing import pytest_plugin
@@ -116,26 +117,9 @@ def fixture_dists(tmp_path_factory: pytest.TempPathFactory) -> FixtureDists:
     sources = root / "src"
     shutil.copytree(FIXTURES, sources)  # builds write egg-info next to the sources
     faulty, collide = root / "faulty", root / "collide"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-index",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "--target",
-            str(faulty),
-            *sorted(str(p) for p in sources.iterdir() if (p / "pyproject.toml").exists()),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    pip_install_target(
+        sorted(p for p in sources.iterdir() if (p / "pyproject.toml").exists()), faulty
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     collide.mkdir()
     for entry in faulty.glob(f"{COLLIDE}*"):
         entry.rename(collide / entry.name)

@@ -7,37 +7,12 @@ second module named ``conftest`` there clashes with ``tests/conftest.py``.)
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from pip_target import pip_install_target
 
 KIT_FIXTURES = Path(__file__).parents[1] / "fixtures" / "kit"
-
-
-def pip_install_target(sources: list[Path], target: Path) -> None:
-    """``pip install --target`` offline without build isolation (how CI installs fixtures)."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-index",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            *map(str, sources),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def install_kit_fixtures(tmp_path_factory: pytest.TempPathFactory) -> Path:
