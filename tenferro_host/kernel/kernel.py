@@ -299,18 +299,26 @@ class Kernel:
         except TypeError:  # an unhashable constant: resolve, then the resolved key is used
             key, hashable = None, False
         if key is not None:
-            with self._lock:
-                found = self._cache.get(key)
-                if found is not None:
-                    self._cache.move_to_end(key)
-                    self._hits += 1
-                    return found
+            found = self._hit(key)
+            if found is not None:
+                return found
         spec = self._specialize(arg_descs, constants or {}, target, features)
         if hashable:
             if len(self._keys) >= 4 * self._cache_size:
                 self._keys.clear()
             self._keys[given] = spec.key
         return spec
+
+    def _hit(self, key: Any, count_miss: bool = False) -> Specialization | None:
+        """The cached specialization under ``key`` (made most recent), counted as a hit."""
+        with self._lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                self._hits += 1
+            elif count_miss:
+                self._misses += 1
+            return found
 
     def _specialize(
         self,
@@ -328,13 +336,9 @@ class Kernel:
             target,
             tuple(sorted(features)),
         )
-        with self._lock:
-            found = self._cache.get(key)
-            if found is not None:
-                self._cache.move_to_end(key)
-                self._hits += 1
-                return found
-            self._misses += 1
+        found = self._hit(key, count_miss=True)
+        if found is not None:
+            return found
         spec = Specialization(
             kernel_name=self.name,
             ir=lower(self.parsed, generics, params, values),
