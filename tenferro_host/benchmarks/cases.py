@@ -327,9 +327,7 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     order = {name: i for i, name in enumerate(CUDA_CALL_ROWS)}
     cases.sort(key=lambda c: order[c.name])
 
-    def sync() -> None:
-        for fn in syncs:
-            fn()
+    sync = _call_each(syncs)
 
     group = Group(
         key,
@@ -356,6 +354,16 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     )
     group.notes.append(f"device: {rt.device_info.name}")
     return group
+
+
+def _call_each(syncs: list[Callable[[], None]]) -> Callable[[], None]:
+    """A group's sync: every library's wait in ``syncs``, including those appended later."""
+
+    def sync() -> None:
+        for fn in syncs:
+            fn()
+
+    return sync
 
 
 def _core_launch(rt: Any, ptrs: list[int], syncs: list[Callable[[], None]]) -> Callable[[], Any]:
@@ -510,9 +518,7 @@ def cuda_bandwidth(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         _try(BW_COPY, cupy_copy, 2 * 4 * n),
     ]
 
-    def sync() -> None:
-        for fn in syncs:
-            fn()
+    sync = _call_each(syncs)
 
     return Group(
         key,
@@ -552,9 +558,7 @@ def dsl_cross_backend(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
             )
         )
 
-    def sync() -> None:
-        for fn in syncs:
-            fn()
+    sync = _call_each(syncs)
 
     return Group(
         key,
