@@ -56,7 +56,7 @@ def _sources(kernel: str, arch: str) -> tuple[str, str]:
     from tenferro_host_cuda_jit.codegen import generate
 
     import tenferro_host as tf
-    from tenferro_host.kernel.kernel import ArrayDesc
+    from tenferro_host.kernel._kernel import ArrayDesc
 
     def source(dtype: Any) -> str:
         spec = dsl.add_kernel.specialize([ArrayDesc(dtype, 1)] * 3, target="cuda", features=(arch,))
@@ -111,7 +111,7 @@ def webgpu_child() -> dict[str, float]:
     from tenferro_host_webgpu import wgsl
 
     import tenferro_host as tf
-    from tenferro_host.kernel.kernel import ArrayDesc
+    from tenferro_host.kernel._kernel import ArrayDesc
 
     host = tf.Host()
     if not host.backend_status("webgpu").available:

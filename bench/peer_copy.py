@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from tenferro_host_cuda.driver import drv
+from tenferro_host_cuda._driver import drv
 
 import tenferro_host as tf
 

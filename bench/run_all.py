@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from tenferro_host.cli import main
+from tenferro_host._cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["bench", *sys.argv[1:]]))

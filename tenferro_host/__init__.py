@@ -18,6 +18,7 @@ import importlib
 from typing import Any
 
 from . import cpu, cuda, webgpu
+from ._host import Host
 from .capability import ExtensionCapability
 from .dtypes import (
     DType,
@@ -34,15 +35,18 @@ from .dtypes import (
 )
 from .errors import *  # noqa: F403 - the error hierarchy is part of the top-level API
 from .errors import __all__ as _errors_all
-from .hookspecs import hookimpl
-from .host import Host
 from .identity import AllocationDomainId, CudaDeviceId, CudaDeviceUuid, RuntimeIdentity
 from .ops import KernelSource, OpSpec, Requirement, Signature
-from .provider.runtime import Runtime as Backend
-from .registry import BackendProvider, BackendStatus
+from .provider.hookspecs import hookimpl
+from .provider.registry import BackendProvider, BackendStatus
+from .provider.runtime import Runtime
 from .tensor import Placement, Tensor
 
 __version__ = "0.1.0"
+
+#: The name 0.1 exported for :class:`Runtime` (what ``host.backend(name)`` returns), kept as an
+#: alias.
+Backend = Runtime
 
 
 def __getattr__(name: str) -> Any:
@@ -65,6 +69,7 @@ __all__ = [
     "OpSpec",
     "Requirement",
     "Placement",
+    "Runtime",
     "RuntimeIdentity",
     "Signature",
     "Tensor",

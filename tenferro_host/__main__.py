@@ -1,5 +1,5 @@
 """``python -m tenferro_host``: the same as the ``tenferro-host`` command."""
 
-from .cli import main
+from ._cli import main
 
 raise SystemExit(main())

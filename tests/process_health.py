@@ -23,7 +23,7 @@ def interpreter_problems() -> list[str]:
 
 def cuda_problems() -> list[str]:
     """Poisoned devices, and active primary contexts that no longer synchronize."""
-    driver = sys.modules.get("tenferro_host_cuda.driver")
+    driver = sys.modules.get("tenferro_host_cuda._driver")
     if driver is None or not driver.initialised():
         return []
     poisoned = driver.poisoned_devices()

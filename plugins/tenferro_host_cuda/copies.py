@@ -27,8 +27,8 @@ from tenferro_host.provider import (
 )
 
 from . import peer
-from .driver import check, drv
-from .runtime import CudaRuntime, CudaStorage
+from ._driver import check, drv
+from ._runtime import CudaRuntime, CudaStorage
 
 SAME_DEVICE = "copy_from_same_device"
 PEER = "copy_from_peer"

@@ -9,7 +9,7 @@ from tenferro_host import BackendStatus
 from tenferro_host.errors import UnsupportedError
 from tenferro_host.identity import CudaDeviceId, CudaDeviceUuid
 
-from .driver import check, drv
+from ._driver import check, drv
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from tenferro_host import Tensor
 from tenferro_host.dtypes import DType, dtype
 from tenferro_host.errors import DTypeError, ForeignRuntimeError, ValidationError
 
-from .driver import drv
+from ._driver import drv
 
 if TYPE_CHECKING:
-    from .runtime import CudaRuntime
+    from ._runtime import CudaRuntime
 
 KDL_CPU, KDL_CUDA = 1, 2
 _CODES = {"int": 0, "uint": 1, "float": 2, "complex": 5, "bool": 6}
@@ -225,7 +225,7 @@ def _dtype_of(dl: DLDataType) -> DType:
 
 def import_(runtime: CudaRuntime, x: Any) -> Tensor:
     """Wrap a CUDA buffer of this device (CuPy, torch, JAX ...) as an "imported" tensor."""
-    from .runtime import CudaStorage
+    from ._runtime import CudaStorage
 
     if not hasattr(x, "__dlpack__"):
         raise ValidationError(f"{type(x).__name__} does not implement __dlpack__", argument="x")

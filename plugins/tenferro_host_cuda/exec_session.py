@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 from tenferro_host.errors import ValidationError
 from tenferro_host.provider import BackendSession, ExecSession
 
-from .driver import drv
+from ._driver import drv
 from .raw import RawSession
 
 if TYPE_CHECKING:
+    from ._runtime import CudaRuntime
     from .device import CudaDeviceInfo
-    from .runtime import CudaRuntime
 
 
 def foreign_stream(stream: Any, op: str | None = None) -> Any:

@@ -22,11 +22,11 @@ from tenferro_host.errors import (
     ValidationError,
 )
 
+from ._driver import NOT_FOUND, check, drv, failure
 from .args import LaunchConfig
-from .driver import NOT_FOUND, check, drv, failure
 
 if TYPE_CHECKING:
-    from .runtime import CudaRuntime
+    from ._runtime import CudaRuntime
 
 _LOAD_HINTS = {
     200: "the image is not a valid CUBIN/fatbin for this driver",

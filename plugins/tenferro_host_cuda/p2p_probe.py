@@ -22,11 +22,11 @@ import numpy as np
 from tenferro_host import Tensor
 from tenferro_host.errors import TenferroError, ValidationError
 
+from ._driver import check, drv
+from ._runtime import CudaRuntime
 from .copies import copy_from_peer
 from .device import query
-from .driver import check, drv
 from .peer import can_access_peer, link_attributes, require_peer_pair
-from .runtime import CudaRuntime
 
 #: Bytes of one probe copy and how many timed copies make the bandwidth sample.
 DEFAULT_NBYTES = 64 << 20

@@ -20,8 +20,8 @@ from tenferro_host.errors import PeerAccessError, ValidationError
 from tenferro_host.identity import CudaDeviceId
 from tenferro_host.provider import BackendSession, ExecSession, exec_session_of
 
-from .driver import check, drv
-from .runtime import CudaRuntime
+from ._driver import check, drv
+from ._runtime import CudaRuntime
 
 #: cuCtxEnablePeerAccess answers this when the contexts are already peers: not a failure.
 PEER_ACCESS_ALREADY_ENABLED = 704

@@ -33,6 +33,8 @@ from tenferro_host.errors import (
 )
 from tenferro_host.provider import Session, SessionHandle, require_resident, require_writable
 
+from ._driver import STICKY_FAULT_NAMES, STICKY_FAULTS, drv, error_name, failure, poison
+from ._runtime import CudaRuntime, CudaStorage, check_positive_bytes
 from .args import (
     LaunchConfig,
     Scalar,
@@ -45,11 +47,9 @@ from .args import (
     u32,
     u64,
 )
-from .driver import STICKY_FAULT_NAMES, STICKY_FAULTS, drv, error_name, failure, poison
 from .images import as_bytes, check_binary, check_ptx
 from .module import Function, Module, load_image
 from .nvrtc import CompiledImage, NvrtcOptions, compile_source
-from .runtime import CudaRuntime, CudaStorage, check_positive_bytes
 
 if TYPE_CHECKING:
     from .exec_session import CudaExecSession

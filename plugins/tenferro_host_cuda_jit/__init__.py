@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenferro_host.hookspecs import hookimpl
-from tenferro_host.registry import RegistrationView
+from tenferro_host.provider.hookspecs import hookimpl
+from tenferro_host.provider.registry import RegistrationView
 
 TENFERRO_HOST_API = (1, 0)
+TENFERRO_HOST_SPI = (1, 0)  # the provider SPI it builds on (tenferro_host.provider.SPI_VERSION)
 
 
 def jit_session(ex: Any, op: str) -> Any:
     """The JIT factory for ``cuda`` exec sessions."""
-    from .session import CudaJitSession
+    from ._session import CudaJitSession
 
     return CudaJitSession(ex, op)
 
@@ -33,4 +34,4 @@ def tenferro_host_register(registry: RegistrationView) -> None:
     registry.add_jit("cuda", jit_session)
 
 
-__all__ = ["TENFERRO_HOST_API", "jit_session", "tenferro_host_register"]
+__all__ = ["TENFERRO_HOST_API", "TENFERRO_HOST_SPI", "jit_session", "tenferro_host_register"]

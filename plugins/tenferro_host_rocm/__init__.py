@@ -24,6 +24,7 @@ from tenferro_host import (
 )
 
 TENFERRO_HOST_API = (1, 0)
+TENFERRO_HOST_SPI = (1, 0)  # the provider SPI it builds on (tenferro_host.provider.SPI_VERSION)
 
 #: Why the backend is unavailable; ``caps`` shows it and every UnsupportedError carries it.
 REASON = "no validated HIP substrate; ROCm support ships only with hardware evidence"
@@ -59,4 +60,4 @@ def tenferro_host_capabilities(backend: Any) -> dict[ExtensionCapability, bool] 
     return dict.fromkeys(ExtensionCapability, False)
 
 
-__all__ = ["REASON", "TENFERRO_HOST_API", "unsupported"]
+__all__ = ["REASON", "TENFERRO_HOST_API", "TENFERRO_HOST_SPI", "unsupported"]

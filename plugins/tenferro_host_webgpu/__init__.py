@@ -12,18 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 from tenferro_host.capability import ExtensionCapability
 from tenferro_host.errors import TenferroError
-from tenferro_host.hookspecs import hookimpl
-from tenferro_host.registry import BackendProvider, BackendStatus, RegistrationView
+from tenferro_host.provider.hookspecs import hookimpl
+from tenferro_host.provider.registry import BackendProvider, BackendStatus, RegistrationView
 
+from ._runtime import WebGpuExecSession, WebGpuRuntime, WebGpuStorage
 from .adapters import ADAPTER_ENV, AdapterInfo, adapters
 from .device import WebGpuDeviceId, WebGpuDeviceInfo
-from .runtime import WebGpuExecSession, WebGpuRuntime, WebGpuStorage
 
 if TYPE_CHECKING:
     from tenferro_host import Host
     from tenferro_host.provider import Runtime
 
 TENFERRO_HOST_API = (1, 0)
+TENFERRO_HOST_SPI = (1, 0)  # the provider SPI it builds on (tenferro_host.provider.SPI_VERSION)
 
 #: Default-backend preference: below CUDA (20), above CPU (0); software adapters never default.
 PRIORITY = 10
@@ -86,6 +87,7 @@ __all__ = [
     "ADAPTER_ENV",
     "PRIORITY",
     "TENFERRO_HOST_API",
+    "TENFERRO_HOST_SPI",
     "AdapterInfo",
     "WebGpuDeviceId",
     "WebGpuDeviceInfo",

@@ -1,6 +1,6 @@
 """The WebGPU JIT session: ``ex.jit(op)`` launches DSL kernels as WGSL compute dispatches.
 
-The user API and the argument checks come from :class:`tenferro_host.kernel.launch.JitSession`
+The user API and the argument checks come from :class:`tenferro_host.provider.JitSession`
 (identical on cpu, cuda and webgpu). What is WebGPU's own: dispatches are recorded into the
 runtime's pending encoder and submitted when the session ends (or earlier, when a download or
 synchronize needs their results); grids beyond the per-dimension workgroup limit arrive folded
@@ -18,12 +18,11 @@ from typing import Any
 
 from tenferro_host.errors import InvalidLaunchConfigError, LaunchError, UnsupportedError
 from tenferro_host.kernel import Specialization
-from tenferro_host.kernel.launch import Grid, JitLaunch, JitSession
-from tenferro_host.provider import ExecSession
+from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession
 from tenferro_host.tensor import Tensor
 
 from . import wgsl, wgsl_cache
-from .runtime import WebGpuRuntime, WebGpuStorage
+from ._runtime import WebGpuRuntime, WebGpuStorage
 
 #: id(specialization) -> specialization, for those that passed the portability rule (bounded).
 _PORTABLE: dict[int, Specialization] = {}

@@ -8,7 +8,7 @@ stored dtype shares two shaders per rank.
 
 from __future__ import annotations
 
-from .dispatch import GRID_WORDS, UniformBlock, entry_point, grid_prelude, uniform_decl, word
+from ._uniforms import GRID_WORDS, UniformBlock, entry_point, grid_prelude, uniform_decl, word
 
 WORKGROUP = 256
 

@@ -49,7 +49,7 @@ from tenferro_host.errors import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 
 from . import wgsl_numerics
-from .dispatch import GRID_WORDS, UniformBlock, entry_point, grid_prelude, uniform_decl, word
+from ._uniforms import GRID_WORDS, UniformBlock, entry_point, grid_prelude, uniform_decl, word
 
 _SCALAR = {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32", "bool": "bool"}
 _NEVER = {"float64": "shader-f64", "int64": "shader-int64"}

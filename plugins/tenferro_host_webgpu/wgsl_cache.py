@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .device import WebGpuDeviceInfo
 
 #: The modules whose code decides the generated text.
-_GENERATOR = ("wgsl.py", "wgsl_numerics.py", "dispatch.py")
+_GENERATOR = ("wgsl.py", "wgsl_numerics.py", "_uniforms.py")
 
 
 def _sha(text: str | bytes) -> str:

@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..host import Host
+from .._host import Host
 from . import report
 from .cases import GROUPS, Sizes
 from .timing import Case, Group, Result, measure

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..host import Host
+from .._host import Host
 from .kernels import CUDA_ADD, DSL_OP, WGSL_ADD, dsl_add, register_dsl_op
 from .timing import Case, Group
 

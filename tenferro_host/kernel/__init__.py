@@ -6,17 +6,17 @@ K.Array[K.F]
 
 A kernel is a Python function decorated with ``@K.kernel``; its body is parsed from the source
 file into a typed IR (never executed by Python) and run by the CPU interpreter or compiled to
-CUDA C / WGSL. See :mod:`tenferro_host.kernel.frontend` for the typing rules.
+CUDA C / WGSL. See :mod:`tenferro_host.kernel._frontend` for the typing rules.
 """
 
-from .frontend import DeviceFunction
-from .interpreter import (
+from ._frontend import DeviceFunction
+from ._interpreter import (
     CooperationError,
     DivergentBarrierError,
     SharedRaceError,
     UnwrittenSharedReadError,
 )
-from .kernel import ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, func, kernel
+from ._kernel import ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, func, kernel
 from .lang import (
     ABSOLUTE_POS,
     ABSOLUTE_POS_X,

@@ -26,7 +26,7 @@ from typing import Any
 from ..dtypes import dtype as resolve_dtype
 from ..dtypes import float16
 from ..errors import ValidationError
-from .kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc
+from ._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc
 
 #: Targets and the DSL target name their specializations are made for.
 TARGETS = {"cuda": "cuda", "wgsl": "webgpu"}

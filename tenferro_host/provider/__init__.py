@@ -5,6 +5,11 @@ plugin subclasses :class:`Runtime` (storage primitives), :class:`ExecSession` (i
 authority) and uses :class:`Session`/:class:`SessionHandle` for everything it issues, the
 :class:`RetirementQueue` for leases, the :class:`ResourceCache` for bounded caches and the
 :class:`KernelCache` (:func:`active_kernel_cache`) to keep compiled kernels across processes.
+A DSL (JIT) provider subclasses :class:`JitSession` and reads the typed IR of
+:mod:`tenferro_host.kernel.ir`. Registration goes through :mod:`.registry`
+(:class:`~.registry.RegistrationView`) and :mod:`.hookspecs` (``hookimpl``). A plugin declares
+the SPI version it was built for as ``TENFERRO_HOST_SPI = (1, 0)``; the loader refuses one whose
+major differs or whose minor is newer than :data:`SPI_VERSION`.
 """
 
 from ..facade import lazy_names
@@ -18,16 +23,24 @@ from .storage import Storage, require_writable
 
 SPI_VERSION = (1, 0)
 
-# The kernel cache loads on first use: importing the host must not pay for it.
+# The kernel cache and the JIT session base (which needs the DSL) load on first use: importing
+# the host must not pay for them.
 _LAZY = {
-    name: f"{__name__}.kernel_cache"
-    for name in (
-        "CachedKernel",
-        "KernelCache",
-        "KernelCacheWarning",
-        "KernelKey",
-        "active_kernel_cache",
-    )
+    **{
+        name: f"{__name__}.kernel_cache"
+        for name in (
+            "CachedKernel",
+            "KernelCache",
+            "KernelCacheWarning",
+            "KernelKey",
+            "active_kernel_cache",
+            "convert_scalar",
+        )
+    },
+    **{
+        name: "tenferro_host.kernel._jit_session"
+        for name in ("Grid", "JitBinding", "JitLaunch", "JitSession", "convert_scalar", "fold_grid")
+    },
 }
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
@@ -38,6 +51,10 @@ __all__ = [
     "CachedKernel",
     "Counters",
     "ExecSession",
+    "Grid",
+    "JitBinding",
+    "JitLaunch",
+    "JitSession",
     "KernelCache",
     "KernelCacheWarning",
     "KernelKey",
@@ -50,7 +67,9 @@ __all__ = [
     "Storage",
     "TransferRecord",
     "active_kernel_cache",
+    "convert_scalar",
     "exec_session_of",
+    "fold_grid",
     "normalize_shape",
     "require_resident",
     "require_writable",

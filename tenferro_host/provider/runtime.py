@@ -24,7 +24,7 @@ from .session import BackendSession, ExecSession
 from .storage import Storage
 
 if TYPE_CHECKING:
-    from ..host import Host
+    from .._host import Host
 
 
 _INT_ONLY = frozenset({int})

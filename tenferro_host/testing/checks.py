@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._op_handle import output_rule
 from ..dtypes import DType
 from ..dtypes import dtype as resolve_dtype
 from ..errors import DTypeError
-from ..op_handle import output_rule
 from ..ops import DEFAULT_TOLERANCES, OpSpec, Signature
 from ..tensor import Tensor
 
 if TYPE_CHECKING:
-    from ..host import Host
+    from .._host import Host
     from ..provider.runtime import Runtime
 
 

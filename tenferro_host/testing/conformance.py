@@ -55,7 +55,7 @@ from .checks import (
 )
 
 if TYPE_CHECKING:
-    from ..host import Host
+    from .._host import Host
     from ..provider.runtime import Runtime
 
 #: Input shapes of the ``values`` check: empty, single, odd, 2-D, empty 2-D, large.
@@ -83,7 +83,7 @@ class CaseSkipped(Exception):
 @contextmanager
 def poison_fresh_memory(enabled: bool = True) -> Iterator[None]:
     """Fill fresh CPU storage (``empty``, ``alloc_output``) with NaN / 0xA5 bytes meanwhile."""
-    from ..cpu_runtime import CpuRuntime
+    from .._cpu_runtime import CpuRuntime
 
     before = CpuRuntime.poison_fresh_memory
     CpuRuntime.poison_fresh_memory = enabled
@@ -426,7 +426,7 @@ class _LaunchRecorder:
         self._js.__exit__(*exc)
 
     def launch(self, kernel: Any, count: Any, dim: Any, *args: Any, **constants: Any) -> None:
-        from ..kernel.kernel import ArrayDesc, ScalarDesc
+        from ..kernel._kernel import ArrayDesc, ScalarDesc
 
         descs: list[Any] = []
         for a in args:

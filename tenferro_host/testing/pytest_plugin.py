@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from ..host import Host
+    from .._host import Host
+    from ..provider.registry import BackendStatus
     from ..provider.runtime import Runtime
-    from ..registry import BackendStatus
 
 #: Backend kinds listed even when unavailable (as skipped cases) and their marker names.
 _MARKED_KINDS = ("cuda", "webgpu")
@@ -102,7 +102,7 @@ def _collection_host(config: pytest.Config) -> Host:
     """One Host for collection: backends are probed once per test run."""
     host = config.stash.get(_HOST, None)
     if host is None:
-        from ..host import Host
+        from .._host import Host
 
         host = config.stash[_HOST] = Host()
     return host
@@ -147,7 +147,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(autouse=True)
 def _tf_poisoned_memory() -> Iterator[None]:
     """Poison fresh CPU memory in tests of projects that use tenferro-host (no import here)."""
-    if "tenferro_host.cpu_runtime" not in sys.modules:
+    if "tenferro_host._cpu_runtime" not in sys.modules:
         yield
         return
     from .conformance import poison_fresh_memory
@@ -159,7 +159,7 @@ def _tf_poisoned_memory() -> Iterator[None]:
 @pytest.fixture
 def host() -> Host:
     """A fresh Host: plugins discovered from the installed entry points, no backend created."""
-    from ..host import Host
+    from .._host import Host
 
     return Host()
 

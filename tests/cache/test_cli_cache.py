@@ -8,7 +8,7 @@ from pathlib import Path
 import cache_support
 import pytest
 
-from tenferro_host.cli import main
+from tenferro_host._cli import main
 from tenferro_host.provider import CachedKernel, KernelCache, KernelKey
 
 cache_dir = cache_support.cache_dir

@@ -233,7 +233,8 @@ def test_the_provider_package_exports_the_cache_lazily() -> None:
     assert provider.KernelCache is kc.KernelCache and provider.KernelKey is kc.KernelKey
     assert provider.active_kernel_cache is kc.active_kernel_cache  # a function, not the module
     code = (
-        "import sys, tenferro_host, tenferro_host.provider, tenferro_host.cuda, tenferro_host.cli; "
+        "import sys, tenferro_host, tenferro_host.provider, tenferro_host.cuda, "
+        "tenferro_host._cli; "
         "print('tenferro_host.provider.kernel_cache' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

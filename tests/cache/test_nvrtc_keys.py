@@ -94,7 +94,7 @@ def test_a_dsl_kernels_generated_cuda_c_is_cached(cache: KernelCache, dtype: str
     from tenferro_host_cuda_jit.codegen import generate
 
     import tenferro_host as tf
-    from tenferro_host.kernel.kernel import ArrayDesc
+    from tenferro_host.kernel._kernel import ArrayDesc
 
     spec = dsl.add_kernel.specialize(
         [ArrayDesc(getattr(tf, dtype), 1)] * 3, target="cuda", features=("sm_90",)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import tenferro_host as tf
-from tenferro_host.cli import caps_report, main, parse_attr, shape_arg
+from tenferro_host._cli import caps_report, main, parse_attr, shape_arg
 
 CAPABILITY_NAMES = {c.name for c in tf.ExtensionCapability}
 OPTIONAL_STR = (str, type(None))

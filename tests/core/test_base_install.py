@@ -21,7 +21,7 @@ import json, sys
 import numpy as np
 import tenferro_host as tf
 from tenferro_host import kernel as K
-from tenferro_host.cli import caps_report
+from tenferro_host._cli import caps_report
 
 @K.kernel
 def twice(out: K.Array[K.F], x: K.Array[K.F]):

@@ -103,7 +103,7 @@ def test_a_quick_cpu_run_writes_report_json_and_chart(tmp_path):
 def test_unavailable_backends_list_their_rows_as_not_run(host, monkeypatch):
     from contextlib import ExitStack
 
-    from tenferro_host.registry import BackendStatus
+    from tenferro_host.provider.registry import BackendStatus
 
     monkeypatch.setattr(
         host, "backend_status", lambda kind: BackendStatus(kind, False, f"no {kind} here")
@@ -117,7 +117,7 @@ def test_unavailable_backends_list_their_rows_as_not_run(host, monkeypatch):
 
 
 def test_the_bench_command_prints_the_targets_and_the_files(tmp_path, capsys):
-    from tenferro_host.cli import main
+    from tenferro_host._cli import main
 
     report_path = tmp_path / "perf.md"
     assert (
@@ -143,7 +143,7 @@ def test_the_bench_command_prints_the_targets_and_the_files(tmp_path, capsys):
 
 
 def test_an_unknown_group_is_a_usage_error(capsys):
-    from tenferro_host.cli import main
+    from tenferro_host._cli import main
 
     assert main(["bench", "--only", "gpu"]) == 2
     assert "no benchmark group 'gpu'; the groups are cpu, webgpu, cuda" in capsys.readouterr().err

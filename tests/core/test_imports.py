@@ -7,7 +7,7 @@ GPU_PREFIXES = ("cupy", "cuda", "wgpu", "torch")
 PROBE = """
 import json, sys
 import tenferro_host, tenferro_host.cuda, tenferro_host.webgpu, tenferro_host.cpu
-import tenferro_host.cli, tenferro_host.testing, tenferro_host.testing.pytest_plugin
+import tenferro_host._cli, tenferro_host.testing, tenferro_host.testing.pytest_plugin
 import tenferro_host.provider
 print(json.dumps(sorted(sys.modules)))
 """

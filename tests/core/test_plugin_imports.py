@@ -30,11 +30,10 @@ PUBLIC = {
     "tenferro_host.webgpu",
 }
 SPI = {
-    "tenferro_host.hookspecs",
+    "tenferro_host.provider.hookspecs",
     "tenferro_host.kernel.ir",
-    "tenferro_host.kernel.launch",
     "tenferro_host.provider",
-    "tenferro_host.registry",
+    "tenferro_host.provider.registry",
 }
 #: Public raw seam the DSL's CUDA provider builds on (the same module under both names).
 RAW_SEAM = {"tenferro_host.cuda.raw", "tenferro_host_cuda.raw"}
@@ -88,7 +87,7 @@ def test_plugin_imports_only_public_api_and_spi(package):
 
 def test_the_rule_catches_a_private_import(tmp_path):
     sample = tmp_path / "mod.py"
-    sample.write_text("from tenferro_host.host import Host\nfrom tenferro_host import Tensor\n")
+    sample.write_text("from tenferro_host._host import Host\nfrom tenferro_host import Tensor\n")
     found = imported_modules(sample, "tenferro_host_sample")
     assert [allowed(m, "tenferro_host_sample") for _, m in found] == [False, True]
 

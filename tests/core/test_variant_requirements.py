@@ -13,7 +13,7 @@ import pytest
 from tenferro_host_linalg import cupy_bridge
 
 import tenferro_host as tf
-from tenferro_host.cli import main, ops_report
+from tenferro_host._cli import main, ops_report
 
 REASON = "libfoo is not installed; pip install libfoo"
 

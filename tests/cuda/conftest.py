@@ -10,8 +10,8 @@ def install(monkeypatch):
     """Install a FakeDriver behind drv(); runtimes made through ``make`` are closed after."""
     pytest.importorskip("cuda.bindings.driver")
     from fake_cuda_driver import FakeDriver
-    from tenferro_host_cuda import driver as driver_module
-    from tenferro_host_cuda.runtime import CudaRuntime
+    from tenferro_host_cuda import _driver as driver_module
+    from tenferro_host_cuda._runtime import CudaRuntime
 
     made = []
 

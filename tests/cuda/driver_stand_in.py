@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tenferro_host_cuda import driver, raw
+from tenferro_host_cuda import _driver as driver
+from tenferro_host_cuda import raw
+from tenferro_host_cuda._runtime import CudaRuntime
 from tenferro_host_cuda.block_cache import BlockCache
 from tenferro_host_cuda.module import Function
-from tenferro_host_cuda.runtime import CudaRuntime
 
 from tenferro_host.identity import AllocationDomainId, RuntimeIdentity
 from tenferro_host.provider import ResourceCache

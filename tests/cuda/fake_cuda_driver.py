@@ -1,6 +1,6 @@
 """A simulated CUDA driver with several devices, for the peer tests on machines without a GPU.
 
-It stands in for ``cuda.bindings.driver`` behind ``tenferro_host_cuda.driver.drv()`` and
+It stands in for ``cuda.bindings.driver`` behind ``tenferro_host_cuda._driver.drv()`` and
 implements the calls the CUDA runtime, the copies and the peer module make, with the driver's
 result convention ``(CUresult, *values)``. Types and enums come from the real module (they load
 without a driver); any other call is an AttributeError naming it. Memory is host bytes per

@@ -8,7 +8,7 @@ import gc
 
 import pytest
 from driver_stand_in import recording_driver, stand_in_runtime
-from tenferro_host_cuda import driver
+from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda.block_cache import BlockCache
 
 import tenferro_host as tf

@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("cuda.bindings.driver")
 
 import tenferro_host as tf  # noqa: E402
-from tenferro_host import cli  # noqa: E402
+from tenferro_host import _cli as cli  # noqa: E402
 
 
 def digest(a: np.ndarray) -> str:

@@ -51,7 +51,7 @@ def allowed(module: str) -> bool:
 
 def test_the_provider_imports_only_public_api_and_the_raw_seam() -> None:
     files = sorted(PACKAGE.glob("*.py"))
-    assert {f.name for f in files} >= {"__init__.py", "codegen.py", "session.py"}
+    assert {f.name for f in files} >= {"__init__.py", "_session.py", "codegen.py"}
     bad = [
         f"{f.name}:{line}: {module}"
         for f in files
@@ -64,13 +64,14 @@ def test_the_provider_imports_only_public_api_and_the_raw_seam() -> None:
 @pytest.mark.parametrize(
     "module,ok",
     [
-        ("tenferro_host.kernel.launch", True),
+        ("tenferro_host.provider", True),
+        ("tenferro_host.kernel._jit_session", False),
         ("tenferro_host.cuda.raw", True),
         ("tenferro_host_cuda.raw.u32", True),
         ("tenferro_host._private", False),
         ("tenferro_host_cuda.CudaRuntime", False),
-        ("tenferro_host_cuda.runtime", False),
-        ("tenferro_host_cuda.driver.drv", False),
+        ("tenferro_host_cuda._runtime", False),
+        ("tenferro_host_cuda._driver.drv", False),
         ("cuda.bindings.driver", False),
         ("cupy", False),
     ],
@@ -91,7 +92,7 @@ SCRIPT = """
 import json, sys
 import tenferro_host as tf
 import tenferro_host_cuda_jit
-from tenferro_host_cuda_jit import session
+from tenferro_host_cuda_jit import _session as session
 host = tf.Host()
 factory = host.registry.jit_factory("cuda")
 modules = sorted(m for m in sys.modules if m.split(".")[0] in ("cuda", "cupy"))

@@ -16,7 +16,7 @@ import pytest
 from cuda_jit_harness import Target, View, assert_same
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tenferro_host_cuda_jit.session import CudaJitSession
+from tenferro_host_cuda_jit._session import CudaJitSession
 
 SETTINGS = settings(
     max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from cuda_jit_harness import Target, cuda_runtime, shared_host
 from jit_fake_raw import FakeRuntimeState, fake_cuda_jit
-from tenferro_host_cuda_jit.session import CudaJitSession
+from tenferro_host_cuda_jit._session import CudaJitSession
 
 import tenferro_host as tf
 from tenferro_host import kernel as K

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from cuda_jit_harness import shared_host
 from jit_fake_raw import FakeRuntimeState, fake_cuda_jit
-from tenferro_host_cuda_jit.session import CudaJitSession
+from tenferro_host_cuda_jit._session import CudaJitSession
 
 import tenferro_host as tf
-from tenferro_host.kernel.launch import JitSession
+from tenferro_host.kernel._jit_session import JitSession
 
 
 @pytest.fixture

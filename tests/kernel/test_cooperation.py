@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "webgpu"))
 from harness import View, on_interpreter  # noqa: E402  (tests/webgpu/harness.py)
 
 from tenferro_host.errors import ValidationError  # noqa: E402
-from tenferro_host.kernel.interpreter import (  # noqa: E402
+from tenferro_host.kernel._interpreter import (  # noqa: E402
     CooperationError,
     DivergentBarrierError,
     SharedRaceError,

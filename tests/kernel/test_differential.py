@@ -35,7 +35,7 @@ from test_cuda_codegen import compile_sm90
 import tenferro_host as tf
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
-from tenferro_host.kernel.interpreter import ArrayArg, run
+from tenferro_host.kernel._interpreter import ArrayArg, run
 
 COUNT = int(os.environ.get("TENFERRO_DIFF_KERNELS", "180"))
 SEED = int(os.environ.get("TENFERRO_DIFF_SEED", "2026"))

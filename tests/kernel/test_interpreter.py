@@ -27,7 +27,7 @@ from dsl_harness import launch
 
 from tenferro_host import kernel as K
 from tenferro_host.errors import UnsupportedError, ValidationError
-from tenferro_host.kernel.interpreter import ArrayArg, run
+from tenferro_host.kernel._interpreter import ArrayArg, run
 
 N = 100
 rng = np.random.default_rng(0)

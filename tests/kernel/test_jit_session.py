@@ -20,8 +20,8 @@ from tenferro_host.errors import (
     ValidationError,
     WrongThreadError,
 )
-from tenferro_host.kernel.cpu_jit import CpuJitSession
-from tenferro_host.kernel.launch import JitLaunch, fold_grid
+from tenferro_host.kernel._cpu_jit import CpuJitSession
+from tenferro_host.kernel._jit_session import JitLaunch, fold_grid
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import tenferro_host as tf
-from tenferro_host import cpu_runtime
-from tenferro_host.plugins import HOST_API, PluginSet
+from tenferro_host import _cpu_runtime as cpu_runtime
+from tenferro_host._loader import HOST_API, PluginSet
 
 
 def plugin(api: Any = HOST_API, register: Any = None) -> types.ModuleType:
@@ -55,6 +55,35 @@ def test_incompatible_api_versions_are_refused(api):
     assert "mem.noop" not in plugins.registry.ops
     with pytest.raises(tf.PluginError, match="install a plugin version built for this host"):
         load(plugin(api), strict=True)
+
+
+@pytest.mark.parametrize("spi", [(2, 0), (1, 1), (0, 1), "1"])
+def test_a_plugin_built_for_another_provider_spi_is_refused_by_name(spi):
+    module = plugin(register=lambda registry: registry.add_op(noop_spec()))
+    module.TENFERRO_HOST_SPI = spi  # type: ignore[attr-defined]
+    rec = record(load(module))
+    assert (
+        rec.status == "error" and "TENFERRO_HOST_SPI" in rec.error and "provider SPI" in rec.error
+    )
+    with pytest.raises(tf.PluginError, match="in_memory"):
+        load(module, strict=True)
+
+
+def test_the_built_in_providers_declare_the_spi_they_build_on():
+    import tenferro_host_cuda
+    import tenferro_host_cuda_jit
+    import tenferro_host_rocm
+    import tenferro_host_webgpu
+
+    from tenferro_host.provider import SPI_VERSION
+
+    for module in (
+        tenferro_host_cuda,
+        tenferro_host_cuda_jit,
+        tenferro_host_rocm,
+        tenferro_host_webgpu,
+    ):
+        assert module.TENFERRO_HOST_SPI == SPI_VERSION
 
 
 def test_add_op_takes_only_an_opspec():

@@ -202,7 +202,7 @@ def test_run_on_a_backend_without_a_variant_exits_2(subproc, kit_dists):
 def test_each_wrong_op_alone_gets_the_documented_exit_code(subproc, kit_dists):
     code = textwrap.dedent("""
         import contextlib, io, json
-        from tenferro_host.cli import main
+        from tenferro_host._cli import main
         codes = {}
         for op in %r:
             with contextlib.redirect_stdout(io.StringIO()):

@@ -1,6 +1,6 @@
 """The CUDA JIT session: ``ex.jit(op)`` on a CUDA exec session, built only on the raw seam.
 
-The user API and the argument checks come from :class:`tenferro_host.kernel.launch.JitSession`
+The user API and the argument checks come from :class:`tenferro_host.provider.JitSession`
 (identical on cpu, cuda and webgpu). What is CUDA's own:
 
 * the session holds ONE raw sub-session (``ex.raw(op)``) for its whole scope; every launch is
@@ -30,8 +30,15 @@ from tenferro_host import Tensor
 from tenferro_host.cuda import raw
 from tenferro_host.errors import TenferroError
 from tenferro_host.kernel import Kernel, Specialization
-from tenferro_host.kernel.launch import Grid, JitBinding, JitLaunch, JitSession, convert_scalar
-from tenferro_host.provider import ExecSession, require_resident
+from tenferro_host.provider import (
+    ExecSession,
+    Grid,
+    JitBinding,
+    JitLaunch,
+    JitSession,
+    convert_scalar,
+    require_resident,
+)
 
 from .codegen import generate, grid_shape, kernel_abi, kernel_symbol
 

@@ -16,23 +16,23 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import (
-    PluginError,
-    TenferroError,
-    UnsupportedError,
-    ValidationError,
-)
-from .op_handle import OpHandle
-from .plugins import (
+from ._loader import (
     PLUGIN_FAILURES,
     PluginSet,
     env_disabled,
     env_strict,
     plugin_output_to_stderr,
 )
+from ._op_handle import OpHandle
+from .errors import (
+    PluginError,
+    TenferroError,
+    UnsupportedError,
+    ValidationError,
+)
+from .provider.registry import BackendStatus, Registry
 from .provider.runtime import Runtime
 from .provider.session import BackendSession, ExecSession
-from .registry import BackendStatus, Registry
 
 _BACKEND_NAME = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
 
@@ -67,7 +67,7 @@ class Host:
         """The loaded plugins (loaded on first use)."""
         with self._lock:
             if self._plugins is None:
-                from . import cpu_runtime
+                from . import _cpu_runtime as cpu_runtime
 
                 plugins = PluginSet(strict=self.strict, disabled=self.disabled)
                 plugins.load([("cpu", cpu_runtime)])

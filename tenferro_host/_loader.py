@@ -18,10 +18,10 @@ from typing import Any
 
 import pluggy
 
-from . import hookspecs
 from .capability import ExtensionCapability
 from .errors import PluginError, ValidationError
-from .registry import Registry
+from .provider import SPI_VERSION, hookspecs
+from .provider.registry import Registry
 
 #: The plugin API this host implements: a plugin's major must match, its minor be <= ours.
 HOST_API = (1, 0)
@@ -75,21 +75,27 @@ def plugin_output_to_stderr() -> Iterator[None]:
         yield
 
 
-def _check_api(plugin: Any) -> None:
-    api = getattr(plugin, "TENFERRO_HOST_API", None)
-    if api is None:
-        return
-    if (
-        not isinstance(api, tuple)
-        or len(api) != 2
-        or not all(isinstance(v, int) for v in api)
-        or api[0] != HOST_API[0]
-        or api[1] > HOST_API[1]
+def _check_versions(plugin: Any) -> None:
+    """Refuse a plugin built for another host API or provider SPI (major differs, or it needs a
+    newer minor); a plugin that declares neither is taken as written for this one."""
+    for attribute, have, what in (
+        ("TENFERRO_HOST_API", HOST_API, "host API"),
+        ("TENFERRO_HOST_SPI", SPI_VERSION, "provider SPI"),
     ):
-        raise PluginError(
-            f"plugin needs TENFERRO_HOST_API {api!r} but this host implements {HOST_API}; "
-            "install a plugin version built for this host"
-        )
+        want = getattr(plugin, attribute, None)
+        if want is None:
+            continue
+        if (
+            not isinstance(want, tuple)
+            or len(want) != 2
+            or not all(isinstance(v, int) for v in want)
+            or want[0] != have[0]
+            or want[1] > have[1]
+        ):
+            raise PluginError(
+                f"plugin needs {attribute} {want!r} but this host implements the {what} "
+                f"{have}; install a plugin version built for this host"
+            )
 
 
 class PluginSet:
@@ -133,7 +139,7 @@ class PluginSet:
         plugin = None
         try:
             plugin = load()
-            _check_api(plugin)
+            _check_versions(plugin)
             self.pm.register(plugin, name=name)
             self.pm.check_pending()
             view = self.registry.staging(dist)

@@ -21,11 +21,11 @@ from tenferro_host.errors import (
     LaunchError,
     OutOfMemoryError,
 )
-from tenferro_host.kernel.launch import fold_grid
-from tenferro_host.provider import BackendSession, ExecSession, Runtime, Storage
+from tenferro_host.provider import BackendSession, ExecSession, Runtime, Storage, fold_grid
 from tenferro_host.tensor import Tensor
 
 from . import strided_copy
+from ._uniforms import UniformBlock
 from .adapters import adapter
 from .device import (
     WebGpuDeviceId,
@@ -34,7 +34,6 @@ from .device import (
     stored_dtypes,
     unsupported_dtype,
 )
-from .dispatch import UniformBlock
 from .pipelines import Pipeline, PipelineCache
 from .queue import CommandQueue
 

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import PluginError, ValidationError
-from .ops import OpSpec
+from ..errors import PluginError, ValidationError
+from ..ops import OpSpec
 
 if TYPE_CHECKING:
-    from .host import Host
-    from .provider.runtime import Runtime
+    from .._host import Host
+    from .runtime import Runtime
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Dispatch geometry and the uniform block every generated shader reads.
 
 WebGPU caps each dispatch dimension (65535 workgroups on every adapter seen so far). A logical
-grid of cubes beyond it arrives *folded* (``tenferro_host.kernel.launch.fold_grid``): its cubes
-numbered linearly over as few physical dimensions as fit; the shader unfolds the physical
+grid of cubes beyond it arrives *folded* (``tenferro_host.provider.fold_grid``): its
+cubes numbered linearly over as few physical dimensions as fit; the shader unfolds the physical
 workgroup id back into the logical cube position and skips the padding workgroups. Offsets,
 lengths, shapes, strides, scalars and the grid reach the shader through one uniform buffer of
 u32 words (``array<vec4<u32>, N>``); the generator knows each value's word index at compile

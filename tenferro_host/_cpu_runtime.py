@@ -23,15 +23,15 @@ import numpy as np
 from .capability import ExtensionCapability
 from .dtypes import DType, dtype
 from .errors import OutOfMemoryError, ValidationError
-from .hookspecs import hookimpl
 from .layout import compact_strides
+from .provider.hookspecs import hookimpl
+from .provider.registry import BackendProvider, BackendStatus, RegistrationView
 from .provider.runtime import Runtime
 from .provider.storage import Storage
-from .registry import BackendProvider, BackendStatus, RegistrationView
 from .tensor import Tensor
 
 if TYPE_CHECKING:
-    from .host import Host
+    from ._host import Host
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ def _byte_extent(arr: np.ndarray) -> int:
 
 
 def _cpu_jit(ex: Any, op: str) -> Any:
-    from .kernel.cpu_jit import CpuJitSession
+    from .kernel._cpu_jit import CpuJitSession
 
     return CpuJitSession(ex, op)
 

@@ -22,7 +22,7 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import DslError, DTypeError, ValidationError
 from . import lang
-from .frontend import DeviceFunction, ParamDecl, ParsedKernel, lower
+from ._frontend import DeviceFunction, ParamDecl, ParsedKernel, lower
 from .ir import KernelIR, Param
 
 DEFAULT_CACHE_SIZE = 64

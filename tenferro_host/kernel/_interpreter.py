@@ -33,7 +33,7 @@ from .. import dtypes
 from ..dtypes import DType
 from ..errors import UnsupportedError, ValidationError
 from . import ir
-from .kernel import Specialization
+from ._kernel import Specialization
 
 U32_MAX = 2**32 - 1
 

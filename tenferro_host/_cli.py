@@ -27,10 +27,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ._host import Host
 from .capability import ExtensionCapability
 from .errors import PluginError, TenferroError, UnsupportedError, ValidationError
-from .host import Host
-from .registry import BackendStatus
+from .provider.registry import BackendStatus
 from .testing.checks import (
     accepted_dtype,
     as_outputs,

@@ -23,9 +23,7 @@ from tenferro_host.dtypes import DType
 from tenferro_host.errors import OutOfMemoryError, UnsupportedError, ValidationError
 from tenferro_host.provider import ResourceCache, Runtime, Storage
 
-from .block_cache import BlockCache
-from .device import CudaDeviceInfo, query
-from .driver import (
+from ._driver import (
     NOT_READY,
     OUT_OF_MEMORY,
     PrimaryContext,
@@ -34,6 +32,8 @@ from .driver import (
     failure,
     require_healthy,
 )
+from .block_cache import BlockCache
+from .device import CudaDeviceInfo, query
 
 if TYPE_CHECKING:
     from tenferro_host import Host

@@ -41,11 +41,11 @@ from .provider.storage import require_writable
 from .tensor import Tensor
 
 if TYPE_CHECKING:
-    from .host import Host
+    from ._host import Host
     from .ops import OpSpec
+    from .provider.registry import OpRecord
     from .provider.runtime import Runtime
     from .provider.session import ExecSession
-    from .registry import OpRecord
 
 
 class OpHandle:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedError
-from .interpreter import U32_MAX, ArrayArg, run
-from .launch import Grid, JitLaunch, JitSession
+from ._interpreter import U32_MAX, ArrayArg, run
+from ._jit_session import Grid, JitLaunch, JitSession
 
 
 class CpuJitSession(JitSession):
