@@ -60,6 +60,8 @@ class Host:
         self._instances: dict[tuple[str, int], int] = {}  # runtimes made per device
         self._lock = threading.RLock()
         self._handles: dict[str, OpHandle] = {}
+        #: Whether a plugin observes sessions (set when plugins load; read on every session).
+        self.observes_sessions = False
 
     # -- plugins -------------------------------------------------------------------------------
     @property
@@ -71,6 +73,7 @@ class Host:
 
                 plugins = PluginSet(strict=self.strict, disabled=self.disabled)
                 plugins.load([("cpu", cpu_runtime)])
+                self.observes_sessions = plugins.observe_started or plugins.observe_finished
                 self._plugins = plugins
             return self._plugins
 
@@ -78,15 +81,19 @@ class Host:
     def registry(self) -> Registry:
         return self.plugins.registry
 
+    # -- the services a runtime uses (provider.HostServices) -------------------------------------
     def provider_capabilities(self, runtime: Runtime) -> dict[Any, bool]:
         return self.plugins.capabilities(runtime)
 
-    def notify_session_started(self, session: BackendSession) -> None:
-        if (self._plugins or self.plugins).observe_started:
+    def jit_factory(self, kind: str) -> Any:
+        return self.registry.jit_factory(kind)
+
+    def session_started(self, session: BackendSession) -> None:
+        if self.plugins.observe_started:
             self._observe("tenferro_host_session_started", session=session)
 
-    def notify_session_finished(self, session: BackendSession, error: BaseException | None) -> None:
-        if (self._plugins or self.plugins).observe_finished:
+    def session_finished(self, session: BackendSession, error: BaseException | None) -> None:
+        if self.plugins.observe_finished:
             self._observe("tenferro_host_session_finished", session=session, error=error)
 
     def _observe(self, hook: str, **kwargs: Any) -> None:

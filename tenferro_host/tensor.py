@@ -43,7 +43,7 @@ class Placement:
 class Tensor:
     """A typed, strided view of host-managed storage."""
 
-    __slots__ = ("__weakref__", "dtype", "offset", "shape", "storage", "strides")
+    __slots__ = ("__weakref__", "_compact", "dtype", "offset", "shape", "storage", "strides")
 
     def __init__(
         self,
@@ -52,12 +52,15 @@ class Tensor:
         shape: tuple[int, ...],
         strides: tuple[int, ...],
         offset: int = 0,
+        compact: bool | None = None,
     ) -> None:
         self.storage = storage
         self.dtype = dtype
         self.shape = shape
         self.strides = strides
         self.offset = offset
+        #: is_compact(), once known (a tensor's layout never changes): sessions ask per borrow
+        self._compact = compact
 
     # -- metadata -----------------------------------------------------------------------------
     @property
@@ -84,7 +87,10 @@ class Tensor:
 
     def is_compact(self) -> bool:
         """Column-major dense strides (size-1 dimensions ignored)."""
-        return layout.is_compact(self.shape, self.strides)
+        compact = self._compact
+        if compact is None:
+            compact = self._compact = layout.is_compact(self.shape, self.strides)
+        return compact
 
     def span(self) -> tuple[int, int]:
         """Half-open range of storage elements this view touches."""

@@ -44,7 +44,8 @@ NOT_FOUND = 500
 #: The reason ``caps`` gives when libcuda cannot be loaded.
 NO_DRIVER = "no NVIDIA driver found (libcuda.so.1)"
 
-_poisoned: dict[bytes, str] = {}
+#: UUID of each poisoned device -> the fault that poisoned it (empty: every device healthy).
+POISONED: dict[bytes, str] = {}
 _poison_lock = threading.Lock()
 
 
@@ -91,13 +92,13 @@ def error_name(err: Any, driver: ModuleType | None = None) -> str:
 def poison(uuid: bytes, why: str) -> None:
     """Mark the device ``uuid`` poisoned (a sticky fault happened on it)."""
     with _poison_lock:
-        _poisoned.setdefault(uuid, why)
+        POISONED.setdefault(uuid, why)
 
 
 def poisoned_devices() -> dict[bytes, str]:
     """Every poisoned device's UUID with the fault that poisoned it."""
     with _poison_lock:
-        return dict(_poisoned)
+        return dict(POISONED)
 
 
 def initialised() -> bool:
@@ -107,7 +108,7 @@ def initialised() -> bool:
 
 def require_healthy(uuid: bytes, op: str | None = None) -> None:
     """Raise ContextPoisonedError if a sticky fault poisoned the device ``uuid``."""
-    why = _poisoned.get(uuid)
+    why = POISONED.get(uuid)
     if why is not None:
         from tenferro_host.identity import CudaDeviceUuid
 
@@ -189,10 +190,12 @@ class PrimaryContext:
 
     def enter(self) -> Any:
         """Make the primary context current; return the context to restore, or None."""
-        d = drv()
-        current = check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
-        if int(current) == self._handle:
+        d = _driver or drv()
+        err, current = d.cuCtxGetCurrent()
+        if not err and int(current) == self._handle:
             return None
+        if err:
+            raise failure(err, "cuCtxGetCurrent")
         check(d.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
         return current
 
@@ -239,6 +242,7 @@ def _stack() -> list[Any]:
 __all__ = [
     "NOT_FOUND",
     "NOT_READY",
+    "POISONED",
     "OUT_OF_MEMORY",
     "STICKY_FAULTS",
     "STICKY_FAULT_NAMES",

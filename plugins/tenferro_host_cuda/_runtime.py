@@ -26,6 +26,7 @@ from tenferro_host.provider import ResourceCache, Runtime, Storage
 from ._driver import (
     NOT_READY,
     OUT_OF_MEMORY,
+    POISONED,
     PrimaryContext,
     check,
     drv,
@@ -86,7 +87,11 @@ class CudaStorage(Storage):
         block: int = 0,
         read_only: bool = False,
     ) -> None:
-        super().__init__(runtime, nbytes, kind, read_only)
+        self.runtime = runtime
+        self.domain = runtime.domain
+        self.nbytes = nbytes
+        self.kind = kind
+        self.read_only = read_only
         self.ptr = ptr
         self.block = block  # its size class in the runtime's block cache (0: none)
         self.imported: Any = None
@@ -199,7 +204,7 @@ class CudaRuntime(Runtime):
             raise RuntimeStateError(f"runtime {self.name!r} was closed; create a new one")
 
     def new_exec_session(self, backend_session: BackendSession) -> CudaExecSession:
-        return _exec_session_type()(backend_session)
+        return (_EXEC_SESSION or _exec_session_type())(backend_session)
 
     def _fail(self, result: Any, what: str, op: str | None = None) -> Exception:
         return failure(result, what, uuid=self.uuid_bytes, op=op)
@@ -228,13 +233,15 @@ class CudaRuntime(Runtime):
     def allocate_bytes(self, nbytes: int, op: str | None = None) -> CudaStorage:
         """Stream-ordered allocation of ``nbytes`` (> 0): a cached block of its size class when
         one was freed (no driver call), else the pool; OutOfMemoryError with stats."""
-        self.check_usable()
+        if self._closed or POISONED:
+            self.check_usable()
         if self._deferred:
             self.drain_deferred()
         self.retirement.poll()
-        size = self.blocks.size_class(nbytes)
+        blocks = self.blocks
+        size = blocks.size_class(nbytes)
         if size:
-            ptr = self.blocks.take(size)
+            ptr = blocks.take(size)
             if ptr is not None:
                 return CudaStorage(self, ptr, nbytes, block=size)
         result = self._pool_alloc(size or nbytes)
@@ -307,18 +314,31 @@ class CudaRuntime(Runtime):
         if not work:
             return
         d = drv()
+        modules = []
         with self.primary:
             for kind, handle in work:
                 if kind == "dlpack":
                     self._retire_deleter(handle)
-                    continue
-                if kind == "memory":
-                    result = d.cuMemFreeAsync(handle, self._stream)
-                else:
-                    result = d.cuLibraryUnload(handle)
-                    self.module_counts["unloaded"] += 1
-                if int(result[0]) != 0:
+                elif kind == "module":
+                    modules.append(handle)
+                elif int(d.cuMemFreeAsync(handle, self._stream)[0]) != 0:
                     self.deferred_errors += 1
+            if modules:
+                self._retire_unloads(modules)
+
+    def _retire_unloads(self, libraries: list[Any]) -> None:
+        """Unload ``libraries`` once the stream passes an event recorded now: every launch of
+        their kernels was enqueued before their last reference went (context current)."""
+        event = self.record_event(context_current=True)
+
+        def unload() -> None:
+            d = drv()
+            for library in libraries:
+                if int(d.cuLibraryUnload(library)[0]) != 0:
+                    self.deferred_errors += 1
+                self.module_counts["unloaded"] += 1
+
+        self.retirement.retire(event, [unload, lambda: self.recycle_event(event)])
 
     def _retire_deleter(self, managed: Any) -> None:
         """Run a producer's DLPack deleter once the stream has passed an event recorded now."""
@@ -488,8 +508,8 @@ class CudaRuntime(Runtime):
 
     def _synchronize(self) -> None:
         self.check_usable()
+        self.drain_deferred()  # first: what it queues behind an event is complete after the wait
         self.ok(drv().cuStreamSynchronize(self._stream), "cuStreamSynchronize")
-        self.drain_deferred()
 
     def stream_wait(self, event: Any) -> None:
         """Make this runtime's stream wait for ``event`` (no host wait)."""
@@ -532,6 +552,7 @@ class CudaRuntime(Runtime):
             self.drain_deferred()
             self._free_cached()
             self.ok(d.cuStreamSynchronize(self._stream), "cuStreamSynchronize")
+            self.retirement.drain()  # the unloads of the modules the cache just dropped
             for event in self._events:
                 d.cuEventDestroy(event)
             self._events.clear()

@@ -105,15 +105,30 @@ class Scalar:
 
     __slots__ = ("_arg", "_value")
     code: ClassVar[str]
-    _code: ClassVar[str]
     numpy_type: ClassVar[type]
     c_name: ClassVar[str]
     _range: ClassVar[tuple[int, int]]  # integer types: [min, max]
     _session: ClassVar[None] = None  # scalars belong to no session
+    #: instances made from plain ints, by value: a scalar is immutable, so ``i32(n)`` in a hot
+    #: loop converts and range-checks ``n`` once
+    _by_int: ClassVar[dict[int, Scalar]]
+    _value: Any
+    _arg: tuple[str, Any, None]
 
-    def __init__(self, value: Any) -> None:
-        self._value = self.numpy_type(self._convert(value))
-        self._arg = (self.code, self._value, None)  # (struct code, value, owner) for launches
+    def __new__(cls, value: Any) -> Scalar:
+        exact_int = type(value) is int
+        if exact_int:
+            found = cls._by_int.get(value)
+            if found is not None:
+                return found
+        self = object.__new__(cls)
+        self._value = cls.numpy_type(self._convert(value))
+        self._arg = (cls.code, self._value, None)  # (struct code, value, owner) for launches
+        if exact_int:
+            if len(cls._by_int) >= 4096:
+                cls._by_int.clear()
+            cls._by_int[value] = self
+        return self
 
     def _convert(self, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -130,7 +145,7 @@ class Scalar:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "code" in cls.__dict__:
-            cls._code = cls.code
+            cls._by_int = {}
             if issubclass(cls.numpy_type, np.integer):  # the range, once per type
                 info = np.iinfo(cls.numpy_type)
                 cls._range = (int(info.min), int(info.max))

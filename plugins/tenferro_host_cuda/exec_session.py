@@ -43,7 +43,8 @@ class CudaExecSession(ExecSession):
         return self.runtime.device_info
 
     def _on_enter(self) -> None:
-        self.runtime.drain_deferred()
+        if self.runtime._deferred:
+            self.runtime.drain_deferred()
 
     def raw(self, op: str) -> RawSession:
         """A raw native-module session for the op ``op`` (docs/contract.md)."""

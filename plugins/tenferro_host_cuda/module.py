@@ -2,11 +2,12 @@
 
 Images are loaded with the driver's library API (``cuLibraryLoadData``): a module is a
 ``CUlibrary`` and a function a ``CUkernel``, which cuda.core wraps as its ``Kernel`` (so a launch
-goes through cuda.core's ``launch``). A :class:`Module` keeps a :class:`LoadedModule` (the
-library handle). Every raw session that
-launches one of its functions leases the LoadedModule until the session's completion event has
-passed, so dropping the Module right after a launch never unloads code a kernel still runs;
-when the last reference goes, the handle is unloaded through the runtime's deferred queue.
+goes through cuda.core's ``launch``). A :class:`Module` and each of its :class:`Function` objects
+keep a :class:`LoadedModule` (the library handle). A launch needs a Function, so every launch of
+a module's kernels was enqueued before its last reference went; the runtime has one stream, so
+an event recorded when that happens (at the next drain point) follows all of them, and the
+library is unloaded once that event completes — no per-session lease, and dropping a Module
+right after a launch never unloads code a kernel still runs.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ _LOAD_HINTS = {
 
 
 class LoadedModule:
-    """Owns one ``CUlibrary``; unloaded (deferred) when the last reference or lease goes."""
+    """Owns one ``CUlibrary``; unloaded stream-ordered after its last reference goes."""
 
     __slots__ = ("__weakref__", "_runtime", "handle")
 
@@ -47,9 +48,6 @@ class LoadedModule:
         self._runtime = runtime
         self.handle = handle
         runtime.module_counts["loaded"] += 1
-
-    def release(self) -> None:
-        """A lease's release: the reference it held goes with it."""
 
     def __del__(self) -> None:
         try:
@@ -176,6 +174,8 @@ class Function:
         self.param_offsets = tuple(offsets)
         self.param_sizes = tuple(sizes)
         self._checked_codes: set[tuple[str, ...]] = set()
+        #: (id(config), argument codes) -> the validated launch, reused by every session
+        self.launches: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._configs: set[LaunchConfig] = set()
         #: checked configs -> their cuda.core LaunchConfig (made once, reused by every session)
         self._core_configs: dict[LaunchConfig, Any] = {}

@@ -33,7 +33,15 @@ from tenferro_host.errors import (
 )
 from tenferro_host.provider import Session, SessionHandle, require_resident, require_writable
 
-from ._driver import STICKY_FAULT_NAMES, STICKY_FAULTS, drv, error_name, failure, poison
+from ._driver import (
+    POISONED,
+    STICKY_FAULT_NAMES,
+    STICKY_FAULTS,
+    drv,
+    error_name,
+    failure,
+    poison,
+)
 from ._runtime import CudaRuntime, CudaStorage, check_positive_bytes
 from .args import (
     LaunchConfig,
@@ -78,10 +86,9 @@ class _PointerArg(SessionHandle):
     """A device address valid inside its session; passed to kernels as a pointer."""
 
     __slots__ = ("_arg", "_value")
-    _code = "Q"
 
     def __init__(self, session: RawSession, ptr: int) -> None:
-        super().__init__(session)
+        self._session = session
         self._value = ptr
         self._arg = ("Q", ptr, session)  # (struct code, value, owner): one lookup per launch
 
@@ -96,26 +103,41 @@ class TensorRef(_PointerArg):
 
     From ``tensor(t)`` the pointer is the first element and the layout compact; from
     ``tensor_strided(t)`` the pointer is the storage's element 0 and ``offset``, ``shape`` and
-    ``strides`` (in elements) describe the view — the kernel takes them explicitly.
+    ``strides`` (in elements) describe the view — the kernel takes them explicitly. The borrow
+    lasts as long as the ref (or its session): dropping the ref releases it.
     """
 
-    __slots__ = ("dtype", "offset", "readonly", "shape", "strides", "tensor")
+    __slots__ = ("offset", "readonly", "tensor")
 
     def __init__(self, session: RawSession, tensor: Tensor, ptr: int, offset: int) -> None:
-        super().__init__(session, ptr)
+        self._session = session
+        self._value = ptr
+        self._arg = ("Q", ptr, session)
         self.tensor = tensor
-        self.dtype = tensor.dtype
-        self.shape = tensor.shape
-        self.strides = tensor.strides
         self.offset = offset
         self.readonly = True
 
     def __del__(self) -> None:
-        # The borrow lasts as long as this ref (or the session): release it with the ref.
-        try:
-            self._session._unborrow(self.tensor.storage)  # type: ignore[attr-defined]
-        except Exception:
-            pass
+        borrows = self._session._borrows  # type: ignore[attr-defined]
+        storage = self.tensor.storage
+        held = borrows.get(storage)
+        if held is not None:
+            if held == _EXCLUSIVE or held <= 1:
+                del borrows[storage]
+            else:
+                borrows[storage] = held - 1
+
+    @property
+    def dtype(self) -> Any:
+        return self.tensor.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.tensor.shape
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return self.tensor.strides
 
     @property
     def numel(self) -> int:
@@ -148,7 +170,11 @@ class TensorMut(TensorRef):
     __slots__ = ()
 
     def __init__(self, session: RawSession, tensor: Tensor, ptr: int, offset: int) -> None:
-        super().__init__(session, tensor, ptr, offset)
+        self._session = session
+        self._value = ptr
+        self._arg = ("Q", ptr, session)
+        self.tensor = tensor
+        self.offset = offset
         self.readonly = False
 
 
@@ -168,7 +194,7 @@ class StreamRef(SessionHandle):
     __slots__ = ("_handle",)
 
     def __init__(self, session: RawSession, handle: int) -> None:
-        super().__init__(session)
+        self._session = session
         self._handle = handle
 
     def native_handle_unsafe(self) -> int:
@@ -191,11 +217,16 @@ class PreparedLaunch(SessionHandle):
     __slots__ = ("_args", "_call", "_codes", "_config", "_function")
 
     def __init__(
-        self, session: RawSession, entry: _Launch, args: tuple[Any, ...], values: tuple[Any, ...]
+        self,
+        session: RawSession,
+        function: Function,
+        entry: _Launch,
+        args: tuple[Any, ...],
+        values: tuple[Any, ...],
     ) -> None:
-        super().__init__(session)
+        self._session = session
         self._args = args
-        self._function = entry.function
+        self._function = function
         self._config = entry.config
         self._codes = entry.codes
         self._call = (*entry.call, *values)
@@ -211,7 +242,7 @@ class PreparedLaunch(SessionHandle):
     def launch(self, args: Sequence[Any] | None = None) -> None:
         """Enqueue again (with ``args`` of the same kinds and sizes swapped in, if given)."""
         s: RawSession = self._session  # type: ignore[assignment]
-        if not s._live or _get_ident() != s._owner_thread:
+        if s._owner != _get_ident():
             s._check()
         if args is not None:
             codes, values = s._unpack(args)
@@ -233,17 +264,21 @@ class PreparedLaunch(SessionHandle):
 
 
 class _Launch:
-    """A validated (function, config, argument kinds) and the head of its cuda.core call."""
+    """A validated (function, config, argument kinds) and the head of its cuda.core call.
 
-    __slots__ = ("call", "codes", "config", "function", "owner")
+    Kept by the function (``Function.launches``, keyed by the config's identity and the
+    argument codes), so every later session of the runtime reuses it; it holds its config, so
+    the identity stays unique while it is cached, and not its function (no cycle: a dropped
+    function, and so its module, is freed by reference counting).
+    """
+
+    __slots__ = ("call", "codes", "config")
 
     def __init__(
         self, function: Function, config: LaunchConfig, codes: tuple[str, ...], stream: Any
     ) -> None:
-        self.function = function
         self.config = config
         self.codes = codes
-        self.owner = function.owner
         self.call = (stream, function.core_config(config), function.core_kernel)
 
 
@@ -272,44 +307,37 @@ class RawSession(Session):
         super().__init__(ex.runtime, op=op, parent=ex)
         self.runtime: CudaRuntime
         self._ex = ex
-        self._live = False
-        self._owner_thread = self._thread  # Session's: the thread that created it
         self._saved_context: Any = None
+        #: storage -> shared borrow count, or _EXCLUSIVE; a ref's death gives its borrow back
+        self._borrows: dict[Any, int] = {}
+        self._workspaces: list[CudaStorage] | None = None
 
     # -- enter / exit ----------
     def _on_enter(self) -> None:
         rt = self.runtime
-        rt.check_usable()
+        if rt._closed or POISONED:  # one check per session; a fault found later poisons
+            rt.check_usable()
         self._saved_context = rt.primary.enter()
-        self._stream = rt.stream_handle
-        self._stream_int = int(self._stream)
+        self._stream = rt._stream
+        self._domain = rt.domain
         self._cu_launch = _launch_fn or _core_launch()
-        self._core_stream = rt.core_stream
-        self._leases: set[Any] = set()
-        self._borrows: dict[Any, int] = {}
-        self._workspaces: list[CudaStorage] = []
-        self._entries: dict[tuple[Function, LaunchConfig, tuple[str, ...]], _Launch] = {}
         self._debug = rt.debug_sync
-        self._live = True
 
     def _on_exit(self, error: BaseException | None) -> None:
-        self._live = False
+        """Free the workspaces (stream-ordered) and restore the caller's context. No event:
+        memory and modules are released stream-ordered when dropped (one stream per runtime),
+        so nothing this session launched needs a lease."""
         rt = self.runtime
         try:
-            for storage in self._workspaces:
-                rt.free_now(storage)
-            if self._leases:
-                event = rt.record_event(context_current=True)  # restored only below
-                leases: list[Callable[[], None]] = [owner.release for owner in self._leases]
-                leases.append(lambda: rt.recycle_event(event))
-                rt.retirement.retire(event, leases)
+            if self._workspaces:
+                for storage in self._workspaces:
+                    rt.free_now(storage)
+                self._workspaces = None
         except Exception:
             if error is None:
                 raise
             _log.exception("ending raw session %r after an error failed", self.op)
         finally:
-            self._leases = set()
-            self._entries = {}
             self._borrows = {}
             try:
                 rt.primary.exit(self._saved_context)
@@ -322,25 +350,19 @@ class RawSession(Session):
         if held is None:
             self._borrows[storage] = _EXCLUSIVE if exclusive else 1
         elif held == _EXCLUSIVE or exclusive:
-            raise AliasingError(
-                f"{argument} shares storage with a tensor already borrowed "
-                f"{'exclusively' if held == _EXCLUSIVE else 'in this session'}; an exclusive "
-                "borrow (tensor_mut) conflicts with every other borrow of that storage, views "
-                "included — write into a fresh alloc_output instead",
-                argument=argument,
-                op=self.op,
-            )
+            raise self._aliasing(held, argument)
         else:
             self._borrows[storage] = held + 1
 
-    def _unborrow(self, storage: Any) -> None:
-        held = self._borrows.get(storage)
-        if held is None:
-            return
-        if held == _EXCLUSIVE or held <= 1:
-            del self._borrows[storage]
-        else:
-            self._borrows[storage] = held - 1
+    def _aliasing(self, held: int, argument: str) -> AliasingError:
+        return AliasingError(
+            f"{argument} shares storage with a tensor already borrowed "
+            f"{'exclusively' if held == _EXCLUSIVE else 'in this session'}; an exclusive "
+            "borrow (tensor_mut) conflicts with every other borrow of that storage, views "
+            "included — write into a fresh alloc_output instead",
+            argument=argument,
+            op=self.op,
+        )
 
     def _resident(self, t: Any, argument: str, compact: bool, write: bool = False) -> Tensor:
         self._check()
@@ -361,6 +383,22 @@ class RawSession(Session):
 
     def tensor(self, t: Tensor) -> TensorRef:
         """Shared borrow of a compact tensor of this runtime; pointer to its first element."""
+        if (
+            self._owner == _get_ident()
+            and type(t) is Tensor
+            and t._compact
+            and t.storage.domain is self._domain
+        ):  # the common case, every check inline: open, own thread, compact, resident
+            storage = t.storage
+            held = self._borrows.get(storage)
+            if held is None:
+                self._borrows[storage] = 1
+            elif held == _EXCLUSIVE:
+                raise self._aliasing(held, "t")
+            else:
+                self._borrows[storage] = held + 1
+            ptr = storage.ptr  # type: ignore[attr-defined]
+            return TensorRef(self, t, ptr + t.offset * t.dtype.itemsize if ptr else 0, 0)
         t = self._resident(t, "t", compact=True)
         self._borrow(t.storage, False, "t")
         base = getattr(t.storage, "ptr", 0)
@@ -374,6 +412,20 @@ class RawSession(Session):
 
     def tensor_mut(self, t: Tensor) -> TensorMut:
         """Exclusive borrow of a compact tensor (``AliasingError`` on any other borrow)."""
+        if (
+            self._owner == _get_ident()
+            and type(t) is Tensor
+            and t._compact
+            and t.storage.domain is self._domain
+            and not t.storage.read_only
+        ):  # the common case, every check inline (as tensor(), plus writable)
+            storage = t.storage
+            held = self._borrows.get(storage)
+            if held is not None:
+                raise self._aliasing(held, "t")
+            self._borrows[storage] = _EXCLUSIVE
+            ptr = storage.ptr  # type: ignore[attr-defined]
+            return TensorMut(self, t, ptr + t.offset * t.dtype.itemsize if ptr else 0, 0)
         t = self._resident(t, "t", compact=True, write=True)
         self._borrow(t.storage, True, "t")
         base = getattr(t.storage, "ptr", 0)
@@ -391,7 +443,8 @@ class RawSession(Session):
 
     def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
         """A fresh compact tensor of this runtime (stream-ordered, uninitialised)."""
-        self._check()
+        if self._owner != _get_ident():
+            self._check()
         return self.runtime.empty(dtype, shape)  # which checks dtype and shape
 
     def workspace(self, nbytes: int) -> DeviceBytes:
@@ -401,6 +454,8 @@ class RawSession(Session):
         if nbytes == 0:
             return DeviceBytes(self, 0, 0)
         storage = self.runtime.allocate_bytes(nbytes, self.op)
+        if self._workspaces is None:
+            self._workspaces = []
         self._workspaces.append(storage)
         return DeviceBytes(self, storage.ptr, nbytes)
 
@@ -408,7 +463,7 @@ class RawSession(Session):
     def stream(self) -> StreamRef:
         """The session's stream (the runtime's only stream)."""
         self._check()
-        return StreamRef(self, self._stream_int)
+        return StreamRef(self, int(self._stream))
 
     # -- modules ----------
     def load_ptx(self, ptx: bytes | str) -> Module:
@@ -443,7 +498,8 @@ class RawSession(Session):
 
     def resource(self, key: Hashable, init: Callable[[], Any], nbytes: int | None = None) -> Any:
         """A value from the runtime's bounded cache, made by ``init()`` on a miss."""
-        self._check()
+        if self._owner != _get_ident():
+            self._check()
         return self.runtime.resources.get(key, init, nbytes)
 
     # -- launches ----------
@@ -511,24 +567,30 @@ class RawSession(Session):
             )
         function.check_config(config, self.op)
         function.check_arguments(codes, self.op)
-        return _Launch(function, config, codes, self._core_stream)
+        return _Launch(function, config, codes, self.runtime.core_stream)
+
+    def _plan(self, function: Function, config: LaunchConfig, codes: tuple[str, ...]) -> _Launch:
+        """The validated launch of (function, config, codes): the function's cached one, else
+        checked now and cached on the function for every later session."""
+        if type(function) is not Function or function.runtime is not self.runtime:
+            return self._validated(function, config, codes)  # raises the typed error
+        key = (id(config), codes)
+        plan = function.launches.get(key)
+        if plan is None or plan.config is not config:
+            plan = self._validated(function, config, codes)
+            if len(function.launches) >= 256:
+                function.launches.clear()
+            function.launches[key] = plan
+        return plan
 
     def launch(self, function: Function, config: LaunchConfig, args: Sequence[Any]) -> None:
         """Check and enqueue ``function`` on the session's stream; never waits."""
-        if not self._live or _get_ident() != self._owner_thread:
+        if self._owner != _get_ident():
             self._check()
         codes, values = self._unpack(args)
-        key = (function, config, codes)
+        plan = self._plan(function, config, codes)
         try:
-            entry = self._entries[key]
-        except (KeyError, TypeError):
-            entry = self._validated(function, config, codes)
-            if len(self._entries) >= 1024:
-                self._entries.clear()
-            self._entries[key] = entry
-        self._leases.add(entry.owner)
-        try:
-            self._cu_launch(*entry.call, *values)
+            self._cu_launch(*plan.call, *values)
         except Exception as exc:
             raise self._launch_failed(exc, function, config) from exc
         if self._debug:
@@ -540,9 +602,8 @@ class RawSession(Session):
         """Validate once; the returned object re-enqueues with one driver call."""
         self._check()
         codes, values = self._unpack(args)
-        entry = self._validated(function, config, codes)
-        self._leases.add(entry.owner)
-        return PreparedLaunch(self, entry, tuple(args), values)
+        plan = self._plan(function, config, codes)
+        return PreparedLaunch(self, function, plan, tuple(args), values)
 
     def _where(self, function: Function, config: LaunchConfig) -> str:
         plugin = self.op.split(".", 1)[0] if self.op else "?"

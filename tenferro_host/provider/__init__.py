@@ -15,6 +15,7 @@ major differs or whose minor is newer than :data:`SPI_VERSION`.
 from ..facade import lazy_names
 from .cache import ResourceCache
 from .counters import STAT_KEYS, Counters, TransferRecord
+from .host_services import HostServices
 from .residency import require_resident
 from .retirement import Lease, RetirementQueue
 from .runtime import Runtime, normalize_shape
@@ -52,6 +53,7 @@ __all__ = [
     "Counters",
     "ExecSession",
     "Grid",
+    "HostServices",
     "JitBinding",
     "JitLaunch",
     "JitSession",

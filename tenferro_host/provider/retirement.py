@@ -60,6 +60,8 @@ class RetirementQueue:
 
     def poll(self) -> int:
         """Release every entry whose event completed, oldest first; return how many leases."""
+        if not self._entries:
+            return 0  # the common case: nothing pending, no lock taken
         released = 0
         with self._lock:
             while self._entries and self._is_done(self._entries[0][0]):

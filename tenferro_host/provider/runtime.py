@@ -24,7 +24,7 @@ from .session import BackendSession, ExecSession
 from .storage import Storage
 
 if TYPE_CHECKING:
-    from .._host import Host
+    from .host_services import HostServices
 
 
 _INT_ONLY = frozenset({int})
@@ -70,7 +70,9 @@ class Runtime(ABC):
         }
     )
 
-    def __init__(self, host: Host, kind: str, index: int, *, software: bool = False) -> None:
+    def __init__(
+        self, host: HostServices, kind: str, index: int, *, software: bool = False
+    ) -> None:
         self.host = host
         self.kind = kind
         self.index = index
@@ -84,6 +86,8 @@ class Runtime(ABC):
             self.counters, is_done=self._event_done, wait=self._event_wait
         )
         self._capabilities: dict[ExtensionCapability, bool] | None = None
+        #: (dtype as given, shape) -> (DType, compact strides, nbytes) of shapes allocated before
+        self._empty_plans: dict[tuple[Any, tuple[int, ...]], tuple[DType, Any, int]] = {}
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -115,9 +119,7 @@ class Runtime(ABC):
         if self._capabilities is None:
             caps = dict.fromkeys(ExtensionCapability, False)
             caps.update(self.host.provider_capabilities(self))
-            caps[ExtensionCapability.JIT_KERNEL] = (
-                self.host.registry.jit_factory(self.kind) is not None
-            )
+            caps[ExtensionCapability.JIT_KERNEL] = self.host.jit_factory(self.kind) is not None
             self._capabilities = caps
         return self._capabilities
 
@@ -153,18 +155,41 @@ class Runtime(ABC):
         return dt
 
     def _new_tensor(self, dt: DType, shape: tuple[int, ...]) -> Tensor:
+        strides, nbytes = self._layout(dt, shape)
+        storage = self._allocate(nbytes, dt) if nbytes else Storage(self, 0)
+        return Tensor(storage, dt, shape, strides, 0, True)
+
+    @staticmethod
+    def _layout(dt: DType, shape: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+        """Compact strides and byte size of a normalized ``shape`` of ``dt`` (memoized)."""
         strides = _COMPACT_STRIDES.get(shape)
         if strides is None:
             if len(_COMPACT_STRIDES) >= 1024:
                 _COMPACT_STRIDES.clear()
             strides = _COMPACT_STRIDES[shape] = layout.compact_strides(shape)
-        nbytes = layout.numel(shape) * dt.itemsize
-        storage = self._allocate(nbytes, dt) if nbytes else Storage(self, 0)
-        return Tensor(storage, dt, shape, strides, 0)
+        return strides, layout.numel(shape) * dt.itemsize
 
     def empty(self, dt: Any, shape: Any) -> Tensor:
-        """A fresh compact tensor, uninitialised."""
-        return self._new_tensor(self._check_dtype(dtype(dt)), normalize_shape(shape))
+        """A fresh compact tensor, uninitialised.
+
+        A (dtype, shape) seen before — the shape a tuple of plain ints — skips the checks it
+        already passed: its layout is looked up once per call (the hot path of every op).
+        """
+        if type(shape) is tuple and _INT_ONLY.issuperset(map(type, shape)):
+            plan = self._empty_plans.get((dt, shape))
+            if plan is not None:
+                dt_, strides, nbytes = plan
+                storage = self._allocate(nbytes, dt_) if nbytes else Storage(self, 0)
+                return Tensor(storage, dt_, shape, strides, 0, True)
+        dt_ = self._check_dtype(dtype(dt))
+        shape = normalize_shape(shape)
+        strides, nbytes = self._layout(dt_, shape)
+        if type(dt) in (DType, str):  # hashable and equal only to the same dtype
+            if len(self._empty_plans) >= 1024:
+                self._empty_plans.clear()
+            self._empty_plans[(dt, shape)] = (dt_, strides, nbytes)
+        storage = self._allocate(nbytes, dt_) if nbytes else Storage(self, 0)
+        return Tensor(storage, dt_, shape, strides, 0, True)
 
     def zeros(self, dt: Any, shape: Any) -> Tensor:
         """A fresh compact tensor filled with zeros (stream-ordered on GPUs)."""

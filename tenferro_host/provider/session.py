@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 _NEW, _OPEN, _CLOSED = 0, 1, 2
 _per_thread = threading.local()
+_get_ident = threading.get_ident
 
 
 def _open_runtimes() -> set[Any]:
@@ -40,7 +41,9 @@ class Session:
     """A scoped, thread-bound grant of execution authority on one runtime.
 
     Subclasses override ``_on_enter`` and ``_on_exit``; sub-sessions pass their parent so that
-    closing the parent closes them too.
+    closing the parent closes them too. ``_owner`` is the opening thread's id while the session
+    is open and None otherwise, so one comparison with the caller's thread id checks both
+    rules (open, and used from its own thread) on every use of a handle.
     """
 
     kind_name = "session"
@@ -49,11 +52,13 @@ class Session:
         self.runtime = runtime
         self.op = op
         self.parent = parent
-        self._thread = threading.get_ident()
+        self._thread = _get_ident()
+        self._owner: int | None = None
         self._state = _NEW
         self._children: list[Session] | None = None  # made by the first child: none is common
         if parent is not None:
-            parent._check()
+            if parent._owner != self._thread:
+                parent._check()
             if parent._children is None:
                 parent._children = [self]
             else:
@@ -65,38 +70,46 @@ class Session:
 
     def _check(self) -> None:
         """Raise unless this session is open and used from its own thread."""
+        if self._owner != _get_ident():
+            raise self._refusal()
+
+    def _refusal(self) -> Exception:
         if self._state != _OPEN:
             what = "has ended" if self._state == _CLOSED else "was not entered yet"
-            raise SessionClosedError(
+            return SessionClosedError(
                 f"this {self.kind_name} {what}; use handles only inside their `with` block",
                 op=self.op,
             )
-        if threading.get_ident() != self._thread:
-            raise WrongThreadError(
-                f"this {self.kind_name} belongs to another thread; open a session on this one",
-                op=self.op,
-            )
+        return WrongThreadError(
+            f"this {self.kind_name} belongs to another thread; open a session on this one",
+            op=self.op,
+        )
 
     def _open(self) -> None:
-        if threading.get_ident() != self._thread:
-            raise WrongThreadError(
-                f"this {self.kind_name} was created on another thread; create it where you use it",
-                op=self.op,
-            )
-        if self._state != _NEW:
-            raise RuntimeStateError(
-                f"this {self.kind_name} was already entered; sessions are single-use, "
-                "create a new one",
-                op=self.op,
-            )
-        if self.parent is not None:
-            self.parent._check()
+        if self._state != _NEW or self._thread != _get_ident():
+            self._refuse_entry()
+        parent = self.parent
+        if parent is not None and parent._owner != self._thread:
+            parent._check()
         self._state = _OPEN
+        self._owner = self._thread
         try:
             self._on_enter()
         except BaseException:
             self._state = _CLOSED
+            self._owner = None
             raise
+
+    def _refuse_entry(self) -> None:
+        if self._thread != _get_ident():
+            raise WrongThreadError(
+                f"this {self.kind_name} was created on another thread; create it where you use it",
+                op=self.op,
+            )
+        raise RuntimeStateError(
+            f"this {self.kind_name} was already entered; sessions are single-use, create a new one",
+            op=self.op,
+        )
 
     def _close(self, error: BaseException | None) -> None:
         if self._state != _OPEN:
@@ -110,16 +123,19 @@ class Session:
             self._on_exit(error)
         finally:
             self._state = _CLOSED
-            siblings = self.parent._children if self.parent is not None else None
-            if siblings is not None and self in siblings:
-                siblings.remove(self)  # ended: the parent has nothing left to close here
+            self._owner = None
+            parent = self.parent
+            if parent is not None:
+                siblings = parent._children
+                if siblings is not None and self in siblings:
+                    siblings.remove(self)  # ended: the parent has nothing left to close here
 
     def __enter__(self) -> Any:
         self._open()
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if threading.get_ident() != self._thread:
+        if self._thread != _get_ident():
             raise WrongThreadError(
                 f"this {self.kind_name} must end on the thread that opened it", op=self.op
             )
@@ -171,7 +187,9 @@ class BackendSession(Session):
         try:
             self._exec = runtime.new_exec_session(self)
             self._exec._open()
-            runtime.host.notify_session_started(self)
+            services = runtime.host
+            if services.observes_sessions:
+                services.session_started(self)
         except BaseException as exc:
             opened.discard(runtime)
             if self._exec is not None:
@@ -181,11 +199,14 @@ class BackendSession(Session):
     def _on_exit(self, error: BaseException | None) -> None:
         _open_runtimes().discard(self.runtime)
         self._exec = None  # no cycle left with its exec session: both are freed by refcount
-        self.runtime.host.notify_session_finished(self, error)
+        services = self.runtime.host
+        if services.observes_sessions:
+            services.session_finished(self, error)
 
     def exec_session(self) -> ExecSession:
         """The exec session of this backend session (whatever its kind)."""
-        self._check()
+        if self._owner != _get_ident():
+            self._check()
         assert self._exec is not None
         return self._exec
 
@@ -238,7 +259,7 @@ class ExecSession(Session):
     def jit(self, op: str) -> Any:
         """A DSL session whose ``launch`` runs one kernel object identically on every backend."""
         self._check()
-        factory = self.runtime.host.registry.jit_factory(self.runtime.kind)
+        factory = self.runtime.host.jit_factory(self.runtime.kind)
         if factory is None:
             raise UnsupportedError(
                 f"backend {self.runtime.name!r} has no DSL (JIT_KERNEL) provider installed; "

@@ -127,6 +127,7 @@ def stand_in_runtime(host: Any, **blocks: int) -> CudaRuntime:
     rt.counters = Counters()
     rt.retirement = RetirementQueue(rt.counters, is_done=rt._event_done, wait=lambda e: None)
     rt._capabilities = None
+    rt._empty_plans = {}
     rt._info = DEVICE
     rt.uuid_bytes = b"\x01" * 16
     rt.primary = driver.PrimaryContext(CTX)
@@ -145,13 +146,7 @@ def stand_in_runtime(host: Any, **blocks: int) -> CudaRuntime:
 
 
 class StandInOwner:
-    """What a raw session leases for a module until the stream passes its last launch."""
-
-    def __init__(self) -> None:
-        self.released = 0
-
-    def release(self) -> None:
-        self.released += 1
+    """What a function keeps alive: its module's library (unloaded after its last launch)."""
 
 
 class StandInModule:
@@ -174,6 +169,7 @@ class StandInModule:
             found.max_threads_per_block = 1024
             found.static_shared_bytes = found._dynamic_limit = 0
             found._checked_codes, found._configs, found._core_configs = set(), set(), {}
+            found.launches = {}
             self._functions[name] = found
         return found
 

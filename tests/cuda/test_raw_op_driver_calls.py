@@ -1,6 +1,7 @@
 """A cuda-raw op through host.run, counted without a GPU (the driver and cuda.core's launch are
-recording stand-ins): in steady state one op makes one context check, one lease event and one
-event poll — no allocation reaches the driver — and stays within its Python-call budget."""
+recording stand-ins): in steady state one op makes one driver call besides its launch — the
+context check — with no event (modules and memory retire stream-ordered when dropped, not per
+session) and no allocation reaching the driver, and it stays within its Python-call budget."""
 
 from __future__ import annotations
 
@@ -41,16 +42,17 @@ def test_steady_state_driver_calls_of_one_op(setup):
     for _ in range(10):
         out = add(a, b)  # the previous output is freed here: its block serves the next one
     calls = Counter(fake.names())
-    assert calls == {"cuCtxGetCurrent": 10, "cuEventRecord": 10, "cuEventQuery": 10}
+    assert calls == {"cuCtxGetCurrent": 10}
     assert len(launches) == 13 and out.storage.runtime is rt
     stream, config, kernel, *args = launches[-1]
     assert kernel == ("kernel", "add_kernel") and config.grid == (4, 1, 1)
     assert args[0] == out.storage.ptr and args[1] == a.storage.ptr and int(args[3]) == 1024
-    assert module.function("add_kernel").owner.released >= 10  # leases end as events complete
+    assert rt.stats()["events_recorded"] == 0 and len(rt.retirement) == 0
 
 
 def test_host_run_of_a_cuda_raw_op_stays_within_its_call_budget(setup):
-    """About 420 Python-level calls per op before the op-call work; about 264 now."""
+    """About 420 Python-level calls per op before the op-call work, 272 at the first op handle,
+    140 with flattened sessions, no per-session lease and inline borrows."""
     host, rt, *_ = setup
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
     for _ in range(10):
@@ -60,7 +62,7 @@ def test_host_run_of_a_cuda_raw_op_stays_within_its_call_budget(setup):
     for _ in range(100):
         host.run(ADD, a, b)
     profile.disable()
-    assert pstats.Stats(profile).total_calls / 100 <= 280
+    assert pstats.Stats(profile).total_calls / 100 <= 150
 
 
 def test_a_dsl_op_on_cuda_reuses_plans_across_jit_sessions(setup):
@@ -88,11 +90,7 @@ def test_a_dsl_op_on_cuda_reuses_plans_across_jit_sessions(setup):
         out = host.run(DSL_OP, a, b)
     profile.disable()
     assert pstats.Stats(profile).total_calls / 100 <= 430
-    assert Counter(fake.names()) == {
-        "cuCtxGetCurrent": 100,
-        "cuEventRecord": 100,
-        "cuEventQuery": 100,
-    }
+    assert Counter(fake.names()) == {"cuCtxGetCurrent": 100}
     _, config, kernel, *args = launches[-1]
     assert kernel == ("kernel", "tfk_dsl_add") and config.grid == (4, 1, 1)
     assert args[0] == out.storage.ptr and len(args) == len(module.param_sizes)
