@@ -227,7 +227,14 @@ class Host:
 
     def run(self, name: str, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:
         """Run op ``name`` on the backend its tensors live on, inside a fresh session."""
-        return self.op(name)(*tensors, backend=backend, **attrs)
+        handle = self._handles.get(name) if type(name) is str else None
+        if (
+            handle is None
+            or self._plugins is None
+            or self._plugins.registry.ops.get(name) is not (handle.record)
+        ):
+            handle = self.op(name)  # resolves (or replaces) the handle, or says what is wrong
+        return handle(*tensors, backend=backend, **attrs)
 
     def run_in_session(
         self, ex: ExecSession, name: str, tensors: tuple[Any, ...], attrs: dict[str, Any]

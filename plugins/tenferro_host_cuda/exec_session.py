@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host.errors import ValidationError
-from tenferro_host.provider import BackendSession, ExecSession
+from tenferro_host.provider import ExecSession
 
 from ._driver import drv
 from .raw import RawSession
@@ -33,10 +33,7 @@ class CudaExecSession(ExecSession):
     """``tf.cuda.exec_session(s)``: device info, identities, raw sessions, external ordering."""
 
     kind_name = "CUDA exec session"
-
-    def __init__(self, backend_session: BackendSession) -> None:
-        super().__init__(backend_session)
-        self.runtime: CudaRuntime
+    runtime: CudaRuntime
 
     @property
     def device_info(self) -> CudaDeviceInfo:

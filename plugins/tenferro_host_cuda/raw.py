@@ -406,6 +406,16 @@ class RawSession(Session):
 
     def tensor_strided(self, t: Tensor) -> TensorRef:
         """Shared borrow of any view; pointer to storage element 0, layout in the ref."""
+        if self._owner == _get_ident() and type(t) is Tensor and t.storage.domain is self._domain:
+            storage = t.storage
+            held = self._borrows.get(storage)
+            if held is None:
+                self._borrows[storage] = 1
+            elif held == _EXCLUSIVE:
+                raise self._aliasing(held, "t")
+            else:
+                self._borrows[storage] = held + 1
+            return TensorRef(self, t, storage.ptr, t.offset)  # type: ignore[attr-defined]
         t = self._resident(t, "t", compact=False)
         self._borrow(t.storage, False, "t")
         return TensorRef(self, t, getattr(t.storage, "ptr", 0), t.offset)
@@ -437,6 +447,18 @@ class RawSession(Session):
         The write counterpart of ``tensor_strided``: the kernel takes offset, shape and strides
         explicitly, and the borrow conflicts with every other borrow of the storage.
         """
+        if (
+            self._owner == _get_ident()
+            and type(t) is Tensor
+            and t.storage.domain is self._domain
+            and not t.storage.read_only
+        ):
+            storage = t.storage
+            held = self._borrows.get(storage)
+            if held is not None:
+                raise self._aliasing(held, "t")
+            self._borrows[storage] = _EXCLUSIVE
+            return TensorMut(self, t, storage.ptr, t.offset)  # type: ignore[attr-defined]
         t = self._resident(t, "t", compact=False, write=True)
         self._borrow(t.storage, True, "t")
         return TensorMut(self, t, getattr(t.storage, "ptr", 0), t.offset)

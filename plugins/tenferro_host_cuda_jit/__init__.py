@@ -23,10 +23,16 @@ TENFERRO_HOST_SPI = (1, 0)  # the provider SPI it builds on (tenferro_host.provi
 
 
 def jit_session(ex: Any, op: str) -> Any:
-    """The JIT factory for ``cuda`` exec sessions."""
-    from ._session import CudaJitSession
+    """The JIT factory for ``cuda`` exec sessions (the session module loads on first use)."""
+    global _SESSION_TYPE
+    if _SESSION_TYPE is None:
+        from ._session import CudaJitSession
 
-    return CudaJitSession(ex, op)
+        _SESSION_TYPE = CudaJitSession
+    return _SESSION_TYPE(ex, op)
+
+
+_SESSION_TYPE: Any = None
 
 
 @hookimpl

@@ -108,13 +108,16 @@ MAX_SHARED = 4096
 
 class _Template:
     """What a plan holds that no session owns — specialization, grid shape, ABI layout, launch
-    config and hidden counts — shared by the jit sessions of one runtime (``rs.resource``)."""
+    config, hidden counts and the compiled function — shared by the jit sessions of one runtime
+    (``rs.resource``): a new session's first launch of a known shape compiles nothing and looks
+    nothing up."""
 
-    __slots__ = ("config", "count", "grid", "layout", "spec")
+    __slots__ = ("config", "count", "function", "grid", "layout", "spec")
 
-    def __init__(self, launch: JitLaunch) -> None:
+    def __init__(self, launch: JitLaunch, function: Any = None) -> None:
         spec = launch.spec
         self.spec = spec
+        self.function = function
         self.grid = grid_shape(launch.count, launch.grid, launch.dim)
         self.layout = _bounded(_LAYOUTS, spec.key, lambda: _Layout(spec))
         self.config, self.count = _bounded(
@@ -216,6 +219,7 @@ class CudaJitSession(JitSession):
     def _on_enter(self) -> None:
         self._rs = self._ex.raw(self._raw_op)
         self._rs.__enter__()
+        self._domain = self.runtime.domain
 
     def _on_exit(self, error: BaseException | None) -> None:
         self._replays.clear()
@@ -285,7 +289,8 @@ class CudaJitSession(JitSession):
     def _dispatch(self, launch: JitLaunch) -> None:
         """First launch of a plan: compile (cached per runtime), prepare, enqueue."""
         template = _Template(launch)
-        plan = _Plan(template, self._function(template.spec, template.grid))
+        template.function = self._function(template.spec, template.grid)
+        plan = _Plan(template, template.function)
         self._trusted = launch.args  # checked by the base class: not checked again
         try:
             self._run(plan, launch.args)
@@ -312,7 +317,7 @@ class CudaJitSession(JitSession):
         template = self._templates().get((key, self.max_grid))
         if template is None:
             return None
-        plan = _Plan(template, self._function(template.spec, template.grid))
+        plan = _Plan(template, template.function)
         self._keep_plan(key, plan)
         return plan
 
@@ -349,7 +354,7 @@ class CudaJitSession(JitSession):
         chunks = self._chunks
         for i, name in plan.written:  # (no local may hold a chunk here: an upgrade drops them)
             if not chunks.get(values[i], _NOT_CONVERTED)[0]:
-                self._borrow_exclusive(self._tensor(name, values[i]))
+                self._chunk(name, values[i], exclusive=True)
         packed: list[Any] = []
         for i, name, dtype, scalar in plan.slots:
             value = values[i]
@@ -361,42 +366,45 @@ class CudaJitSession(JitSession):
         packed.extend(plan.count)
         return packed
 
-    def _tensor(self, name: str, value: Any) -> Tensor:
-        """The tensor of an array argument (a Tensor or a binding), checked for this session."""
-        if type(value) is Tensor and value in self._trusted:  # this launch's, checked already
-            return value
-        t = value if type(value) is Tensor else self._array_arg(name, value)
-        t = require_resident(self.runtime, t, argument=name, op=self.op)
-        self._check_layout(name, t)
-        return t
-
-    def _chunk(self, name: str, value: Any) -> tuple[Any, ...]:
-        """Borrow (shared unless already exclusive) and convert an array argument, once."""
-        t = self._tensor(name, value)
+    def _chunk(self, name: str, value: Any, exclusive: bool = False) -> tuple[Any, ...]:
+        """Check, borrow (exclusive when written; shared unless already exclusive) and convert
+        an array argument, once per session. A layout (offset, shape, strides) is checked once
+        per process: its converted metadata is kept only after it passed."""
+        if type(value) is Tensor and value.storage.domain is self._domain:
+            t = value  # resident (checked inline); the common case
+        else:
+            t = value if type(value) is Tensor else self._array_arg(name, value)
+            t = require_resident(self.runtime, t, argument=name, op=self.op)
+        layout = (t.offset, t.shape, t.strides)
+        meta = _METAS.get(layout)
+        if meta is None:
+            if t not in self._trusted:  # this launch's first tensors were checked already
+                self._check_layout(name, t)
+            meta = _bounded(
+                _METAS,
+                layout,
+                lambda: (
+                    raw.u64(t.offset),
+                    raw.u32(t.numel),
+                    *map(raw.u32, t.shape),
+                    *map(raw.u32, t.strides),
+                ),
+            )
         borrow = self._borrows.get(t.storage)
-        if borrow is None:
+        if exclusive and (borrow is None or not borrow.exclusive):
+            borrow = None  # no local may keep the shared ref alive through the upgrade
+            borrow = self._borrow_exclusive(t)
+        elif borrow is None:
             borrow = self._borrows[t.storage] = _Borrow(self._rs.tensor_strided(t), False)
-        meta = _bounded(
-            _METAS,
-            (t.offset, t.shape, t.strides),
-            lambda: (
-                raw.u64(t.offset),
-                raw.u32(t.numel),
-                *map(raw.u32, t.shape),
-                *map(raw.u32, t.strides),
-            ),
-        )
         chunk = (borrow.ref, *meta)
         if len(self._chunks) >= MAX_CHUNKS:
             self._chunks.clear()
         self._chunks[value] = (borrow.exclusive, chunk)
         return chunk
 
-    def _borrow_exclusive(self, t: Tensor) -> None:
-        """Make the session's borrow of ``t``'s storage exclusive (``t`` is written)."""
+    def _borrow_exclusive(self, t: Tensor) -> _Borrow:
+        """The session's exclusive borrow of ``t``'s storage (``t`` is written)."""
         held = self._borrows.get(t.storage)
-        if held is not None and held.exclusive:
-            return
         if held is not None:
             # Shared -> exclusive: the raw seam refuses both at once. Drop the shared ref with
             # everything holding it: converted arguments and prepared launches (plans prepare
@@ -407,7 +415,8 @@ class CudaJitSession(JitSession):
             self._replays.clear()
             for plan in self._plans.values():
                 plan.prepared = plan.current = None
-        self._borrows[t.storage] = _Borrow(self._rs.tensor_strided_mut(t), True)
+        borrow = self._borrows[t.storage] = _Borrow(self._rs.tensor_strided_mut(t), True)
+        return borrow
 
 
 def _kind(value: Any) -> Any:

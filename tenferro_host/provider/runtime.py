@@ -20,7 +20,7 @@ from ..identity import AllocationDomainId, RuntimeIdentity
 from ..tensor import Tensor
 from .counters import Counters, TransferRecord
 from .retirement import RetirementQueue
-from .session import BackendSession, ExecSession
+from .session import _UNRESOLVED, BackendSession, ExecSession
 from .storage import Storage
 
 if TYPE_CHECKING:
@@ -86,6 +86,7 @@ class Runtime(ABC):
             self.counters, is_done=self._event_done, wait=self._event_wait
         )
         self._capabilities: dict[ExtensionCapability, bool] | None = None
+        self._jit_factory: Any = _UNRESOLVED  # ex.jit's factory, asked of the host once
         #: (dtype as given, shape) -> (DType, compact strides, nbytes) of shapes allocated before
         self._empty_plans: dict[tuple[Any, tuple[int, ...]], tuple[DType, Any, int]] = {}
 

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 _NEW, _OPEN, _CLOSED = 0, 1, 2
 _per_thread = threading.local()
 _get_ident = threading.get_ident
+#: A runtime's JIT factory before its first ``ex.jit``.
+_UNRESOLVED: Any = object()
 
 
 def _open_runtimes() -> set[Any]:
@@ -259,7 +261,10 @@ class ExecSession(Session):
     def jit(self, op: str) -> Any:
         """A DSL session whose ``launch`` runs one kernel object identically on every backend."""
         self._check()
-        factory = self.runtime.host.jit_factory(self.runtime.kind)
+        runtime = self.runtime
+        factory = runtime._jit_factory
+        if factory is _UNRESOLVED:  # the registry is fixed once plugins loaded: ask once
+            factory = runtime._jit_factory = runtime.host.jit_factory(runtime.kind)
         if factory is None:
             raise UnsupportedError(
                 f"backend {self.runtime.name!r} has no DSL (JIT_KERNEL) provider installed; "

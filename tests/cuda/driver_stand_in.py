@@ -128,6 +128,7 @@ def stand_in_runtime(host: Any, **blocks: int) -> CudaRuntime:
     rt.retirement = RetirementQueue(rt.counters, is_done=rt._event_done, wait=lambda e: None)
     rt._capabilities = None
     rt._empty_plans = {}
+    rt._jit_factory = host.jit_factory("cuda")
     rt._info = DEVICE
     rt.uuid_bytes = b"\x01" * 16
     rt.primary = driver.PrimaryContext(CTX)
