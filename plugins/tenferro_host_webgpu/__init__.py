@@ -58,9 +58,15 @@ def _create(host: Host, index: int) -> Runtime:
 
 
 def _jit(ex: Any, op: str) -> Any:
-    from .jit import WebGpuJitSession
+    global _JIT_SESSION
+    if _JIT_SESSION is None:  # imported on first use (the import statement costs each call)
+        from .jit import WebGpuJitSession
 
-    return WebGpuJitSession(ex, op)
+        _JIT_SESSION = WebGpuJitSession
+    return _JIT_SESSION(ex, op)
+
+
+_JIT_SESSION: Any = None
 
 
 @hookimpl

@@ -10,6 +10,7 @@ is needed for stream-ordered frees.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from .device import (
     stored_dtypes,
     unsupported_dtype,
 )
-from .pipelines import Pipeline, PipelineCache
+from .pipelines import BindGroups, Pipeline, PipelineCache, UniformBuffers
 from .queue import CommandQueue
 
 if TYPE_CHECKING:
@@ -96,6 +97,8 @@ class WebGpuRuntime(Runtime):
         self.supported_dtypes = stored_dtypes(f16)
         self.queue = CommandQueue(self._device)
         self.pipelines = PipelineCache(self._device)
+        self.uniforms = UniformBuffers(self._device)
+        self.bind_groups = BindGroups(self._device)
         self._fold_limit = self._info.max_compute_workgroups_per_dimension
         self._usage = (
             wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -214,7 +217,8 @@ class WebGpuRuntime(Runtime):
         block = UniformBlock()
         block.grid(count, physical)
         uniform = strided_copy.uniforms(block, src.numel, src.offset, src.shape, src.strides)
-        self.dispatch(pipeline, uniform, [src.storage.buffer, dst.storage.buffer], physical)
+        buffers = [src.storage.buffer, dst.storage.buffer]
+        self.dispatch(pipeline, self.uniforms.new(uniform), buffers, physical)
         self.queue.commit()
 
     def _synchronize(self) -> None:
@@ -236,22 +240,25 @@ class WebGpuRuntime(Runtime):
     def dispatch(
         self,
         pipeline: Pipeline,
-        uniform: bytes,
-        buffers: list[Any],
+        params: Any,
+        buffers: Sequence[Any],
         physical: tuple[int, int, int],
+        owners: Sequence[WebGpuStorage] | None = None,
     ) -> None:
-        """Record one dispatch into the pending compute pass (submitted by the caller's rule)."""
-        wgpu = self._wgpu
-        device = self._device
-        params = device.create_buffer_with_data(data=uniform, usage=wgpu.BufferUsage.UNIFORM)
-        entries = [{"binding": 0, "resource": {"buffer": params}}]
-        entries += [{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(buffers, 1)]
-        group = device.create_bind_group(layout=pipeline.layout, entries=entries)
-        with self.queue.lock:
-            cpass = self.queue.compute_pass()
-            cpass.set_pipeline(pipeline.pipeline)
-            cpass.set_bind_group(0, group)
-            cpass.dispatch_workgroups(*physical)
+        """Record one dispatch into the pending compute pass (submitted by the caller's rule).
+
+        ``params`` is the uniform buffer (binding 0), ``buffers`` the storage buffers (1..n).
+        With ``owners`` — the storages owning those of ``buffers`` that are not the runtime's
+        own — the bind group comes from the cache, evicted when one of them is freed; without,
+        it is made for this dispatch alone.
+        """
+        if owners is None:
+            entries = [{"binding": 0, "resource": {"buffer": params}}]
+            entries += [{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(buffers, 1)]
+            group = self._device.create_bind_group(layout=pipeline.layout, entries=entries)
+        else:
+            group = self.bind_groups.get(pipeline.layout, params, buffers, owners)
+        self.queue.record(pipeline.pipeline, group, physical)
 
 
 __all__ = ["WebGpuExecSession", "WebGpuRuntime", "WebGpuStorage"]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tenferro_host.errors import InvalidLaunchConfigError, LaunchError, UnsupportedError
 from tenferro_host.kernel import Specialization
 from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession
@@ -24,9 +26,33 @@ from tenferro_host.tensor import Tensor
 from . import wgsl, wgsl_cache
 from ._runtime import WebGpuRuntime, WebGpuStorage
 
-#: id(specialization) -> specialization, for those that passed the portability rule (bounded).
-_PORTABLE: dict[int, Specialization] = {}
-_PORTABLE_MAX = 1024
+
+class _Facts:
+    """What launching a specialization needs that depends on it alone, worked out once (IR
+    walks cost each launch otherwise)."""
+
+    __slots__ = ("loops", "portable", "shared_bytes", "spec")
+
+    def __init__(self, spec: Specialization) -> None:
+        self.spec = spec  # keeps the id in the key from being reused
+        self.shared_bytes = wgsl.workgroup_bytes(spec.ir)
+        self.loops = wgsl.uses_loops(spec.ir.body)
+        self.portable = False  # set once the dtypes passed the portability rule
+
+
+#: id(specialization) -> its facts (bounded; cleared when full).
+_FACTS: dict[int, _Facts] = {}
+_FACTS_MAX = 1024
+
+
+def _facts(spec: Specialization) -> _Facts:
+    found = _FACTS.get(id(spec))
+    if found is not None and found.spec is spec:
+        return found
+    if len(_FACTS) >= _FACTS_MAX:
+        _FACTS.clear()
+    made = _FACTS[id(spec)] = _Facts(spec)
+    return made
 
 
 class WebGpuJitSession(JitSession):
@@ -70,17 +96,17 @@ class WebGpuJitSession(JitSession):
         walk happens once per specialization, not per launch. The workgroup-storage limit is the
         device's, so that sum over the shared arrays is checked every time.
         """
+        facts = _facts(spec)
         limit = self.webgpu.device_info.max_compute_workgroup_storage_size
-        needed = wgsl.workgroup_bytes(spec.ir)
-        if needed > limit:
+        if facts.shared_bytes > limit:
             raise UnsupportedError(
-                f"kernel {spec.kernel_name!r} declares {needed} bytes of shared arrays; the "
-                f"adapter grants {limit} bytes of workgroup storage: use smaller shared arrays",
+                f"kernel {spec.kernel_name!r} declares {facts.shared_bytes} bytes of shared "
+                f"arrays; the adapter grants {limit} bytes of workgroup storage: use smaller "
+                "shared arrays",
                 backend=self.runtime.name,
                 feature="maxComputeWorkgroupStorageSize",
             )
-        passed = _PORTABLE
-        if passed.get(id(spec)) is spec:
+        if facts.portable:
             return
         for dt, where in wgsl.value_types(spec.ir).items():
             wgsl.wgsl_type(dt, f"{where} of kernel {spec.kernel_name!r}")
@@ -91,48 +117,66 @@ class WebGpuJitSession(JitSession):
                     backend=self.runtime.name,
                     feature="shader-f16",
                 )
-        if len(passed) >= _PORTABLE_MAX:
-            passed.clear()
-        passed[id(spec)] = spec  # the value keeps the id from being reused
+        facts.portable = True
 
     def _dispatch(self, launch: JitLaunch) -> None:
         spec = launch.spec
+        rt = self.webgpu
         self._check_dim(launch.dim)
-        views, buffers, groups = self._bind(spec, launch.args)
+        buffers, owners, groups, block = self._bind(spec, launch.args)
         folded = launch.grid != launch.count
-        canary = self.webgpu.device_info.software and wgsl.uses_loops(spec.ir.body)
+        canary = rt.device_info.software and _facts(spec).loops
         if canary:
             buffers.append(self._arm_loop_canary())
         # Specializations are cached objects: the pipeline keeps its own alive, so its id is a
         # key that cannot be reused while the entry exists (hashing the IR would cost each launch).
-        pipeline = self.webgpu.pipelines.get(
-            (id(spec), launch.dim, groups, folded, canary),
-            lambda: self._compile(spec, launch.dim, groups, folded, canary),
-            what=f"kernel {spec.kernel_name!r}",
+        key = (id(spec), launch.dim, groups, folded, canary)
+        pipeline = rt.pipelines.lookup(key) or self._pipeline(key, spec, launch.dim)
+        # The uniform block is determined by the specialization, the grid and ``block`` (views
+        # as offset/shape/strides, scalars by their bits): one immutable buffer per distinct one.
+        params = rt.uniforms.get(
+            (id(spec), launch.count, launch.grid, *block),
+            lambda: wgsl.pack_uniforms(spec, launch.count, launch.grid, self._views(launch)),
             keepalive=spec,
-            locate=lambda line: wgsl.generate(spec, launch.dim, groups, folded, canary).locate(
-                line
-            ),
-            op=self.op,
-            stored=lambda: wgsl_cache.wgsl_key(
-                spec, launch.dim, groups, folded, canary, self.webgpu.device_info
-            ),
         )
-        uniform = wgsl.pack_uniforms(spec, launch.count, launch.grid, views)
-        config = f"count {launch.count}, dim {launch.dim}, workgroups {launch.grid}"
         try:
-            self.webgpu.dispatch(pipeline, uniform, buffers, launch.grid)
-        except self.webgpu.wgpu_errors as exc:
+            # The canary's flag is this session's: its launches bind a group of their own.
+            rt.dispatch(pipeline, params, buffers, launch.grid, None if canary else owners)
+        except rt.wgpu_errors as exc:
+            config = f"count {launch.count}, dim {launch.dim}, workgroups {launch.grid}"
             raise LaunchError(
                 f"WebGPU rejected the dispatch of kernel {spec.kernel_name!r} ({config}): {exc}",
                 op=self.op,
             ) from exc
-        if self.webgpu.debug_sync:
-            self.webgpu.debug_wait(f"kernel {spec.kernel_name!r} ({config})", self.op)
+        if rt.debug_sync:
+            config = f"count {launch.count}, dim {launch.dim}, workgroups {launch.grid}"
+            rt.debug_wait(f"kernel {spec.kernel_name!r} ({config})", self.op)
         if canary:
             self._check_loop_canary(spec, buffers[-1])
 
     # -- helpers ----------------------------------------------------------------------------------
+    def _pipeline(self, key: tuple[Any, ...], spec: Specialization, dim: Grid) -> Any:
+        """The pipeline of ``key`` on a miss of the fast lookup: loaded or built."""
+        _, _, groups, folded, canary = key
+        info = self.webgpu.device_info
+        return self.webgpu.pipelines.get(
+            key,
+            lambda: self._compile(spec, dim, groups, folded, canary),
+            what=f"kernel {spec.kernel_name!r}",
+            keepalive=spec,
+            locate=lambda line: wgsl.generate(spec, dim, groups, folded, canary).locate(line),
+            op=self.op,
+            stored=lambda: wgsl_cache.wgsl_key(spec, dim, groups, folded, canary, info),
+        )
+
+    @staticmethod
+    def _views(launch: JitLaunch) -> list[Any]:
+        """The uniform values per parameter, as :func:`wgsl.pack_uniforms` takes them."""
+        return [
+            wgsl.ArrayView(v.offset, v.shape, v.strides) if isinstance(v, Tensor) else v
+            for v in launch.args
+        ]
+
     @staticmethod
     def _compile(
         spec: Specialization, dim: Grid, groups: tuple[int, ...], folded: bool, canary: bool
@@ -173,29 +217,33 @@ class WebGpuJitSession(JitSession):
 
     def _bind(
         self, spec: Specialization, args: tuple[Any, ...]
-    ) -> tuple[list[Any], list[Any], tuple[int, ...]]:
-        """Uniform values per parameter, one buffer per distinct storage, and the grouping."""
-        views: list[Any] = []
+    ) -> tuple[list[Any], list[WebGpuStorage], tuple[int, ...], list[Any]]:
+        """One buffer per distinct storage, the storages owning them, the grouping, and what
+        determines the uniform block beyond the grid (per parameter: a view's offset, shape and
+        strides; a scalar's type and bits)."""
         buffers: list[Any] = []
+        owners: list[WebGpuStorage] = []
         groups: list[int] = []
+        block: list[Any] = []
         seen: dict[int, int] = {}
         for p, v in zip(spec.params, args, strict=True):
             if p.kind != "array":
-                views.append(v)
+                # np.float32(-0.0) == 0.0: a scalar's key is its exact bits, never its value.
+                block.append(v.tobytes() if isinstance(v, np.generic) else (type(v), repr(v)))
                 continue
-            assert isinstance(v, Tensor)
             storage = v.storage
             # Empty tensors own no buffer: they all share the runtime's placeholder binding.
             key = id(storage) if isinstance(storage, WebGpuStorage) else 0
-            if key not in seen:
-                seen[key] = len(seen)
-                buffers.append(
-                    storage.buffer
-                    if isinstance(storage, WebGpuStorage)
-                    else self.webgpu.placeholder_buffer
-                )
-            groups.append(seen[key])
-            views.append(wgsl.ArrayView(v.offset, v.shape, v.strides))
+            slot = seen.get(key)
+            if slot is None:
+                slot = seen[key] = len(seen)
+                if key:
+                    buffers.append(storage.buffer)
+                    owners.append(storage)
+                else:
+                    buffers.append(self.webgpu.placeholder_buffer)
+            groups.append(slot)
+            block.append((v.offset, v.shape, v.strides))
         limit = self.webgpu.device_info.max_storage_buffers_per_shader_stage
         if len(buffers) > limit:
             raise UnsupportedError(
@@ -204,7 +252,7 @@ class WebGpuJitSession(JitSession):
                 backend=self.runtime.name,
                 feature="max_storage_buffers_per_shader_stage",
             )
-        return views, buffers, tuple(groups)
+        return buffers, owners, tuple(groups), block
 
 
 __all__ = ["WebGpuJitSession"]

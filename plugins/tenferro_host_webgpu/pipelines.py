@@ -7,17 +7,26 @@ explicit (never ``"auto"``), so a buffer the shader does not touch still binds.
 Behind the in-memory cache, the persistent kernel cache keeps the WGSL of a key that has one
 (:mod:`.wgsl_cache`): a new process skips generating it. Only WGSL whose pipeline was built is
 stored.
+
+Per dispatch, two more bounded caches save wgpu-py calls (each costs microseconds of Python):
+:class:`UniformBuffers` keeps a uniform buffer per distinct uniform block (the contents never
+change after creation, so a dispatch still pending in an encoder is never affected by a later
+one), and :class:`BindGroups` keeps a bind group per (layout, uniform buffer, storage buffers)
+while every storage it binds is alive: the death of a storage evicts its groups, so a cached
+group neither keeps a freed tensor's buffer alive nor is used after it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host.errors import CompileError
-from tenferro_host.provider import ResourceCache
 
 if TYPE_CHECKING:
     from tenferro_host.provider import CachedKernel, KernelKey
@@ -73,7 +82,24 @@ class PipelineCache:
 
     def __init__(self, device: Any, max_entries: int = 256) -> None:
         self._device = device
-        self._cache = ResourceCache(max_entries=max_entries, max_bytes=1 << 62)
+        self.max_entries = max_entries
+        self._entries: OrderedDict[Hashable, Pipeline] = OrderedDict()
+        # Re-entrant and held while building: two threads missing one key build it once.
+        self._lock = threading.RLock()
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, key: Hashable) -> Pipeline | None:
+        """The cached pipeline for ``key``, or None: the per-launch path, which builds none of
+        the closures a miss needs."""
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self.hits += 1
+                self._entries.move_to_end(key)
+            return found
 
     def get(
         self,
@@ -93,7 +119,16 @@ class PipelineCache:
         def build(text: str, writable: tuple[bool, ...]) -> Pipeline:
             return self._build(text, writable, what, locate, op, keepalive)
 
-        return self._cache.get(key, lambda: self._load_or_build(source, stored, build), nbytes=0)
+        with self._lock:
+            found = self.lookup(key)
+            if found is not None:
+                return found
+            self.misses += 1
+            pipeline = self._load_or_build(source, stored, build)
+            self._entries[key] = pipeline
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+            return pipeline
 
     @staticmethod
     def _load_or_build(
@@ -156,4 +191,146 @@ class PipelineCache:
         return Pipeline(pipeline, layout, source, keepalive)
 
 
-__all__ = ["Pipeline", "PipelineCache", "compile_error", "numbered"]
+class UniformBuffers:
+    """Immutable uniform buffers by key (bounded LRU): one per distinct uniform block.
+
+    ``key`` must determine the block's bytes exactly (its owner builds it from the values the
+    block is packed from, scalars by their bits); ``pack()`` makes them on a miss. An entry
+    holds ``keepalive`` (an object whose id is part of the key).
+    """
+
+    def __init__(self, device: Any, max_entries: int = 256) -> None:
+        import wgpu
+
+        self._device = device
+        self._usage = wgpu.BufferUsage.UNIFORM
+        self.max_entries = max_entries
+        self._entries: OrderedDict[Hashable, tuple[Any, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Hashable, pack: Callable[[], bytes], keepalive: Any = None) -> Any:
+        entries = self._entries
+        with self._lock:
+            found = entries.get(key)
+            if found is not None:
+                self.hits += 1
+                entries.move_to_end(key)
+                return found[0]
+        data = pack()
+        buffer = self._device.create_buffer_with_data(data=data, usage=self._usage)
+        with self._lock:
+            self.misses += 1
+            entries[key] = (buffer, keepalive)
+            while len(entries) > self.max_entries:
+                entries.popitem(last=False)
+        return buffer
+
+    def new(self, data: bytes) -> Any:
+        """A uniform buffer with ``data``, not cached (a block used once)."""
+        return self._device.create_buffer_with_data(data=data, usage=self._usage)
+
+
+class BindGroups:
+    """Bind groups by (layout, uniform buffer, storage buffers), bounded LRU, evicted when a
+    storage they bind is freed.
+
+    A key is made of the ids of objects its entry holds, so no id in a live key can be reused
+    by another object. The entry holds the storage *buffers*, not the storages: each storage
+    is watched through a weak reference, and its death evicts every group binding its buffer
+    (at once, or, when the cache is busy on the thread the collector interrupted, at the next
+    lookup) — wgpu frees the buffer when the last group holding it goes.
+    """
+
+    def __init__(self, device: Any, max_entries: int = 256) -> None:
+        self._device = device
+        self.max_entries = max_entries
+        #: key -> (group, objects the key's ids belong to)
+        self._entries: OrderedDict[tuple[int, ...], tuple[Any, tuple[Any, ...]]] = OrderedDict()
+        #: id(buffer) -> keys binding it, for the buffers of watched storages
+        self._keys: dict[int, set[tuple[int, ...]]] = {}
+        #: id(buffer) -> weak reference to the storage owning it
+        self._watched: dict[int, weakref.ref[Any]] = {}
+        self._dead: list[int] = []
+        self._lock = threading.Lock()
+        self.hits = self.misses = self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, layout: Any, params: Any, buffers: Sequence[Any], owners: Sequence[Any]) -> Any:
+        """The bind group of ``params`` at binding 0 and ``buffers`` at 1..n; ``owners`` are the
+        storages owning some of the buffers (each has ``.buffer``), watched for their death."""
+        key = (id(layout), id(params), *map(id, buffers))
+        with self._lock:
+            if self._dead:
+                self._purge()
+            found = self._entries.get(key)
+            if found is not None:
+                self.hits += 1
+                self._entries.move_to_end(key)
+                return found[0]
+        entries = [{"binding": 0, "resource": {"buffer": params}}]
+        entries += [{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(buffers, 1)]
+        group = self._device.create_bind_group(layout=layout, entries=entries)
+        with self._lock:
+            self.misses += 1
+            self._entries[key] = (group, (layout, params, *buffers))
+            for storage in owners:
+                bid = id(storage.buffer)
+                keys = self._keys.get(bid)
+                if keys is None:
+                    keys = self._keys[bid] = set()
+                    self._watched[bid] = weakref.ref(storage, self._on_death(bid))
+                keys.add(key)
+            while len(self._entries) > self.max_entries:
+                old, _ = self._entries.popitem(last=False)
+                self.evictions += 1
+                self._unlink(old)
+        return group
+
+    def _on_death(self, bid: int) -> Callable[[weakref.ref[Any]], None]:
+        me = weakref.ref(self)
+
+        def dead(_: weakref.ref[Any]) -> None:
+            cache = me()
+            if cache is None:
+                return
+            cache._dead.append(bid)  # atomic; purged now unless this thread holds the lock
+            if cache._lock.acquire(blocking=False):
+                try:
+                    cache._purge()
+                finally:
+                    cache._lock.release()
+
+        return dead
+
+    def _purge(self) -> None:
+        """Evict the groups of the storages that died (under the lock)."""
+        while self._dead:
+            bid = self._dead.pop()
+            self._watched.pop(bid, None)
+            for key in self._keys.pop(bid, ()):
+                if self._entries.pop(key, None) is not None:
+                    self.evictions += 1
+                    self._unlink(key)
+
+    def _unlink(self, key: tuple[int, ...]) -> None:
+        """Forget ``key`` in the per-buffer index (an entry that left the cache)."""
+        for bid in key[2:]:
+            keys = self._keys.get(bid)
+            if keys is not None:
+                keys.discard(key)
+
+
+__all__ = [
+    "BindGroups",
+    "Pipeline",
+    "PipelineCache",
+    "UniformBuffers",
+    "compile_error",
+    "numbered",
+]

@@ -28,6 +28,9 @@ class CommandQueue:
         self._lock = threading.RLock()
         self._encoder: Any = None
         self._pass: Any = None
+        # What the open pass has set (held, so compared by identity): not set again.
+        self._pass_pipeline: Any = None
+        self._pass_group: Any = None
         self._holds = 0
         self.submissions = 0
         self._fence_src = device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
@@ -48,11 +51,14 @@ class CommandQueue:
         """The pending encoder, with no compute pass open (for copies and clears)."""
         with self._lock:
             if self._pass is not None:
-                self._pass.end()
-                self._pass = None
+                self._end_pass()
             if self._encoder is None:
                 self._encoder = self._device.create_command_encoder()
             return self._encoder
+
+    def _end_pass(self) -> None:
+        self._pass.end()
+        self._pass = self._pass_pipeline = self._pass_group = None
 
     def compute_pass(self) -> Any:
         """The open compute pass of the pending encoder (each dispatch is its own usage scope)."""
@@ -60,6 +66,19 @@ class CommandQueue:
             if self._pass is None:
                 self._pass = self.encoder().begin_compute_pass()
             return self._pass
+
+    def record(self, pipeline: Any, group: Any, workgroups: tuple[int, int, int]) -> None:
+        """Record one dispatch into the open compute pass; the pipeline and bind group are set
+        only when they differ from what the pass has set already."""
+        with self._lock:
+            cpass = self._pass if self._pass is not None else self.compute_pass()
+            if self._pass_pipeline is not pipeline:
+                cpass.set_pipeline(pipeline)
+                self._pass_pipeline = pipeline
+            if self._pass_group is not group:
+                cpass.set_bind_group(0, group)
+                self._pass_group = group
+            cpass.dispatch_workgroups(*workgroups)
 
     def hold(self) -> None:
         """Keep recorded work pending until every hold is released (a JIT session's scope)."""
@@ -85,8 +104,7 @@ class CommandQueue:
             if self._encoder is None:
                 return
             if self._pass is not None:
-                self._pass.end()
-                self._pass = None
+                self._end_pass()
             buffer = self._encoder.finish()
             self._encoder = None
             self._device.queue.submit([buffer])

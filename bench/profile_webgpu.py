@@ -1,0 +1,146 @@
+"""Where one WebGPU op call's time goes: ``host.run`` of the 1k f32 add against the same dispatch
+through wgpu-py directly, interleaved in one process, and the whole cProfile table of host.run.
+
+    python bench/profile_webgpu.py [--calls 2000] [--top 40] [--rounds 7]
+
+The ratio is what to quote (medians of interleaved batches); absolute times depend on the
+adapter (llvmpipe here, the NVIDIA Vulkan adapter on the H200).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tenferro_host as tf
+from tenferro_host import kernel as K
+from tenferro_host.benchmarks.cases import _wgpu_direct
+
+N = 1024
+EXT_ADD = "ext_add_kernel.add"
+
+
+@K.kernel
+def add(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = lhs[i] + rhs[i]
+
+
+def batch_us(fn: Callable[[], Any], calls: int, sync: Callable[[], Any]) -> float:
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def interleaved(cases: dict[str, Callable[[], Any]], calls: int, rounds: int, sync: Any) -> None:
+    samples: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            samples[name].append(batch_us(fn, calls, sync))
+    med = {k: sorted(v)[len(v) // 2] for k, v in samples.items()}
+    base = next(iter(med.values()))
+    print(f"\n## interleaved medians, {rounds} rounds x {calls} calls")
+    for name, us in med.items():
+        print(f"{us:9.2f} µs  {us / base:5.2f}x  {name}")
+
+
+def table(name: str, fn: Callable[[], Any], calls: int, top: int, sync: Any) -> None:
+    for _ in range(200):
+        fn()
+    sync()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    profiler.disable()
+    sync()
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (filename, line, func), (_cc, ncalls, tottime, cumtime, _c) in stats.stats.items():  # type: ignore[attr-defined]
+        where = (
+            f"{Path(filename).parent.name}/{Path(filename).name}:{line}({func})" if line else func
+        )
+        rows.append((tottime / calls * 1e6, cumtime / calls * 1e6, ncalls / calls, where))
+    rows.sort(reverse=True)
+    total = stats.total_calls / calls  # type: ignore[attr-defined]
+    print(f"\n## {name}: {total:.0f} Python-level calls per call (profiled)")
+    print(f"{'own µs':>8} {'cum µs':>8} {'calls':>6}  function")
+    for own, cum, n, where in rows[:top]:
+        print(f"{own:8.2f} {cum:8.2f} {n:6.2f}  {where}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--no-profile", action="store_true")
+    opts = parser.parse_args()
+    host = tf.Host()
+    if not host.backend_status("webgpu").available:
+        print("no WebGPU here:", host.backend_status("webgpu").reason)
+        return 0
+    rt = host.backend("webgpu")
+    print("adapter:", rt.device_info.name)
+    ones = np.ones(N, np.float32)
+    a, b = rt.upload(ones), rt.upload(ones)
+    assert (rt.download(host.run(EXT_ADD, a, b)) == 2).all()
+    direct, direct_sync = _wgpu_direct(rt.index)
+    handle = host.op(EXT_ADD)
+
+    def sync() -> None:
+        rt.synchronize()
+        direct_sync()
+
+    cases = {
+        "wgpu-py direct dispatch": direct,
+        "host.run(ext_add_kernel.add)": lambda: host.run(EXT_ADD, a, b),
+        "op handle": lambda: handle(a, b),
+    }
+    for fn in cases.values():
+        for _ in range(200):
+            fn()
+    interleaved(cases, opts.calls, opts.rounds, sync)
+    with ExitStack() as stack:  # the same tensors bound again: the cached bind group's path
+        s = stack.enter_context(rt.session())
+        js = stack.enter_context(s.exec_session().jit("bench.profile_webgpu"))
+        out = rt.empty("float32", (N,))
+        cube, dim = js.cube_count_1d(N), js.cube_dim_1d()
+        session_cases = {
+            "wgpu-py direct dispatch": direct,
+            "js.launch in an open jit session, same tensors (batched)": lambda: js.launch(
+                add, cube, dim, out, a, b
+            ),
+        }
+        interleaved(session_cases, opts.calls, opts.rounds, sync)
+        if not opts.no_profile:
+            table(
+                "js.launch, same tensors",
+                session_cases[list(session_cases)[1]],
+                opts.calls,
+                20,
+                sync,
+            )
+    if not opts.no_profile:
+        table("wgpu-py direct", direct, opts.calls, 12, sync)
+        table(
+            "host.run webgpu add", cases["host.run(ext_add_kernel.add)"], opts.calls, opts.top, sync
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
