@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pip_target import pip_install_target
-from process_health import cuda_problems, interpreter_problems
+from support.pip_target import pip_install_target
+from support.process_health import cuda_problems, interpreter_problems
 
 from tenferro_host.testing import pytest_plugin
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import cache_support
 import pytest
+from support import cache_support
 
 from tenferro_host._cli import main
 from tenferro_host.provider import CachedKernel, KernelCache, KernelKey

@@ -12,8 +12,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import cache_support
 import pytest
+from support import cache_support
 
 from tenferro_host.provider import CachedKernel, KernelCache, KernelCacheWarning, KernelKey
 from tenferro_host.provider import kernel_cache as kc

@@ -6,8 +6,8 @@ import os
 import warnings
 from pathlib import Path
 
-import cache_support
 import pytest
+from support import cache_support
 
 from tenferro_host.errors import ValidationError
 from tenferro_host.provider import CachedKernel, KernelCache, KernelCacheWarning, KernelKey

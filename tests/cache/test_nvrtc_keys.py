@@ -9,8 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import cache_support
 import pytest
+from support import cache_support
 
 pytest.importorskip("cuda.bindings.nvrtc")
 

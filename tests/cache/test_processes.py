@@ -12,8 +12,8 @@ import textwrap
 import time
 from pathlib import Path
 
-import cache_support
 import pytest
+from support import cache_support
 
 from tenferro_host.provider import CachedKernel, KernelCache, KernelKey
 

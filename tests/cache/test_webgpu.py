@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cache_support
 import numpy as np
 import pytest
+from support import cache_support, env_with_path
 from tenferro_host_webgpu import wgsl
 
 import tenferro_host as tf
@@ -52,7 +51,6 @@ CHILD = textwrap.dedent(
     import numpy as np
     import tenferro_host as tf
     from tenferro_host.provider import kernel_cache as kc
-    sys.path.insert(0, sys.argv[1])
     import kmod
 
     rt = tf.Host().backend("webgpu")
@@ -79,9 +77,9 @@ def host() -> tf.Host:
 
 def child(tmp_path: Path, cache_dir: Path, seed: str) -> dict[str, Any]:
     """Launch ``kmod.scaled_add`` in a fresh process (own hash seed); its cache counts."""
-    env = {**os.environ, kc.ENV_DIR: str(cache_dir), "PYTHONHASHSEED": seed}
+    env = {**env_with_path(tmp_path), kc.ENV_DIR: str(cache_dir), "PYTHONHASHSEED": seed}
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tmp_path)],
+        [sys.executable, "-c", CHILD],
         env=env,
         capture_output=True,
         text=True,

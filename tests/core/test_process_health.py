@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-from process_health import cuda_problems, interpreter_problems
-
-TESTS = Path(__file__).resolve().parents[1]
+from support import TESTS, env_with_path
+from support.process_health import cuda_problems, interpreter_problems
 
 # Writes a NUL into CPython's shared one-byte object b" ", as NVRTC once did through b" " * 1.
-CORRUPT = f"""
+CORRUPT = """
 import ctypes, sys
-sys.path.insert(0, {str(TESTS)!r})
-from process_health import interpreter_problems
+from support.process_health import interpreter_problems
 shared = b" " * 1
 ctypes.memset(id(shared) + bytes.__basicsize__ - 1, 0, 1)
 problems = interpreter_problems()
@@ -30,7 +27,11 @@ def test_a_sound_process_has_no_problems():
 
 def test_a_corrupted_one_byte_object_is_reported():
     proc = subprocess.run(
-        [sys.executable, "-c", CORRUPT], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", CORRUPT],
+        env=env_with_path(TESTS),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert "one-byte object 32 corrupted" in proc.stdout

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from cuda_support import cuda_runtime
+from support.cuda_support import cuda_runtime
 
 from tenferro_host.benchmarks import cases
 

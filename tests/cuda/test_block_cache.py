@@ -7,7 +7,7 @@ from __future__ import annotations
 import gc
 
 import pytest
-from driver_stand_in import recording_driver, stand_in_runtime
+from support.driver_stand_in import recording_driver, stand_in_runtime
 from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda.block_cache import BlockCache
 

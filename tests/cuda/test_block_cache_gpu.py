@@ -8,7 +8,7 @@ import gc
 
 import numpy as np
 import pytest
-from cuda_support import ADD_SRC, raw_session, shared_host
+from support.cuda_support import ADD_SRC, raw_session, shared_host
 
 import tenferro_host as tf
 from tenferro_host.cuda import raw

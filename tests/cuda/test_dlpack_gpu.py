@@ -7,8 +7,8 @@ import importlib.util
 
 import numpy as np
 import pytest
-from cuda_support import ADD_SRC, cuda_runtime, raw_session
-from read_only_dlpack import ReadOnlyFloat32
+from support.cuda_support import ADD_SRC, cuda_runtime, raw_session
+from support.read_only_dlpack import ReadOnlyFloat32
 
 import tenferro_host as tf
 from tenferro_host import kernel as K

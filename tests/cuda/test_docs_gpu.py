@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from cuda_support import cuda_runtime
+from support.cuda_support import cuda_runtime
 
 pytestmark = [pytest.mark.gpu, pytest.mark.cuda]
 

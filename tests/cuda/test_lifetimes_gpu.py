@@ -11,7 +11,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from cuda_support import (
+from support.cuda_support import (
     ADD_SRC,
     SPIN_SRC,
     cuda_runtime,

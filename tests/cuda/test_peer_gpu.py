@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cuda_support import SPIN_SRC, cuda_runtime, current_context, driver
+from support.cuda_support import SPIN_SRC, cuda_runtime, current_context, driver
 
 import tenferro_host as tf
 from tenferro_host.cuda import raw

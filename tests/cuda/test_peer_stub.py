@@ -193,7 +193,7 @@ def test_without_peer_access_peer_access_error_and_nothing_staged(install):
 
 
 def test_grant_that_the_pool_does_not_report_is_a_peer_access_error(install, monkeypatch):
-    from fake_cuda_driver import SUCCESS
+    from support.fake_cuda_driver import SUCCESS
     from tenferro_host_cuda import peer
 
     fake = install(2)
@@ -209,7 +209,7 @@ def test_grant_that_the_pool_does_not_report_is_a_peer_access_error(install, mon
 
 
 def test_driver_refusing_the_copy_is_a_peer_access_error(install, monkeypatch):
-    from fake_cuda_driver import INVALID_VALUE
+    from support.fake_cuda_driver import INVALID_VALUE
 
     fake = install(2)
     monkeypatch.setattr(fake, "cuMemcpyAsync", lambda *a: (INVALID_VALUE,), raising=False)

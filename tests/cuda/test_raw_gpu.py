@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 import pytest
-from cuda_support import ADD_SRC, SMEM_SRC, STRIDED_SRC, cuda_runtime, raw_session
+from support.cuda_support import ADD_SRC, SMEM_SRC, STRIDED_SRC, cuda_runtime, raw_session
 
 import tenferro_host as tf
 from tenferro_host.cuda import raw

@@ -10,7 +10,7 @@ import pstats
 from collections import Counter
 
 import pytest
-from driver_stand_in import (
+from support.driver_stand_in import (
     StandInModule,
     recorded_launches,
     recording_driver,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cuda_support import cuda_runtime, raw_session
+from support.cuda_support import cuda_runtime, raw_session
 
 import tenferro_host as tf
 from tenferro_host.cuda import raw

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("cuda.bindings.driver")
 
-from read_only_dlpack import ReadOnlyFloat32  # noqa: E402
+from support.read_only_dlpack import ReadOnlyFloat32  # noqa: E402
 
 import tenferro_host as tf  # noqa: E402
 from tenferro_host import kernel as K  # noqa: E402

@@ -6,7 +6,7 @@ import gc
 
 import numpy as np
 import pytest
-from cuda_support import SPIN_SRC, cuda_runtime, raw_session
+from support.cuda_support import SPIN_SRC, cuda_runtime, raw_session
 
 import tenferro_host as tf
 from tenferro_host.cuda import raw

@@ -4,7 +4,7 @@ and on CUDA (marked ``gpu`` and ``cuda``; skipped with the reason when no device
 from __future__ import annotations
 
 import pytest
-from cuda_jit_harness import TARGETS, Target
+from support.cuda_jit_harness import TARGETS, Target
 
 
 @pytest.fixture(params=TARGETS)

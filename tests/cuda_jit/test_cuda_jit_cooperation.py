@@ -5,11 +5,11 @@ raw seam (CPU) and, marked ``gpu``/``cuda``, on a CUDA device."""
 
 from __future__ import annotations
 
-import coop_kernels as ck
-import harness  # tests/webgpu/harness.py, on the path through cuda_jit_harness
 import numpy as np
 import pytest
-from cuda_jit_harness import Target, View, assert_same, on_target
+from support import coop_kernels as ck
+from support import webgpu_harness as harness
+from support.cuda_jit_harness import Target, View, assert_same, on_target
 
 RNG = np.random.default_rng(2014)
 

@@ -1,4 +1,4 @@
-"""Every test kernel (tests/kernel/kernels.py, construct_kernels.py) through the CUDA JIT session
+"""Every test kernel (tests/support/kernels.py, construct_kernels.py) through the CUDA JIT session
 equals the CPU interpreter: hypothesis sizes (empty, odd, beyond one cube), views, the fold.
 
 Each test runs on the fake raw seam (CPU) and, marked ``gpu``/``cuda``, on a CUDA device.
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import construct_kernels as ck
-import harness  # tests/webgpu/harness.py, on the path through cuda_jit_harness
-import kernels
 import numpy as np
 import pytest
-from cuda_jit_harness import Target, View, assert_same
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import construct_kernels as ck
+from support import kernels
+from support import webgpu_harness as harness
+from support.cuda_jit_harness import Target, View, assert_same
 from tenferro_host_cuda_jit._session import CudaJitSession
 
 SETTINGS = settings(

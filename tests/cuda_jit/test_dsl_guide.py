@@ -8,7 +8,7 @@ import runpy
 from pathlib import Path
 
 import pytest
-from cuda_jit_harness import cuda_runtime
+from support.cuda_jit_harness import cuda_runtime
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "dsl-guide.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)

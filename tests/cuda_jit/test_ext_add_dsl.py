@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cuda_jit_harness import cuda_runtime, shared_host
 from ext_add_kernel import DTYPES, dsl
 from ext_add_kernel.plugin import VARIANTS
+from support.cuda_jit_harness import cuda_runtime, shared_host
 
 import tenferro_host as tf
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import kernels
 import numpy as np
 import pytest
-from cuda_jit_harness import shared_host
-from jit_fake_raw import FakeRuntimeState, fake_cuda_jit
+from support import kernels
+from support.cuda_jit_harness import shared_host
+from support.jit_fake_raw import FakeRuntimeState, fake_cuda_jit
 from tenferro_host_cuda_jit._session import CudaJitSession
 
 import tenferro_host as tf

@@ -5,21 +5,16 @@ error naming its line."""
 from __future__ import annotations
 
 import inspect
-import sys
-from pathlib import Path
 
-import coop_kernels as ck
-import coop_misuse as cm
-import coop_remote
 import numpy as np
 import pytest
+from support import coop_kernels as ck
+from support import coop_misuse as cm
+from support import coop_remote
+from support.webgpu_harness import View, on_interpreter
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "webgpu"))
-
-from harness import View, on_interpreter  # noqa: E402  (tests/webgpu/harness.py)
-
-from tenferro_host.errors import ValidationError  # noqa: E402
-from tenferro_host.kernel._interpreter import (  # noqa: E402
+from tenferro_host.errors import ValidationError
+from tenferro_host.kernel._interpreter import (
     CooperationError,
     DivergentBarrierError,
     SharedRaceError,

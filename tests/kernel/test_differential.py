@@ -27,10 +27,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import dsl_fuzz
 import numpy as np
 import pytest
-from test_cuda_codegen import compile_sm90
+from support import dsl_fuzz
+from support.nvrtc_compile import compile_sm90
 
 import tenferro_host as tf
 from tenferro_host import dtypes

@@ -3,27 +3,15 @@ equal numpy on the interpreter (edges of partial tiles included) and compile for
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+import dsl_v2_bench as bench
 import numpy as np
 import pytest
+from support.nvrtc_compile import compile_sm90
+from support.webgpu_harness import View, on_interpreter
 from tenferro_host_cuda_jit.codegen import generate
-from test_cuda_codegen import compile_sm90
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "webgpu"))
-
-from harness import View, on_interpreter  # noqa: E402
-
-from tenferro_host import dtypes  # noqa: E402
-from tenferro_host import kernel as K  # noqa: E402
-
-_PATH = Path(__file__).parent.parent.parent / "bench" / "dsl_v2_bench.py"
-_SPEC = importlib.util.spec_from_file_location("dsl_v2_bench", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-bench = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(bench)
+from tenferro_host import dtypes
+from tenferro_host import kernel as K
 
 RNG = np.random.default_rng(28)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import inspect
 
-import kernels
 import numpy as np
 import pytest
-from dsl_harness import specialize
+from support import kernels
+from support.dsl_harness import specialize
 
 from tenferro_host import dtypes
 from tenferro_host import kernel as K

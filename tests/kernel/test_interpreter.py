@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import kernels
 import numpy as np
 import pytest
-from construct_kernels import (
+from support import kernels
+from support.construct_kernels import (
     arith_float,
     arith_int,
     branches,
@@ -23,7 +23,7 @@ from construct_kernels import (
     u32_wrap,
     unguarded,
 )
-from dsl_harness import launch
+from support.dsl_harness import launch
 
 from tenferro_host import kernel as K
 from tenferro_host.errors import UnsupportedError, ValidationError

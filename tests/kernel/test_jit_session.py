@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 
-import kernels
 import numpy as np
 import pytest
-from construct_kernels import grid_indices, scalar_kinds, unguarded
+from support import kernels
+from support.construct_kernels import grid_indices, scalar_kinds, unguarded
 
 import tenferro_host as tf
 from tenferro_host import kernel as K

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dsl_harness import launch, specialize
+from support.dsl_harness import launch, specialize
 from test_frontend import assert_dsl_error
 
 import tenferro_host as tf

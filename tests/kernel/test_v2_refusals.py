@@ -7,7 +7,7 @@ import inspect
 
 import numpy as np
 import pytest
-import v2_refused as vr
+from support import v2_refused as vr
 
 from tenferro_host import dtypes
 from tenferro_host import kernel as K

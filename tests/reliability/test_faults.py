@@ -11,19 +11,15 @@ during a download, say), CPython prints and drops it, as it drops every exceptio
 from __future__ import annotations
 
 import _thread
-import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
+from fuzz_launches import fill
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from fuzz_launches import fill  # noqa: E402
-
-import tenferro_host as tf  # noqa: E402
+import tenferro_host as tf
 
 BACKENDS = [
     "cpu",

@@ -7,15 +7,10 @@ anything fails the suite.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from fuzz_launches import fuzz
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from fuzz_launches import fuzz  # noqa: E402
-
-import tenferro_host as tf  # noqa: E402
+import tenferro_host as tf
 
 EXAMPLES = 300
 

@@ -4,16 +4,12 @@ the launch soak with a cache small enough that modules are evicted all along."""
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import pytest
+from soak import launch_soak_report, session_soak
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from soak import launch_soak_report, session_soak  # noqa: E402
-
-import tenferro_host as tf  # noqa: E402
-from tenferro_host.provider import ResourceCache  # noqa: E402
+import tenferro_host as tf
+from tenferro_host.provider import ResourceCache
 
 
 def available(kind: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from pip_target import pip_install_target
+from support.pip_target import pip_install_target
 
 from tenferro_host import ValidationError
 from tenferro_host.scaffold import scaffold

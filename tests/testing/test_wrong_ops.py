@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from kit_install import install_kit_fixtures
+from support.kit_install import install_kit_fixtures
 
 
 @pytest.fixture(scope="module")

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "kernel"))
-
-import kernels  # noqa: E402  (tests/kernel/kernels.py: the DSL helper's test kernels)
-import wgpu_kernels as wk  # noqa: E402
-from harness import View, assert_same, rand  # noqa: E402
+from support import kernels
+from support import wgpu_kernels as wk
+from support.webgpu_harness import View, assert_same, rand
 
 SETTINGS = settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -9,18 +9,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support import TESTS, env_with_path
 
-KERNELS = Path(__file__).parent.parent / "kernel"
-
-SCRIPT = f"""
+SCRIPT = """
 import json, sys
 import numpy as np
-sys.path.insert(0, {str(KERNELS)!r})
 import tenferro_host as tf
-import kernels
+from support import kernels
 
 host = tf.Host()
 rt = host.backend("webgpu")
@@ -32,14 +29,18 @@ ok = bool((out.download() == 2 * np.arange(1000)).all())
 modules = sorted(m for m in sys.modules if m.split(".")[0] in ("cuda", "cupy"))
 maps = open("/proc/self/maps").read()
 libs = sorted(lib for lib in ("libcuda.", "libcudart", "libnvrtc") if lib in maps)
-print(json.dumps({{"ok": ok, "modules": modules, "libs": libs}}))
+print(json.dumps({"ok": ok, "modules": modules, "libs": libs}))
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
 def test_running_a_kernel_on_webgpu_loads_no_cuda_library(webgpu_host: object) -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", SCRIPT],
+        env=env_with_path(TESTS),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout.strip().splitlines()[-1])

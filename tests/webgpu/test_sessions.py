@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from support import kernels
+from support import wgpu_kernels as wk
 from tenferro_host_webgpu import wgsl
 
 import tenferro_host as tf
@@ -21,11 +22,6 @@ from tenferro_host.errors import (
     ValidationError,
     WrongThreadError,
 )
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "kernel"))
-
-import kernels  # noqa: E402
-import wgpu_kernels as wk  # noqa: E402
 
 Cap = tf.ExtensionCapability
 

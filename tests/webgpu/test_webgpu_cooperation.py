@@ -4,19 +4,14 @@ CPU interpreter; atomics on storage and workgroup memory return old values; limi
 from __future__ import annotations
 
 import inspect
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from support import coop_kernels as ck
+from support.webgpu_harness import View, assert_same, on_interpreter, on_target, webgpu_jit
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "kernel"))
-
-import coop_kernels as ck  # noqa: E402  (tests/kernel/coop_kernels.py)
-from harness import View, assert_same, on_interpreter, on_target, webgpu_jit  # noqa: E402
-
-from tenferro_host.errors import UnsupportedError  # noqa: E402
+from tenferro_host.errors import UnsupportedError
 
 RNG = np.random.default_rng(1414)
 
@@ -213,8 +208,8 @@ def test_64_bit_atomics_are_refused_by_the_portability_rule(rt: Any) -> None:
 
 
 def test_wgsl_lines_of_an_inlined_function_locate_its_file() -> None:
-    import coop_misuse as cm
-    import coop_remote
+    from support import coop_misuse as cm
+    from support import coop_remote
     from tenferro_host_webgpu import wgsl
 
     from tenferro_host import dtypes

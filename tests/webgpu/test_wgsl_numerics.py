@@ -3,18 +3,12 @@ kernel loops, its binding writable; constant operands hidden from WGSL constant 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+from support import kernels
+from support import wgpu_kernels as wk
 from tenferro_host_webgpu import wgsl
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "kernel"))
-
-import kernels  # noqa: E402
-import wgpu_kernels as wk  # noqa: E402
-
-from tenferro_host import dtypes  # noqa: E402
-from tenferro_host import kernel as K  # noqa: E402
+from tenferro_host import dtypes
+from tenferro_host import kernel as K
 
 F32 = K.ArrayDesc(dtypes.float32, 1)
 

@@ -4,9 +4,10 @@ when the grid is folded; every shape compiles (NVRTC, sm_90). The GPU suite runs
 
 from __future__ import annotations
 
-import construct_kernels as ck
-import kernels
 import pytest
+from support import construct_kernels as ck
+from support import kernels
+from support.nvrtc_compile import compile_sm90
 from tenferro_host_cuda_jit.codegen import (
     GRID_1D,
     GRID_DIRECT,
@@ -14,7 +15,7 @@ from tenferro_host_cuda_jit.codegen import (
     generate,
     grid_shape,
 )
-from test_cuda_codegen import arrays, compile_sm90
+from test_cuda_codegen import arrays
 
 from tenferro_host import dtypes
 from tenferro_host.kernel._jit_session import fold_grid

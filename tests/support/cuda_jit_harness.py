@@ -7,27 +7,19 @@ same starting storages (:class:`View` s, shared with the WebGPU tests) and compa
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tenferro_host as tf
+from support import webgpu_harness as harness
+from support.cuda_support import cuda_runtime, shared_host
+from support.jit_fake_raw import FakeRuntimeState, fake_cuda_jit
+from support.webgpu_harness import View
 from tenferro_host import kernel as K
-
-TESTS = Path(__file__).parent.parent
-for _d in ("cuda", "kernel", "webgpu"):
-    if str(TESTS / _d) not in sys.path:
-        sys.path.insert(0, str(TESTS / _d))
-
-import harness  # noqa: E402  (tests/webgpu/harness.py)
-from cuda_support import cuda_runtime, shared_host  # noqa: E402  (tests/cuda/)
-from harness import View  # noqa: E402
-from jit_fake_raw import FakeRuntimeState, fake_cuda_jit  # noqa: E402
 
 OP = "tests.cuda_jit"
 #: Parameters of the ``target`` fixture: the fake seam always, CUDA when a device is present.

@@ -1,8 +1,7 @@
 """Kernels that misuse cooperation; the interpreter must locate each mistake (the tests find the
 line by the marker comment ending it)."""
 
-import coop_remote
-
+from support import coop_remote
 from tenferro_host import kernel as K
 
 

@@ -10,7 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from pip_target import pip_install_target
+
+from support.pip_target import pip_install_target
 
 KIT_FIXTURES = Path(__file__).parents[1] / "fixtures" / "kit"
 

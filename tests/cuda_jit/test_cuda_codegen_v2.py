@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import inspect
 
-import coop_kernels as ck
-import coop_misuse as cm
-import coop_remote
 import pytest
-import v2_refused as vr
+from support import coop_kernels as ck
+from support import coop_misuse as cm
+from support import coop_remote
+from support import v2_refused as vr
+from support.nvrtc_compile import _nvrtc, compile_sm90
 from tenferro_host_cuda import nvrtc
 from tenferro_host_cuda_jit.codegen import MAX_STATIC_SHARED_BYTES, generate
-from test_cuda_codegen import _nvrtc, compile_sm90
 
 from tenferro_host import dtypes as D
 from tenferro_host import kernel as K

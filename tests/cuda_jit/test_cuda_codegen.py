@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import construct_kernels as ck
-import kernels
 import pytest
+from support import construct_kernels as ck
+from support import kernels
+from support.nvrtc_compile import compile_sm90
 from tenferro_host_cuda_jit.codegen import c_literal, generate, kernel_abi
 
 from tenferro_host import dtypes
@@ -42,39 +43,6 @@ CASES = [
     (ck.divide, arrays(D.int32, D.int32, D.int32), {}),
     (ck.scalar_kinds, arrays(D.float16, D.int64) + [S, S, S, S], {"scale": 0.25}),
 ]
-
-
-def _nvrtc():
-    try:
-        from cuda.bindings import nvrtc
-    except ImportError as exc:
-        pytest.skip(
-            f"NVRTC is not installed (pip install 'nvidia-cuda-nvrtc==13.0.*' cuda-bindings): {exc}"
-        )
-    result, _major, _minor = nvrtc.nvrtcVersion()
-    if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        pytest.skip(f"NVRTC is not usable: {result}")
-    return nvrtc
-
-
-def compile_sm90(source: str) -> int:
-    """Compile to a CUBIN for sm_90; return its size, or fail with the NVRTC log."""
-    nvrtc = _nvrtc()
-    ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
-    result, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"dsl.cu", 0, [], [])
-    assert result == ok
-    try:
-        options = [b"--gpu-architecture=sm_90"]
-        (compiled,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        assert compiled == ok, log.decode() + "\n" + source
-        result, cubin_size = nvrtc.nvrtcGetCUBINSize(prog)
-        assert result == ok
-        return int(cubin_size)
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
 
 
 @pytest.mark.parametrize(
