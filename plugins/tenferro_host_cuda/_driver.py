@@ -10,6 +10,7 @@ faults: after one, the device's primary context is poisoned for every runtime in
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -128,14 +129,19 @@ def check(
     uuid: bytes | None = None,
     op: str | None = None,
     error: type[BackendError] = BackendError,
+    describe: Callable[[Any], str] | None = None,
 ) -> Any:
-    """Unpack a driver result tuple ``(err, *values)``; raise a typed error on failure.
+    """Unpack a result tuple ``(err, *values)`` of ``cuda.bindings``; raise a typed error on
+    failure. The one checker of the CUDA plugin: driver results by default, another library's
+    (NVRTC) with ``describe`` naming its codes.
 
     Returns None, the single value, or the tuple of values.
     """
     err = result[0]
     code = int(err)
     if code != 0:
+        if describe is not None:
+            raise error(f"{what} failed: {describe(err)}", op=op)
         raise failure(err, what, uuid=uuid, op=op, error=error)
     if len(result) == 1:
         return None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import struct
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ import numpy as np
 
 from tenferro_host import Tensor
 from tenferro_host.dtypes import DType
-from tenferro_host.errors import OutOfMemoryError, UnsupportedError, ValidationError
+from tenferro_host.errors import BackendError, OutOfMemoryError, UnsupportedError, ValidationError
 from tenferro_host.provider import ResourceCache, Runtime, Storage
 
 from ._driver import (
@@ -33,6 +32,7 @@ from ._driver import (
     failure,
     require_healthy,
 )
+from .args import LaunchConfig
 from .block_cache import BlockCache
 from .device import CudaDeviceInfo, query
 
@@ -48,28 +48,35 @@ DEFAULT_RELEASE_THRESHOLD = 1 << 30
 _MAX_COPY_DIMS = 8
 
 _COPY_SOURCE = r"""
-struct Dims { long long shape[8]; long long stride[8]; };
 struct alignas(16) B16 { unsigned long long lo, hi; };
 template <typename T>
-__device__ void gather(T* dst, const T* src, long long n, int ndim, const Dims& d) {
+__device__ void gather(T* dst, const T* src, long long n, int ndim, const long long* shape,
+                       const long long* stride) {
     long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         long long rem = i, off = 0;
         for (int k = 0; k < ndim; ++k) {
-            off += (rem % d.shape[k]) * d.stride[k];
-            rem /= d.shape[k];
+            off += (rem % shape[k]) * stride[k];
+            rem /= shape[k];
         }
         dst[i] = src[off];
     }
 }
+#define DIMS8(p) long long p##0, long long p##1, long long p##2, long long p##3, \
+    long long p##4, long long p##5, long long p##6, long long p##7
 #define GATHER(N, T) extern "C" __global__ void gather_##N( \
-    T* dst, const T* src, long long n, int ndim, Dims d) { gather<T>(dst, src, n, ndim, d); }
+    T* dst, const T* src, long long n, int ndim, DIMS8(s), DIMS8(t)) { \
+    const long long shape[8] = {s0, s1, s2, s3, s4, s5, s6, s7}; \
+    const long long stride[8] = {t0, t1, t2, t3, t4, t5, t6, t7}; \
+    gather<T>(dst, src, n, ndim, shape, stride); }
 GATHER(1, unsigned char)
 GATHER(2, unsigned short)
 GATHER(4, unsigned int)
 GATHER(8, unsigned long long)
 GATHER(16, B16)
 """
+#: The gather kernels' parameters: dst, src (pointers), n, ndim, 8 shape and 8 stride entries.
+_COPY_CODES = ("Q", "Q", "q", "i", *("q",) * (2 * _MAX_COPY_DIMS))
 
 
 class CudaStorage(Storage):
@@ -411,19 +418,17 @@ class CudaRuntime(Runtime):
             )
         isz = src.dtype.itemsize
         fn = self._copy_function(isz)
-        shapes = list(src.shape) + [1] * (_MAX_COPY_DIMS - src.ndim)
-        strides = list(src.strides) + [0] * (_MAX_COPY_DIMS - src.ndim)
         n = src.numel
+        pad = _MAX_COPY_DIMS - src.ndim
         values = (
             dst.storage.ptr,
             src.storage.ptr + src.offset * isz,
-            n,
-            src.ndim,
-            *shapes,
-            *strides,
+            np.int64(n),
+            np.int32(src.ndim),
+            *map(np.int64, (*src.shape, *(1,) * pad)),
+            *map(np.int64, (*src.strides, *(0,) * pad)),
         )
-        params = struct.pack("<QQqi4x8q8q", *values)
-        self.enqueue_packed(fn, (min(math.ceil(n / 256), 65535), 1, 1), (256, 1, 1), params)
+        self.launch_internal(fn, LaunchConfig(min(math.ceil(n / 256), 65535), 256), values)
 
     def _copy_function(self, itemsize: int) -> Function:
         fn = self._copy_functions.get(itemsize)
@@ -444,28 +449,18 @@ class CudaRuntime(Runtime):
             fn = self._copy_functions[itemsize] = self._copy_module.function(f"gather_{itemsize}")
         return fn
 
-    def enqueue_packed(
-        self, fn: Function, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes
-    ) -> None:
-        """Launch a host-internal kernel with a pre-packed parameter block (one pointer)."""
-        import ctypes
+    def launch_internal(self, fn: Function, config: LaunchConfig, values: tuple[Any, ...]) -> None:
+        """Launch a host-internal kernel (canonicalize's gather) through the one launch path
+        raw sessions use — cuda.core's ``launch`` — with the function's checks."""
+        from cuda.core import launch
 
-        buf = ctypes.create_string_buffer(params, len(params))
-        base = ctypes.addressof(buf)
-        ptrs = (ctypes.c_void_p * len(fn.param_offsets))(*[base + o for o in fn.param_offsets])
+        fn.check_config(config, "canonicalize")
+        fn.check_arguments(_COPY_CODES, "canonicalize")
         with self.primary:
-            self.ok(
-                drv().cuLaunchKernel(
-                    drv().CUfunction(int(fn.handle)),
-                    *grid,
-                    *block,
-                    0,
-                    self._stream,
-                    ctypes.addressof(ptrs),
-                    0,
-                ),
-                f"launching {fn.name}",
-            )
+            try:
+                launch(self.core_stream, fn.core_config(config), fn.core_kernel, *values)
+            except Exception as exc:
+                raise BackendError(f"launching {fn.name} failed: {exc}") from exc
 
     # -- events and synchronization ----------
     def record_event(self, *, context_current: bool = False) -> Any:

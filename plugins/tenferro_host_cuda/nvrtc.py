@@ -102,12 +102,24 @@ def _nvrtc() -> Any:
 
 
 def _ok(result: tuple[Any, ...], what: str) -> Any:
-    from tenferro_host.errors import BackendError
+    """The value of an NVRTC result, or BackendError naming the NVRTC code (the driver's one
+    checker, :func:`._driver.check`, with NVRTC's names)."""
+    from ._driver import check
 
-    err = result[0]
-    if int(err) != 0:
-        raise BackendError(f"{what} failed: {err!r}")
-    return result[1] if len(result) == 2 else None
+    return check(result, what, describe=_nvrtc_error)
+
+
+def _nvrtc_error(err: Any) -> str:
+    """``NVRTC_ERROR_X (code)`` for an NVRTC result code."""
+    from cuda.bindings import nvrtc
+
+    code = int(err)
+    try:
+        _, text = nvrtc.nvrtcGetErrorString(nvrtc.nvrtcResult(code))
+    except ValueError:
+        return f"nvrtcResult {code}"
+    name = text.decode() if isinstance(text, bytes) else str(text)
+    return f"{name} ({code})"
 
 
 def _read(getter: Any, prog: Any, size: int) -> bytes:
