@@ -7,14 +7,36 @@ has operands of one type. Targets therefore never infer anything; see ``docs/dsl
 Nodes are frozen dataclasses. Every node carries ``line``, the absolute source line it came from
 (for runtime diagnostics such as an out-of-bounds access reported by the interpreter), and
 ``file`` when that line is in another file than the kernel's (:func:`source_file`).
+
+Every target walks the IR through one :class:`Visitor`: a subclass defines ``visit_<Node>``
+for each class of :data:`STATEMENTS` and :data:`EXPRESSIONS`, and the dispatch table from node
+class to method is built once, when the subclass is created (a missing method is a TypeError
+there, naming the node classes; ``tests/kernel/test_ir_visitors.py`` checks every target).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from functools import cached_property
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from ..dtypes import DType
+from ..errors import UnsupportedError
+
+U32_MAX = 2**32 - 1
+"""The largest u32: DSL kernels index and count launch units with u32."""
+
+
+def check_u32_array(name: str, numel: int, extent: int) -> None:
+    """Arrays index with u32: larger views are unsupported on every target."""
+    if max(numel, extent) > U32_MAX:
+        raise UnsupportedError(
+            f"array {name!r} spans {max(numel, extent)} elements; DSL kernels index with u32, so "
+            f"at most {U32_MAX} elements per view are supported; split the work",
+            feature="arrays larger than 2^32-1 elements",
+        )
+
 
 # ---------------------------------------------------------------- operators
 
@@ -284,6 +306,108 @@ class Return(Stmt):
     """A bare ``return``: the thread stops."""
 
 
+STATEMENTS: tuple[type[Stmt], ...] = (
+    Assign,
+    Store,
+    Eval,
+    SyncCube,
+    If,
+    For,
+    While,
+    Break,
+    Continue,
+    Return,
+)
+"""Every statement class (what a :class:`Visitor` handles)."""
+
+EXPRESSIONS: tuple[type[Expr], ...] = (
+    Const,
+    Var,
+    ThreadIndex,
+    ArrayLen,
+    ArrayShape,
+    ArrayStride,
+    Load,
+    Atomic,
+    Unary,
+    Binary,
+    Compare,
+    Logical,
+    Cast,
+    Math,
+    Select,
+)
+"""Every expression class (what a :class:`Visitor` handles)."""
+
+NODES: tuple[type[Node], ...] = STATEMENTS + EXPRESSIONS
+
+
+# ---------------------------------------------------------------- walking
+
+
+def children(node: Node) -> Iterator[Node]:
+    """The nodes directly inside ``node`` (operands, conditions, bodies), in field order."""
+    for f in fields(node):
+        value = getattr(node, f.name)
+        if isinstance(value, Node):
+            yield value
+        elif isinstance(value, tuple):
+            yield from (v for v in value if isinstance(v, Node))
+
+
+def walk(nodes: Iterable[Node]) -> Iterator[Node]:
+    """Every node of ``nodes`` and below, each before its children."""
+    for node in nodes:
+        yield node
+        yield from walk(children(node))
+
+
+def dispatch_table(
+    owner: type, prefix: str, nodes: Iterable[type[Node]] = NODES
+) -> dict[type[Node], Callable[..., Any]]:
+    """``{node class: owner.<prefix><NodeName>}`` for each of ``nodes``; a TypeError naming
+    every node class ``owner`` has no method for."""
+    nodes = tuple(nodes)
+    missing = [n.__name__ for n in nodes if not callable(getattr(owner, prefix + n.__name__, None))]
+    if missing:
+        raise TypeError(
+            f"{owner.__qualname__} handles no IR node {', '.join(missing)}: define "
+            + ", ".join(prefix + name for name in missing)
+        )
+    return {n: getattr(owner, prefix + n.__name__) for n in nodes}
+
+
+R = TypeVar("R")
+
+
+class Visitor(Generic[R]):
+    """Base of a walk over the IR (the interpreter, each emitter): one ``visit_<Node>`` method
+    per class of :data:`NODES`, looked up in a table built once per subclass (pass
+    ``abstract=True`` for a base that other visitors complete). :meth:`stmt` and :meth:`expr`
+    dispatch a node with the walk's extra arguments; an expression's handler returns ``R``."""
+
+    PREFIX: ClassVar[str] = "visit_"
+    _handlers: ClassVar[dict[type[Node], Callable[..., Any]]] = {}
+
+    def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not abstract:
+            cls._handlers = dispatch_table(cls, cls.PREFIX)
+
+    def _handler(self, node: Node) -> Callable[..., Any]:
+        found = self._handlers.get(type(node))
+        if found is None:
+            kind = "statement" if isinstance(node, Stmt) else "expression"
+            raise TypeError(f"{type(self).__qualname__}: unknown IR {kind} {node!r}")
+        return found
+
+    def stmt(self, s: Stmt, *args: Any) -> None:
+        self._handler(s)(self, s, *args)
+
+    def expr(self, e: Expr, *args: Any) -> R:
+        return cast(R, self._handler(e)(self, e, *args))
+
+
 # ---------------------------------------------------------------- kernel
 
 
@@ -349,6 +473,22 @@ class KernelIR:
     written: frozenset[str]
     shared: tuple[SharedArray, ...] = ()
     atomic: frozenset[str] = frozenset()
+
+    @cached_property
+    def value_types(self) -> Mapping[DType, str]:
+        """Every type a value of the kernel has (parameters, locals, shared arrays, every
+        expression), with where it first appears; computed once per kernel IR."""
+        found: dict[DType, str] = {}
+        for p in self.params:
+            found.setdefault(p.dtype, f"parameter {p.name!r}")
+        for name, dt in self.locals:
+            found.setdefault(dt, f"local {name!r}")
+        for a in self.shared:
+            found.setdefault(a.dtype, f"shared array {a.name!r}")
+        for node in walk(self.body):
+            if isinstance(node, Expr):
+                found.setdefault(node.type, f"an expression at line {node.line}")
+        return found
 
     def shared_array(self, name: str) -> SharedArray | None:
         for a in self.shared:
