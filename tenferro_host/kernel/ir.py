@@ -12,11 +12,13 @@ Every target walks the IR through one :class:`Visitor`: a subclass defines ``vis
 for each class of :data:`STATEMENTS` and :data:`EXPRESSIONS`, and the dispatch table from node
 class to method is built once, when the subclass is created (a missing method is a TypeError
 there, naming the node classes; ``tests/kernel/test_ir_visitors.py`` checks every target).
+Source emitters derive from :class:`SourceEmitter`, the scaffolding they share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar, cast
@@ -398,7 +400,9 @@ class Visitor(Generic[R]):
         found = self._handlers.get(type(node))
         if found is None:
             kind = "statement" if isinstance(node, Stmt) else "expression"
-            raise TypeError(f"{type(self).__qualname__}: unknown IR {kind} {node!r}")
+            raise TypeError(
+                f"{type(self).__qualname__}: unknown IR {kind} {type(node).__name__}: {node!r}"
+            )
         return found
 
     def stmt(self, s: Stmt, *args: Any) -> None:
@@ -406,6 +410,80 @@ class Visitor(Generic[R]):
 
     def expr(self, e: Expr, *args: Any) -> R:
         return cast(R, self._handler(e)(self, e, *args))
+
+
+class SourceEmitter(Visitor[str], abstract=True):
+    """What every source emitter (CUDA C, WGSL) shares: output lines at an indentation depth,
+    each with its DSL origin; helper definitions by name, each kept once; numbered temporaries.
+    A target defines ``visit_<Node>`` for every node class; expression handlers return source
+    text, statement handlers append lines with :meth:`line`.
+
+    ``lines[i]`` came from the statement at ``origins[i]`` (``(line, file)``: ``file`` empty
+    when the line is the kernel's own file, ``(0, "")`` outside any statement). The body of the
+    generated function starts at ``depth``; :meth:`block` indents one more level.
+    """
+
+    INDENT: ClassVar[str] = "    "
+    FIRST_TEMP: ClassVar[int] = 0
+    """The number of the first temporary :meth:`temp` hands out."""
+
+    def __init__(self, kernel: KernelIR, depth: int = 1) -> None:
+        self.kernel = kernel
+        self.depth = depth
+        self.lines: list[str] = []
+        self.origins: list[tuple[int, str]] = []
+        self.origin: tuple[int, str] = (0, "")
+        self.helpers: dict[str, str] = {}
+        self.temps = self.FIRST_TEMP
+
+    # -------------------------------------------------------- output
+
+    def line(self, text: str) -> None:
+        """Append ``text`` at the current depth."""
+        self.lines.append(self.INDENT * self.depth + text)
+        self.origins.append(self.origin)
+
+    def raw(self, text: str) -> None:
+        """Append ``text`` unindented (a preprocessor directive)."""
+        self.lines.append(text)
+        self.origins.append(self.origin)
+
+    @contextmanager
+    def indented(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+    def helper(self, name: str, source: str) -> None:
+        """Define helper ``name`` once (the first definition wins)."""
+        self.helpers.setdefault(name, source)
+
+    def temp(self) -> int:
+        """A fresh number for the temporaries of one construct."""
+        n = self.temps
+        self.temps += 1
+        return n
+
+    # -------------------------------------------------------- statements
+
+    def statements(self, stmts: Iterable[Stmt]) -> None:
+        """``stmts`` at the current depth."""
+        for s in stmts:
+            self.stmt(s)
+
+    def block(self, stmts: Iterable[Stmt]) -> None:
+        """``stmts`` one level deeper."""
+        with self.indented():
+            self.statements(stmts)
+
+    def stmt(self, s: Stmt, *args: Any) -> None:
+        outer, self.origin = self.origin, (s.line, s.file)
+        try:
+            super().stmt(s, *args)
+        finally:
+            self.origin = outer
 
 
 # ---------------------------------------------------------------- kernel
