@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
-from typing import Any, ClassVar, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ..dtypes import DType
 from ..errors import UnsupportedError
@@ -396,20 +396,26 @@ class Visitor(Generic[R]):
         if not abstract:
             cls._handlers = dispatch_table(cls, cls.PREFIX)
 
-    def _handler(self, node: Node) -> Callable[..., Any]:
-        found = self._handlers.get(type(node))
-        if found is None:
-            kind = "statement" if isinstance(node, Stmt) else "expression"
-            raise TypeError(
-                f"{type(self).__qualname__}: unknown IR {kind} {type(node).__name__}: {node!r}"
-            )
-        return found
+    def _unknown(self, node: Node) -> TypeError:
+        kind = "statement" if isinstance(node, Stmt) else "expression"
+        return TypeError(
+            f"{type(self).__qualname__}: unknown IR {kind} {type(node).__name__}: {node!r}"
+        )
 
     def stmt(self, s: Stmt, *args: Any) -> None:
-        self._handler(s)(self, s, *args)
+        try:
+            handler = self._handlers[type(s)]
+        except KeyError:
+            raise self._unknown(s) from None
+        handler(self, s, *args)
 
     def expr(self, e: Expr, *args: Any) -> R:
-        return cast(R, self._handler(e)(self, e, *args))
+        try:
+            handler = self._handlers[type(e)]
+        except KeyError:
+            raise self._unknown(e) from None
+        result: R = handler(self, e, *args)
+        return result
 
 
 class SourceEmitter(Visitor[str], abstract=True):
