@@ -58,6 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from tenferro_host import dtypes
 from tenferro_host.dtypes import DType
@@ -411,17 +412,12 @@ _COMPARE_C = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!
 _FLOAT_FN = {"sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "fma"}
 
 
-class _Emitter:
+class _Emitter(ir.SourceEmitter):
     def __init__(self, spec: Specialization, grid: str = "folded") -> None:
+        super().__init__(spec.ir)
         self.spec = spec
         self.grid = grid
-        self.kir = spec.ir
-        self.locals = {name for name, _ in self.kir.locals}
-        self.lines: list[str] = []
-        self.depth = 1
-        self.temps = 0
-        self.uses_f16 = False
-        self.helpers: dict[str, str] = {}
+        self.locals = {name for name, _ in self.kernel.locals}
 
     # -------------------------------------------------------- values
 
@@ -441,74 +437,38 @@ class _Emitter:
         if name == "abs":
             name = "fabs"
         elif name in ("min", "max"):
-            self.helpers.setdefault("min_max", _SIGNED_ZERO_MIN_MAX)
+            self.helper("min_max", _SIGNED_ZERO_MIN_MAX)
             name = "tf_f" + name
         return name if t is dtypes.float64 else name + "f"
 
-    def expr(self, e: ir.Expr) -> str:
-        if e.type is dtypes.float16:
-            self.uses_f16 = True
-        if isinstance(e, ir.Const):
-            return c_literal(e)
-        if isinstance(e, ir.Var):
-            if e.name in self.locals:
-                return c_name(e.name, True)
-            name = c_name(e.name, False)
-            return f"({name} != 0)" if e.type is dtypes.bool_ else name
-        if isinstance(e, ir.ThreadIndex):
-            return "tf_" + e.name.lower()
-        if isinstance(e, ir.ArrayLen):
-            return meta_name(e.array, "len")
-        if isinstance(e, ir.ArrayShape):
-            return meta_name(e.array, "shape", e.axis)
-        if isinstance(e, ir.ArrayStride):
-            return meta_name(e.array, "stride", e.axis)
-        if isinstance(e, ir.Load):
-            code = f"{self.memory(e.array)}[{self.expr(e.index)}]"
-            return f"({code} != 0)" if e.type is dtypes.bool_ else code
-        if isinstance(e, ir.Atomic):
-            return self.atomic(e)
-        if isinstance(e, ir.Unary):
-            if e.op == "not":
-                return f"(!{self.expr(e.operand)})"
-            return self.neg(e)
-        if isinstance(e, ir.Binary):
-            return self.binary(e)
-        if isinstance(e, ir.Compare):
-            op = _COMPARE_C[e.op]
-            return f"({self.f(e.lhs)} {op} {self.f(e.rhs)})"
-        if isinstance(e, ir.Logical):
-            op = "&&" if e.op == "and" else "||"
-            return f"({self.expr(e.lhs)} {op} {self.expr(e.rhs)})"
-        if isinstance(e, ir.Cast):
-            return self.cast(e)
-        if isinstance(e, ir.Math):
-            return self.math(e)
-        if isinstance(e, ir.Select):
-            return f"({self.expr(e.cond)} ? {self.expr(e.if_true)} : {self.expr(e.if_false)})"
-        raise TypeError(f"unknown IR expression {e!r}")
+    def visit_Const(self, e: ir.Const) -> str:
+        return c_literal(e)
 
-    def memory(self, array: str) -> str:
-        """C expression of an array's element 0 (a view or a shared array)."""
-        return shared_name(array) if self.kir.shared_array(array) else view(array)
+    def visit_Var(self, e: ir.Var) -> str:
+        if e.name in self.locals:
+            return c_name(e.name, True)
+        name = c_name(e.name, False)
+        return f"({name} != 0)" if e.type is dtypes.bool_ else name
 
-    def atomic(self, e: ir.Atomic) -> str:
-        t = e.type
-        address = f"&{self.memory(e.array)}[{self.expr(e.index)}]"
-        args = [self.expr(a) for a in (e.compare, e.value) if a is not None]
-        if t.is_float and not (e.op == "add" or (e.op == "exchange" and t is dtypes.float32)):
-            name = f"tf_atomic_{e.op}_{t.name}"
-            if e.op in ("min", "max"):
-                self.helpers.setdefault("min_max", _SIGNED_ZERO_MIN_MAX)  # sorts first
-            self.helpers.setdefault(name, _cas_loop(e.op, t))
-            return f"{name}({', '.join([address, *args])})"
-        if t is dtypes.int64 and e.op != "min" and e.op != "max":
-            ull = "unsigned long long"
-            cast_args = ", ".join(f"({ull})({a})" for a in args)
-            return f"((long long){_NATIVE_ATOMIC[e.op]}(({ull}*){address}, {cast_args}))"
-        return f"{_NATIVE_ATOMIC[e.op]}({', '.join([address, *args])})"
+    def visit_ThreadIndex(self, e: ir.ThreadIndex) -> str:
+        return "tf_" + e.name.lower()
 
-    def neg(self, e: ir.Unary) -> str:
+    def visit_ArrayLen(self, e: ir.ArrayLen) -> str:
+        return meta_name(e.array, "len")
+
+    def visit_ArrayShape(self, e: ir.ArrayShape) -> str:
+        return meta_name(e.array, "shape", e.axis)
+
+    def visit_ArrayStride(self, e: ir.ArrayStride) -> str:
+        return meta_name(e.array, "stride", e.axis)
+
+    def visit_Load(self, e: ir.Load) -> str:
+        code = f"{self.memory(e.array)}[{self.expr(e.index)}]"
+        return f"({code} != 0)" if e.type is dtypes.bool_ else code
+
+    def visit_Unary(self, e: ir.Unary) -> str:
+        if e.op == "not":
+            return f"(!{self.expr(e.operand)})"
         t = e.type
         if t.is_float:
             return self.narrow(f"(-{self.f(e.operand)})", t)
@@ -516,7 +476,38 @@ class _Emitter:
         unsigned = _UNSIGNED.get(t.name, ctype)
         return f"(({ctype})(({unsigned})0 - ({unsigned})({self.expr(e.operand)})))"
 
-    def binary(self, e: ir.Binary) -> str:
+    def visit_Compare(self, e: ir.Compare) -> str:
+        op = _COMPARE_C[e.op]
+        return f"({self.f(e.lhs)} {op} {self.f(e.rhs)})"
+
+    def visit_Logical(self, e: ir.Logical) -> str:
+        op = "&&" if e.op == "and" else "||"
+        return f"({self.expr(e.lhs)} {op} {self.expr(e.rhs)})"
+
+    def visit_Select(self, e: ir.Select) -> str:
+        return f"({self.expr(e.cond)} ? {self.expr(e.if_true)} : {self.expr(e.if_false)})"
+
+    def memory(self, array: str) -> str:
+        """C expression of an array's element 0 (a view or a shared array)."""
+        return shared_name(array) if self.kernel.shared_array(array) else view(array)
+
+    def visit_Atomic(self, e: ir.Atomic) -> str:
+        t = e.type
+        address = f"&{self.memory(e.array)}[{self.expr(e.index)}]"
+        args = [self.expr(a) for a in (e.compare, e.value) if a is not None]
+        if t.is_float and not (e.op == "add" or (e.op == "exchange" and t is dtypes.float32)):
+            name = f"tf_atomic_{e.op}_{t.name}"
+            if e.op in ("min", "max"):
+                self.helper("min_max", _SIGNED_ZERO_MIN_MAX)  # sorts first
+            self.helper(name, _cas_loop(e.op, t))
+            return f"{name}({', '.join([address, *args])})"
+        if t is dtypes.int64 and e.op != "min" and e.op != "max":
+            ull = "unsigned long long"
+            cast_args = ", ".join(f"({ull})({a})" for a in args)
+            return f"((long long){_NATIVE_ATOMIC[e.op]}(({ull}*){address}, {cast_args}))"
+        return f"{_NATIVE_ATOMIC[e.op]}({', '.join([address, *args])})"
+
+    def visit_Binary(self, e: ir.Binary) -> str:
         t = e.type
         if t.is_float:
             a, b = self.f(e.lhs), self.f(e.rhs)
@@ -533,7 +524,7 @@ class _Emitter:
                 code = f"{self.fn('fmod', t)}({a}, {b})"
             else:
                 ctype = "double" if t is dtypes.float64 else "float"
-                self.helpers.setdefault(f"pow_{ctype}", _power(ctype))
+                self.helper(f"pow_{ctype}", _power(ctype))
                 code = f"tf_pow{'' if t is dtypes.float64 else 'f'}({a}, {b})"
             return self.narrow(code, t)
         a, b = self.expr(e.lhs), self.expr(e.rhs)
@@ -541,7 +532,7 @@ class _Emitter:
             return f"({a} {'/' if e.op == 'floordiv' else '%'} {b})"
         return _wrapping(_ARITH_C[e.op], a, b, t)
 
-    def cast(self, e: ir.Cast) -> str:
+    def visit_Cast(self, e: ir.Cast) -> str:
         src, dst = e.value.type, e.type
         if dst is dtypes.bool_:
             return f"({self.f(e.value)} != 0)"
@@ -550,11 +541,11 @@ class _Emitter:
                 return f"tf_f2h({self.expr(e.value)})"
             return f"tf_d2h((double)({self.expr(e.value)}))"
         if src.is_float and dst.is_integer:
-            self.helpers.setdefault(dst.name, _saturating_cast(dst.name))
+            self.helper(dst.name, _saturating_cast(dst.name))
             return f"tf_sat_{dst.name}((double)({self.f(e.value)}))"
         return f"(({_C_TYPE[dst.name]})({self.f(e.value)}))"
 
-    def math(self, e: ir.Math) -> str:
+    def visit_Math(self, e: ir.Math) -> str:
         t = e.type
         if t.is_float:
             args = ", ".join(self.f(a) for a in e.args)
@@ -566,73 +557,68 @@ class _Emitter:
 
     # -------------------------------------------------------- statements
 
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
-
-    def block(self, stmts: tuple[ir.Stmt, ...]) -> None:
-        self.depth += 1
-        for s in stmts:
-            self.stmt(s)
-        self.depth -= 1
-
-    def stmt(self, s: ir.Stmt) -> None:
+    def stmt(self, s: ir.Stmt, *args: Any) -> None:
         if s.line:
-            self.lines.append(f'#line {s.line} "{_c_string(ir.source_file(s, self.kir))}"')
-        if isinstance(s, ir.Assign):
-            self.line(f"{c_name(s.name, True)} = {self.expr(s.value)};")
-        elif isinstance(s, ir.Store):
-            value = self.expr(s.value)
-            if s.value.type is dtypes.bool_:
-                value = f"(unsigned char)({value})"
-            self.line(f"{self.memory(s.array)}[{self.expr(s.index)}] = {value};")
-        elif isinstance(s, ir.Eval):
-            self.line(f"(void)({self.expr(s.value)});")
-        elif isinstance(s, ir.SyncCube):
-            self.line("__syncthreads();")
-        elif isinstance(s, ir.If):
-            self.line(f"if ({self.expr(s.cond)}) {{")
-            self.block(s.then)
-            if s.orelse:
-                self.line("} else {")
-                self.block(s.orelse)
-            self.line("}")
-        elif isinstance(s, ir.While):
-            self.line(f"while ({self.expr(s.cond)}) {{")
-            self.block(s.body)
-            self.line("}")
-        elif isinstance(s, ir.For):
-            self.for_range(s)
-        elif isinstance(s, ir.Break):
-            self.line("break;")
-        elif isinstance(s, ir.Continue):
-            self.line("continue;")
-        elif isinstance(s, ir.Return):
-            self.line("return;")
-        else:
-            raise TypeError(f"unknown IR statement {s!r}")
+            self.raw(f'#line {s.line} "{_c_string(ir.source_file(s, self.kernel))}"')
+        super().stmt(s, *args)
 
-    def for_range(self, s: ir.For) -> None:
+    def visit_Assign(self, s: ir.Assign) -> None:
+        self.line(f"{c_name(s.name, True)} = {self.expr(s.value)};")
+
+    def visit_Store(self, s: ir.Store) -> None:
+        value = self.expr(s.value)
+        if s.value.type is dtypes.bool_:
+            value = f"(unsigned char)({value})"
+        self.line(f"{self.memory(s.array)}[{self.expr(s.index)}] = {value};")
+
+    def visit_Eval(self, s: ir.Eval) -> None:
+        self.line(f"(void)({self.expr(s.value)});")
+
+    def visit_SyncCube(self, s: ir.SyncCube) -> None:
+        self.line("__syncthreads();")
+
+    def visit_If(self, s: ir.If) -> None:
+        self.line(f"if ({self.expr(s.cond)}) {{")
+        self.block(s.then)
+        if s.orelse:
+            self.line("} else {")
+            self.block(s.orelse)
+        self.line("}")
+
+    def visit_While(self, s: ir.While) -> None:
+        self.line(f"while ({self.expr(s.cond)}) {{")
+        self.block(s.body)
+        self.line("}")
+
+    def visit_Break(self, s: ir.Break) -> None:
+        self.line("break;")
+
+    def visit_Continue(self, s: ir.Continue) -> None:
+        self.line("continue;")
+
+    def visit_Return(self, s: ir.Return) -> None:
+        self.line("return;")
+
+    def visit_For(self, s: ir.For) -> None:
         t = s.start.type
         ctype = _C_TYPE[t.name]
         var = c_name(s.var, True)
-        n = self.temps
-        self.temps += 1
+        n = self.temp()
         stop, step = f"tf_stop{n}", f"tf_step{n}"
         self.line("{")
-        self.depth += 1
-        self.line(f"const {ctype} {stop} = {self.expr(s.stop)};")
-        self.line(f"const {ctype} {step} = {self.expr(s.step)};")
-        if isinstance(s.step, ir.Const):
-            cond = f"{var} < {stop}" if s.step.value > 0 else f"{var} > {stop}"
-        elif t.category == "uint":
-            cond = f"{step} > 0u && {var} < {stop}"
-        else:
-            cond = f"({step} > 0 && {var} < {stop}) || ({step} < 0 && {var} > {stop})"
-        increment = _wrapping("+", var, step, t)
-        self.line(f"for ({var} = {self.expr(s.start)}; {cond}; {var} = {increment}) {{")
-        self.block(s.body)
-        self.line("}")
-        self.depth -= 1
+        with self.indented():
+            self.line(f"const {ctype} {stop} = {self.expr(s.stop)};")
+            self.line(f"const {ctype} {step} = {self.expr(s.step)};")
+            if isinstance(s.step, ir.Const):
+                cond = f"{var} < {stop}" if s.step.value > 0 else f"{var} > {stop}"
+            elif t.category == "uint":
+                cond = f"{step} > 0u && {var} < {stop}"
+            else:
+                cond = f"({step} > 0 && {var} < {stop}) || ({step} < 0 && {var} > {stop})"
+            increment = _wrapping("+", var, step, t)
+            self.line(f"for ({var} = {self.expr(s.start)}; {cond}; {var} = {increment}) {{")
+            self.block(s.body)
+            self.line("}")
         self.line("}")
 
     # -------------------------------------------------------- kernel
@@ -698,35 +684,29 @@ class _Emitter:
 
     def emit(self) -> CudaKernelSource:
         abi = kernel_abi(self.spec)
-        for stmt in self.kir.body:
-            self.stmt(stmt)
-        body = self.lines
-        self.lines = []
-        for text in self.prologue():
-            self.line(text)
-        for a in self.kir.shared:
-            self.uses_f16 |= a.dtype is dtypes.float16
-            self.line(f"__shared__ {_C_TYPE[a.dtype.name]} {shared_name(a.name)}[{a.size}];")
-        for name, t in self.kir.locals:
-            if t is dtypes.float16:
-                self.uses_f16 = True
+        self.statements(self.kernel.body)
+        # the declarations go before the body, which they do not depend on
+        head = list(self.prologue())
+        for a in self.kernel.shared:
+            head.append(f"__shared__ {_C_TYPE[a.dtype.name]} {shared_name(a.name)}[{a.size}];")
+        for name, t in self.kernel.locals:
             if t is dtypes.bool_:
-                self.line(f"bool {c_name(name, True)} = false;")
+                head.append(f"bool {c_name(name, True)} = false;")
             else:
-                self.line(f"{_C_TYPE[t.name]} {c_name(name, True)} = 0;")
-        uses_f16 = self.uses_f16 or any(p.dtype is dtypes.float16 for p in self.spec.params)
+                head.append(f"{_C_TYPE[t.name]} {c_name(name, True)} = 0;")
+        uses_f16 = dtypes.float16 in self.kernel.value_types
         symbol = kernel_symbol(self.spec)
         params = ",\n    ".join(p.c_decl for p in abi)
         header = (
             f"// tenferro-host DSL kernel {self.spec.kernel_name} "
-            f"({self.kir.filename}), target {self.spec.target}\n"
+            f"({self.kernel.filename}), target {self.spec.target}\n"
         )
         source = (
             header
             + (_F16_HELPERS if uses_f16 else "")
             + "".join(self.helpers[k] for k in sorted(self.helpers))
             + f'\nextern "C" __global__ void {symbol}(\n    {params})\n{{\n'
-            + "\n".join(self.lines + body)
+            + "\n".join([self.INDENT * self.depth + text for text in head] + self.lines)
             + "\n}\n"
         )
         return CudaKernelSource(symbol, source, abi)

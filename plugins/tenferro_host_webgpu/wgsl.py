@@ -40,13 +40,14 @@ binding ``tf_diag`` (the JIT session reads it and raises).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tenferro_host.dtypes import DType
 from tenferro_host.errors import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
+from tenferro_host.layout import numel
 
 from . import wgsl_numerics
 from ._uniforms import GRID_WORDS, UniformBlock, entry_point, grid_prelude, uniform_decl, word
@@ -63,29 +64,11 @@ compiler that peels an iteration off the loop still leaves it several to be cut)
 _LOGICAL = {"and": "&&", "or": "||"}
 
 
-def value_types(kernel: ir.KernelIR) -> dict[DType, str]:
+def value_types(kernel: ir.KernelIR) -> Mapping[DType, str]:
     """Every type a value of ``kernel`` has (parameters, locals, every expression), with where
-    it first appears; what the portability rule and ``enable f16`` are decided on."""
-    found: dict[DType, str] = {}
-    for p in kernel.params:
-        found.setdefault(p.dtype, f"parameter {p.name!r}")
-    for name, dt in kernel.locals:
-        found.setdefault(dt, f"local {name!r}")
-    for a in kernel.shared:
-        found.setdefault(a.dtype, f"shared array {a.name!r}")
-
-    def visit(node: Any) -> None:
-        if isinstance(node, tuple):
-            for item in node:
-                visit(item)
-        elif isinstance(node, ir.Node):
-            if isinstance(node, ir.Expr):
-                found.setdefault(node.type, f"an expression at line {node.line}")
-            for f in fields(node):
-                visit(getattr(node, f.name))
-
-    visit(kernel.body)
-    return found
+    it first appears; what the portability rule and ``enable f16`` are decided on. Walked once
+    per kernel IR (:attr:`ir.KernelIR.value_types`)."""
+    return kernel.value_types
 
 
 def wgsl_type(dt: DType, what: str = "") -> str:
@@ -165,10 +148,7 @@ def pack_uniforms(
     for p, a in zip(spec.params, args, strict=True):
         if p.kind == "array":
             assert isinstance(a, ArrayView)
-            numel = 1
-            for n in a.shape:
-                numel *= n
-            block.extend([a.offset, numel, *a.shape, *a.strides])
+            block.extend([a.offset, numel(a.shape), *a.shape, *a.strides])
         else:
             assert not isinstance(a, ArrayView)
             block.scalar(a, wgsl_type(p.dtype))
@@ -198,17 +178,21 @@ class WgslProgram:
         return f" (kernel {self.kernel_name!r}, {self.filename})"
 
 
-@dataclass
-class _Emitter:
-    spec: Specialization
-    dim: tuple[int, int, int]
-    slots: dict[str, int]  # array param -> storage binding slot (1-based)
-    layout: UniformLayout
-    lines: list[tuple[str, int]] = field(default_factory=list)
-    files: dict[int, str] = field(default_factory=dict)  # index in lines -> its DSL file
-    file: str = ""  # the DSL file of the statement being emitted, when not the kernel's
-    helpers: dict[str, str] = field(default_factory=dict)
-    temps: int = 0
+class _Emitter(ir.SourceEmitter):
+    FIRST_TEMP = 1
+
+    def __init__(
+        self,
+        spec: Specialization,
+        dim: tuple[int, int, int],
+        slots: dict[str, int],  # array param -> storage binding slot (1-based)
+        layout: UniformLayout,
+    ) -> None:
+        super().__init__(spec.ir)
+        self.spec = spec
+        self.dim = dim
+        self.slots = slots
+        self.layout = layout
 
     # -------------------------------------------------------------- arrays and indices
     def param_word(self, name: str, k: int) -> str:
@@ -253,7 +237,7 @@ class _Emitter:
         slot = self.slots[array]
         return any(self.slots[a] == slot for a in self.spec.ir.atomic if a in self.slots)
 
-    def atomic(self, e: ir.Atomic) -> str:
+    def visit_Atomic(self, e: ir.Atomic) -> str:
         memory = self.memory(e.array)
         at = self.position(e.array, e.index)
         args = [self.expr(a) for a in (e.compare, e.value) if a is not None]
@@ -270,10 +254,10 @@ class _Emitter:
             return f"bitcast<f32>(atomicExchange(&{memory}[{at}], bitcast<u32>({args[0]})))"
         name = f"tf_atomic_{e.op}_{memory}"
         if name not in self.helpers:
-            self.helpers[name] = _atomic_helper(name, e.op, memory, t)
+            self.helper(name, _atomic_helper(name, e.op, memory, t))
             if e.op in ("min", "max"):
                 for helper_name, source in wgsl_numerics.helper(f"tf_f{e.op}_f32"):
-                    self.helpers.setdefault(helper_name, source)
+                    self.helper(helper_name, source)
         return f"{name}({', '.join([at, *args])})"
 
     def thread_index(self, name: str) -> str:
@@ -297,46 +281,46 @@ class _Emitter:
         raise ValueError(f"unknown launch index {name}")
 
     # -------------------------------------------------------------- expressions
-    def expr(self, e: ir.Expr) -> str:
-        if isinstance(e, ir.Const):
-            return literal(e.value, e.type)
-        if isinstance(e, ir.Var):
-            return f"v_{e.name}"
-        if isinstance(e, ir.ThreadIndex):
-            return self.thread_index(e.name)
-        if isinstance(e, ir.ArrayLen):
-            return self.param_word(e.array, 1)
-        if isinstance(e, ir.ArrayShape):
-            return self.param_word(e.array, 2 + e.axis)
-        if isinstance(e, ir.ArrayStride):
-            p = self.spec.ir.param(e.array)
-            return self.param_word(e.array, 2 + (p.ndim or 0) + e.axis)
-        if isinstance(e, ir.Load):
-            return self.load(e.array, e.index, e.type)
-        if isinstance(e, ir.Atomic):
-            return self.atomic(e)
-        if isinstance(e, ir.Unary):
-            v = self.operand(e.operand)
-            if e.op == "not":
-                return f"(!{v})"
-            return f"(0u - {v})" if e.type.name == "uint32" else f"(-{v})"
-        if isinstance(e, ir.Binary):
-            return self.binary(e)
-        if isinstance(e, ir.Compare):
-            a, b = self.operand(e.lhs), self.operand(e.rhs)
-            t = e.lhs.type
-            if t.is_float:
-                return self.call(f"tf_{e.op}_f32", [self.f32(a, t), self.f32(b, t)])
-            return f"({a} {_COMPARE[e.op]} {b})"
-        if isinstance(e, ir.Logical):
-            return f"({self.expr(e.lhs)} {_LOGICAL[e.op]} {self.expr(e.rhs)})"
-        if isinstance(e, ir.Cast):
-            return self.cast(e)
-        if isinstance(e, ir.Math):
-            return self.math(e)
-        if isinstance(e, ir.Select):
-            return f"select({self.expr(e.if_false)}, {self.expr(e.if_true)}, {self.expr(e.cond)})"
-        raise TypeError(f"unknown IR expression {e!r}")
+    def visit_Const(self, e: ir.Const) -> str:
+        return literal(e.value, e.type)
+
+    def visit_Var(self, e: ir.Var) -> str:
+        return f"v_{e.name}"
+
+    def visit_ThreadIndex(self, e: ir.ThreadIndex) -> str:
+        return self.thread_index(e.name)
+
+    def visit_ArrayLen(self, e: ir.ArrayLen) -> str:
+        return self.param_word(e.array, 1)
+
+    def visit_ArrayShape(self, e: ir.ArrayShape) -> str:
+        return self.param_word(e.array, 2 + e.axis)
+
+    def visit_ArrayStride(self, e: ir.ArrayStride) -> str:
+        p = self.spec.ir.param(e.array)
+        return self.param_word(e.array, 2 + (p.ndim or 0) + e.axis)
+
+    def visit_Load(self, e: ir.Load) -> str:
+        return self.load(e.array, e.index, e.type)
+
+    def visit_Unary(self, e: ir.Unary) -> str:
+        v = self.operand(e.operand)
+        if e.op == "not":
+            return f"(!{v})"
+        return f"(0u - {v})" if e.type.name == "uint32" else f"(-{v})"
+
+    def visit_Compare(self, e: ir.Compare) -> str:
+        a, b = self.operand(e.lhs), self.operand(e.rhs)
+        t = e.lhs.type
+        if t.is_float:
+            return self.call(f"tf_{e.op}_f32", [self.f32(a, t), self.f32(b, t)])
+        return f"({a} {_COMPARE[e.op]} {b})"
+
+    def visit_Logical(self, e: ir.Logical) -> str:
+        return f"({self.expr(e.lhs)} {_LOGICAL[e.op]} {self.expr(e.rhs)})"
+
+    def visit_Select(self, e: ir.Select) -> str:
+        return f"select({self.expr(e.if_false)}, {self.expr(e.if_true)}, {self.expr(e.cond)})"
 
     # -------------------------------------------------------------- numeric rules
     def operand(self, e: ir.Expr, alt: int = 0) -> str:
@@ -362,7 +346,7 @@ class _Emitter:
 
     def call(self, name: str, args: Sequence[str]) -> str:
         for helper_name, source in wgsl_numerics.helper(name):
-            self.helpers.setdefault(helper_name, source)
+            self.helper(helper_name, source)
         return f"{name}({', '.join(args)})"
 
     @staticmethod
@@ -374,7 +358,7 @@ class _Emitter:
     def narrow(code: str, dt: DType) -> str:
         return f"f16({code})" if dt.name == "float16" else code
 
-    def binary(self, e: ir.Binary) -> str:
+    def visit_Binary(self, e: ir.Binary) -> str:
         t = e.type
         if t.is_float:
             a, b = self.opaque(self.expr(e.lhs), t, 0), self.opaque(self.expr(e.rhs), t, 1)
@@ -390,7 +374,7 @@ class _Emitter:
             return f"({a} - ({a} / {b}) * {b})"
         return f"({a} {_BINARY[e.op]} {b})"
 
-    def cast(self, e: ir.Cast) -> str:
+    def visit_Cast(self, e: ir.Cast) -> str:
         src, dst = e.value.type, e.type
         v = self.operand(e.value)
         if src is dst:
@@ -406,7 +390,7 @@ class _Emitter:
             return self.call(f"tf_{t}_of_f32", [self.f32(v, src)])
         return f"{t}({v})"
 
-    def math(self, e: ir.Math) -> str:
+    def visit_Math(self, e: ir.Math) -> str:
         if e.func == "fma":  # hidden like + - *: fma(0, x, c) must not fold to c
             args = [self.opaque(self.expr(a), e.type, k) for k, a in enumerate(e.args)]
         else:
@@ -422,72 +406,61 @@ class _Emitter:
         return f"{e.func}({', '.join(args)})"
 
     # -------------------------------------------------------------- statements
-    def emit(self, depth: int, text: str, line: int) -> None:
-        if self.file:
-            self.files[len(self.lines)] = self.file
-        self.lines.append(("    " * depth + text, line))
+    def visit_Assign(self, s: ir.Assign) -> None:
+        self.line(f"v_{s.name} = {self.expr(s.value)};")
 
-    def block(self, stmts: Sequence[ir.Stmt], depth: int) -> None:
-        for s in stmts:
-            self.stmt(s, depth)
+    def visit_Store(self, s: ir.Store) -> None:
+        self.line(self.store(s.array, s.index, self.expr(s.value), s.value.type))
 
-    def stmt(self, s: ir.Stmt, depth: int) -> None:
-        outer, self.file = self.file, s.file
-        try:
-            self.statement(s, depth)
-        finally:
-            self.file = outer
+    def visit_Eval(self, s: ir.Eval) -> None:
+        self.line(f"_ = {self.expr(s.value)};")
 
-    def statement(self, s: ir.Stmt, depth: int) -> None:
-        if isinstance(s, ir.Assign):
-            self.emit(depth, f"v_{s.name} = {self.expr(s.value)};", s.line)
-        elif isinstance(s, ir.Store):
-            self.emit(depth, self.store(s.array, s.index, self.expr(s.value), s.value.type), s.line)
-        elif isinstance(s, ir.Eval):
-            self.emit(depth, f"_ = {self.expr(s.value)};", s.line)
-        elif isinstance(s, ir.SyncCube):
-            self.emit(depth, "storageBarrier(); workgroupBarrier();", s.line)
-        elif isinstance(s, ir.If):
-            self.emit(depth, f"if ({self.expr(s.cond)}) {{", s.line)
-            self.block(s.then, depth + 1)
-            if s.orelse:
-                self.emit(depth, "} else {", s.line)
-                self.block(s.orelse, depth + 1)
-            self.emit(depth, "}", s.line)
-        elif isinstance(s, ir.For):
-            self.for_range(s, depth)
-        elif isinstance(s, ir.While):
-            self.emit(depth, f"while ({self.expr(s.cond)}) {{", s.line)
-            self.block(s.body, depth + 1)
-            self.emit(depth, "}", s.line)
-        elif isinstance(s, ir.Break):
-            self.emit(depth, "break;", s.line)
-        elif isinstance(s, ir.Continue):
-            self.emit(depth, "continue;", s.line)
-        elif isinstance(s, ir.Return):
-            self.emit(depth, "return;", s.line)
-        else:
-            raise TypeError(f"unknown IR statement {s!r}")
+    def visit_SyncCube(self, s: ir.SyncCube) -> None:
+        self.line("storageBarrier(); workgroupBarrier();")
 
-    def for_range(self, s: ir.For, depth: int) -> None:
+    def visit_If(self, s: ir.If) -> None:
+        self.line(f"if ({self.expr(s.cond)}) {{")
+        self.block(s.then)
+        if s.orelse:
+            self.line("} else {")
+            self.block(s.orelse)
+        self.line("}")
+
+    def visit_While(self, s: ir.While) -> None:
+        self.line(f"while ({self.expr(s.cond)}) {{")
+        self.block(s.body)
+        self.line("}")
+
+    def visit_Break(self, s: ir.Break) -> None:
+        self.line("break;")
+
+    def visit_Continue(self, s: ir.Continue) -> None:
+        self.line("continue;")
+
+    def visit_Return(self, s: ir.Return) -> None:
+        self.line("return;")
+
+    def visit_For(self, s: ir.For) -> None:
         """C semantics: stop and step evaluated once; a zero step runs no iteration."""
-        self.temps += 1
-        stop, step, var = f"t_stop{self.temps}", f"t_step{self.temps}", f"v_{s.var}"
+        n = self.temp()
+        stop, step, var = f"t_stop{n}", f"t_step{n}", f"v_{s.var}"
         zero = literal(0, s.step.type)
-        self.emit(depth, "{", s.line)
-        self.emit(depth + 1, f"let {stop} = {self.expr(s.stop)};", s.line)
-        self.emit(depth + 1, f"let {step} = {self.expr(s.step)};", s.line)
-        self.emit(depth + 1, f"{var} = {self.expr(s.start)};", s.line)
-        if s.step.type.name == "uint32":
-            cond = f"{step} != {zero} && {var} < {stop}"
-        else:
-            cond = f"({step} > {zero} && {var} < {stop}) || ({step} < {zero} && {var} > {stop})"
-        self.emit(depth + 1, "loop {", s.line)
-        self.emit(depth + 2, f"if (!({cond})) {{ break; }}", s.line)
-        self.block(s.body, depth + 2)
-        self.emit(depth + 2, f"continuing {{ {var} = {var} + {step}; }}", s.line)
-        self.emit(depth + 1, "}", s.line)
-        self.emit(depth, "}", s.line)
+        self.line("{")
+        with self.indented():
+            self.line(f"let {stop} = {self.expr(s.stop)};")
+            self.line(f"let {step} = {self.expr(s.step)};")
+            self.line(f"{var} = {self.expr(s.start)};")
+            if s.step.type.name == "uint32":
+                cond = f"{step} != {zero} && {var} < {stop}"
+            else:
+                cond = f"({step} > {zero} && {var} < {stop}) || ({step} < {zero} && {var} > {stop})"
+            self.line("loop {")
+            with self.indented():
+                self.line(f"if (!({cond})) {{ break; }}")
+                self.statements(s.body)
+                self.line(f"continuing {{ {var} = {var} + {step}; }}")
+            self.line("}")
+        self.line("}")
 
 
 def workgroup_bytes(kernel: ir.KernelIR) -> int:
@@ -509,10 +482,7 @@ def _is_constant(e: ir.Expr) -> bool:
         e, (ir.Var, ir.ThreadIndex, ir.ArrayLen, ir.ArrayShape, ir.ArrayStride, ir.Load, ir.Atomic)
     ):
         return False
-    children = [getattr(e, f.name) for f in fields(e)]
-    nested = [c for c in children if isinstance(c, ir.Expr)]
-    nested += [a for c in children if isinstance(c, tuple) for a in c if isinstance(a, ir.Expr)]
-    return all(_is_constant(c) for c in nested)
+    return all(isinstance(c, ir.Expr) and _is_constant(c) for c in ir.children(e))
 
 
 def _atomic_helper(name: str, op: str, memory: str, t: str) -> str:
@@ -605,9 +575,9 @@ def generate(
     layout = UniformLayout.of(k.params)
     em = _Emitter(spec, dim, slots, layout)
     for alt in range(3):  # zero at run time (cube counts are never zero), unknown to compilers
-        em.emit(1, f"let {_ZERO}{alt} = select(0u, {word(3 + alt % 2)}, {word(alt)} == 0u);", 0)
+        em.line(f"let {_ZERO}{alt} = select(0u, {word(3 + alt % 2)}, {word(alt)} == 0u);")
     for name, dt in k.locals:
-        em.emit(1, f"var v_{name}: {wgsl_type(dt)};", 0)
+        em.line(f"var v_{name}: {wgsl_type(dt)};")
     for p, start in zip(k.params, layout.starts, strict=True):
         if p.kind == "scalar":
             t = wgsl_type(p.dtype)
@@ -619,8 +589,8 @@ def generate(
                 "u32": bits,
                 "bool": f"({bits} != 0u)",
             }[t]
-            em.emit(1, f"let v_{p.name} = {value};", 0)
-    em.block(k.body, 1)
+            em.line(f"let v_{p.name} = {value};")
+    em.statements(k.body)
 
     written = [False] * nslots
     elem = [""] * nslots
@@ -659,22 +629,22 @@ def generate(
         "kernel_body();\n        tf_loop_canary()" if canary else "kernel_body()", dim
     ).splitlines()
 
-    text: list[tuple[str, int]] = [(h, 0) for h in head]
+    outside = (0, "")
+    text: list[tuple[str, tuple[int, str]]] = [(h, outside) for h in head]
     if canary:
-        text += [(t, 0) for t in _canary("tf_diag").splitlines()]
-    text.append(("fn kernel_body() {", 0))
-    base = len(text)
-    text += em.lines
-    text.append(("}", 0))
-    text += [(t, 0) for t in tail]
+        text += [(t, outside) for t in _canary("tf_diag").splitlines()]
+    text.append(("fn kernel_body() {", outside))
+    text += zip(em.lines, em.origins, strict=True)
+    text.append(("}", outside))
+    text += [(t, outside) for t in tail]
     return WgslProgram(
         source="\n".join(t for t, _ in text) + "\n",
         writable=tuple(written),
-        dsl_lines=tuple(line for _, line in text),
+        dsl_lines=tuple(line for _, (line, _) in text),
         filename=k.filename,
         kernel_name=k.name,
         canary=canary,
-        dsl_files=tuple(em.files.get(i - base, "") for i in range(len(text))),
+        dsl_files=tuple(file for _, (_, file) in text),
     )
 
 

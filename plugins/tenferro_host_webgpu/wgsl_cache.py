@@ -21,13 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tenferro_host.kernel import Specialization
+from tenferro_host.kernel import Specialization, ir
 from tenferro_host.provider.kernel_cache import CachedKernel, KernelKey
 
 if TYPE_CHECKING:
     from .device import WebGpuDeviceInfo
 
-#: The modules whose code decides the generated text.
+#: The modules whose code decides the generated text (beside the IR module, which holds the
+#: emitter base, ``ir.SourceEmitter``).
 _GENERATOR = ("wgsl.py", "wgsl_numerics.py", "_uniforms.py")
 
 
@@ -41,7 +42,8 @@ def generator_identity() -> str:
     from tenferro_host import __version__
 
     here = Path(__file__).parent
-    code = b"".join(_sha((here / name).read_bytes()).encode() for name in _GENERATOR)
+    files = [here / name for name in _GENERATOR] + [Path(ir.__file__)]
+    code = b"".join(_sha(path.read_bytes()).encode() for path in files)
     return f"tenferro-host {__version__} {_sha(code)[:16]}"
 
 

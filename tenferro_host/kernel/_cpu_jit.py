@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedError
-from ._interpreter import U32_MAX, ArrayArg, run
+from ._interpreter import ArrayArg, run
 from ._jit_session import Grid, JitLaunch, JitSession
+from .ir import U32_MAX
 
 
 class CpuJitSession(JitSession):

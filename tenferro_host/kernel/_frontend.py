@@ -52,8 +52,7 @@ from .. import dtypes
 from ..dtypes import DType
 from ..errors import DslError
 from . import ir, lang
-
-U32_MAX = 2**32 - 1
+from .ir import U32_MAX
 
 MAX_EXPR_DEPTH = 100
 """Deepest expression nesting a kernel may use: generated code and the targets' own compilers

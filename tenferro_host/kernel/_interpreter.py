@@ -29,13 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, layout
 from ..dtypes import DType
 from ..errors import UnsupportedError, ValidationError
 from . import ir
 from ._kernel import Specialization
-
-U32_MAX = 2**32 - 1
+from .ir import U32_MAX, check_u32_array
 
 Grid = tuple[int, int, int]
 
@@ -51,24 +50,13 @@ class ArrayArg:
 
     @property
     def numel(self) -> int:
-        return math.prod(self.shape)
+        return layout.numel(self.shape)
 
     @property
     def extent(self) -> int:
         """Elements from the view's first to its last element (0 for an empty view)."""
-        if self.numel == 0:
-            return 0
-        return 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides, strict=True))
-
-
-def check_u32_array(name: str, numel: int, extent: int) -> None:
-    """Arrays index with u32: larger views are unsupported on every target."""
-    if max(numel, extent) > U32_MAX:
-        raise UnsupportedError(
-            f"array {name!r} spans {max(numel, extent)} elements; DSL kernels index with u32, so "
-            f"at most {U32_MAX} elements per view are supported; split the work",
-            feature="arrays larger than 2^32-1 elements",
-        )
+        lo, hi = layout.span(self.shape, self.strides, 0)
+        return hi - lo
 
 
 class CooperationError(ValidationError):
@@ -138,7 +126,7 @@ class _Loop:
         self.continued = np.zeros(n, bool)
 
 
-class _Machine:
+class _Machine(ir.Visitor[Any]):
     """One launch's state: locals per lane, arrays, control masks."""
 
     def __init__(
@@ -200,42 +188,39 @@ class _Machine:
             self.stmt(stmt, active)
             active = active & ~self.stopped()
 
-    def stmt(self, s: ir.Stmt, active: np.ndarray[Any, Any]) -> None:
-        if isinstance(s, ir.Assign):
-            value = self.lanes(self.expr(s.value, active))
-            self.values[s.name][active] = value[active]
-        elif isinstance(s, ir.Store):
-            index = self.expr(s.index, active)
-            value = self.lanes(self.expr(s.value, active))[active]
-            if s.array in self.shared:
-                key = self.shared_access(s, "write", s.array, index, active)
-                self.shared[s.array].data[key] = value
-            else:
-                pos = self.address(s, s.array, index, active)
-                self.arrays[s.array].storage[pos] = value
-        elif isinstance(s, ir.Eval):
-            self.expr(s.value, active)
-        elif isinstance(s, ir.SyncCube):
-            self.sync_cube(s, active)
-        elif isinstance(s, ir.If):
-            # a copy: a bare local's value is its live array, which the branch may assign
-            cond = self.lanes(self.expr(s.cond, active)).copy()
-            self.block(s.then, active & cond)
-            self.block(s.orelse, active & ~cond)
-        elif isinstance(s, ir.While):
-            self.loop(s, active)
-        elif isinstance(s, ir.For):
-            self.for_range(s, active)
-        elif isinstance(s, ir.Break):
-            self.loops[-1].broken |= active
-        elif isinstance(s, ir.Continue):
-            self.loops[-1].continued |= active
-        elif isinstance(s, ir.Return):
-            self.returned |= active
-        else:
-            raise TypeError(f"unknown IR statement {s!r}")
+    def visit_Assign(self, s: ir.Assign, active: np.ndarray[Any, Any]) -> None:
+        value = self.lanes(self.expr(s.value, active))
+        self.values[s.name][active] = value[active]
 
-    def loop(self, s: ir.While, active: np.ndarray[Any, Any]) -> None:
+    def visit_Store(self, s: ir.Store, active: np.ndarray[Any, Any]) -> None:
+        index = self.expr(s.index, active)
+        value = self.lanes(self.expr(s.value, active))[active]
+        if s.array in self.shared:
+            key = self.shared_access(s, "write", s.array, index, active)
+            self.shared[s.array].data[key] = value
+        else:
+            pos = self.address(s, s.array, index, active)
+            self.arrays[s.array].storage[pos] = value
+
+    def visit_Eval(self, s: ir.Eval, active: np.ndarray[Any, Any]) -> None:
+        self.expr(s.value, active)
+
+    def visit_If(self, s: ir.If, active: np.ndarray[Any, Any]) -> None:
+        # a copy: a bare local's value is its live array, which the branch may assign
+        cond = self.lanes(self.expr(s.cond, active)).copy()
+        self.block(s.then, active & cond)
+        self.block(s.orelse, active & ~cond)
+
+    def visit_Break(self, s: ir.Break, active: np.ndarray[Any, Any]) -> None:
+        self.loops[-1].broken |= active
+
+    def visit_Continue(self, s: ir.Continue, active: np.ndarray[Any, Any]) -> None:
+        self.loops[-1].continued |= active
+
+    def visit_Return(self, s: ir.Return, active: np.ndarray[Any, Any]) -> None:
+        self.returned |= active
+
+    def visit_While(self, s: ir.While, active: np.ndarray[Any, Any]) -> None:
         frame = _Loop(self.n)
         self.loops.append(frame)
         running = active.copy()
@@ -248,7 +233,7 @@ class _Machine:
             running &= ~(frame.broken | self.returned)
         self.loops.pop()
 
-    def for_range(self, s: ir.For, active: np.ndarray[Any, Any]) -> None:
+    def visit_For(self, s: ir.For, active: np.ndarray[Any, Any]) -> None:
         counter = self.values[s.var]
         counter[active] = self.lanes(self.expr(s.start, active))[active]
         # copies: stop and step are evaluated once, even when the body assigns their locals
@@ -273,7 +258,7 @@ class _Machine:
 
     # -------------------------------------------------------- cooperation
 
-    def sync_cube(self, s: ir.SyncCube, active: np.ndarray[Any, Any]) -> None:
+    def visit_SyncCube(self, s: ir.SyncCube, active: np.ndarray[Any, Any]) -> None:
         arrived = np.bincount(self.cube_of[active], minlength=self.ncubes)
         partial = (arrived > 0) & (arrived < self.per_cube)
         if partial.any():
@@ -388,7 +373,7 @@ class _Machine:
         lanes[where] = True
         return lanes
 
-    def atomic(self, e: ir.Atomic, active: np.ndarray[Any, Any]) -> Any:
+    def visit_Atomic(self, e: ir.Atomic, active: np.ndarray[Any, Any]) -> Any:
         index = self.expr(e.index, active)
         value = self.lanes(self.expr(e.value, active))[active]
         compare = None if e.compare is None else self.lanes(self.expr(e.compare, active))[active]
@@ -431,55 +416,61 @@ class _Machine:
             return value
         return np.broadcast_to(value, (self.n,))
 
-    def expr(self, e: ir.Expr, active: np.ndarray[Any, Any]) -> Any:
-        if isinstance(e, ir.Const):
-            return e.type.numpy.type(e.value)
-        if isinstance(e, ir.Var):
-            return self.values[e.name]
-        if isinstance(e, ir.ThreadIndex):
-            return self.thread_index(e.name)
-        if isinstance(e, ir.ArrayLen):
-            return np.uint32(self.arrays[e.array].numel)
-        if isinstance(e, ir.ArrayShape):
-            return np.uint32(self.arrays[e.array].shape[e.axis])
-        if isinstance(e, ir.ArrayStride):
-            return np.uint32(self.arrays[e.array].strides[e.axis])
-        if isinstance(e, ir.Load):
-            index = self.expr(e.index, active)
-            out = np.zeros(self.n, e.type.numpy)
-            if e.array in self.shared:
-                key = self.shared_access(e, "read", e.array, index, active)
-                out[active] = self.shared[e.array].data[key]
-            else:
-                out[active] = self.arrays[e.array].storage[self.address(e, e.array, index, active)]
-            return out
-        if isinstance(e, ir.Atomic):
-            return self.atomic(e, active)
-        if isinstance(e, ir.Unary):
-            v = self.expr(e.operand, active)
-            return np.logical_not(v) if e.op == "not" else np.negative(v)
-        if isinstance(e, ir.Binary):
-            return self.binary(e, active)
-        if isinstance(e, ir.Compare):
-            a, b = self.expr(e.lhs, active), self.expr(e.rhs, active)
-            return _COMPARE[e.op](a, b)
-        if isinstance(e, ir.Logical):
-            a = self.lanes(self.expr(e.lhs, active))
-            if e.op == "and":
-                return a & self.lanes(self.expr(e.rhs, active & a))
-            return a | self.lanes(self.expr(e.rhs, active & ~a))
-        if isinstance(e, ir.Cast):
-            return cast(self.expr(e.value, active), e.value.type, e.type)
-        if isinstance(e, ir.Math):
-            return math_func(e.func, [self.expr(a, active) for a in e.args], e.type)
-        if isinstance(e, ir.Select):
-            cond = self.expr(e.cond, active)
-            return np.where(
-                cond, self.expr(e.if_true, active), self.expr(e.if_false, active)
-            ).astype(e.type.numpy, copy=False)
-        raise TypeError(f"unknown IR expression {e!r}")
+    def visit_Const(self, e: ir.Const, active: np.ndarray[Any, Any]) -> Any:
+        return e.type.numpy.type(e.value)
 
-    def binary(self, e: ir.Binary, active: np.ndarray[Any, Any]) -> Any:
+    def visit_Var(self, e: ir.Var, active: np.ndarray[Any, Any]) -> Any:
+        return self.values[e.name]
+
+    def visit_ThreadIndex(self, e: ir.ThreadIndex, active: np.ndarray[Any, Any]) -> Any:
+        return self.thread_index(e.name)
+
+    def visit_ArrayLen(self, e: ir.ArrayLen, active: np.ndarray[Any, Any]) -> Any:
+        return np.uint32(self.arrays[e.array].numel)
+
+    def visit_ArrayShape(self, e: ir.ArrayShape, active: np.ndarray[Any, Any]) -> Any:
+        return np.uint32(self.arrays[e.array].shape[e.axis])
+
+    def visit_ArrayStride(self, e: ir.ArrayStride, active: np.ndarray[Any, Any]) -> Any:
+        return np.uint32(self.arrays[e.array].strides[e.axis])
+
+    def visit_Load(self, e: ir.Load, active: np.ndarray[Any, Any]) -> Any:
+        index = self.expr(e.index, active)
+        out = np.zeros(self.n, e.type.numpy)
+        if e.array in self.shared:
+            key = self.shared_access(e, "read", e.array, index, active)
+            out[active] = self.shared[e.array].data[key]
+        else:
+            out[active] = self.arrays[e.array].storage[self.address(e, e.array, index, active)]
+        return out
+
+    def visit_Unary(self, e: ir.Unary, active: np.ndarray[Any, Any]) -> Any:
+        v = self.expr(e.operand, active)
+        return np.logical_not(v) if e.op == "not" else np.negative(v)
+
+    def visit_Compare(self, e: ir.Compare, active: np.ndarray[Any, Any]) -> Any:
+        a, b = self.expr(e.lhs, active), self.expr(e.rhs, active)
+        return _COMPARE[e.op](a, b)
+
+    def visit_Logical(self, e: ir.Logical, active: np.ndarray[Any, Any]) -> Any:
+        a = self.lanes(self.expr(e.lhs, active))
+        if e.op == "and":
+            return a & self.lanes(self.expr(e.rhs, active & a))
+        return a | self.lanes(self.expr(e.rhs, active & ~a))
+
+    def visit_Cast(self, e: ir.Cast, active: np.ndarray[Any, Any]) -> Any:
+        return cast(self.expr(e.value, active), e.value.type, e.type)
+
+    def visit_Math(self, e: ir.Math, active: np.ndarray[Any, Any]) -> Any:
+        return math_func(e.func, [self.expr(a, active) for a in e.args], e.type)
+
+    def visit_Select(self, e: ir.Select, active: np.ndarray[Any, Any]) -> Any:
+        cond = self.expr(e.cond, active)
+        return np.where(cond, self.expr(e.if_true, active), self.expr(e.if_false, active)).astype(
+            e.type.numpy, copy=False
+        )
+
+    def visit_Binary(self, e: ir.Binary, active: np.ndarray[Any, Any]) -> Any:
         a, b = self.expr(e.lhs, active), self.expr(e.rhs, active)
         t = e.type
         if t.is_float:

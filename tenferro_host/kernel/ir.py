@@ -7,14 +7,38 @@ has operands of one type. Targets therefore never infer anything; see ``docs/dsl
 Nodes are frozen dataclasses. Every node carries ``line``, the absolute source line it came from
 (for runtime diagnostics such as an out-of-bounds access reported by the interpreter), and
 ``file`` when that line is in another file than the kernel's (:func:`source_file`).
+
+Every target walks the IR through one :class:`Visitor`: a subclass defines ``visit_<Node>``
+for each class of :data:`STATEMENTS` and :data:`EXPRESSIONS`, and the dispatch table from node
+class to method is built once, when the subclass is created (a missing method is a TypeError
+there, naming the node classes; ``tests/kernel/test_ir_visitors.py`` checks every target).
+Source emitters derive from :class:`SourceEmitter`, the scaffolding they share.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from functools import cached_property
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ..dtypes import DType
+from ..errors import UnsupportedError
+
+U32_MAX = 2**32 - 1
+"""The largest u32: DSL kernels index and count launch units with u32."""
+
+
+def check_u32_array(name: str, numel: int, extent: int) -> None:
+    """Arrays index with u32: larger views are unsupported on every target."""
+    if max(numel, extent) > U32_MAX:
+        raise UnsupportedError(
+            f"array {name!r} spans {max(numel, extent)} elements; DSL kernels index with u32, so "
+            f"at most {U32_MAX} elements per view are supported; split the work",
+            feature="arrays larger than 2^32-1 elements",
+        )
+
 
 # ---------------------------------------------------------------- operators
 
@@ -284,6 +308,190 @@ class Return(Stmt):
     """A bare ``return``: the thread stops."""
 
 
+STATEMENTS: tuple[type[Stmt], ...] = (
+    Assign,
+    Store,
+    Eval,
+    SyncCube,
+    If,
+    For,
+    While,
+    Break,
+    Continue,
+    Return,
+)
+"""Every statement class (what a :class:`Visitor` handles)."""
+
+EXPRESSIONS: tuple[type[Expr], ...] = (
+    Const,
+    Var,
+    ThreadIndex,
+    ArrayLen,
+    ArrayShape,
+    ArrayStride,
+    Load,
+    Atomic,
+    Unary,
+    Binary,
+    Compare,
+    Logical,
+    Cast,
+    Math,
+    Select,
+)
+"""Every expression class (what a :class:`Visitor` handles)."""
+
+NODES: tuple[type[Node], ...] = STATEMENTS + EXPRESSIONS
+
+
+# ---------------------------------------------------------------- walking
+
+
+def children(node: Node) -> Iterator[Node]:
+    """The nodes directly inside ``node`` (operands, conditions, bodies), in field order."""
+    for f in fields(node):
+        value = getattr(node, f.name)
+        if isinstance(value, Node):
+            yield value
+        elif isinstance(value, tuple):
+            yield from (v for v in value if isinstance(v, Node))
+
+
+def walk(nodes: Iterable[Node]) -> Iterator[Node]:
+    """Every node of ``nodes`` and below, each before its children."""
+    for node in nodes:
+        yield node
+        yield from walk(children(node))
+
+
+def dispatch_table(
+    owner: type, prefix: str, nodes: Iterable[type[Node]] = NODES
+) -> dict[type[Node], Callable[..., Any]]:
+    """``{node class: owner.<prefix><NodeName>}`` for each of ``nodes``; a TypeError naming
+    every node class ``owner`` has no method for."""
+    nodes = tuple(nodes)
+    missing = [n.__name__ for n in nodes if not callable(getattr(owner, prefix + n.__name__, None))]
+    if missing:
+        raise TypeError(
+            f"{owner.__qualname__} handles no IR node {', '.join(missing)}: define "
+            + ", ".join(prefix + name for name in missing)
+        )
+    return {n: getattr(owner, prefix + n.__name__) for n in nodes}
+
+
+R = TypeVar("R")
+
+
+class Visitor(Generic[R]):
+    """Base of a walk over the IR (the interpreter, each emitter): one ``visit_<Node>`` method
+    per class of :data:`NODES`, looked up in a table built once per subclass (pass
+    ``abstract=True`` for a base that other visitors complete). :meth:`stmt` and :meth:`expr`
+    dispatch a node with the walk's extra arguments; an expression's handler returns ``R``."""
+
+    PREFIX: ClassVar[str] = "visit_"
+    _handlers: ClassVar[dict[type[Node], Callable[..., Any]]] = {}
+
+    def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not abstract:
+            cls._handlers = dispatch_table(cls, cls.PREFIX)
+
+    def _unknown(self, node: Node) -> TypeError:
+        kind = "statement" if isinstance(node, Stmt) else "expression"
+        return TypeError(
+            f"{type(self).__qualname__}: unknown IR {kind} {type(node).__name__}: {node!r}"
+        )
+
+    def stmt(self, s: Stmt, *args: Any) -> None:
+        try:
+            handler = self._handlers[type(s)]
+        except KeyError:
+            raise self._unknown(s) from None
+        handler(self, s, *args)
+
+    def expr(self, e: Expr, *args: Any) -> R:
+        try:
+            handler = self._handlers[type(e)]
+        except KeyError:
+            raise self._unknown(e) from None
+        result: R = handler(self, e, *args)
+        return result
+
+
+class SourceEmitter(Visitor[str], abstract=True):
+    """What every source emitter (CUDA C, WGSL) shares: output lines at an indentation depth,
+    each with its DSL origin; helper definitions by name, each kept once; numbered temporaries.
+    A target defines ``visit_<Node>`` for every node class; expression handlers return source
+    text, statement handlers append lines with :meth:`line`.
+
+    ``lines[i]`` came from the statement at ``origins[i]`` (``(line, file)``: ``file`` empty
+    when the line is the kernel's own file, ``(0, "")`` outside any statement). The body of the
+    generated function starts at ``depth``; :meth:`block` indents one more level.
+    """
+
+    INDENT: ClassVar[str] = "    "
+    FIRST_TEMP: ClassVar[int] = 0
+    """The number of the first temporary :meth:`temp` hands out."""
+
+    def __init__(self, kernel: KernelIR, depth: int = 1) -> None:
+        self.kernel = kernel
+        self.depth = depth
+        self.lines: list[str] = []
+        self.origins: list[tuple[int, str]] = []
+        self.origin: tuple[int, str] = (0, "")
+        self.helpers: dict[str, str] = {}
+        self.temps = self.FIRST_TEMP
+
+    # -------------------------------------------------------- output
+
+    def line(self, text: str) -> None:
+        """Append ``text`` at the current depth."""
+        self.lines.append(self.INDENT * self.depth + text)
+        self.origins.append(self.origin)
+
+    def raw(self, text: str) -> None:
+        """Append ``text`` unindented (a preprocessor directive)."""
+        self.lines.append(text)
+        self.origins.append(self.origin)
+
+    @contextmanager
+    def indented(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+    def helper(self, name: str, source: str) -> None:
+        """Define helper ``name`` once (the first definition wins)."""
+        self.helpers.setdefault(name, source)
+
+    def temp(self) -> int:
+        """A fresh number for the temporaries of one construct."""
+        n = self.temps
+        self.temps += 1
+        return n
+
+    # -------------------------------------------------------- statements
+
+    def statements(self, stmts: Iterable[Stmt]) -> None:
+        """``stmts`` at the current depth."""
+        for s in stmts:
+            self.stmt(s)
+
+    def block(self, stmts: Iterable[Stmt]) -> None:
+        """``stmts`` one level deeper."""
+        with self.indented():
+            self.statements(stmts)
+
+    def stmt(self, s: Stmt, *args: Any) -> None:
+        outer, self.origin = self.origin, (s.line, s.file)
+        try:
+            super().stmt(s, *args)
+        finally:
+            self.origin = outer
+
+
 # ---------------------------------------------------------------- kernel
 
 
@@ -349,6 +557,22 @@ class KernelIR:
     written: frozenset[str]
     shared: tuple[SharedArray, ...] = ()
     atomic: frozenset[str] = frozenset()
+
+    @cached_property
+    def value_types(self) -> Mapping[DType, str]:
+        """Every type a value of the kernel has (parameters, locals, shared arrays, every
+        expression), with where it first appears; computed once per kernel IR."""
+        found: dict[DType, str] = {}
+        for p in self.params:
+            found.setdefault(p.dtype, f"parameter {p.name!r}")
+        for name, dt in self.locals:
+            found.setdefault(dt, f"local {name!r}")
+        for a in self.shared:
+            found.setdefault(a.dtype, f"shared array {a.name!r}")
+        for node in walk(self.body):
+            if isinstance(node, Expr):
+                found.setdefault(node.type, f"an expression at line {node.line}")
+        return found
 
     def shared_array(self, name: str) -> SharedArray | None:
         for a in self.shared:
