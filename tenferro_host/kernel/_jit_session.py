@@ -35,8 +35,8 @@ from ..provider.residency import require_resident
 from ..provider.session import ExecSession, Session, SessionHandle
 from ..provider.storage import require_writable
 from ..tensor import Tensor
-from ._interpreter import U32_MAX, check_u32_array
 from ._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
+from .ir import U32_MAX, check_u32_array
 
 Grid = tuple[int, int, int]
 _INT_ONLY = frozenset({int})

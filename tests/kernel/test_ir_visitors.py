@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import kernels
 import pytest
+from support import kernels
 from tenferro_host_cuda_jit import codegen
 from tenferro_host_webgpu import wgsl
 
