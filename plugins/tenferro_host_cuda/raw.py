@@ -397,7 +397,7 @@ class RawSession(Session):
                 raise self._aliasing(held, "t")
             else:
                 self._borrows[storage] = held + 1
-            ptr = storage.ptr  # type: ignore[attr-defined]
+            ptr = getattr(storage, "ptr", 0)  # an empty tensor's storage holds none
             return TensorRef(self, t, ptr + t.offset * t.dtype.itemsize if ptr else 0, 0)
         t = self._resident(t, "t", compact=True)
         self._borrow(t.storage, False, "t")
@@ -415,7 +415,7 @@ class RawSession(Session):
                 raise self._aliasing(held, "t")
             else:
                 self._borrows[storage] = held + 1
-            return TensorRef(self, t, storage.ptr, t.offset)  # type: ignore[attr-defined]
+            return TensorRef(self, t, getattr(storage, "ptr", 0), t.offset)
         t = self._resident(t, "t", compact=False)
         self._borrow(t.storage, False, "t")
         return TensorRef(self, t, getattr(t.storage, "ptr", 0), t.offset)
@@ -434,7 +434,7 @@ class RawSession(Session):
             if held is not None:
                 raise self._aliasing(held, "t")
             self._borrows[storage] = _EXCLUSIVE
-            ptr = storage.ptr  # type: ignore[attr-defined]
+            ptr = getattr(storage, "ptr", 0)  # an empty tensor's storage holds none
             return TensorMut(self, t, ptr + t.offset * t.dtype.itemsize if ptr else 0, 0)
         t = self._resident(t, "t", compact=True, write=True)
         self._borrow(t.storage, True, "t")
@@ -458,7 +458,7 @@ class RawSession(Session):
             if held is not None:
                 raise self._aliasing(held, "t")
             self._borrows[storage] = _EXCLUSIVE
-            return TensorMut(self, t, storage.ptr, t.offset)  # type: ignore[attr-defined]
+            return TensorMut(self, t, getattr(storage, "ptr", 0), t.offset)
         t = self._resident(t, "t", compact=False, write=True)
         self._borrow(t.storage, True, "t")
         return TensorMut(self, t, getattr(t.storage, "ptr", 0), t.offset)

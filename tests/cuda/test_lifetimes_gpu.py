@@ -148,20 +148,22 @@ def test_module_dropped_after_launch_is_unloaded_only_after_the_kernel(rt):
 
 
 def test_retirement_queue_is_bounded(rt):
-    """Each dropped module waits behind an event of its own drain point; with room for two,
-    the fourth makes the queue wait on its oldest event (not a device synchronization)."""
+    """Each dropped module waits behind an event of its own drain point, which the spinning
+    kernels ahead of it keep pending; with room for two, the third makes the queue wait on its
+    oldest event (not a device synchronization)."""
     other = rt.host.new_backend("cuda")
     other.retirement.capacity = 2
+    with raw_session(other) as (_, rs):  # compiled up front: the loop below enqueues in µs
+        modules = [rs.compile_nvrtc(SPIN_SRC + f"\n// variant {i}\n") for i in range(4)]
     for i in range(4):
-        with raw_session(other) as (_, rs):
-            module = rs.compile_nvrtc(SPIN_SRC + f"\n// variant {i}\n")
+        with raw_session(other) as (_, rs):  # entry: the module dropped last time retires
             flag = rs.alloc_output(tf.int32, (1,))
             rs.launch(
-                module.function("spin"),
+                modules[i].function("spin"),
                 raw.LaunchConfig(1, 1),
                 [rs.tensor_mut(flag), raw.u64(20_000_000)],
             )
-            del module
+            modules[i] = None
     with raw_session(other):  # drains the last one
         pass
     stats = other.stats()
