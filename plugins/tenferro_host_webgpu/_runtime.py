@@ -5,11 +5,19 @@ Each runtime requests its own device from its adapter (with the adapter's limits
 own allocation domain. Buffers are ``STORAGE | COPY_SRC | COPY_DST``, padded to 4 bytes; bool
 elements are stored as u32. wgpu keeps a buffer alive while submitted work uses it, so no lease
 is needed for stream-ordered frees.
+
+A collected tensor's buffer goes back to the runtime's :class:`.buffer_pool.BufferPool` by size;
+the next allocation of that class takes it without ``create_buffer`` (and its cached
+bind groups stay valid). An upload into a reused buffer that unsubmitted commands may still use
+submits them first (``write_buffer`` would run before them). ``trim()`` destroys the pooled
+buffers, ``pool_stats()`` counts them, and an allocation the device refuses frees them and retries
+once.
 """
 
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +36,7 @@ from tenferro_host.tensor import Tensor
 from . import strided_copy
 from ._uniforms import UniformBlock
 from .adapters import adapter
+from .buffer_pool import BufferPool
 from .device import (
     WebGpuDeviceId,
     WebGpuDeviceInfo,
@@ -47,15 +56,40 @@ DEBUG_SYNC_ENV = "TENFERRO_DEBUG_SYNC"
 class WebGpuStorage(Storage):
     """A storage buffer of ``nbytes`` host bytes; on the device each element takes
     ``element_size`` bytes (``widen`` times its host size: 4 for bool) and the buffer is padded
-    to a multiple of 4 bytes."""
+    to a multiple of 4 bytes.
 
-    __slots__ = ("buffer", "element_size", "widen")
+    ``block`` is its size class in the runtime's pool (0: not pooled); ``epoch`` the queue's
+    submission count after which every earlier use of a reused buffer was submitted (0 for a new
+    buffer). When collected, the buffer goes back to its runtime's pool (not pooled: its bind
+    groups are evicted and it is released).
+    """
 
-    def __init__(self, runtime: Runtime, buffer: Any, nbytes: int, dt: DType) -> None:
+    __slots__ = ("block", "buffer", "element_size", "epoch", "widen")
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        buffer: Any,
+        nbytes: int,
+        dt: DType,
+        block: int = 0,
+        epoch: int = 0,
+    ) -> None:
         super().__init__(runtime, nbytes)
         self.buffer = buffer
         self.element_size = device_element_size(dt)
         self.widen = self.element_size // dt.itemsize
+        self.block = block
+        self.epoch = epoch
+
+    def __del__(self) -> None:
+        try:
+            if self.block:  # any thread: only an atomic append; the pool takes it when drained
+                self.runtime.freed.append((self.block, self.buffer))  # type: ignore[attr-defined]
+            else:
+                self.runtime.bind_groups.forget(self.buffer)  # type: ignore[attr-defined]
+        except Exception:
+            pass
 
 
 class WebGpuExecSession(ExecSession):
@@ -99,6 +133,10 @@ class WebGpuRuntime(Runtime):
         self.pipelines = PipelineCache(self._device)
         self.uniforms = UniformBuffers(self._device)
         self.bind_groups = BindGroups(self._device)
+        #: Freed storage buffers of this runtime, by size class, awaiting reuse.
+        self.pool = BufferPool()
+        #: (class, buffer) of collected storages, appended from any thread; drained into the pool.
+        self.freed: deque[tuple[int, Any]] = deque()
         self._fold_limit = self._info.max_compute_workgroups_per_dimension
         self._usage = (
             wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -160,25 +198,91 @@ class WebGpuRuntime(Runtime):
                     limit=limit,
                 )
 
+    # -- memory ---------------------------------------------------------------------------------
+    def pool_stats(self) -> dict[str, int]:
+        """The buffer pool's counters, with the keys of the CUDA runtime's block cache:
+        ``cached_bytes``, ``cached_blocks``, ``cache_hits``, ``cache_misses``."""
+        self.drain_freed()
+        return self.pool.stats()
+
+    def drain_freed(self) -> None:
+        """Move collected storages' buffers into the pool, stamped with the epoch after which
+        their earlier uses are submitted; a buffer the full pool refuses is released."""
+        freed = self.freed
+        if not freed:
+            return
+        queue = self.queue
+        with queue.lock:  # a flush in progress on another thread has not counted its submit yet
+            epoch = queue.submissions + 1 if queue.pending else queue.submissions
+        pool = self.pool
+        while freed:
+            try:
+                size, buffer = freed.popleft()
+            except IndexError:  # another thread drained the last one
+                break
+            if not pool.put(size, buffer, epoch):
+                self.bind_groups.forget(buffer)
+
+    def trim(self) -> None:
+        """Give cached memory back: destroy every pooled buffer (as on CUDA, where ``trim``
+        frees the block cache)."""
+        self.drain_freed()
+        self._release_pooled()
+
+    def _release_pooled(self) -> None:
+        """Destroy every pooled buffer; pending work that may still use one is submitted first
+        (a destroyed buffer in a later submit is invalid; submitted work keeps it until done)."""
+        entries = self.pool.drain()
+        if not entries:
+            return
+        if max(epoch for _, epoch in entries) > self.queue.submissions:
+            self.queue.flush()
+        for buffer, _ in entries:
+            self.bind_groups.forget(buffer)
+            buffer.destroy()
+
     # -- provider primitives --------------------------------------------------------------------
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
         device_bytes = nbytes // dt.itemsize * device_element_size(dt)
         padded = -(-device_bytes // 4) * 4
         self._check_size(padded)
+        if self.freed:
+            self.drain_freed()
+        pool = self.pool
+        size = pool.size_class(padded)
+        if size:
+            found = pool.take(size)
+            if found is not None:
+                return WebGpuStorage(self, found[0], nbytes, dt, size, found[1])
+        wgpu_error = self._wgpu.GPUError
         try:
             buffer = self._device.create_buffer(size=padded, usage=self._usage)
-        except self._wgpu.GPUError as exc:  # within the limits: the driver could not satisfy it
-            said = " ".join(str(exc).split())
-            raise OutOfMemoryError(
-                f"WebGPU could not allocate {padded} bytes on {self.name!r} "
-                f"({type(exc).__name__}: {said}); free tensors or use smaller ones",
-                nbytes=padded,
-                pool_stats=self.stats(),
-            ) from exc
-        return WebGpuStorage(self, buffer, nbytes, dt)
+        except wgpu_error as exc:  # within the limits: the driver could not satisfy it
+            if not pool.cached_bytes:
+                raise self._out_of_memory(padded, exc) from exc
+            self._release_pooled()  # pooled buffers are free memory: give them back, then retry
+            try:
+                buffer = self._device.create_buffer(size=padded, usage=self._usage)
+            except wgpu_error as again:
+                raise self._out_of_memory(padded, again) from again
+        return WebGpuStorage(self, buffer, nbytes, dt, size)
+
+    def _out_of_memory(self, padded: int, exc: Exception) -> OutOfMemoryError:
+        said = " ".join(str(exc).split())
+        return OutOfMemoryError(
+            f"WebGPU could not allocate {padded} bytes on {self.name!r} "
+            f"({type(exc).__name__}: {said}); free tensors, call runtime.trim(), or use smaller "
+            "ones",
+            nbytes=padded,
+            pool_stats=self.stats(),
+        )
 
     def _write(self, storage: Storage, data: np.ndarray) -> None:
         assert isinstance(storage, WebGpuStorage)
+        if storage.epoch > self.queue.submissions:
+            # A reused buffer that unsubmitted commands may still read or write: write_buffer
+            # runs at the start of the next submit, before them, so submit them first.
+            self.queue.flush()
         raw = data.astype(np.uint32).view(np.uint8) if storage.widen != 1 else data
         pad = -raw.nbytes % 4
         if pad:

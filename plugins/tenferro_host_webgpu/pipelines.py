@@ -12,15 +12,16 @@ Per dispatch, two more bounded caches save wgpu-py calls (each costs microsecond
 :class:`UniformBuffers` keeps a uniform buffer per distinct uniform block (the contents never
 change after creation, so a dispatch still pending in an encoder is never affected by a later
 one), and :class:`BindGroups` keeps a bind group per (layout, uniform buffer, storage buffers)
-while every storage it binds is alive: the death of a storage evicts its groups, so a cached
-group neither keeps a freed tensor's buffer alive nor is used after it.
+while every storage buffer it binds is in use — owned by a live tensor or kept in the runtime's
+buffer pool (:mod:`.buffer_pool`), whose next tensor binds the same buffer object, so its group
+is still right. A buffer released for good evicts its groups, so a cached group neither keeps
+released memory alive nor is used after it.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -236,13 +237,15 @@ class UniformBuffers:
 
 class BindGroups:
     """Bind groups by (layout, uniform buffer, storage buffers), bounded LRU, evicted when a
-    storage they bind is freed.
+    storage buffer they bind is released (:meth:`forget`).
 
     A key is made of the ids of objects its entry holds, so no id in a live key can be reused
-    by another object. The entry holds the storage *buffers*, not the storages: each storage
-    is watched through a weak reference, and its death evicts every group binding its buffer
-    (at once, or, when the cache is busy on the thread the collector interrupted, at the next
-    lookup) — wgpu frees the buffer when the last group holding it goes.
+    by another object. The runtime calls :meth:`forget` for a buffer that goes for good: a freed
+    tensor's buffer the pool does not keep, or one the pool lets go (full, trim, out of memory).
+    A buffer that goes back to the pool keeps its groups: the tensor that takes it next binds
+    the same buffer object, so the same key, and the group binds exactly that memory. Eviction
+    happens at once, or — when the cache is busy on the thread a collector interrupted — at the
+    next lookup; wgpu frees the buffer when the last group holding it goes.
     """
 
     def __init__(self, device: Any, max_entries: int = 256) -> None:
@@ -250,10 +253,8 @@ class BindGroups:
         self.max_entries = max_entries
         #: key -> (group, objects the key's ids belong to)
         self._entries: OrderedDict[tuple[int, ...], tuple[Any, tuple[Any, ...]]] = OrderedDict()
-        #: id(buffer) -> keys binding it, for the buffers of watched storages
+        #: id(buffer) -> keys binding it, for the buffers of tensors' storages
         self._keys: dict[int, set[tuple[int, ...]]] = {}
-        #: id(buffer) -> weak reference to the storage owning it
-        self._watched: dict[int, weakref.ref[Any]] = {}
         self._dead: list[int] = []
         self._lock = threading.Lock()
         self.hits = self.misses = self.evictions = 0
@@ -263,7 +264,8 @@ class BindGroups:
 
     def get(self, layout: Any, params: Any, buffers: Sequence[Any], owners: Sequence[Any]) -> Any:
         """The bind group of ``params`` at binding 0 and ``buffers`` at 1..n; ``owners`` are the
-        storages owning some of the buffers (each has ``.buffer``), watched for their death."""
+        storages owning some of the buffers (each has ``.buffer``), whose buffers the runtime
+        may :meth:`forget`."""
         key = (id(layout), id(params), *map(id, buffers))
         with self._lock:
             if self._dead:
@@ -279,12 +281,12 @@ class BindGroups:
         with self._lock:
             self.misses += 1
             self._entries[key] = (group, (layout, params, *buffers))
+            index = self._keys
             for storage in owners:
                 bid = id(storage.buffer)
-                keys = self._keys.get(bid)
+                keys = index.get(bid)
                 if keys is None:
-                    keys = self._keys[bid] = set()
-                    self._watched[bid] = weakref.ref(storage, self._on_death(bid))
+                    keys = index[bid] = set()
                 keys.add(key)
             while len(self._entries) > self.max_entries:
                 old, _ = self._entries.popitem(last=False)
@@ -292,27 +294,23 @@ class BindGroups:
                 self._unlink(old)
         return group
 
-    def _on_death(self, bid: int) -> Callable[[weakref.ref[Any]], None]:
-        me = weakref.ref(self)
-
-        def dead(_: weakref.ref[Any]) -> None:
-            cache = me()
-            if cache is None:
-                return
-            cache._dead.append(bid)  # atomic; purged now unless this thread holds the lock
-            if cache._lock.acquire(blocking=False):
-                try:
-                    cache._purge()
-                finally:
-                    cache._lock.release()
-
-        return dead
+    def forget(self, buffer: Any) -> None:
+        """Evict every group binding ``buffer`` (released for good); safe from a finalizer on
+        any thread, including one that interrupted this cache's own lookup."""
+        bid = id(buffer)
+        if bid not in self._keys:
+            return
+        self._dead.append(bid)  # atomic; purged now unless this thread holds the lock
+        if self._lock.acquire(blocking=False):
+            try:
+                self._purge()
+            finally:
+                self._lock.release()
 
     def _purge(self) -> None:
-        """Evict the groups of the storages that died (under the lock)."""
+        """Evict the groups of the buffers forgotten (under the lock)."""
         while self._dead:
             bid = self._dead.pop()
-            self._watched.pop(bid, None)
             for key in self._keys.pop(bid, ()):
                 if self._entries.pop(key, None) is not None:
                     self.evictions += 1
