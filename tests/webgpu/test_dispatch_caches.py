@@ -73,6 +73,8 @@ def test_launches_of_one_batch_sharing_a_bind_group_each_see_their_inputs(fresh_
 
 
 def test_freeing_a_tensor_evicts_its_bind_groups(fresh_rt: Any) -> None:
+    """A freed tensor's buffer goes to the runtime's pool with its bind groups (a group names
+    the buffer, whichever tensor owns it); trim() releases both for good."""
     rt = fresh_rt
     x = rt.upload(np.arange(50, dtype=np.float32))
     out = rt.empty("float32", (50,))
@@ -82,6 +84,7 @@ def test_freeing_a_tensor_evicts_its_bind_groups(fresh_rt: Any) -> None:
     rt.synchronize()
     del out
     gc.collect()
+    rt.trim()
     assert len(rt.bind_groups) == before - 1
     if buffer is not None:
         assert buffer() is None, "a freed tensor's buffer is still held"
@@ -108,6 +111,7 @@ def test_the_caches_stay_within_their_bound(fresh_rt: Any) -> None:
         np.testing.assert_array_equal(out.download(), 2 * np.arange(40 - i))
     del outs, out
     gc.collect()
+    rt.trim()  # the freed buffers sat in the pool with their groups
     assert len(rt.bind_groups) == 0
 
 
