@@ -61,6 +61,7 @@ def nvrtc_version() -> tuple[int, int] | None:
 
 
 def driver_version() -> tuple[int, int]:
+    """The CUDA driver's version as (major, minor)."""
     v = check(drv().cuDriverGetVersion(), "cuDriverGetVersion")
     return (v // 1000, (v % 1000) // 10)
 

@@ -182,6 +182,7 @@ class Function:
 
     @property
     def arity(self) -> int:
+        """Number of kernel parameters."""
         return len(self.param_sizes)
 
     def check_arguments(self, codes: tuple[str, ...], op: str | None) -> None:

@@ -179,6 +179,7 @@ def markdown(
 def write_json(
     path: Path, meta: dict[str, Any], results: list[Result], targets: list[dict[str, Any]]
 ) -> None:
+    """Write the run's metadata, results and targets as JSON to ``path``."""
     path.write_text(
         json.dumps(
             {

@@ -268,6 +268,7 @@ class Runtime(ABC):
         )
 
     def export_dlpack(self, t: Tensor, stream: Any, **kwargs: Any) -> Any:
+        """A DLPack capsule of ``t``; this base refuses (UnsupportedError)."""
         raise UnsupportedError(
             f"backend {self.name!r} cannot export DLPack buffers",
             backend=self.name,
@@ -275,6 +276,7 @@ class Runtime(ABC):
         )
 
     def dlpack_device(self) -> tuple[int, int]:
+        """The DLPack (device type, id); this base refuses (UnsupportedError)."""
         raise UnsupportedError(
             f"backend {self.name!r} has no DLPack device", backend=self.name, feature="dlpack"
         )

@@ -116,6 +116,7 @@ class Case:
 
     @property
     def id(self) -> str:
+        """The case's test id: ``op-variant-backend-check``."""
         return f"{self.op}-{self.variant}-{self.backend}-{self.check}"
 
     def run(self) -> Outcome:
@@ -596,7 +597,9 @@ def run_cases(
 
 
 def conformance_test(*ops: str, **attrs: Any) -> Callable[[Any], None]:
-    """A pytest test running every conformance case of ``ops``, one test item per case::
+    """A pytest test running every conformance case of ``ops``, one test item per case.
+
+    In a test module::
 
         test_conformance = conformance_test("my_pkg.add")
         test_scale = conformance_test("my_pkg.scale", factor=2.5)  # attributes to pass
