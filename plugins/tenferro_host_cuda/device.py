@@ -70,7 +70,7 @@ def query(ordinal: int) -> CudaDeviceInfo:
     """Device info for a process-visible ordinal (initialises the driver)."""
     d = drv()
     dev = check(d.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
-    A = d.CUdevice_attribute
+    A = d.CUdevice_attribute  # noqa: N806 - the driver's enum class
 
     def attr(name: str) -> int:
         return int(check(d.cuDeviceGetAttribute(getattr(A, name), dev), name))

@@ -114,7 +114,7 @@ class ConstType:
     value_type: type | ScalarType
 
     def __repr__(self) -> str:
-        inner = self.value_type if isinstance(self.value_type, ScalarType) else self.value_type
+        inner = self.value_type
         name = inner.__name__ if isinstance(inner, type) else repr(inner)
         return f"K.Const[{name}]"
 

@@ -34,7 +34,7 @@ _COMPACT_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 def normalize_shape(shape: Any) -> tuple[int, ...]:
     """A shape as a tuple of non-negative ints, or ShapeError."""
-    if type(shape) is tuple and _INT_ONLY.issuperset(map(type, shape)):
+    if type(shape) is tuple and _INT_ONLY.issuperset(map(type, shape)):  # noqa: SIM102 - hot path
         if not shape or min(shape) >= 0:  # the common case, checked in C
             return shape
     if isinstance(shape, (int, np.integer)):

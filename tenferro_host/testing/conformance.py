@@ -72,11 +72,11 @@ QUIET_COUNTERS = ("uploads", "downloads", "peer_copies", "synchronizations")
 STATUSES = ("passed", "failed", "skipped", "error")
 
 
-class CheckFailure(AssertionError):
+class CheckFailure(AssertionError):  # noqa: N818 - public API, a failed check
     """A case found the op not doing what it declares."""
 
 
-class CaseSkipped(Exception):
+class CaseSkipped(Exception):  # noqa: N818 - public API, a skip signal, not an error
     """A case cannot run here (backend unavailable, NVRTC missing ...); the reason says why."""
 
 
@@ -475,7 +475,7 @@ def check_dsl_compiles(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
     except CaseSkipped:
         targets = ("wgsl",)
     for kernel, descs, constants in seen.values():
-        types = ", ".join(getattr(d, "dtype", None) and d.dtype.name or "number" for d in descs)
+        types = ", ".join((getattr(d, "dtype", None) and d.dtype.name) or "number" for d in descs)
         for target in targets:
             try:
                 compile_only(kernel, target, descs, constants)
