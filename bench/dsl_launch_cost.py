@@ -31,7 +31,7 @@ from tenferro_host import kernel as K
 from tenferro_host.cuda import raw
 
 sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
-from launch_timing import arguments, interleaved_medians, write_json  # noqa: E402
+from launch_timing import arguments, interleaved_medians, write_json
 
 N = 1024
 BLOCK = 256

@@ -53,9 +53,8 @@ def fill(out: K.Array[K.F], v: K.F):
 @K.kernel
 def scale(out: K.Array[K.F], x: K.Array[K.F], a: K.F):
     i = K.ABSOLUTE_POS
-    if i < out.len:
-        if i < x.len:
-            out[i] = a * x[i]
+    if i < out.len and i < x.len:
+        out[i] = a * x[i]
 
 
 RAW_SOURCE = r"""

@@ -21,7 +21,7 @@ import tenferro_host as tf
 from tenferro_host.cuda import raw
 
 sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
-from launch_timing import arguments, interleaved_medians, write_json  # noqa: E402
+from launch_timing import arguments, interleaved_medians, write_json
 
 SOURCE = r"""
 extern "C" __global__ void empty_kernel() {}

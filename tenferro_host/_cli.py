@@ -48,7 +48,7 @@ EXIT_ERROR = 2
 EXIT_OP_RAISED = 3
 
 
-class OpRaised(Exception):
+class OpRaised(Exception):  # noqa: N818 - a wrapper signal, not an error kind of its own
     """An op's variant or reference (plugin code) raised something other than a typed error."""
 
 

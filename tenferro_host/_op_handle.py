@@ -295,7 +295,7 @@ _REFUSED = object()
 def convert_attribute(value: Any, want: type) -> Any:
     """``value`` as the declared type ``want``, or ``_REFUSED``: an int (or numpy integer)
     converts where a float is declared, a numpy scalar to its Python type; bools stay bools."""
-    if isinstance(value, bool) or isinstance(value, np.bool_):
+    if isinstance(value, (bool, np.bool_)):
         return bool(value) if want is bool else _REFUSED
     if want is float and isinstance(value, (int, float, np.integer, np.floating)):
         return float(value)

@@ -31,10 +31,12 @@ class DType:
 
     @property
     def is_float(self) -> bool:
+        """A floating-point type."""
         return self.category == "float"
 
     @property
     def is_integer(self) -> bool:
+        """A signed or unsigned integer type."""
         return self.category in ("int", "uint")
 
     def __repr__(self) -> str:

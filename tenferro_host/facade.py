@@ -16,13 +16,13 @@ def lazy_names(
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``facade``: each of ``names`` maps to its module."""
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> Any:  # noqa: N807 - a module __getattr__ (PEP 562)
         module = names.get(name)
         if module is None:
             raise AttributeError(f"module {facade!r} has no attribute {name!r}")
         return getattr(importlib.import_module(module), name)
 
-    def __dir__() -> list[str]:
+    def __dir__() -> list[str]:  # noqa: N807 - a module __dir__ (PEP 562)
         return sorted([*own, *names])
 
     return __getattr__, __dir__

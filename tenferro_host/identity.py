@@ -56,6 +56,7 @@ class RuntimeIdentity:
 
     @classmethod
     def new(cls) -> RuntimeIdentity:
+        """A fresh identity, unique in this process."""
         return cls(next(_tokens))
 
 
@@ -67,6 +68,7 @@ class AllocationDomainId:
 
     @classmethod
     def new(cls) -> AllocationDomainId:
+        """A fresh identity, unique in this process."""
         return cls(next(_tokens))
 
 

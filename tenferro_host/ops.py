@@ -174,6 +174,7 @@ class OpSpec:
 
     @property
     def package(self) -> str:
+        """The package part of the op's name (before the first dot)."""
         return self.name.split(".", 1)[0]
 
     def tolerance(self, dtype_name: str) -> tuple[float, float]:

@@ -70,19 +70,23 @@ class Tensor:
 
     @property
     def placement(self) -> Placement:
+        """The backend and device holding the storage."""
         rt = self.storage.runtime
         return Placement(rt.name, rt.device)
 
     @property
     def ndim(self) -> int:
+        """Number of dimensions."""
         return len(self.shape)
 
     @property
     def numel(self) -> int:
+        """Number of elements."""
         return layout.numel(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """Size of the elements in bytes (of this view, not of its storage)."""
         return self.numel * self.dtype.itemsize
 
     def is_compact(self) -> bool:
@@ -120,6 +124,7 @@ class Tensor:
 
     @property
     def T(self) -> Tensor:  # noqa: N802 - numpy's name
+        """All axes reversed, as numpy's ``T``."""
         return self.transpose()
 
     def __getitem__(self, key: Any) -> Tensor:

@@ -62,6 +62,7 @@ class BuildPyWithKernels(build_py):
     """build_py that also precompiles the CUDA kernels (wheel and editable builds)."""
 
     def run(self) -> None:
+        """Build as usual, then compile the kernels into the build (or the sources, editable)."""
         super().run()
         source_dir = Path(__file__).parent / PACKAGE
         editable = getattr(self, "editable_mode", False)

@@ -35,11 +35,13 @@ def _create(host: Any, index: int) -> CudaRuntime:
 
 @hookimpl
 def tenferro_host_register(registry: Any) -> None:
+    """Provide the ``cuda`` backend (preferred over the others when a device is present)."""
     registry.add_backend(BackendProvider("cuda", probe, _create, priority=100))
 
 
 @hookimpl
 def tenferro_host_capabilities(backend: Any) -> dict[ExtensionCapability, bool] | None:
+    """The extension capabilities of a ``cuda`` runtime; None for other backends."""
     if backend.kind != "cuda":
         return None
     return {

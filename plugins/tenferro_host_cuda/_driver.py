@@ -248,8 +248,8 @@ def _stack() -> list[Any]:
 __all__ = [
     "NOT_FOUND",
     "NOT_READY",
-    "POISONED",
     "OUT_OF_MEMORY",
+    "POISONED",
     "STICKY_FAULTS",
     "STICKY_FAULT_NAMES",
     "PrimaryContext",

@@ -223,7 +223,7 @@ class CudaRuntime(Runtime):
     def pool_stats(self) -> dict[str, int]:
         """Reserved and used bytes of this runtime's pool (current and high-water marks)."""
         d = drv()
-        A = d.CUmemPool_attribute
+        A = d.CUmemPool_attribute  # noqa: N806 - the driver's enum class
         names = {
             "reserved_current": A.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
             "reserved_high": A.CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
@@ -291,7 +291,7 @@ class CudaRuntime(Runtime):
         """Queue a free/unload from any thread; done at the next drain point."""
         self._deferred.append((kind, handle))
 
-    def drain_deferred(self) -> None:
+    def drain_deferred(self) -> None:  # noqa: C901 - hot path: one branch per queued kind
         """Return freed blocks to the block cache, free queued memory (stream-ordered) and
         unload queued modules; count errors. Only what needs the driver makes a driver call."""
         if not self._deferred:

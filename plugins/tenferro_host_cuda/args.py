@@ -91,6 +91,7 @@ class LaunchConfig:
 
     @property
     def threads_per_block(self) -> int:
+        """Threads in one block: the product of ``block``."""
         return self.block[0] * self.block[1] * self.block[2]
 
     def __str__(self) -> str:
@@ -116,6 +117,7 @@ class Scalar:
     _arg: tuple[str, Any, None]
 
     def __new__(cls, value: Any) -> Scalar:
+        """The scalar of ``value``; plain ints reuse the instance made for that value."""
         exact_int = type(value) is int
         if exact_int:
             found = cls._by_int.get(value)
@@ -157,6 +159,7 @@ class Scalar:
 
     @property
     def nbytes(self) -> int:
+        """Size of the C type in bytes (what the kernel parameter takes)."""
         return struct.calcsize(self.code)
 
     def numpy(self) -> np.generic:
@@ -180,41 +183,57 @@ class _Float(Scalar):
 
 
 class i32(Scalar):  # noqa: N801 - C type names
+    """A C ``int`` kernel argument (32-bit signed)."""
+
     __slots__ = ()
     code, numpy_type, c_name = "i", np.int32, "int"
 
 
 class u32(Scalar):  # noqa: N801
+    """A C ``unsigned int`` kernel argument (32-bit)."""
+
     __slots__ = ()
     code, numpy_type, c_name = "I", np.uint32, "unsigned int"
 
 
 class i64(Scalar):  # noqa: N801
+    """A C ``long long`` kernel argument (64-bit signed)."""
+
     __slots__ = ()
     code, numpy_type, c_name = "q", np.int64, "long long"
 
 
 class u64(Scalar):  # noqa: N801
+    """A C ``unsigned long long`` kernel argument (64-bit)."""
+
     __slots__ = ()
     code, numpy_type, c_name = "Q", np.uint64, "unsigned long long"
 
 
 class f32(_Float):  # noqa: N801
+    """A C ``float`` kernel argument."""
+
     __slots__ = ()
     code, numpy_type, c_name = "f", np.float32, "float"
 
 
 class f64(_Float):  # noqa: N801
+    """A C ``double`` kernel argument."""
+
     __slots__ = ()
     code, numpy_type, c_name = "d", np.float64, "double"
 
 
 class f16(_Float):  # noqa: N801
+    """A CUDA ``__half`` kernel argument."""
+
     __slots__ = ()
     code, numpy_type, c_name = "e", np.float16, "__half"
 
 
 class bool_(Scalar):  # noqa: N801
+    """A C++ ``bool`` kernel argument; takes only a bool."""
+
     __slots__ = ()
     code, numpy_type, c_name = "?", np.bool_, "bool"
 

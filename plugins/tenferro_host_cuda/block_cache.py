@@ -77,6 +77,7 @@ class BlockCache:
         return out
 
     def stats(self) -> dict[str, int]:
+        """Bytes and blocks cached now, and the hits and misses so far."""
         return {
             "cached_bytes": self.cached_bytes,
             "cached_blocks": self.blocks,

@@ -61,6 +61,7 @@ def nvrtc_version() -> tuple[int, int] | None:
 
 
 def driver_version() -> tuple[int, int]:
+    """The CUDA driver's version as (major, minor)."""
     v = check(drv().cuDriverGetVersion(), "cuDriverGetVersion")
     return (v // 1000, (v % 1000) // 10)
 
@@ -69,7 +70,7 @@ def query(ordinal: int) -> CudaDeviceInfo:
     """Device info for a process-visible ordinal (initialises the driver)."""
     d = drv()
     dev = check(d.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
-    A = d.CUdevice_attribute
+    A = d.CUdevice_attribute  # noqa: N806 - the driver's enum class
 
     def attr(name: str) -> int:
         return int(check(d.cuDeviceGetAttribute(getattr(A, name), dev), name))

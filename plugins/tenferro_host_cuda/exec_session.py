@@ -37,6 +37,7 @@ class CudaExecSession(ExecSession):
 
     @property
     def device_info(self) -> CudaDeviceInfo:
+        """The device of this session's runtime."""
         return self.runtime.device_info
 
     def _on_enter(self) -> None:

@@ -1,6 +1,6 @@
-"""Module image validation: reject garbage before the driver sees it.
+r"""Module image validation: reject garbage before the driver sees it.
 
-CUBIN is an ELF file (magic ``\\x7fELF``), a fatbin starts with ``0xBA55ED50`` (little endian),
+CUBIN is an ELF file (magic ``\x7fELF``), a fatbin starts with ``0xBA55ED50`` (little endian),
 PTX is text without NUL bytes. Headers are checked against the image length so a truncated file
 fails here with :class:`~tenferro_host.errors.ModuleLoadError`, not inside the driver.
 """
@@ -16,6 +16,7 @@ FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
 
 
 def as_bytes(image: object, argument: str, op: str | None) -> bytes:
+    """``image`` as bytes (str is encoded, as PTX text), or ValidationError naming ``argument``."""
     if isinstance(image, str):
         return image.encode()
     if isinstance(image, (bytes, bytearray, memoryview)):

@@ -50,7 +50,7 @@ class LoadedModule:
         runtime.module_counts["loaded"] += 1
 
     def __del__(self) -> None:
-        try:
+        try:  # noqa: SIM105 - at interpreter shutdown contextlib may already be gone
             self._runtime.defer("module", self.handle)
         except Exception:  # interpreter shutdown: nothing left to unload into
             pass
@@ -182,6 +182,7 @@ class Function:
 
     @property
     def arity(self) -> int:
+        """Number of kernel parameters."""
         return len(self.param_sizes)
 
     def check_arguments(self, codes: tuple[str, ...], op: str | None) -> None:

@@ -66,6 +66,7 @@ class NvrtcOptions:
         return arch, arch.startswith("compute_")
 
     def flags(self, arch: str) -> list[str]:
+        """NVRTC's options for ``arch``: std, defines, include dirs, line info, then ``extra``."""
         out = [f"--gpu-architecture={arch}"]
         if self.std:
             out.append(f"--std={self.std}")

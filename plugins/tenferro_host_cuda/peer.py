@@ -114,7 +114,7 @@ def link_attributes(dst: Any, src: Any) -> dict[str, int | None]:
     dst_i, src_i = device_ordinal(dst, "dst", op), device_ordinal(src, "src", op)
     require_peer_pair(dst_i, src_i, op)
     d = drv()
-    A = d.CUdevice_P2PAttribute
+    A = d.CUdevice_P2PAttribute  # noqa: N806 - the driver's enum class
     dst_dev = check(d.cuDeviceGet(dst_i), f"cuDeviceGet({dst_i})")
     src_dev = check(d.cuDeviceGet(src_i), f"cuDeviceGet({src_i})")
     out: dict[str, int | None] = {}

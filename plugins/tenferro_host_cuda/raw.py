@@ -129,22 +129,27 @@ class TensorRef(_PointerArg):
 
     @property
     def dtype(self) -> Any:
+        """The borrowed tensor's dtype."""
         return self.tensor.dtype
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The borrowed tensor's shape."""
         return self.tensor.shape
 
     @property
     def strides(self) -> tuple[int, ...]:
+        """The borrowed tensor's strides, in elements."""
         return self.tensor.strides
 
     @property
     def numel(self) -> int:
+        """The borrowed tensor's number of elements."""
         return self.tensor.numel
 
     @property
     def nbytes(self) -> int:
+        """The borrowed tensor's size in bytes."""
         return self.tensor.nbytes
 
     @property
@@ -233,10 +238,12 @@ class PreparedLaunch(SessionHandle):
 
     @property
     def function(self) -> Function:
+        """The kernel this launch runs."""
         return self._function
 
     @property
     def config(self) -> LaunchConfig:
+        """The grid, block and shared memory of this launch."""
         return self._config
 
     def launch(self, args: Sequence[Any] | None = None) -> None:

@@ -37,6 +37,7 @@ _SESSION_TYPE: Any = None
 
 @hookimpl
 def tenferro_host_register(registry: RegistrationView) -> None:
+    """Provide the DSL (JIT) session of the ``cuda`` backend."""
     registry.add_jit("cuda", jit_session)
 
 

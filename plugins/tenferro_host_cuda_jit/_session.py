@@ -233,7 +233,9 @@ class CudaJitSession(JitSession):
             rs.__exit__(type(error), error, error.__traceback__)
 
     # -- launches ---------------------------------------------------------------------------------
-    def launch(self, kernel: Kernel, count: Any, dim: Any, *args: Any, **constants: Any) -> None:
+    def launch(  # noqa: C901 - hot path: replay, plan, or the full checks, fastest first
+        self, kernel: Kernel, count: Any, dim: Any, *args: Any, **constants: Any
+    ) -> None:
         """As :meth:`JitSession.launch`. A launch shape seen before replays its prepared plan;
         array arguments seen before with that plan replay their converted form."""
         self._check()

@@ -30,6 +30,7 @@ TENFERRO_HOST_API = (1, 0)
 
 @tenferro_host.hookimpl
 def tenferro_host_register(registry: Any) -> None:
+    """Declare every ``linalg`` op."""
     for spec in OPS:
         registry.add_op(spec)
 

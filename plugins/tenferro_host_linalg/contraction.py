@@ -174,7 +174,7 @@ def einsum_chain(ex: Any, spec: str, *operands: Tensor) -> Tensor:
 
 # -- tensordot ---------------------------------------------------------------------------------
 def tensordot_axes(axes: Any, a_ndim: int, b_ndim: int) -> tuple[list[int], list[int]]:
-    """numpy's ``axes`` (an int N, or two sequences) as the contracted axes of a and b."""
+    """NumPy's ``axes`` (an int N, or two sequences) as the contracted axes of a and b."""
     if isinstance(axes, Integral) and not isinstance(axes, bool):
         n = int(axes)
         if not 0 <= n <= min(a_ndim, b_ndim):

@@ -32,27 +32,32 @@ def _view(t: Tensor) -> np.ndarray:
 
 
 def matmul(ex: Any, a: Tensor, b: Tensor) -> Tensor:
+    """``linalg.matmul`` with numpy."""
     gemm_dims("linalg.matmul", a, b)
     return _store(ex, reference.matmul(_view(a), _view(b)))
 
 
 def batched_matmul(ex: Any, a: Tensor, b: Tensor) -> Tensor:
+    """``linalg.batched_matmul`` with numpy."""
     gemm_dims("linalg.batched_matmul", a, b, batched=True)
     return _store(ex, reference.batched_matmul(_view(a), _view(b)))
 
 
 def sum(ex: Any, x: Tensor, axis: Any = None) -> Tensor:  # noqa: A001 - the op's name
+    """``linalg.sum`` with numpy."""
     accepted("linalg.sum", x, GEMM_DTYPES, "x")
     axes = normalize_axes("linalg.sum", axis, x.ndim)
     return _store(ex, reference.sum(_view(x), axes))
 
 
 def norm(ex: Any, x: Tensor) -> Tensor:
+    """``linalg.norm`` with numpy."""
     accepted("linalg.norm", x, SOLVER_DTYPES, "x")
     return _store(ex, reference.norm(_view(x)))
 
 
 def qr(ex: Any, a: Tensor) -> tuple[Tensor, Tensor]:
+    """``linalg.qr`` with numpy, in the canonical form."""
     accepted("linalg.qr", a, SOLVER_DTYPES, "a")
     require_matrix("linalg.qr", a)
     q, r = reference.qr(_view(a))
@@ -60,6 +65,7 @@ def qr(ex: Any, a: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def svd(ex: Any, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``linalg.svd`` with numpy, in the canonical form."""
     accepted("linalg.svd", a, SOLVER_DTYPES, "a")
     require_matrix("linalg.svd", a)
     u, s, vh = reference.svd(_view(a))

@@ -51,6 +51,7 @@ class GemmType:
 
 @cache
 def gemm_type(cupy: Any, name: str) -> GemmType:
+    """The cuBLAS types and host scalars of the dtype ``name`` (cached)."""
     runtime, cublas = cupy.cuda.runtime, cupy.cuda.cublas
     data = {
         "float16": runtime.CUDA_R_16F,
@@ -148,10 +149,12 @@ def _gemm(ex: Any, op: str, a: Tensor, b: Tensor, batched: bool) -> Tensor:
 
 
 def matmul(ex: Any, a: Tensor, b: Tensor) -> Tensor:
+    """``linalg.matmul`` as one cuBLAS GEMM."""
     return _gemm(ex, "linalg.matmul", a, b, batched=False)
 
 
 def batched_matmul(ex: Any, a: Tensor, b: Tensor) -> Tensor:
+    """``linalg.batched_matmul`` as one strided batched cuBLAS GEMM."""
     return _gemm(ex, "linalg.batched_matmul", a, b, batched=True)
 
 

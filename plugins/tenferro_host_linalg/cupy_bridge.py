@@ -101,10 +101,10 @@ def as_cupy(cupy: Any, ref: Any) -> Any:
 
 
 __all__ = [
+    "CUPY",
     "INSTALL_HINT",
     "SessionStream",
     "as_cupy",
-    "CUPY",
     "cupy_missing_reason",
     "cupy_requirement_unmet",
     "on_session_stream",

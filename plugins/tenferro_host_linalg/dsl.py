@@ -109,10 +109,12 @@ def _gemm(ex: Any, op: str, a: Tensor, b: Tensor, batched: bool) -> Tensor:
 
 
 def matmul(ex: Any, a: Tensor, b: Tensor) -> Tensor:
+    """``linalg.matmul`` with the DSL GEMM kernel."""
     return _gemm(ex, "linalg.matmul", a, b, batched=False)
 
 
 def batched_matmul(ex: Any, a: Tensor, b: Tensor) -> Tensor:
+    """``linalg.batched_matmul`` with the DSL GEMM kernel."""
     return _gemm(ex, "linalg.batched_matmul", a, b, batched=True)
 
 
@@ -137,11 +139,13 @@ def _reduce(ex: Any, op: str, x: Tensor, axes: tuple[int, ...], root: bool) -> T
 
 
 def sum(ex: Any, x: Tensor, axis: Any = None) -> Tensor:  # noqa: A001 - the op's name
+    """``linalg.sum`` with the DSL reduction kernel."""
     accepted("linalg.sum", x, GEMM_DTYPES, "x")
     return _reduce(ex, "linalg.sum", x, normalize_axes("linalg.sum", axis, x.ndim), False)
 
 
 def norm(ex: Any, x: Tensor) -> Tensor:
+    """``linalg.norm`` with the DSL reduction kernel (root of the sum of squares)."""
     accepted("linalg.norm", x, SOLVER_DTYPES, "x")
     return _reduce(ex, "linalg.norm", x, tuple(range(x.ndim)), True)
 

@@ -59,32 +59,39 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def batched_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The product of each pair of matrices along the trailing batch axes."""
     return np.einsum("ij...,jk...->ik...", widened(a), widened(b)).astype(a.dtype)
 
 
 def tensordot(a: np.ndarray, b: np.ndarray, axes: Any = 2) -> np.ndarray:
+    """NumPy's ``tensordot`` over ``axes``, in the operands' dtype."""
     return np.asarray(np.tensordot(widened(a), widened(b), axes)).astype(a.dtype)
 
 
 def einsum(a: np.ndarray, b: np.ndarray, spec: str = "") -> np.ndarray:
+    """NumPy's ``einsum`` of ``spec`` on two operands, in their dtype."""
     return np.asarray(np.einsum(spec, widened(a), widened(b))).astype(a.dtype)
 
 
 def sum(x: np.ndarray, axis: Any = None) -> np.ndarray:  # noqa: A001 - the op's name
+    """The sum over ``axis`` (None: every axis), in the input's dtype."""
     axes = tuple(axis) if isinstance(axis, (list, tuple)) else axis
     return np.asarray(np.sum(widened(x), axis=axes)).astype(x.dtype)
 
 
 def norm(x: np.ndarray) -> np.ndarray:
+    """The Frobenius (2-) norm of all elements, in the real dtype of ``x``."""
     return np.asarray(np.linalg.norm(x)).astype(np.abs(x[:0]).dtype)
 
 
 def qr(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The reduced QR in its canonical form."""
     q, r = np.linalg.qr(a, mode="reduced")
     return canonical_qr(np, q, r)
 
 
 def svd(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The thin SVD in its canonical form."""
     u, s, vh = np.linalg.svd(a, full_matrices=False)
     return canonical_svd(np, u, s, vh)
 

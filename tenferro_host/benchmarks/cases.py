@@ -42,6 +42,7 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> Sizes:
+        """Small sizes for a quick run."""
         return cls(
             rounds=5,
             batch=50,

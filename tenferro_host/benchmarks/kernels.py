@@ -41,7 +41,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 @K.kernel
 def dsl_add(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):
-    """out = lhs + rhs, one unit per element."""
+    """``out = lhs + rhs``, one unit per element."""
     i = K.ABSOLUTE_POS
     if i < out.len:
         out[i] = lhs[i] + rhs[i]

@@ -153,7 +153,7 @@ def markdown(
                 lines.append(f"| {r.name} | {r.status}: {r.note} | | |{tail}")
                 continue
             ratio = f"{r.median / base.median:.2f}" if base and base.median and r.median else "—"
-            iqr = f"{_fmt(r.q1, unit)}–{_fmt(r.q3, unit)}"
+            iqr = f"{_fmt(r.q1, unit)}–{_fmt(r.q3, unit)}"  # noqa: RUF001 - an en dash for a range
             frac = f" | {r.median / HBM_PEAK_GBS:.3f}" if extra and r.median else ""
             lines.append(f"| {r.name} | {_fmt(r.median, unit)} | {iqr} | {ratio}{frac} |")
     profiled = [r for r in results if r.calls_per_op is not None]
@@ -179,6 +179,7 @@ def markdown(
 def write_json(
     path: Path, meta: dict[str, Any], results: list[Result], targets: list[dict[str, Any]]
 ) -> None:
+    """Write the run's metadata, results and targets as JSON to ``path``."""
     path.write_text(
         json.dumps(
             {

@@ -64,6 +64,7 @@ class Result:
     profile_top: list[tuple[str, float, float]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields as a dict (for the JSON report)."""
         return dict(self.__dict__)
 
 

@@ -21,7 +21,7 @@ except ImportError:
 if triton is not None:
 
     @triton.jit
-    def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]  # noqa: N803 - triton's constexpr style
         offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offsets < n
         x = tl.load(x_ptr + offsets, mask=mask)

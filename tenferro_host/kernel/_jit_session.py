@@ -88,9 +88,9 @@ class JitLaunch:
 
 def as_grid(value: Any, what: str) -> Grid:
     """An int or a sequence of 1-3 non-negative ints as (x, y, z), padding with 1."""
-    if type(value) is tuple and len(value) == 3 and _INT_ONLY.issuperset(map(type, value)):
-        if min(value) >= 0:  # already (x, y, z): checked in C
-            return value
+    tupled = type(value) is tuple and len(value) == 3 and _INT_ONLY.issuperset(map(type, value))
+    if tupled and min(value) >= 0:  # already (x, y, z): checked in C
+        return value
     dims = (value,) if isinstance(value, (int, np.integer)) else value
     try:
         dims = tuple(dims)

@@ -30,6 +30,7 @@ class ScalarType:
     dtype: DType
 
     def __call__(self, *args: Any) -> Any:
+        """Refused outside a kernel: a cast only has meaning in a kernel body."""
         raise _outside_kernel(self.name)
 
     def __repr__(self) -> str:
@@ -47,11 +48,13 @@ class GenericType:
     category: str  # "float" | "int"
 
     def accepts(self, dtype: DType) -> bool:
+        """Whether ``dtype`` is of this generic's category."""
         if self.category == "float":
             return dtype.is_float
         return dtype.is_integer
 
     def __call__(self, *args: Any) -> Any:
+        """Refused outside a kernel: a cast only has meaning in a kernel body."""
         raise _outside_kernel(self.name)
 
     def __repr__(self) -> str:
@@ -111,7 +114,7 @@ class ConstType:
     value_type: type | ScalarType
 
     def __repr__(self) -> str:
-        inner = self.value_type if isinstance(self.value_type, ScalarType) else self.value_type
+        inner = self.value_type
         name = inner.__name__ if isinstance(inner, type) else repr(inner)
         return f"K.Const[{name}]"
 
@@ -138,6 +141,7 @@ class Intrinsic:
     arity: int
 
     def __call__(self, *args: Any) -> Any:
+        """Refused outside a kernel: an intrinsic only has meaning in a kernel body."""
         raise _outside_kernel(self.name)
 
     def __repr__(self) -> str:

@@ -69,6 +69,7 @@ class ResourceCache:
         return value
 
     def clear(self) -> None:
+        """Drop every entry (each one through the eviction callback) and reset the byte count."""
         with self._lock:
             while self._entries:
                 key, (value, _) = self._entries.popitem(last=False)
@@ -77,6 +78,7 @@ class ResourceCache:
             self._bytes = 0
 
     def stats(self) -> dict[str, int]:
+        """Entries, bytes, bounds, hits, misses and evictions."""
         with self._lock:
             return self._stats()
 

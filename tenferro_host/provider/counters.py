@@ -42,12 +42,15 @@ class Counters:
         self.trace: deque[TransferRecord] = deque(maxlen=trace_length)
 
     def add(self, key: str, n: int = 1) -> None:
+        """Add ``n`` to counter ``key``."""
         self.values[key] += n
 
     def record(self, record: TransferRecord) -> None:
+        """Append a transfer to the trace (the oldest drops out when full)."""
         self.trace.append(record)
 
     def snapshot(self) -> dict[str, int]:
+        """A copy of the counter values."""
         return dict(self.values)
 
 

@@ -100,7 +100,7 @@ class KernelKey(_Frozen):
     explain a miss (which parts differ from the entry last stored under that name).
     """
 
-    __slots__ = ("kind", "name", "parts", "digest")
+    __slots__ = ("digest", "kind", "name", "parts")
     kind: str
     name: str
     parts: Mapping[str, str]
@@ -129,7 +129,7 @@ class KernelKey(_Frozen):
 class CachedKernel(_Frozen):
     """A compiled artifact: the binary ``payload`` and JSON-able ``meta`` (log, names, ...)."""
 
-    __slots__ = ("payload", "meta")
+    __slots__ = ("meta", "payload")
     payload: bytes
     meta: Mapping[str, Any]
 
@@ -149,7 +149,7 @@ class CachedKernel(_Frozen):
         return f"CachedKernel(payload={self.payload!r}, meta={self.meta!r})"
 
 
-class _Unusable(Exception):
+class _Unusable(Exception):  # noqa: N818 - a control-flow signal, caught in this module
     """An entry that must not be loaded; the message says why."""
 
 
@@ -605,11 +605,11 @@ __all__ = [
     "ENV_DIR",
     "ENV_MAX_BYTES",
     "ENV_SWITCH",
+    "OFF",
     "CachedKernel",
     "KernelCache",
     "KernelCacheWarning",
     "KernelKey",
-    "OFF",
     "active_kernel_cache",
     "decode_entry",
     "default_dir",

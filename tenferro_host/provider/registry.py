@@ -66,17 +66,21 @@ class Registry:
         self.load_failures: list[tuple[str, str]] = []
 
     def staging(self, dist: str) -> RegistrationView:
+        """A view that collects what distribution ``dist`` registers, committed all at once."""
         return RegistrationView(self, dist)
 
     def jit_factory(self, kind: str) -> JitFactory | None:
+        """The DSL session factory of backend ``kind``, or None."""
         found = self._jit.get(kind)
         return found[1] if found else None
 
     def provider(self, kind: str) -> BackendProvider | None:
+        """The provider of backend ``kind``, or None."""
         found = self.providers.get(kind)
         return found[1] if found else None
 
     def op(self, name: str) -> OpRecord:
+        """The record of op ``name``; ValidationError if unknown, PluginError if in conflict."""
         if not isinstance(name, str):
             raise ValidationError(
                 f"an op name is a string such as 'ext_add_kernel.add', got {type(name).__name__}",
@@ -100,6 +104,7 @@ class Registry:
         return rec
 
     def conflicts(self) -> list[OpRecord]:
+        """Ops registered by more than one distribution."""
         return [r for r in self.ops.values() if r.status == "conflict"]
 
     def _commit(self, view: RegistrationView) -> None:
@@ -154,6 +159,7 @@ class RegistrationView:
         self.ops.append(spec)
 
     def commit(self) -> None:
+        """Add this view's registrations; PluginError if a backend or DSL kind is taken."""
         self._registry._commit(self)
 
 

@@ -34,7 +34,7 @@ _COMPACT_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 def normalize_shape(shape: Any) -> tuple[int, ...]:
     """A shape as a tuple of non-negative ints, or ShapeError."""
-    if type(shape) is tuple and _INT_ONLY.issuperset(map(type, shape)):
+    if type(shape) is tuple and _INT_ONLY.issuperset(map(type, shape)):  # noqa: SIM102 - hot path
         if not shape or min(shape) >= 0:  # the common case, checked in C
             return shape
     if isinstance(shape, (int, np.integer)):
@@ -268,6 +268,7 @@ class Runtime(ABC):
         )
 
     def export_dlpack(self, t: Tensor, stream: Any, **kwargs: Any) -> Any:
+        """A DLPack capsule of ``t``; this base refuses (UnsupportedError)."""
         raise UnsupportedError(
             f"backend {self.name!r} cannot export DLPack buffers",
             backend=self.name,
@@ -275,6 +276,7 @@ class Runtime(ABC):
         )
 
     def dlpack_device(self) -> tuple[int, int]:
+        """The DLPack (device type, id); this base refuses (UnsupportedError)."""
         raise UnsupportedError(
             f"backend {self.name!r} has no DLPack device", backend=self.name, feature="dlpack"
         )

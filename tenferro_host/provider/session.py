@@ -68,6 +68,7 @@ class Session:
 
     @property
     def closed(self) -> bool:
+        """Whether the session has been exited."""
         return self._state == _CLOSED
 
     def _check(self) -> None:
@@ -163,6 +164,7 @@ class SessionHandle:
 
     @property
     def session(self) -> Session:
+        """The session that issued this handle."""
         return self._session
 
 
@@ -223,6 +225,7 @@ class ExecSession(Session):
 
     @property
     def kind(self) -> str:
+        """The backend kind of the runtime (``cpu``, ``cuda`` ...)."""
         return self.runtime.kind
 
     def supports(self, capability: ExtensionCapability) -> bool:
@@ -232,14 +235,17 @@ class ExecSession(Session):
 
     @property
     def device_info(self) -> Any:
+        """The device of the runtime."""
         return self.runtime.device_info
 
     @property
     def runtime_identity(self) -> RuntimeIdentity:
+        """The identity of the runtime."""
         return self.runtime.identity
 
     @property
     def allocation_domain(self) -> AllocationDomainId:
+        """The allocator that owns the runtime's buffers."""
         return self.runtime.domain
 
     def synchronize(self) -> None:

@@ -72,11 +72,11 @@ QUIET_COUNTERS = ("uploads", "downloads", "peer_copies", "synchronizations")
 STATUSES = ("passed", "failed", "skipped", "error")
 
 
-class CheckFailure(AssertionError):
+class CheckFailure(AssertionError):  # noqa: N818 - public API, a failed check
     """A case found the op not doing what it declares."""
 
 
-class CaseSkipped(Exception):
+class CaseSkipped(Exception):  # noqa: N818 - public API, a skip signal, not an error
     """A case cannot run here (backend unavailable, NVRTC missing ...); the reason says why."""
 
 
@@ -116,6 +116,7 @@ class Case:
 
     @property
     def id(self) -> str:
+        """The case's test id: ``op-variant-backend-check``."""
         return f"{self.op}-{self.variant}-{self.backend}-{self.check}"
 
     def run(self) -> Outcome:
@@ -474,7 +475,7 @@ def check_dsl_compiles(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
     except CaseSkipped:
         targets = ("wgsl",)
     for kernel, descs, constants in seen.values():
-        types = ", ".join(getattr(d, "dtype", None) and d.dtype.name or "number" for d in descs)
+        types = ", ".join((getattr(d, "dtype", None) and d.dtype.name) or "number" for d in descs)
         for target in targets:
             try:
                 compile_only(kernel, target, descs, constants)
@@ -596,7 +597,9 @@ def run_cases(
 
 
 def conformance_test(*ops: str, **attrs: Any) -> Callable[[Any], None]:
-    """A pytest test running every conformance case of ``ops``, one test item per case::
+    """A pytest test running every conformance case of ``ops``, one test item per case.
+
+    In a test module::
 
         test_conformance = conformance_test("my_pkg.add")
         test_scale = conformance_test("my_pkg.scale", factor=2.5)  # attributes to pass

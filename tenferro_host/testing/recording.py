@@ -1,8 +1,8 @@
-"""A recording stand-in of the raw CUDA session: runs a ``cuda-raw`` variant with no GPU.
+r"""A recording stand-in of the raw CUDA session: runs a ``cuda-raw`` variant with no GPU.
 
 The variant gets an exec session of the CPU runtime whose ``raw(op)`` is a
 :class:`RecordingRawSession`: borrows, outputs and workspaces are CPU tensors, modules are PTX
-that NVRTC made from the op's declared ``KernelSource``\\ s (or the source the variant compiles),
+that NVRTC made from the op's declared ``KernelSource``\ s (or the source the variant compiles),
 and every ``launch`` checks the argument list against the kernel's ``.entry`` parameters
 (:mod:`.ptx`) instead of running it. Nothing is computed, so outputs are not compared.
 """
@@ -59,6 +59,7 @@ class RecordedModule:
         self.origin = origin
 
     def function(self, name: str) -> RecordedFunction:
+        """The kernel ``name`` of this module, or SymbolLookupError."""
         if name not in self.entries:
             raise SymbolLookupError(
                 f"no kernel {name!r} in {self.origin}; it has {', '.join(self.entries) or 'none'} "
@@ -126,37 +127,46 @@ class RecordingRawSession:
         return RecordedPointer(self, t, write)
 
     def tensor(self, t: Tensor) -> RecordedPointer:
+        """Borrow a compact tensor for reading."""
         return self._borrow(t, "tensor", compact=True, write=False)
 
     def tensor_mut(self, t: Tensor) -> RecordedPointer:
+        """Borrow a compact tensor for writing."""
         return self._borrow(t, "tensor_mut", compact=True, write=True)
 
     def tensor_strided(self, t: Tensor) -> RecordedPointer:
+        """Borrow a tensor of any layout for reading."""
         return self._borrow(t, "tensor_strided", compact=False, write=False)
 
     def tensor_strided_mut(self, t: Tensor) -> RecordedPointer:
+        """Borrow a tensor of any layout for writing."""
         return self._borrow(t, "tensor_strided_mut", compact=False, write=True)
 
     def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
+        """A new uninitialised CPU tensor."""
         self._check()
         out: Tensor = self.runtime.empty(dtype, shape)
         return out
 
     def workspace(self, nbytes: int) -> RecordedPointer:
+        """A stand-in pointer for ``nbytes`` of scratch memory (no memory behind it)."""
         self._check()
         return RecordedPointer(self, None, write=True)
 
     def resource(self, key: Hashable, init: Callable[[], Any], nbytes: int | None = None) -> Any:
+        """The resource cached for ``key`` in this session, made with ``init()`` once."""
         self._check()
         if key not in self._resources:
             self._resources[key] = init()
         return self._resources[key]
 
     def synchronize(self) -> None:
+        """Nothing to wait for: nothing runs."""
         self._check()
 
     # -- modules -------------------------------------------------------------------------------
     def load_ptx(self, ptx: bytes | str) -> RecordedModule:
+        """The ``.entry`` kernels of ``ptx``."""
         self._check()
         return RecordedModule(parse_entries(ptx), "the loaded PTX")
 
@@ -166,6 +176,7 @@ class RecordingRawSession:
         return self._declared()
 
     def compile_nvrtc(self, source: str | bytes, options: Any = None) -> RecordedModule:
+        """The kernels of ``source``, compiled to PTX with NVRTC."""
         self._check()
         return RecordedModule(parse_entries(compile_ptx(source)), "the compiled source")
 
@@ -223,6 +234,7 @@ class RecordingExecSession:
 
     @property
     def kind(self) -> str:
+        """Always ``cuda``: the variant under test is a CUDA one."""
         return "cuda"
 
     def declared_module(self) -> RecordedModule:
@@ -236,6 +248,7 @@ class RecordingExecSession:
         return self._declared
 
     def raw(self, op: str) -> RecordingRawSession:
+        """A new recording raw session for ``op``."""
         rs = RecordingRawSession(self._ex.runtime, op, self.declared_module)
         self.raw_sessions.append(rs)
         return rs

@@ -14,12 +14,12 @@ from support import cache_support
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
-from tenferro_host_cuda.nvrtc import compile_source  # noqa: E402
-from tenferro_host_cuda.nvrtc_cache import headers_digest  # noqa: E402
+from tenferro_host_cuda.nvrtc import compile_source
+from tenferro_host_cuda.nvrtc_cache import headers_digest
 
-from tenferro_host.cuda import raw  # noqa: E402
-from tenferro_host.errors import CompileError  # noqa: E402
-from tenferro_host.provider import KernelCache  # noqa: E402
+from tenferro_host.cuda import raw
+from tenferro_host.errors import CompileError
+from tenferro_host.provider import KernelCache
 
 cache_dir = cache_support.cache_dir
 cache = cache_support.cache

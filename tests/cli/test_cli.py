@@ -94,7 +94,7 @@ def test_plugins_and_ops_json_equal_the_caps_sections(capsys, caps):
 def test_ops_lists_shipped_kernels_with_their_build_info(capsys):
     from ext_add_kernel import cuda_raw
 
-    code, out, _ = run_main(capsys, "ops", "--json")
+    _code, out, _ = run_main(capsys, "ops", "--json")
     (add,) = [o for o in json.loads(out) if o["name"] == "ext_add_kernel.add"]
     (kernel,) = add["kernels"]
     assert kernel["name"] == "add_kernel" and kernel["language"] == "cuda"
@@ -333,5 +333,5 @@ def test_check_human_output_has_a_summary_table(capsys):
 
 
 def test_new_op_refuses_a_bad_name_with_exit_2(capsys, tmp_path):
-    code, out, err = run_main(capsys, "new-op", "Bad-Name", "--dir", str(tmp_path))
+    code, _out, err = run_main(capsys, "new-op", "Bad-Name", "--dir", str(tmp_path))
     assert code == 2 and "is not a package name" in err

@@ -133,7 +133,7 @@ def test_canonicalize_of_a_foreign_tensor(host, cpu):
 
 # -- op dispatch errors ---------
 def test_unknown_op_lists_registered_ones(host):
-    with pytest.raises(tf.ValidationError, match="no op named 'nope.op'") as info:
+    with pytest.raises(tf.ValidationError, match=r"no op named 'nope.op'") as info:
         host.run("nope.op")
     assert ADD in str(info.value)
 

@@ -92,10 +92,8 @@ def test_permute_then_slice_matches_numpy(case):
     concrete = []
     for k, dim in zip(key, ref.shape, strict=True):
         if k == "int":
-            if dim == 0:
-                k = slice(None)
-            else:
-                k = seed % dim - (dim if seed % 2 else 0)  # negative indices too
+            # negative indices too
+            k = slice(None) if dim == 0 else seed % dim - (dim if seed % 2 else 0)
         concrete.append(k)
     view, expected = t[tuple(concrete)], ref[tuple(concrete)]
     assert view.shape == expected.shape

@@ -137,7 +137,7 @@ def test_callable_rules_and_several_outputs(host, x):
         dtype_rule=lambda dt: (dt, "int64"),
         shape_rule=lambda shape: ((3,), shape),
     )
-    with pytest.raises(tf.DTypeError, match="output 'ints' is int32; .* gives int64"):
+    with pytest.raises(tf.DTypeError, match=r"output 'ints' is int32; .* gives int64"):
         host.run("h.wrong", x)
 
 

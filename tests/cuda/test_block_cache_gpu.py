@@ -75,5 +75,5 @@ def test_host_run_checks_outputs_on_cuda(rt):
     )
     view.commit()
     x = rt.upload(np.ones(4, np.float32))
-    with pytest.raises(tf.DTypeError, match="variant 'cuda-raw'.* is float64"):
+    with pytest.raises(tf.DTypeError, match=r"variant 'cuda-raw'.* is float64"):
         host.run("gpu_contract.widen", x)

@@ -106,7 +106,7 @@ def test_one_gpu_is_not_a_peer_pair(rt):
         p2p_probe.probe_pair(rt.host, rt.index, other.index)
     t = rt.upload(np.ones(4, np.float32))
     with rt.session() as a, other.session() as b:
-        with pytest.raises(tf.ValidationError, match="same GPU.*copy_from_same_device"):
+        with pytest.raises(tf.ValidationError, match=r"same GPU.*copy_from_same_device"):
             tf.cuda.copy_from_peer(a, b, t)
         with pytest.raises(tf.ValidationError, match="same runtime"):
             tf.cuda.copy_from_peer(a, a, t)
@@ -184,7 +184,7 @@ def test_peer_copy_grants_access_and_moves_no_host_bytes(two):
     r0, r1 = two
     d = driver()
     for src, dst in ((r0, r1), (r1, r0)):
-        err, direct = d.cuDeviceCanAccessPeer(d.CUdevice(dst.index), d.CUdevice(src.index))
+        _err, direct = d.cuDeviceCanAccessPeer(d.CUdevice(dst.index), d.CUdevice(src.index))
         assert tf.cuda.can_access_peer(dst, src) is bool(direct)  # each direction asked
         if direct:
             assert dst.capabilities()[tf.ExtensionCapability.PEER_COPY]

@@ -20,8 +20,8 @@ import pytest
 
 pytest.importorskip("cuda.bindings.driver")
 
-import tenferro_host as tf  # noqa: E402
-from tenferro_host import _cli as cli  # noqa: E402
+import tenferro_host as tf
+from tenferro_host import _cli as cli
 
 
 def digest(a: np.ndarray) -> str:
@@ -75,7 +75,7 @@ def test_can_access_peer_wrong_inputs(install):
     r0, other0 = install.make(0, host), install.make(0, host)
     with pytest.raises(tf.ValidationError, match="not a peer pair"):
         tf.cuda.can_access_peer(r0, other0)
-    with pytest.raises(tf.ValidationError, match="does not exist.*2 CUDA device"):
+    with pytest.raises(tf.ValidationError, match=r"does not exist.*2 CUDA device"):
         tf.cuda.can_access_peer(5, 0)
     with pytest.raises(tf.ValidationError, match="device ordinal"):
         tf.cuda.can_access_peer("cuda:1", 0)
@@ -88,7 +88,7 @@ def test_same_runtime_is_a_typed_error_with_guidance(install):
     t = rt.upload(np.ones(4, np.float32))
     with rt.session() as s:
         for copy in (tf.cuda.copy_from_same_device, tf.cuda.copy_from_peer):
-            with pytest.raises(tf.ValidationError, match="same runtime.*canonicalize"):
+            with pytest.raises(tf.ValidationError, match=r"same runtime.*canonicalize"):
                 copy(s, s, t)
 
 
@@ -99,7 +99,7 @@ def test_same_uuid_two_runtimes_copies_and_is_refused_by_copy_from_peer(install)
     x = np.arange(12, dtype=np.float64).reshape(3, 4)
     src = a.upload(x)
     with a.session() as sa, b.session() as sb:
-        with pytest.raises(tf.ValidationError, match="same GPU.*copy_from_same_device"):
+        with pytest.raises(tf.ValidationError, match=r"same GPU.*copy_from_same_device"):
             tf.cuda.copy_from_peer(sa, sb, src)
         before = len(host_traffic(a, b))
         out = tf.cuda.copy_from_same_device(sa, sb, src)
@@ -114,7 +114,7 @@ def test_different_uuid_given_to_copy_from_same_device_names_copy_from_peer(inst
     host = tf.Host()
     r0, r1 = install.make(0, host), install.make(1, host)
     with r0.session() as s0, r1.session() as s1:
-        with pytest.raises(tf.ValidationError, match="different GPUs.*copy_from_peer"):
+        with pytest.raises(tf.ValidationError, match=r"different GPUs.*copy_from_peer"):
             tf.cuda.copy_from_same_device(s0, s1, r0.upload(np.ones(2, np.float32)))
 
 
@@ -176,7 +176,7 @@ def test_without_peer_access_peer_access_error_and_nothing_staged(install):
     on0 = r0.upload(x)
     with r0.session() as s0, r1.session() as s1:
         before_calls, before_host = len(fake.calls), len(host_traffic(r0, r1))
-        with pytest.raises(tf.PeerAccessError, match="cannot access memory.*no host-staged"):
+        with pytest.raises(tf.PeerAccessError, match=r"cannot access memory.*no host-staged"):
             tf.cuda.copy_from_peer(s1, s0, on1)  # dst 0 reading src 1: not allowed
         assert not [
             c

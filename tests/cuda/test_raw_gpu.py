@@ -217,7 +217,7 @@ def test_argument_count_and_size_mismatch(rt):
         cfg = raw.LaunchConfig.flat(16)
         with pytest.raises(tf.ArgumentMismatchError, match="takes 4 arguments, got 3"):
             rs.launch(fn, cfg, refs)
-        with pytest.raises(tf.ArgumentMismatchError, match="argument 3 .* 8 bytes"):
+        with pytest.raises(tf.ArgumentMismatchError, match=r"argument 3 .* 8 bytes"):
             rs.launch(fn, cfg, [*refs, raw.i64(16)])
         with pytest.raises(tf.ArgumentMismatchError, match="bare Python number"):
             rs.launch(fn, cfg, [*refs, 16])

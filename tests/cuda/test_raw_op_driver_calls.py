@@ -36,7 +36,7 @@ def setup():
 
 
 def test_steady_state_driver_calls_of_one_op(setup):
-    host, rt, fake, launches, module = setup
+    host, rt, fake, launches, _module = setup
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
     add = host.op(ADD)
     for _ in range(3):
@@ -47,7 +47,7 @@ def test_steady_state_driver_calls_of_one_op(setup):
     calls = Counter(fake.names())
     assert calls == {"cuCtxGetCurrent": 10}
     assert len(launches) == 13 and out.storage.runtime is rt
-    stream, config, kernel, *args = launches[-1]
+    _stream, config, kernel, *args = launches[-1]
     assert kernel == ("kernel", "add_kernel") and config.grid == (4, 1, 1)
     assert args[0] == out.storage.ptr and args[1] == a.storage.ptr and int(args[3]) == 1024
     assert rt.stats()["events_recorded"] == 0 and len(rt.retirement) == 0

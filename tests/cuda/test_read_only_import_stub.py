@@ -10,11 +10,11 @@ import pytest
 
 pytest.importorskip("cuda.bindings.driver")
 
-from support.read_only_dlpack import ReadOnlyFloat32  # noqa: E402
+from support.read_only_dlpack import ReadOnlyFloat32
 
-import tenferro_host as tf  # noqa: E402
-from tenferro_host import kernel as K  # noqa: E402
-from tenferro_host.errors import ValidationError  # noqa: E402
+import tenferro_host as tf
+from tenferro_host import kernel as K
+from tenferro_host.errors import ValidationError
 
 
 @K.kernel
@@ -40,7 +40,7 @@ def _import(rt, read_only=True):
 
 
 def test_the_read_only_flag_reaches_the_storage_and_the_deleter_still_runs(rt):
-    owner, producer, t = _import(rt)
+    _owner, producer, t = _import(rt)
     assert producer.asked == [(1, 0)]  # DLPack 1.0 was asked for
     assert t.storage.kind == "imported" and t.storage.read_only
     assert t.download().tolist() == [0.0, 1.0, 2.0, 3.0]  # reading is fine

@@ -22,8 +22,8 @@ def arrays(*types, ndim=1):
 S = K.ScalarDesc()
 
 CASES = [
-    (kernels.saxpy, arrays(D.float32, D.float32, D.float32) + [S], {}),
-    (kernels.saxpy, arrays(D.float16, D.float16, D.float16) + [S], {}),
+    (kernels.saxpy, [*arrays(D.float32, D.float32, D.float32), S], {}),
+    (kernels.saxpy, [*arrays(D.float16, D.float16, D.float16), S], {}),
     (kernels.add, arrays(D.float64, D.float64, D.float64), {}),
     (kernels.transpose_2d, [K.ArrayDesc(D.float32, 1), K.ArrayDesc(D.float32, 2)], {}),
     (kernels.row_sums, [K.ArrayDesc(D.float64, 1), K.ArrayDesc(D.float64, 2)], {}),
@@ -33,15 +33,15 @@ CASES = [
     *[(ck.power_and_math, arrays(t, t, t), {}) for t in (D.float32, D.float64, D.float16)],
     (ck.int_math, arrays(D.int32, D.int32, D.int32), {}),
     (ck.casts, arrays(D.float32, D.int32, D.uint32, D.float16, D.float64, D.bool_, D.float32), {}),
-    (ck.generic_zero_and_literals, arrays(D.float32) + [K.ScalarDesc(D.int64)], {}),
+    (ck.generic_zero_and_literals, [*arrays(D.float32), K.ScalarDesc(D.int64)], {}),
     (ck.branches, arrays(D.int32, D.int32), {}),
     (ck.loops, arrays(D.int32, D.int32), {}),
-    (ck.loop_counter_after_loop, arrays(D.uint32) + [S], {}),
+    (ck.loop_counter_after_loop, [*arrays(D.uint32), S], {}),
     (ck.select_and_bools, arrays(D.float16, D.bool_, D.float16), {}),
     (ck.short_circuit, arrays(D.float32, D.float32), {}),
     (ck.grid_indices, arrays(D.uint32), {}),
     (ck.divide, arrays(D.int32, D.int32, D.int32), {}),
-    (ck.scalar_kinds, arrays(D.float16, D.int64) + [S, S, S, S], {"scale": 0.25}),
+    (ck.scalar_kinds, [*arrays(D.float16, D.int64), S, S, S, S], {"scale": 0.25}),
 ]
 
 
@@ -57,7 +57,7 @@ def test_every_construct_compiles_for_sm90(kern, descs, consts):
 
 
 def test_abi_layout_of_saxpy():
-    spec = kernels.saxpy.specialize(arrays(D.float32, D.float32, D.float32) + [S], {}, "cuda")
+    spec = kernels.saxpy.specialize([*arrays(D.float32, D.float32, D.float32), S], {}, "cuda")
     abi = kernel_abi(spec)
     assert [(a.name, a.raw_type, a.role, a.param, a.axis, a.nbytes) for a in abi] == [
         ("p_out", "ptr", "data", "out", None, 8),
@@ -86,7 +86,7 @@ def test_abi_layout_of_saxpy():
 
 
 def test_abi_scalar_sizes_and_2d_metadata():
-    spec = ck.scalar_kinds.specialize(arrays(D.float16, D.int64) + [S, S, S, S], {}, "cuda")
+    spec = ck.scalar_kinds.specialize([*arrays(D.float16, D.int64), S, S, S, S], {}, "cuda")
     values = {
         a.param: (a.raw_type, a.c_decl, a.nbytes) for a in kernel_abi(spec) if a.role == "value"
     }

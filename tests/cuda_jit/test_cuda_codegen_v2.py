@@ -14,7 +14,7 @@ from support.nvrtc_compile import _nvrtc, compile_sm90
 from tenferro_host_cuda import nvrtc
 from tenferro_host_cuda_jit.codegen import MAX_STATIC_SHARED_BYTES, generate
 
-from tenferro_host import dtypes as D
+from tenferro_host import dtypes as D  # noqa: N812 - short like K for the DSL
 from tenferro_host import kernel as K
 from tenferro_host.errors import CompileError, UnsupportedError
 

@@ -54,7 +54,7 @@ def test_decorator_keeps_metadata_and_refuses_python_calls():
 
 
 def test_markers_refuse_python_use():
-    with pytest.raises(DslError, match="only meaningful inside a @K.kernel"):
+    with pytest.raises(DslError, match=r"only meaningful inside a @K.kernel"):
         K.sqrt(2.0)
     with pytest.raises(DslError, match="only meaningful inside"):
         K.f32(1)
@@ -96,7 +96,7 @@ def test_signature_errors():
         def varargs(*xs: K.f32):
             pass
 
-    with pytest.raises(DslError, match="only K.Const parameters may have a default"):
+    with pytest.raises(DslError, match=r"only K.Const parameters may have a default"):
 
         @K.kernel
         def default(x: K.f32 = 1.0):
@@ -132,10 +132,10 @@ def test_saxpy_ir_is_typed_from_the_arguments():
 
 
 def test_generic_conflict_and_category_are_dtype_errors():
-    with pytest.raises(DTypeError, match="every K.F parameter shares one dtype") as info:
+    with pytest.raises(DTypeError, match=r"every K.F parameter shares one dtype") as info:
         specialize(kernels.saxpy, f32, f64, f32, 1.0)
     assert info.value.argument == "x"
-    with pytest.raises(DTypeError, match="is K.F .a float type. but got int32"):
+    with pytest.raises(DTypeError, match=r"is K.F .a float type. but got int32"):
         specialize(kernels.saxpy, i32, i32, i32, 1.0)
 
 
@@ -147,12 +147,12 @@ def scalar_generic_only(out: K.Array[K.f64], a: K.F):
 def test_generic_bound_by_a_numpy_scalar_or_unresolved():
     spec = specialize(scalar_generic_only, f64, np.float16(1))
     assert spec.params[1].dtype is dtypes.float16
-    with pytest.raises(DTypeError, match="cannot resolve K.F"):
+    with pytest.raises(DTypeError, match=r"cannot resolve K.F"):
         specialize(scalar_generic_only, f64, 1.0)
 
 
 def test_wrong_argument_kinds_are_validation_errors():
-    with pytest.raises(ValidationError, match="is a scalar .* not a tensor"):
+    with pytest.raises(ValidationError, match=r"is a scalar .* not a tensor"):
         specialize(kernels.saxpy, f32, f32, f32, f32)
     with pytest.raises(ValidationError, match="is an array; pass a Tensor"):
         specialize(kernels.saxpy, f32, 1.0, f32, 1.0)
@@ -300,7 +300,7 @@ def with_stmt(out: K.Array[K.F]):
 
 @K.kernel
 def try_stmt(out: K.Array[K.F]):
-    try:  # ERR
+    try:  # ERR  # noqa: SIM105 - the refused statement under test
         pass
     except Exception:
         pass
@@ -514,9 +514,9 @@ def test_constant_errors():
         specialize(scaled, f32)
     with pytest.raises(ValidationError, match="has no compile-time constant 'nope'"):
         specialize(scaled, f32, factor=1.0, nope=1)
-    with pytest.raises(ValidationError, match="declared K.Const.int. but got 1.5"):
+    with pytest.raises(ValidationError, match=r"declared K.Const.int. but got 1.5"):
         specialize(scaled, f32, factor=1.0, reps=1.5)
-    with pytest.raises(ValidationError, match="does not fit K.u32"):
+    with pytest.raises(ValidationError, match=r"does not fit K.u32"):
         specialize(scaled, f32, factor=1.0, base=-1)
     with pytest.raises(DslError, match="axis 1 is out of range"):
         specialize(scaled, f32, factor=1.0, axis=1)

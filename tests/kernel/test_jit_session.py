@@ -91,9 +91,9 @@ def test_tensor_for_a_scalar_and_dtype_conflicts(cpu):
     with cpu.session() as s, tf.cpu.exec_session(s).jit("tests.kinds") as js:
         with pytest.raises(ValidationError, match="pass a Python or numpy number, not a tensor"):
             js.launch(kernels.saxpy, 1, 4, f32, f32, f32, f32)
-        with pytest.raises(DTypeError, match="every K.F parameter shares one dtype"):
+        with pytest.raises(DTypeError, match=r"every K.F parameter shares one dtype"):
             js.launch(kernels.saxpy, 1, 4, f32, f64, f32, 1.0)
-        with pytest.raises(ValidationError, match="needs a @K.kernel function"):
+        with pytest.raises(ValidationError, match=r"needs a @K.kernel function"):
             js.launch(print, 1, 4)
 
 

@@ -1,4 +1,3 @@
-# ruff: noqa: F841 - kernels below assign locals only to have them type-checked
 """Wrong kernels and wrong launches: each one a located DslError or a typed launch error that
 says what to do (never a raw OverflowError, RecursionError, KeyError or numpy ValueError)."""
 

@@ -51,11 +51,11 @@ class RecordingDriver:
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
 
-    def cuCtxGetCurrent(self):  # noqa: N802 - the driver's names
+    def cuCtxGetCurrent(self):
         self.calls.append(("cuCtxGetCurrent", None))
         return (0, CTX)
 
-    def cuMemAllocFromPoolAsync(self, nbytes, pool, stream):  # noqa: N802
+    def cuMemAllocFromPoolAsync(self, nbytes, pool, stream):
         self.calls.append(("alloc", nbytes))
         if self.oom:
             self.oom -= 1
@@ -64,37 +64,37 @@ class RecordingDriver:
         self.live[ptr] = nbytes
         return (0, ptr)
 
-    def cuMemFreeAsync(self, ptr, stream):  # noqa: N802
+    def cuMemFreeAsync(self, ptr, stream):
         self.calls.append(("free", ptr))
         del self.live[ptr]
         return (0,)
 
-    def cuMemPoolTrimTo(self, pool, keep):  # noqa: N802
+    def cuMemPoolTrimTo(self, pool, keep):
         self.calls.append(("trim", keep))
         return (0,)
 
-    def cuMemPoolGetAttribute(self, pool, attr):  # noqa: N802
+    def cuMemPoolGetAttribute(self, pool, attr):
         return (0, sum(self.live.values()))
 
-    def cuEventCreate(self, flags):  # noqa: N802
+    def cuEventCreate(self, flags):
         self.calls.append(("cuEventCreate", flags))
         return (0, next(self._events))
 
-    def cuEventRecord(self, event, stream):  # noqa: N802
+    def cuEventRecord(self, event, stream):
         self.calls.append(("cuEventRecord", event))
         return (0,)
 
-    def cuEventQuery(self, event):  # noqa: N802
+    def cuEventQuery(self, event):
         self.calls.append(("cuEventQuery", event))
         return (0,)
 
-    def cuGetErrorName(self, err):  # noqa: N802
+    def cuGetErrorName(self, err):
         return (0, b"CUDA_ERROR_OUT_OF_MEMORY")
 
-    def cuGetErrorString(self, err):  # noqa: N802
+    def cuGetErrorString(self, err):
         return (0, b"out of memory")
 
-    def CUresult(self, code):  # noqa: N802
+    def CUresult(self, code):
         return code
 
 

@@ -117,7 +117,7 @@ def test_ptx_parser_reads_nvrtc_output_and_refuses_what_it_cannot_read():
 
     ptx = compile_ptx('extern "C" __global__ void k(double* a, short s, char c, long long n) {}')
     assert [p.nbytes for p in parse_entries(ptx)["k"]] == [8, 2, 1, 8]
-    with pytest.raises(tf.ValidationError, match="cannot read parameter '.param .q9 x'"):
+    with pytest.raises(tf.ValidationError, match=r"cannot read parameter '.param .q9 x'"):
         parse_entries(".entry bad(.param .q9 x)")
 
 
@@ -138,7 +138,7 @@ def test_recording_raw_session_types_its_errors(host):
         config = raw.LaunchConfig.flat(12, 32)
         with pytest.raises(tf.ArgumentMismatchError, match="launch argument #1 is a int"):
             rs.launch(k, config, [rs.tensor(t), 12])
-        with pytest.raises(tf.ArgumentMismatchError, match="takes 2 .* of \\[8, 4\\] bytes"):
+        with pytest.raises(tf.ArgumentMismatchError, match=r"takes 2 .* of \[8, 4\] bytes"):
             rs.launch(k, config, [rs.tensor(t), raw.i64(12)])
         rs.launch(k, config, [rs.tensor_mut(t), raw.u32(12)])
         assert [launch.arg_bytes for launch in rs.launches] == [(8, 4)]
@@ -166,7 +166,7 @@ def test_compile_only_for_cuda_and_wgsl_and_its_errors():
     assert "f16" in compile_only(add_kernel, "wgsl", ["float16[1]"] * 3).source
     with pytest.raises(tf.ValidationError, match="target 'metal' is not one of cuda, wgsl"):
         compile_only(add_kernel, "metal", [])
-    with pytest.raises(tf.ValidationError, match="needs a @K.kernel function"):
+    with pytest.raises(tf.ValidationError, match=r"needs a @K.kernel function"):
         compile_only(len, "cuda", [])
     with pytest.raises(tf.ValidationError, match="must be a sequence"):
         compile_only(add_kernel, "cuda", "float32[1]")

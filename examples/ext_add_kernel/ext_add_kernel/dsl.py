@@ -27,7 +27,7 @@ from . import OP_NAME, check_operands
 
 @K.kernel
 def add_kernel(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):
-    """out = lhs + rhs, one thread per element (float dtypes)."""
+    """``out = lhs + rhs``, one thread per element (float dtypes)."""
     i = K.ABSOLUTE_POS
     if i < out.len:
         out[i] = lhs[i] + rhs[i]

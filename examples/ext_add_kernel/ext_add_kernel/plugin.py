@@ -54,6 +54,7 @@ ADD = OpSpec(
 
 @tenferro_host.hookimpl
 def tenferro_host_register(registry: Any) -> None:
+    """Declare the ``ext_add_kernel.add`` op."""
     registry.add_op(ADD)
 
 
