@@ -252,6 +252,7 @@ def meta_name(array: str, role: str, axis: int | None = None) -> str:
 
 
 def shared_name(array: str) -> str:
+    """C name of the shared-memory array ``array`` of a cube."""
     return "s_" + array
 
 
@@ -261,6 +262,7 @@ def view(array: str) -> str:
 
 
 def kernel_symbol(spec: Specialization) -> str:
+    """The extern "C" symbol of a specialization's kernel (what ``Module.function`` looks up)."""
     return "tfk_" + spec.kernel_name
 
 
@@ -375,6 +377,7 @@ def _float_literal(value: float, dtype: DType) -> str:
 
 
 def c_literal(c: ir.Const) -> str:
+    """A constant as a C literal of its IR type (suffix and cast, ``true``/``false``)."""
     t = c.type
     if t is dtypes.bool_:
         return "true" if c.value else "false"

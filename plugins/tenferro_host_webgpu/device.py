@@ -58,6 +58,7 @@ class WebGpuDeviceInfo:
     def from_device(
         cls, adapter: AdapterInfo, limits: dict[str, Any], f16: bool
     ) -> WebGpuDeviceInfo:
+        """The info of a device requested from ``adapter`` with ``limits`` (and shader-f16)."""
         return cls(
             name=adapter.name,
             vendor=adapter.vendor,

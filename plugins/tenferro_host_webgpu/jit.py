@@ -70,15 +70,18 @@ class WebGpuJitSession(JitSession):
     # -- backend contract -------------------------------------------------------------------------
     @property
     def features(self) -> tuple[str, ...]:
+        """``("shader-f16",)`` when the device has it: it changes the WGSL generated."""
         return ("shader-f16",) if self.webgpu.device_info.shader_f16 else ()
 
     @property
     def max_grid(self) -> Grid:
+        """Workgroups per dispatch dimension the device allows (larger grids arrive folded)."""
         limit = self.webgpu.max_workgroups_per_dimension
         return (limit, limit, limit)
 
     @property
     def max_cube_threads(self) -> int:
+        """Invocations per workgroup the device allows."""
         return self.webgpu.device_info.max_compute_invocations_per_workgroup
 
     def _on_enter(self) -> None:

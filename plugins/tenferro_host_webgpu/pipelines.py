@@ -214,6 +214,8 @@ class UniformBuffers:
         return len(self._entries)
 
     def get(self, key: Hashable, pack: Callable[[], bytes], keepalive: Any = None) -> Any:
+        """The cached value for ``key``, made from ``pack()`` on a miss; ``keepalive`` is what
+        the entry must hold alive."""
         entries = self._entries
         with self._lock:
             found = entries.get(key)

@@ -45,6 +45,7 @@ class CommandQueue:
 
     @property
     def pending(self) -> bool:
+        """Whether recorded work waits to be submitted."""
         return self._encoder is not None
 
     def encoder(self) -> Any:

@@ -119,6 +119,7 @@ class UniformLayout:
 
     @classmethod
     def of(cls, params: Sequence[ir.Param]) -> UniformLayout:
+        """The uniform word layout of a kernel's parameters, after the grid words."""
         starts = []
         at = GRID_WORDS
         for p in params:
@@ -556,7 +557,7 @@ def alias_slots(spec: Specialization, groups: Sequence[int]) -> tuple[dict[str, 
     return slots, len(order)
 
 
-def generate(
+def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, uniforms, entry, body
     spec: Specialization,
     dim: tuple[int, int, int],
     groups: Sequence[int],
@@ -650,7 +651,6 @@ def generate(
 
 __all__ = [
     "ArrayView",
-    "value_types",
     "UniformLayout",
     "WgslProgram",
     "alias_slots",
@@ -659,6 +659,7 @@ __all__ = [
     "pack_uniforms",
     "storage_type",
     "uses_loops",
+    "value_types",
     "wgsl_type",
     "workgroup_bytes",
 ]

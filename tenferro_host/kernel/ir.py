@@ -81,6 +81,8 @@ MATH_FUNCS = (
 
 @dataclass(frozen=True)
 class Node:
+    """Base of every IR node: where in the Python source it came from."""
+
     line: int = field(default=0, kw_only=True, compare=False)
     file: str = field(default="", kw_only=True, compare=False)
     """The source file of ``line`` when it is not the kernel's (an inlined device function
@@ -267,6 +269,8 @@ class SyncCube(Stmt):
 
 @dataclass(frozen=True)
 class If(Stmt):
+    """``if cond: then else: orelse``."""
+
     cond: Expr
     then: tuple[Stmt, ...]
     orelse: tuple[Stmt, ...]
@@ -289,18 +293,20 @@ class For(Stmt):
 
 @dataclass(frozen=True)
 class While(Stmt):
+    """``while cond: body``."""
+
     cond: Expr
     body: tuple[Stmt, ...]
 
 
 @dataclass(frozen=True)
 class Break(Stmt):
-    pass
+    """``break`` out of the innermost loop."""
 
 
 @dataclass(frozen=True)
 class Continue(Stmt):
-    pass
+    """``continue`` with the innermost loop's next iteration."""
 
 
 @dataclass(frozen=True)
@@ -403,6 +409,7 @@ class Visitor(Generic[R]):
         )
 
     def stmt(self, s: Stmt, *args: Any) -> None:
+        """Run the handler of statement ``s``'s node class (one dict lookup)."""
         try:
             handler = self._handlers[type(s)]
         except KeyError:
@@ -410,6 +417,7 @@ class Visitor(Generic[R]):
         handler(self, s, *args)
 
     def expr(self, e: Expr, *args: Any) -> R:
+        """The value of expression ``e``'s handler (one dict lookup)."""
         try:
             handler = self._handlers[type(e)]
         except KeyError:
@@ -456,6 +464,7 @@ class SourceEmitter(Visitor[str], abstract=True):
 
     @contextmanager
     def indented(self) -> Iterator[None]:
+        """Lines emitted inside the block are indented one level more."""
         self.depth += 1
         try:
             yield
@@ -485,6 +494,7 @@ class SourceEmitter(Visitor[str], abstract=True):
             self.statements(stmts)
 
     def stmt(self, s: Stmt, *args: Any) -> None:
+        """Emit ``s``, its lines tagged with its source line and file."""
         outer, self.origin = self.origin, (s.line, s.file)
         try:
             super().stmt(s, *args)
@@ -575,12 +585,14 @@ class KernelIR:
         return found
 
     def shared_array(self, name: str) -> SharedArray | None:
+        """The shared-memory array ``name`` of the kernel, or None (a global array)."""
         for a in self.shared:
             if a.name == name:
                 return a
         return None
 
     def param(self, name: str) -> Param:
+        """The runtime parameter ``name`` (KeyError if there is none)."""
         for p in self.params:
             if p.name == name:
                 return p

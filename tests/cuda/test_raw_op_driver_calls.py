@@ -6,6 +6,7 @@ session) and no allocation reaching the driver, and it stays within its Python-c
 from __future__ import annotations
 
 import cProfile
+import itertools
 import pstats
 import sys
 from collections import Counter
@@ -114,7 +115,7 @@ def call_trace_files(fn: Any) -> tuple[list[str], int]:
         fn()
     finally:
         sys.setprofile(None)
-    switches = sum(1 for a, b in zip(files, files[1:], strict=False) if a != b)
+    switches = sum(1 for a, b in itertools.pairwise(files) if a != b)
     return files, switches
 
 
