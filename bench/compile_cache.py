@@ -8,6 +8,8 @@ over ``--repeat`` fresh processes, so every process starts with nothing in memor
 * ``cold_warm_nvrtc`` — a second, different compile in that process (NVRTC already loaded);
 * ``memory_hit`` — the same compile again through the per-runtime ``ResourceCache`` in front;
 * ``fresh_hit`` — the first compile in a new process over the filled directory: a disk hit;
+* ``fresh_hit_after_a_load`` — a second disk hit in that new process: what a hit costs once the
+  process has loaded one module (the first load of a process pays the driver's own start-up);
 * ``fresh_hit_nvrtc_loaded`` — the same with NVRTC loaded first, as a CUDA session has it (the
   device probe loads NVRTC); a hit no longer loads NVRTC when it comes from the wheel (the key
   names its library file, found without loading it), so the two should be alike.
@@ -171,6 +173,7 @@ def measure(kernel: str, repeat: int) -> dict[str, float]:
             add("memory_hit", cold["memory_hit"])
             hit = run_child(kernel, root)
             add("fresh_hit", hit["first"])
+            add("fresh_hit_after_a_load", hit["second"])
             add("fresh_hit_nvrtc_loaded", run_child(kernel, root, with_nvrtc=True)["first"])
             gpu = cold["gpu"]
     medians = {name: round(statistics.median(v), 3) for name, v in samples.items()}

@@ -21,10 +21,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from support.pip_target import pip_install_target
 from support.process_health import cuda_problems, interpreter_problems
 
 from tenferro_host.testing import pytest_plugin
+
+# Strategies here draw tiny values; a draw that takes seconds is the machine stalling (the GPU
+# machine under a concurrent GPU test did, once: 2.5 s for one tuple), not a strategy to fix.
+hypothesis_settings.register_profile(
+    "tenferro", suppress_health_check=[HealthCheck.too_slow], deadline=None
+)
+hypothesis_settings.load_profile("tenferro")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 COLLIDE = "tf_fixture_collide"

@@ -78,6 +78,7 @@ def test_ctrl_c_in_a_launch_loop_leaves_the_runtime_usable(kind):
             for _ in range(20):
                 js.launch(fill, js.cube_count_1d(4096), js.cube_dim_1d(), out, 1.0)
 
+    session_of_launches()  # one whole session before the timer: the loop then only repeats it
     steps, _ = until_ctrl_c(session_of_launches)
     assert steps > 0
     still_works(rt, kept, x)
