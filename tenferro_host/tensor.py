@@ -18,6 +18,7 @@ offset in elements. Owned tensors are compact column-major with offset 0; views 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -81,8 +82,8 @@ class Tensor:
 
     @property
     def numel(self) -> int:
-        """Number of elements."""
-        return layout.numel(self.shape)
+        """Number of elements (``layout.numel``, without its frame: ops ask for it per call)."""
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:

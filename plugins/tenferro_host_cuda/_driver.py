@@ -73,6 +73,19 @@ def drv() -> ModuleType:
     return _driver
 
 
+def nvrtc_bindings() -> ModuleType:
+    """``cuda.bindings.nvrtc``, imported on first use (UnsupportedError where it is missing)."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as exc:
+        raise UnsupportedError(
+            f"NVRTC is not available ({exc}); pip install 'tenferro-host[cuda]'",
+            backend="cuda",
+            feature="RUNTIME_COMPILATION",
+        ) from exc
+    return nvrtc
+
+
 def error_name(err: Any, driver: ModuleType | None = None) -> str:
     """``CUDA_ERROR_X (code): description`` for a driver result."""
     d = driver or _driver
@@ -257,6 +270,7 @@ __all__ = [
     "drv",
     "error_name",
     "failure",
+    "nvrtc_bindings",
     "poison",
     "require_healthy",
 ]

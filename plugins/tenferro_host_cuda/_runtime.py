@@ -19,7 +19,7 @@ import numpy as np
 
 from tenferro_host import Tensor
 from tenferro_host.dtypes import DType
-from tenferro_host.errors import BackendError, OutOfMemoryError, UnsupportedError, ValidationError
+from tenferro_host.errors import BackendError, OutOfMemoryError, UnsupportedError
 from tenferro_host.provider import ResourceCache, Runtime, Storage
 
 from ._driver import (
@@ -35,12 +35,13 @@ from ._driver import (
 from .args import LaunchConfig
 from .block_cache import BlockCache
 from .device import CudaDeviceInfo, query
+from .dlpack import call_deleter, export, import_
+from .exec_session import CudaExecSession
+from .storage import CudaStorage
 
 if TYPE_CHECKING:
-    from tenferro_host import Host
-    from tenferro_host.provider import BackendSession
+    from tenferro_host.provider import BackendSession, HostServices
 
-    from .exec_session import CudaExecSession
     from .module import Function
 
 #: Pool memory kept after a synchronization instead of returning it to the OS.
@@ -79,47 +80,13 @@ GATHER(16, B16)
 _COPY_CODES = ("Q", "Q", "q", "i", *("q",) * (2 * _MAX_COPY_DIMS))
 
 
-class CudaStorage(Storage):
-    """Device memory at ``ptr``: pool memory ("owned", freed stream-ordered when collected) or
-    another library's buffer ("imported", its DLPack deleter runs after the stream passes)."""
-
-    __slots__ = ("block", "imported", "ptr")
-
-    def __init__(
-        self,
-        runtime: CudaRuntime,
-        ptr: int,
-        nbytes: int,
-        kind: str = "owned",
-        block: int = 0,
-        read_only: bool = False,
-    ) -> None:
-        self.runtime = runtime
-        self.domain = runtime.domain
-        self.nbytes = nbytes
-        self.kind = kind
-        self.read_only = read_only
-        self.ptr = ptr
-        self.block = block  # its size class in the runtime's block cache (0: none)
-        self.imported: Any = None
-
-    def __del__(self) -> None:
-        try:
-            if self.kind == "owned" and self.ptr:
-                if self.block:
-                    self.runtime.defer("block", (self.ptr, self.block))  # type: ignore[attr-defined]
-                else:
-                    self.runtime.defer("memory", self.ptr)  # type: ignore[attr-defined]
-            elif self.imported is not None:
-                self.runtime.defer("dlpack", self.imported)  # type: ignore[attr-defined]
-        except Exception:
-            pass
-
-
 class CudaRuntime(Runtime):
     """A CUDA runtime on device ``ordinal``: own stream, own pool (allocation domain).
 
-    ``CudaRuntime(ordinal)`` makes an additional runtime, like ``host.new_backend("cuda:N")``.
+    ``CudaRuntime(ordinal, host)`` makes an additional runtime, as ``host.new_backend("cuda:N")``
+    does. Without ``host`` it makes its own ``tenferro_host.Host()`` — which loads the installed
+    plugins, so the runtime's ``ex.jit`` and ``ex.run`` find the installed DSL providers and ops —
+    and is that host's only CUDA runtime not in ``host.backend``; pass ``host=`` to share one.
     """
 
     supported_dtypes = Runtime.supported_dtypes
@@ -127,7 +94,7 @@ class CudaRuntime(Runtime):
     def __init__(
         self,
         ordinal: int = 0,
-        host: Host | None = None,
+        host: HostServices | None = None,
         *,
         release_threshold: int = DEFAULT_RELEASE_THRESHOLD,
     ) -> None:
@@ -211,7 +178,7 @@ class CudaRuntime(Runtime):
             raise RuntimeStateError(f"runtime {self.name!r} was closed; create a new one")
 
     def new_exec_session(self, backend_session: BackendSession) -> CudaExecSession:
-        return (_EXEC_SESSION or _exec_session_type())(backend_session)
+        return CudaExecSession(backend_session)
 
     def _fail(self, result: Any, what: str, op: str | None = None) -> Exception:
         return failure(result, what, uuid=self.uuid_bytes, op=op)
@@ -297,8 +264,6 @@ class CudaRuntime(Runtime):
         if not self._deferred:
             return
         if self._closed:  # the stream was drained at close: only foreign deleters remain to run
-            from .dlpack import call_deleter
-
             while self._deferred:
                 kind, handle = self._deferred.popleft()
                 if kind == "dlpack":
@@ -349,8 +314,6 @@ class CudaRuntime(Runtime):
 
     def _retire_deleter(self, managed: Any) -> None:
         """Run a producer's DLPack deleter once the stream has passed an event recorded now."""
-        from .dlpack import call_deleter
-
         event = self.record_event()
         self.retirement.retire(
             event, [lambda: call_deleter(managed), lambda: self.recycle_event(event)]
@@ -515,13 +478,9 @@ class CudaRuntime(Runtime):
 
     def from_dlpack(self, x: Any) -> Tensor:
         """Import a CUDA buffer of this device (zero-copy, "imported" storage of this domain)."""
-        from .dlpack import import_
-
         return import_(self, x)
 
     def export_dlpack(self, t: Tensor, stream: Any, **kwargs: Any) -> Any:
-        from .dlpack import export
-
         return export(self, t, stream, **kwargs)
 
     @property
@@ -561,27 +520,6 @@ class CudaRuntime(Runtime):
     def module_stats(self) -> dict[str, int]:
         """Modules loaded and unloaded by this runtime (retirement evidence)."""
         return dict(self.module_counts)
-
-
-def _exec_session_type() -> type[CudaExecSession]:
-    """CudaExecSession, imported on first use (its module imports this one)."""
-    global _EXEC_SESSION
-    if _EXEC_SESSION is None:
-        from .exec_session import CudaExecSession
-
-        _EXEC_SESSION = CudaExecSession
-    return _EXEC_SESSION
-
-
-_EXEC_SESSION: type[CudaExecSession] | None = None
-
-
-def check_positive_bytes(nbytes: Any, argument: str, op: str | None) -> int:
-    if not isinstance(nbytes, (int, np.integer)) or isinstance(nbytes, bool) or nbytes < 0:
-        raise ValidationError(
-            f"{argument} must be a non-negative int, got {nbytes!r}", argument=argument, op=op
-        )
-    return int(nbytes)
 
 
 def debug_sync_enabled() -> bool:

@@ -28,7 +28,8 @@ from tenferro_host.provider import (
 
 from . import peer
 from ._driver import check, drv
-from ._runtime import CudaRuntime, CudaStorage
+from ._runtime import CudaRuntime
+from .storage import CudaStorage
 
 SAME_DEVICE = "copy_from_same_device"
 PEER = "copy_from_peer"

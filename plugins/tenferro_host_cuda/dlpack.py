@@ -22,6 +22,7 @@ from tenferro_host.dtypes import DType, dtype
 from tenferro_host.errors import DTypeError, ForeignRuntimeError, ValidationError
 
 from ._driver import drv
+from .storage import CudaStorage
 
 if TYPE_CHECKING:
     from ._runtime import CudaRuntime
@@ -225,8 +226,6 @@ def _dtype_of(dl: DLDataType) -> DType:
 
 def import_(runtime: CudaRuntime, x: Any) -> Tensor:
     """Wrap a CUDA buffer of this device (CuPy, torch, JAX ...) as an "imported" tensor."""
-    from ._runtime import CudaStorage
-
     if not hasattr(x, "__dlpack__"):
         raise ValidationError(f"{type(x).__name__} does not implement __dlpack__", argument="x")
     device_type, device_id = x.__dlpack_device__()

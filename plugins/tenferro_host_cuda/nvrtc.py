@@ -13,7 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tenferro_host.errors import CompileError, UnsupportedError, ValidationError
+from tenferro_host.errors import CompileError, ValidationError
+
+from ._driver import check
+from ._driver import nvrtc_bindings as _nvrtc
 
 if TYPE_CHECKING:
     from tenferro_host.provider.kernel_cache import CachedKernel
@@ -90,30 +93,15 @@ class CompiledImage:
     lowered_names: Mapping[str, str]
 
 
-def _nvrtc() -> Any:
-    try:
-        from cuda.bindings import nvrtc
-    except ImportError as exc:
-        raise UnsupportedError(
-            f"NVRTC is not available ({exc}); pip install 'tenferro-host[cuda]'",
-            backend="cuda",
-            feature="RUNTIME_COMPILATION",
-        ) from exc
-    return nvrtc
-
-
 def _ok(result: tuple[Any, ...], what: str) -> Any:
     """The value of an NVRTC result, or BackendError naming the NVRTC code (the driver's one
     checker, :func:`._driver.check`, with NVRTC's names)."""
-    from ._driver import check
-
     return check(result, what, describe=_nvrtc_error)
 
 
 def _nvrtc_error(err: Any) -> str:
     """``NVRTC_ERROR_X (code)`` for an NVRTC result code."""
-    from cuda.bindings import nvrtc
-
+    nvrtc = _nvrtc()
     code = int(err)
     try:
         _, text = nvrtc.nvrtcGetErrorString(nvrtc.nvrtcResult(code))

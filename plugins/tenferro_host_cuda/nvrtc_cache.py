@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 from tenferro_host.provider.kernel_cache import KernelKey
 
+from ._driver import nvrtc_bindings
+
 if TYPE_CHECKING:
     from .nvrtc import NvrtcOptions
 
@@ -132,9 +134,7 @@ _loaded: str | None = None  # the identity of the NVRTC loaded into this process
 def _loaded_identity() -> str:
     """The identity of the NVRTC library loaded into this process (loading it if need be)."""
     global _loaded
-    from .nvrtc import _nvrtc
-
-    _err, major, minor = _nvrtc().nvrtcVersion()
+    _err, major, minor = nvrtc_bindings().nvrtcVersion()
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib
 

@@ -42,7 +42,6 @@ from ._driver import (
     failure,
     poison,
 )
-from ._runtime import CudaRuntime, CudaStorage, check_positive_bytes
 from .args import (
     LaunchConfig,
     Scalar,
@@ -58,8 +57,10 @@ from .args import (
 from .images import as_bytes, check_binary, check_ptx
 from .module import Function, Module, load_image
 from .nvrtc import CompiledImage, NvrtcOptions, compile_source
+from .storage import CudaStorage, check_positive_bytes
 
 if TYPE_CHECKING:
+    from ._runtime import CudaRuntime
     from .exec_session import CudaExecSession
 
 _log = logging.getLogger("tenferro_host_cuda")

@@ -122,7 +122,7 @@ def call_trace_files(fn: Any) -> tuple[list[str], int]:
 def test_host_run_of_a_cuda_raw_op_touches_few_files(setup):
     """The second host.run of the cuda-raw add, traced call by call (every Python-level call
     event, sys.setprofile): 21 files and 110 switches between consecutive calls' files before
-    the structure and op-call work, 17 files (the stand-in driver among them) and 47 switches
+    the structure and op-call work, 17 files (the stand-in driver among them) and 46 switches
     after it; printed with -s."""
     host, rt, *_ = setup
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))

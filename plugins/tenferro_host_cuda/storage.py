@@ -1,0 +1,68 @@
+"""CUDA device memory as tensor storage: pool blocks a runtime owns, or imported buffers.
+
+The lowest layer of the plugin above the driver: the runtime allocates :class:`CudaStorage`,
+DLPack imports wrap foreign buffers in it, the raw seam borrows it. A collected storage only
+queues its release on its runtime (any thread); the runtime frees it stream-ordered at its next
+drain point.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tenferro_host.errors import ValidationError
+from tenferro_host.provider import Storage
+
+if TYPE_CHECKING:
+    from ._runtime import CudaRuntime
+
+
+class CudaStorage(Storage):
+    """Device memory at ``ptr``: pool memory ("owned", freed stream-ordered when collected) or
+    another library's buffer ("imported", its DLPack deleter runs after the stream passes)."""
+
+    __slots__ = ("block", "imported", "ptr")
+
+    def __init__(
+        self,
+        runtime: CudaRuntime,
+        ptr: int,
+        nbytes: int,
+        kind: str = "owned",
+        block: int = 0,
+        read_only: bool = False,
+    ) -> None:
+        self.runtime = runtime
+        self.domain = runtime.domain
+        self.nbytes = nbytes
+        self.kind = kind
+        self.read_only = read_only
+        self.ptr = ptr
+        self.block = block  # its size class in the runtime's block cache (0: none)
+        self.imported: Any = None
+
+    def __del__(self) -> None:
+        try:
+            if self.kind == "owned" and self.ptr:
+                if self.block:
+                    self.runtime.defer("block", (self.ptr, self.block))  # type: ignore[attr-defined]
+                else:
+                    self.runtime.defer("memory", self.ptr)  # type: ignore[attr-defined]
+            elif self.imported is not None:
+                self.runtime.defer("dlpack", self.imported)  # type: ignore[attr-defined]
+        except Exception:
+            pass
+
+
+def check_positive_bytes(nbytes: Any, argument: str, op: str | None) -> int:
+    """``nbytes`` as an int, or ValidationError naming ``argument`` (negative, bool, not an int)."""
+    if not isinstance(nbytes, (int, np.integer)) or isinstance(nbytes, bool) or nbytes < 0:
+        raise ValidationError(
+            f"{argument} must be a non-negative int, got {nbytes!r}", argument=argument, op=op
+        )
+    return int(nbytes)
+
+
+__all__ = ["CudaStorage", "check_positive_bytes"]
