@@ -29,6 +29,7 @@ from tenferro_host.errors import (
     ForeignRuntimeError,
     InvalidLayoutError,
     LaunchError,
+    SessionClosedError,
     ValidationError,
 )
 from tenferro_host.provider import Session, SessionHandle, require_resident, require_writable
@@ -83,15 +84,48 @@ def _core_launch() -> Callable[..., Any]:
 _launch_fn: Callable[..., Any] | None = None
 
 
+class _Released:
+    """The owner of a ref that ``rs.release`` ended: every use of it is refused."""
+
+    __slots__ = ()
+    runtime = None
+
+    def _check(self) -> None:
+        raise SessionClosedError(
+            "this ref was released (rs.release); borrow the tensor again to use it"
+        )
+
+
+_RELEASED = _Released()
+
+
+def _give_back(borrows: dict[Any, int], storage: Any) -> None:
+    """End one borrow of ``storage`` in a session's borrow counts (a ref died or was released)."""
+    held = borrows.get(storage)
+    if held is not None:
+        if held == _EXCLUSIVE or held <= 1:
+            del borrows[storage]
+        else:
+            borrows[storage] = held - 1
+
+
 class _PointerArg(SessionHandle):
     """A device address valid inside its session; passed to kernels as a pointer."""
 
     __slots__ = ("_arg", "_value")
+    _arg: tuple[str, int, Any]  # (struct code, value, owner: the session, or _RELEASED)
 
     def __init__(self, session: RawSession, ptr: int) -> None:
         self._session = session
         self._value = ptr
         self._arg = ("Q", ptr, session)  # (struct code, value, owner): one lookup per launch
+
+    def _check(self) -> None:
+        """Raise unless the session is open on this thread and the ref was not released."""
+        owner = self._arg[2]
+        if owner is not self._session and owner is not None:
+            owner._check()  # a released ref: its owner is _RELEASED, which refuses
+        self._session._check()
 
     def data_ptr_unsafe(self) -> int:
         """The device address, for foreign libraries; valid inside the session only."""
@@ -119,14 +153,9 @@ class TensorRef(_PointerArg):
         self.readonly = True
 
     def __del__(self) -> None:
-        borrows = self._session._borrows  # type: ignore[attr-defined]
-        storage = self.tensor.storage
-        held = borrows.get(storage)
-        if held is not None:
-            if held == _EXCLUSIVE or held <= 1:
-                del borrows[storage]
-            else:
-                borrows[storage] = held - 1
+        if self._arg[2] is not self._session:
+            return  # released by rs.release: its borrow already ended
+        _give_back(self._session._borrows, self.tensor.storage)
 
     @property
     def dtype(self) -> Any:
@@ -470,6 +499,22 @@ class RawSession(Session):
         t = self._resident(t, "t", compact=False, write=True)
         self._borrow(t.storage, True, "t")
         return TensorMut(self, t, getattr(t.storage, "ptr", 0), t.offset)
+
+    def release(self, ref: TensorRef) -> None:
+        """End ``ref``'s borrow now instead of when the ref dies (a ref kept alive somewhere —
+        a prepared launch, a traceback — keeps its borrow). The ref is refused from then on."""
+        if self._owner != _get_ident():
+            self._check()
+        if not isinstance(ref, TensorRef) or ref._session is not self:
+            raise ValidationError(
+                f"release takes a ref this session issued (rs.tensor...), got {type(ref).__name__}",
+                argument="ref",
+                op=self.op,
+            )
+        if ref._arg[2] is not self:
+            return  # released before
+        ref._arg = ("Q", ref._value, _RELEASED)
+        _give_back(self._borrows, ref.tensor.storage)
 
     def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
         """A fresh compact tensor of this runtime (stream-ordered, uninitialised)."""

@@ -412,6 +412,7 @@ class CudaJitSession(JitSession):
             # everything holding it: converted arguments and prepared launches (plans prepare
             # again on their next launch).
             del self._borrows[t.storage]
+            self._rs.release(held.ref)  # ended now, whoever still holds the ref
             held = None
             self._chunks.clear()
             self._replays.clear()

@@ -131,3 +131,34 @@ def test_host_run_of_a_cuda_raw_op_touches_few_files(setup):
     distinct = sorted({str(Path(f).relative_to(Path(f).parents[1])) for f in files})
     print(f"{len(distinct)} files, {switches} switches: {distinct}")
     assert len(distinct) <= 17 and switches <= 50
+
+
+def test_release_ends_a_borrow_whoever_still_holds_the_ref(setup):
+    """rs.release(ref) ends the borrow at once: an exclusive borrow of the same storage then
+    succeeds while the released ref is still alive, and the released ref is refused — in a
+    launch, for its pointer — while a ref that dies unreleased still gives its borrow back."""
+    from tenferro_host.cuda import raw
+
+    _, rt, _, _, module = setup
+    a = rt.empty(tf.float32, (1024,))
+    function = module.function("add_kernel")
+    config = raw.LaunchConfig.flat(1024, 256)
+    with rt.session() as s, s.exec_session().raw("tests.release") as rs:
+        shared = rs.tensor(a)
+        kept = [shared]  # e.g. a prepared launch or a traceback holding it
+        with pytest.raises(tf.AliasingError):
+            rs.tensor_mut(a)
+        rs.release(shared)
+        rs.release(shared)  # twice: nothing more to end
+        out = rs.tensor_mut(a)  # the released ref no longer counts
+        with pytest.raises(tf.SessionClosedError, match="released"):
+            shared.data_ptr_unsafe()
+        with pytest.raises(tf.SessionClosedError, match="released"):
+            rs.launch(function, config, [out, shared, shared, raw.i32(1024)])
+        del kept, shared  # dying released: must not end the exclusive borrow
+        with pytest.raises(tf.AliasingError):
+            rs.tensor(a)
+        with pytest.raises(tf.ValidationError, match="release takes a ref"):
+            rs.release(a)
+        del out  # an unreleased ref's death ends its borrow
+        assert rs.tensor(a).data_ptr_unsafe() == a.storage.ptr

@@ -45,9 +45,11 @@ class FakeRef:
         self.tensor = t
         self.base = base
         self.exclusive = exclusive
+        self.released = False
 
     def __del__(self) -> None:
-        self.session.unborrow(self.tensor.storage)
+        if not self.released:
+            self.session.unborrow(self.tensor.storage)
 
 
 class FakeFunction:
@@ -98,6 +100,13 @@ class FakeRawSession(Session):
                 del self.borrows[storage]
             else:
                 self.borrows[storage] = held - 1
+
+    def release(self, ref: FakeRef) -> None:
+        """As the raw seam's: end the borrow now, whoever still holds the ref."""
+        self._check()
+        if not ref.released:
+            ref.released = True
+            self.unborrow(ref.tensor.storage)
 
     def tensor_strided(self, t: Tensor) -> FakeRef:
         self._check()
