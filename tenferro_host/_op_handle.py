@@ -105,7 +105,7 @@ class OpHandle:
                 op=self.name,
             )
         with runtime.session() as s:
-            return self.run_in(s.exec_session(), tensors, attrs)
+            return self.run_in(s._exec, tensors, attrs)  # just opened: no check to repeat
 
     def run_in(self, ex: ExecSession, tensors: Sequence[Any], attrs: dict[str, Any]) -> Any:
         """Run the op inside the open exec session ``ex``; check inputs, attributes, outputs."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from threading import get_ident as _get_ident
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host.errors import ValidationError
@@ -46,7 +47,8 @@ class CudaExecSession(ExecSession):
 
     def raw(self, op: str) -> RawSession:
         """A raw native-module session for the op ``op`` (docs/contract.md)."""
-        self._check()
+        if self._owner != _get_ident():
+            self._check()
         return RawSession(self, op)
 
     def wait_external(self, stream: Any) -> None:

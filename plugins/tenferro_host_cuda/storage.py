@@ -46,8 +46,8 @@ class CudaStorage(Storage):
     def __del__(self) -> None:
         try:
             if self.kind == "owned" and self.ptr:
-                if self.block:
-                    self.runtime.defer("block", (self.ptr, self.block))  # type: ignore[attr-defined]
+                if self.block:  # the common case, queued without a call (runtime.defer's work)
+                    self.runtime._deferred.append(("block", (self.ptr, self.block)))  # type: ignore[attr-defined]
                 else:
                     self.runtime.defer("memory", self.ptr)  # type: ignore[attr-defined]
             elif self.imported is not None:
