@@ -51,21 +51,38 @@ class CommandQueue:
     def encoder(self) -> Any:
         """The pending encoder, with no compute pass open (for copies and clears)."""
         with self._lock:
-            if self._pass is not None:
-                self._end_pass()
-            if self._encoder is None:
-                self._encoder = self._device.create_command_encoder()
+            try:
+                if self._pass is not None:
+                    self._end_pass()
+                if self._encoder is None:
+                    self._encoder = self._device.create_command_encoder()
+            except BaseException:
+                self._discard()
+                raise
             return self._encoder
 
     def _end_pass(self) -> None:
-        self._pass.end()
+        cpass = self._pass
         self._pass = self._pass_pipeline = self._pass_group = None
+        cpass.end()
+
+    def _discard(self) -> None:
+        """Drop the pending encoder and its pass: an exception inside wgpu-py (a Ctrl-C lands
+        there too) left their state unknown — a pass begun but not recorded as open, an encoder
+        half finished. That batch is lost, as the interrupted work it holds; the queue goes on
+        with a fresh encoder instead of failing every later submit."""
+        self._encoder = self._pass = self._pass_pipeline = self._pass_group = None
 
     def compute_pass(self) -> Any:
         """The open compute pass of the pending encoder (each dispatch is its own usage scope)."""
         with self._lock:
             if self._pass is None:
-                self._pass = self.encoder().begin_compute_pass()
+                encoder = self.encoder()
+                try:
+                    self._pass = encoder.begin_compute_pass()
+                except BaseException:
+                    self._discard()
+                    raise
             return self._pass
 
     def record(self, pipeline: Any, group: Any, workgroups: tuple[int, int, int]) -> None:
@@ -73,13 +90,19 @@ class CommandQueue:
         only when they differ from what the pass has set already."""
         with self._lock:
             cpass = self._pass if self._pass is not None else self.compute_pass()
-            if self._pass_pipeline is not pipeline:
-                cpass.set_pipeline(pipeline)
-                self._pass_pipeline = pipeline
-            if self._pass_group is not group:
-                cpass.set_bind_group(0, group)
-                self._pass_group = group
-            cpass.dispatch_workgroups(*workgroups)
+            try:
+                if self._pass_pipeline is not pipeline:
+                    self._pass_pipeline = None  # unknown until set_pipeline returns
+                    cpass.set_pipeline(pipeline)
+                    self._pass_pipeline = pipeline
+                if self._pass_group is not group:
+                    self._pass_group = None
+                    cpass.set_bind_group(0, group)
+                    self._pass_group = group
+                cpass.dispatch_workgroups(*workgroups)
+            except BaseException:
+                self._discard()
+                raise
 
     def hold(self) -> None:
         """Keep recorded work pending until every hold is released (a JIT session's scope)."""
@@ -102,12 +125,13 @@ class CommandQueue:
     def flush(self) -> None:
         """Submit the pending encoder now, held or not."""
         with self._lock:
-            if self._encoder is None:
+            encoder, cpass = self._encoder, self._pass
+            if encoder is None:
                 return
-            if self._pass is not None:
-                self._end_pass()
-            buffer = self._encoder.finish()
-            self._encoder = None
+            self._discard()  # taken out first: an interruption below leaves no finished encoder
+            if cpass is not None:
+                cpass.end()
+            buffer = encoder.finish()
             self._device.queue.submit([buffer])
             self.submissions += 1
 
@@ -116,8 +140,19 @@ class CommandQueue:
         with self._lock:
             self.encoder().copy_buffer_to_buffer(self._fence_src, 0, self._fence, 0, 4)
             self.flush()
-            self._fence.map_sync(self._wgpu.MapMode.READ)
+            try:
+                self._fence.map_sync(self._wgpu.MapMode.READ)
+            finally:
+                self._unmap_fence()
+
+    def _unmap_fence(self) -> None:
+        """Unmap the fence after a wait; after an interrupted map, cancel it so the next wait
+        can map again (there is nothing to unmap then, which wgpu may refuse)."""
+        try:
             self._fence.unmap()
+        except Exception:  # noqa: BLE001 - an interrupted map left nothing mapped
+            if self._fence.map_state == "mapped":
+                raise
 
     def read(self, buffer: Any, byte_offset: int, nbytes: int) -> memoryview:
         """Submit pending work, then copy ``nbytes`` (4-byte aligned range) to the host."""
