@@ -419,28 +419,6 @@ class _Emitter(ir.SourceEmitter):
     def visit_SyncCube(self, s: ir.SyncCube) -> None:
         self.line("storageBarrier(); workgroupBarrier();")
 
-    def visit_If(self, s: ir.If) -> None:
-        self.line(f"if ({self.expr(s.cond)}) {{")
-        self.block(s.then)
-        if s.orelse:
-            self.line("} else {")
-            self.block(s.orelse)
-        self.line("}")
-
-    def visit_While(self, s: ir.While) -> None:
-        self.line(f"while ({self.expr(s.cond)}) {{")
-        self.block(s.body)
-        self.line("}")
-
-    def visit_Break(self, s: ir.Break) -> None:
-        self.line("break;")
-
-    def visit_Continue(self, s: ir.Continue) -> None:
-        self.line("continue;")
-
-    def visit_Return(self, s: ir.Return) -> None:
-        self.line("return;")
-
     def visit_For(self, s: ir.For) -> None:
         """C semantics: stop and step evaluated once; a zero step runs no iteration."""
         n = self.temp()

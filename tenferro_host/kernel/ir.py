@@ -501,6 +501,35 @@ class SourceEmitter(Visitor[str], abstract=True):
         finally:
             self.origin = outer
 
+    # -------------------------------------------------------- control flow
+    # It reads the same in C and WGSL (braces, ``break;``): one definition for both targets.
+    def visit_If(self, s: If) -> None:
+        """``if (cond) { then } else { orelse }``."""
+        self.line(f"if ({self.expr(s.cond)}) {{")
+        self.block(s.then)
+        if s.orelse:
+            self.line("} else {")
+            self.block(s.orelse)
+        self.line("}")
+
+    def visit_While(self, s: While) -> None:
+        """``while (cond) { body }``."""
+        self.line(f"while ({self.expr(s.cond)}) {{")
+        self.block(s.body)
+        self.line("}")
+
+    def visit_Break(self, s: Break) -> None:
+        """``break;``."""
+        self.line("break;")
+
+    def visit_Continue(self, s: Continue) -> None:
+        """``continue;``."""
+        self.line("continue;")
+
+    def visit_Return(self, s: Return) -> None:
+        """``return;``."""
+        self.line("return;")
+
 
 # ---------------------------------------------------------------- kernel
 
