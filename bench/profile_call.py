@@ -41,11 +41,20 @@ def bare_us(fn: Callable[[], Any], calls: int) -> float:
 
 
 def table(name: str, fn: Callable[[], Any], calls: int, top: int, sync: Callable[[], Any]) -> None:
+    """Warm ``fn`` up, time it bare, then print its cProfile table."""
     for _ in range(200):
         fn()
     sync()
     us = bare_us(fn, calls)
     sync()
+    profile_table(f"{name}: {us:.2f} µs per call bare", fn, calls, top, sync)
+
+
+def profile_table(
+    title: str, fn: Callable[[], Any], calls: int, top: int, sync: Callable[[], Any]
+) -> None:
+    """Profile ``calls`` calls of ``fn``; print the ``top`` functions by own time (own and
+    cumulative µs per call, calls per call) and the files with Python code on the path."""
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(calls):
@@ -61,7 +70,7 @@ def table(name: str, fn: Callable[[], Any], calls: int, top: int, sync: Callable
         rows.append((tottime / calls * 1e6, cumtime / calls * 1e6, ncalls / calls, where))
     rows.sort(reverse=True)
     total = stats.total_calls / calls  # type: ignore[attr-defined]
-    print(f"\n## {name}: {us:.2f} µs per call bare, {total:.0f} Python-level calls per call")
+    print(f"\n## {title}, {total:.0f} Python-level calls per call")
     print(f"{'own µs':>8} {'cum µs':>8} {'calls':>6}  function")
     for own, cum, n, where in rows[:top]:
         print(f"{own:8.2f} {cum:8.2f} {n:6.2f}  {where}")

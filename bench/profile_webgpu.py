@@ -10,8 +10,6 @@ adapter (llvmpipe here, the NVIDIA Vulkan adapter on the H200).
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
 import sys
 import time
 from collections.abc import Callable
@@ -22,6 +20,10 @@ from typing import Any
 import numpy as np
 
 import tenferro_host as tf
+
+sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
+from profile_call import profile_table
+
 from tenferro_host import kernel as K
 from tenferro_host.benchmarks.cases import _wgpu_direct
 
@@ -58,28 +60,11 @@ def interleaved(cases: dict[str, Callable[[], Any]], calls: int, rounds: int, sy
 
 
 def table(name: str, fn: Callable[[], Any], calls: int, top: int, sync: Any) -> None:
+    """Warm ``fn`` up, then print its cProfile table (timed by the interleaved rounds)."""
     for _ in range(200):
         fn()
     sync()
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(calls):
-        fn()
-    profiler.disable()
-    sync()
-    stats = pstats.Stats(profiler)
-    rows = []
-    for (filename, line, func), (_cc, ncalls, tottime, cumtime, _c) in stats.stats.items():  # type: ignore[attr-defined]
-        where = (
-            f"{Path(filename).parent.name}/{Path(filename).name}:{line}({func})" if line else func
-        )
-        rows.append((tottime / calls * 1e6, cumtime / calls * 1e6, ncalls / calls, where))
-    rows.sort(reverse=True)
-    total = stats.total_calls / calls  # type: ignore[attr-defined]
-    print(f"\n## {name}: {total:.0f} Python-level calls per call (profiled)")
-    print(f"{'own µs':>8} {'cum µs':>8} {'calls':>6}  function")
-    for own, cum, n, where in rows[:top]:
-        print(f"{own:8.2f} {cum:8.2f} {n:6.2f}  {where}")
+    profile_table(f"{name} (profiled)", fn, calls, top, sync)
 
 
 def main() -> int:
