@@ -4,8 +4,9 @@ A CUDA runtime has exactly one stream. A block freed by a collected tensor was l
 work already enqueued on that stream; whatever the next owner enqueues comes later on the same
 stream, so handing the block out again is stream-ordered by construction — the reason CuPy's
 and torch's caching allocators are fast. Sizes are rounded up to a class (powers of two up to
-1 MiB, then eight classes per octave: at most 25 % rounding); blocks above ``max_block`` bypass
-the cache, and at most ``max_bytes`` are kept (the rest goes back to the pool).
+1 MiB, so up to 2x there; then four classes per octave, steps of an eighth of the octave's top:
+at most 25 % rounding); blocks above ``max_block`` bypass the cache, and at most ``max_bytes``
+are kept (the rest goes back to the pool).
 
 >>> cache = BlockCache(max_bytes=4096)
 >>> cache.size_class(1000), cache.size_class(3 << 20)
