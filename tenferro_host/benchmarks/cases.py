@@ -126,6 +126,17 @@ def _has_op(host: Host, name: str) -> bool:
     return name in host.registry.ops and host.registry.ops[name].status == "ok"
 
 
+def _ext_add_calls(host: Host, a: Any, b: Any, run_row: str, handle_row: str) -> list[Case]:
+    """The example add through ``host.run`` and through its op handle, or both not run."""
+    if not _has_op(host, EXT_ADD):
+        return [Case(r, None, "ext-add-kernel not installed") for r in (run_row, handle_row)]
+    handle = host.op(EXT_ADD)
+    return [
+        Case(run_row, lambda: host.run(EXT_ADD, a, b)),
+        Case(handle_row, lambda: handle(a, b)),
+    ]
+
+
 def _try(name: str, setup: Callable[[], Callable[[], Any]], nbytes: int = 0) -> Case:
     """A case whose setup may fail (a missing or broken baseline library): then not run."""
     try:
@@ -145,14 +156,7 @@ def cpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     o = np.empty_like(x)
     a, b = cpu.upload(x), cpu.upload(x)
     cases = [Case(CPU_NUMPY, lambda: np.add(x, x, out=o))]
-    if _has_op(host, EXT_ADD):
-        handle = host.op(EXT_ADD)
-        cases += [
-            Case(CPU_HOST_RUN, lambda: host.run(EXT_ADD, a, b)),
-            Case(CPU_HANDLE, lambda: handle(a, b)),
-        ]
-    else:
-        cases += [Case(r, None, "ext-add-kernel not installed") for r in (CPU_HOST_RUN, CPU_HANDLE)]
+    cases += _ext_add_calls(host, a, b, CPU_HOST_RUN, CPU_HANDLE)
     return Group(
         key,
         title,
@@ -176,14 +180,7 @@ def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     a, b = rt.upload(ones), rt.upload(ones)
     direct, direct_sync = _wgpu_direct(rt.index)
     cases = [Case(WGPU_DIRECT, direct)]
-    if _has_op(host, EXT_ADD):
-        handle = host.op(EXT_ADD)
-        cases += [
-            Case(WGPU_HOST_RUN, lambda: host.run(EXT_ADD, a, b)),
-            Case(WGPU_HANDLE, lambda: handle(a, b)),
-        ]
-    else:
-        cases += [Case(r, None, "ext-add-kernel not installed") for r in rows[1:]]
+    cases += _ext_add_calls(host, a, b, WGPU_HOST_RUN, WGPU_HANDLE)
 
     def sync() -> None:
         rt.synchronize()
@@ -312,14 +309,7 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         Case(BORROW, lambda: rs.tensor(ia)),
         Case(BORROW_MUT, lambda: rs.tensor_mut(im)),
     ]
-    if _has_op(host, EXT_ADD):
-        handle = host.op(EXT_ADD)
-        cases += [
-            Case(HOST_RUN_RAW, lambda: host.run(EXT_ADD, a, b)),
-            Case(HANDLE_RAW, lambda: handle(a, b)),
-        ]
-    else:
-        cases += [Case(r, None, "ext-add-kernel not installed") for r in (HOST_RUN_RAW, HANDLE_RAW)]
+    cases += _ext_add_calls(host, a, b, HOST_RUN_RAW, HANDLE_RAW)
     cases += [
         Case(HOST_RUN_DSL, lambda: host.run(DSL_OP, a, b)),
         Case(DSL_SESSION_OP, dsl_session_op),
