@@ -20,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tenferro_host import Tensor
 from tenferro_host.errors import (
@@ -142,7 +142,9 @@ class TensorRef(_PointerArg):
     lasts as long as the ref (or its session): dropping the ref releases it.
     """
 
-    __slots__ = ("offset", "readonly", "tensor")
+    __slots__ = ("offset", "tensor")
+    #: Whether the borrow is read-only (a class fact: TensorMut says False).
+    readonly: ClassVar[bool] = True
 
     def __init__(self, session: RawSession, tensor: Tensor, ptr: int, offset: int) -> None:
         self._session = session
@@ -150,7 +152,6 @@ class TensorRef(_PointerArg):
         self._arg = ("Q", ptr, session)
         self.tensor = tensor
         self.offset = offset
-        self.readonly = True
 
     def __del__(self) -> None:
         if self._arg[2] is not self._session:
@@ -203,14 +204,7 @@ class TensorMut(TensorRef):
     """An exclusive (write) borrow: no other borrow of the same storage in the session."""
 
     __slots__ = ()
-
-    def __init__(self, session: RawSession, tensor: Tensor, ptr: int, offset: int) -> None:
-        self._session = session
-        self._value = ptr
-        self._arg = ("Q", ptr, session)
-        self.tensor = tensor
-        self.offset = offset
-        self.readonly = False
+    readonly: ClassVar[bool] = False
 
 
 class DeviceBytes(_PointerArg):
