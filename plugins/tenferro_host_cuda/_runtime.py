@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy as np
 from tenferro_host import Tensor
 from tenferro_host.dtypes import DType
 from tenferro_host.errors import BackendError, OutOfMemoryError, UnsupportedError
-from tenferro_host.provider import ResourceCache, Runtime, Storage
+from tenferro_host.provider import FreeList, Lease, Release, ResourceCache, Runtime, Storage
 
 from ._driver import (
     NOT_READY,
@@ -33,7 +32,6 @@ from ._driver import (
     require_healthy,
 )
 from .args import LaunchConfig
-from .block_cache import BlockCache
 from .device import CudaDeviceInfo, query
 from .dlpack import call_deleter, export, import_
 from .exec_session import CudaExecSession
@@ -111,7 +109,6 @@ class CudaRuntime(Runtime):
         self._dev = check(d.cuDeviceGet(ordinal), "cuDeviceGet")
         ctx = check(d.cuDevicePrimaryCtxRetain(self._dev), "cuDevicePrimaryCtxRetain")
         self.primary = PrimaryContext(ctx)
-        self._deferred: deque[tuple[str, Any]] = deque()
         self._events: list[Any] = []
         self._closed = False
         self.deferred_errors = 0
@@ -120,7 +117,8 @@ class CudaRuntime(Runtime):
         self._copy_module: Any = None
         self._core_stream: Any = None
         self.resources = ResourceCache()
-        self.blocks = BlockCache()
+        #: Freed pool blocks by size class; one stream orders their reuse (the storage docstring).
+        self.blocks: FreeList[int] = FreeList(rounded=True)
         self.debug_sync = debug_sync_enabled()
         with self.primary:
             self._stream = check(
@@ -209,7 +207,7 @@ class CudaRuntime(Runtime):
         one was freed (no driver call), else the pool; OutOfMemoryError with stats."""
         if self._closed or POISONED:
             self.check_usable()
-        if self._deferred:
+        if self.deferred:
             self.drain_deferred()
         self.retirement.poll()
         blocks = self.blocks
@@ -254,29 +252,18 @@ class CudaRuntime(Runtime):
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
         return self.allocate_bytes(nbytes)
 
-    def defer(self, kind: str, handle: Any) -> None:
-        """Queue a free/unload from any thread; done at the next drain point."""
-        self._deferred.append((kind, handle))
-
-    def drain_deferred(self) -> None:  # noqa: C901 - hot path: one branch per queued kind
+    def _release_deferred(self, releases: list[Release]) -> None:  # noqa: C901 - one branch per kind
         """Return freed blocks to the block cache, free queued memory (stream-ordered) and
         unload queued modules; count errors. Only what needs the driver makes a driver call."""
-        if not self._deferred:
-            return
         if self._closed:  # the stream was drained at close: only foreign deleters remain to run
-            while self._deferred:
-                kind, handle = self._deferred.popleft()
+            for kind, handle in releases:
                 if kind == "dlpack":
                     call_deleter(handle)
                 else:
                     self.deferred_errors += 1
             return
-        work: list[tuple[str, Any]] = []
-        while self._deferred:
-            try:
-                kind, handle = self._deferred.popleft()
-            except IndexError:
-                break
+        work: list[Release] = []
+        for kind, handle in releases:
             if kind == "block":
                 ptr, size = handle
                 if self.blocks.put(size, ptr):
@@ -303,25 +290,28 @@ class CudaRuntime(Runtime):
         their kernels was enqueued before their last reference went (context current)."""
         event = self.record_event(context_current=True)
 
-        def unload() -> None:
-            d = drv()
-            for library in libraries:
-                if int(d.cuLibraryUnload(library)[0]) != 0:
-                    self.deferred_errors += 1
-                self.module_counts["unloaded"] += 1
+        self.retirement.retire(
+            event, [Lease(libraries, self._unload), Lease(event, self.recycle_event)]
+        )
 
-        self.retirement.retire(event, [unload, lambda: self.recycle_event(event)])
+    def _unload(self, libraries: list[Any]) -> None:
+        """Unload ``libraries`` (a retired lease: the kernels using them have completed)."""
+        d = drv()
+        for library in libraries:
+            if int(d.cuLibraryUnload(library)[0]) != 0:
+                self.deferred_errors += 1
+            self.module_counts["unloaded"] += 1
 
     def _retire_deleter(self, managed: Any) -> None:
         """Run a producer's DLPack deleter once the stream has passed an event recorded now."""
         event = self.record_event()
         self.retirement.retire(
-            event, [lambda: call_deleter(managed), lambda: self.recycle_event(event)]
+            event, [Lease(managed, call_deleter), Lease(event, self.recycle_event)]
         )
 
     def free_now(self, storage: CudaStorage) -> None:
         """Free ``storage`` stream-ordered now (session workspaces at exit)."""
-        ptr, storage.ptr = storage.ptr, 0
+        ptr, storage.ptr, storage.release = storage.ptr, 0, None
         if ptr and storage.block and self.blocks.put(storage.block, ptr):
             return
         if ptr:

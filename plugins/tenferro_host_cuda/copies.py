@@ -21,6 +21,7 @@ from tenferro_host.errors import BackendError, PeerAccessError, ValidationError
 from tenferro_host.provider import (
     BackendSession,
     ExecSession,
+    Lease,
     TransferRecord,
     exec_session_of,
     require_resident,
@@ -131,11 +132,8 @@ def _ordered_copy(src: CudaRuntime, dst: CudaRuntime, t: Tensor, op: str) -> Ten
         )
     done = dst.record_event()
     src.stream_wait(done)
-
-    def release_source(source: Tensor = t) -> None:
-        """The lease: holds the source tensor until the copy's event has completed."""
-
-    dst.retirement.retire(done, [release_source, lambda: dst.recycle_event(done)])
+    # The source tensor is held until the copy's event has completed, then the event recycled.
+    dst.retirement.retire(done, [Lease(t), Lease(done, dst.recycle_event)])
     if op == PEER:
         dst.counters.add("peer_copies")
         record = TransferRecord("peer", out.nbytes, src.name, dst.name, "p2p")

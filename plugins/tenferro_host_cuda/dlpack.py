@@ -271,8 +271,8 @@ def import_(runtime: CudaRuntime, x: Any) -> Tensor:
         (hi - lo) * isz if numel else 0,
         kind="imported",
         read_only=read_only,
+        release=("dlpack", managed),  # the deleter runs when the storage dies
     )
-    storage.imported = managed  # the deleter runs when the storage dies
     return Tensor(storage, dt, shape, strides, -lo)
 
 

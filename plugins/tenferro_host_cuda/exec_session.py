@@ -41,10 +41,6 @@ class CudaExecSession(ExecSession):
         """The device of this session's runtime."""
         return self.runtime.device_info
 
-    def _on_enter(self) -> None:
-        if self.runtime._deferred:
-            self.runtime.drain_deferred()
-
     def raw(self, op: str) -> RawSession:
         """A raw native-module session for the op ``op`` (docs/contract.md)."""
         if self._owner != _get_ident():

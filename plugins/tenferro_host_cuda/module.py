@@ -12,6 +12,7 @@ right after a launch never unloads code a kernel still runs.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -40,20 +41,19 @@ _LOAD_HINTS = {
 
 
 class LoadedModule:
-    """Owns one ``CUlibrary``; unloaded stream-ordered after its last reference goes."""
+    """Owns one ``CUlibrary``; unloaded stream-ordered after its last reference goes.
 
-    __slots__ = ("__weakref__", "_runtime", "handle")
+    Its finalizer (:func:`weakref.finalize`, which holds only the runtime's deferred queue and
+    the handle) queues ``("module", handle)`` there; the runtime unloads behind an event.
+    """
+
+    __slots__ = ("__weakref__", "handle")
 
     def __init__(self, runtime: CudaRuntime, handle: Any) -> None:
-        self._runtime = runtime
         self.handle = handle
         runtime.module_counts["loaded"] += 1
-
-    def __del__(self) -> None:
-        try:  # noqa: SIM105 - at interpreter shutdown contextlib may already be gone
-            self._runtime.defer("module", self.handle)
-        except Exception:  # interpreter shutdown: nothing left to unload into
-            pass
+        finalizer = weakref.finalize(self, runtime.deferred.append, ("module", handle))
+        finalizer.atexit = False  # at exit the driver goes with the process
 
 
 def _load_error(runtime: CudaRuntime, err: Any, kind: str, op: str | None) -> Exception:

@@ -2,8 +2,8 @@
 
 The lowest layer of the plugin above the driver: the runtime allocates :class:`CudaStorage`,
 DLPack imports wrap foreign buffers in it, the raw seam borrows it. A collected storage only
-queues its release on its runtime (any thread); the runtime frees it stream-ordered at its next
-drain point.
+queues its release on its runtime (any thread; :class:`~tenferro_host.provider.DeviceStorage`);
+the runtime frees it stream-ordered at its next drain point.
 """
 
 from __future__ import annotations
@@ -13,17 +13,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tenferro_host.errors import ValidationError
-from tenferro_host.provider import Storage
+from tenferro_host.provider import DeviceStorage, Release
 
 if TYPE_CHECKING:
     from ._runtime import CudaRuntime
 
 
-class CudaStorage(Storage):
+class CudaStorage(DeviceStorage):
     """Device memory at ``ptr``: pool memory ("owned", freed stream-ordered when collected) or
-    another library's buffer ("imported", its DLPack deleter runs after the stream passes)."""
+    another library's buffer ("imported", its DLPack deleter runs after the stream passes).
 
-    __slots__ = ("block", "imported", "ptr")
+    ``block`` is its size class in the runtime's free list (0: none). When collected it queues
+    its ``release`` — ``("block", (ptr, class))``, ``("memory", ptr)`` or ``("dlpack",
+    managed)`` — on its runtime (provider/deferred.py).
+    """
+
+    __slots__ = ("block", "ptr")
 
     def __init__(
         self,
@@ -33,27 +38,18 @@ class CudaStorage(Storage):
         kind: str = "owned",
         block: int = 0,
         read_only: bool = False,
+        release: Release | None = None,
     ) -> None:
+        if release is None and kind == "owned" and ptr:
+            release = ("block", (ptr, block)) if block else ("memory", ptr)
         self.runtime = runtime
         self.domain = runtime.domain
         self.nbytes = nbytes
         self.kind = kind
         self.read_only = read_only
+        self.release = release
         self.ptr = ptr
-        self.block = block  # its size class in the runtime's block cache (0: none)
-        self.imported: Any = None
-
-    def __del__(self) -> None:
-        try:
-            if self.kind == "owned" and self.ptr:
-                if self.block:  # the common case, queued without a call (runtime.defer's work)
-                    self.runtime._deferred.append(("block", (self.ptr, self.block)))  # type: ignore[attr-defined]
-                else:
-                    self.runtime.defer("memory", self.ptr)  # type: ignore[attr-defined]
-            elif self.imported is not None:
-                self.runtime.defer("dlpack", self.imported)  # type: ignore[attr-defined]
-        except Exception:
-            pass
+        self.block = block
 
 
 def check_positive_bytes(nbytes: Any, argument: str, op: str | None) -> int:

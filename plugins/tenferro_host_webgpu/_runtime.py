@@ -6,18 +6,30 @@ own allocation domain. Buffers are ``STORAGE | COPY_SRC | COPY_DST``, padded to 
 elements are stored as u32. wgpu keeps a buffer alive while submitted work uses it, so no lease
 is needed for stream-ordered frees.
 
-A collected tensor's buffer goes back to the runtime's :class:`.buffer_pool.BufferPool` by size;
-the next allocation of that class takes it without ``create_buffer`` (and its cached
-bind groups stay valid). An upload into a reused buffer that unsubmitted commands may still use
-submits them first (``write_buffer`` would run before them). ``trim()`` destroys the pooled
-buffers, ``pool_stats()`` counts them, and an allocation the device refuses frees them and retries
-once.
+A collected tensor's buffer is queued on the runtime's deferred releases (provider/deferred.py)
+and, at the next drain point, kept in its free list (:class:`~tenferro_host.provider.FreeList`,
+by exact size: kernels bind a storage buffer whole, and ``buffer.size`` is what robust buffer
+access clamps to); the next allocation of that size takes it without ``create_buffer``, and the
+bind groups cached for that buffer object (:class:`.pipelines.BindGroups`) stay valid, because a
+group names the buffer, whichever tensor owns it now. A buffer leaves the free list only to be
+released: when the list is full, on ``trim()``, or when an allocation finds the device full
+(then it frees them and retries once). ``pool_stats()`` counts them.
+
+Ordering of reuse. Unlike CUDA, where a block's reuse is stream-ordered by construction, WebGPU
+has two ways into a buffer: commands recorded in the runtime's pending encoder, and
+``queue.write_buffer`` (uploads), which runs at the start of the *next* ``submit`` — before the
+command buffers of that submit. Commands recorded after a buffer's reuse are ordered after its
+earlier uses in the same encoder, but an upload into a reused buffer while the encoder still
+holds earlier commands on it would run before them. So every kept buffer carries an *epoch*: the
+number of submissions after which all its earlier uses were submitted. A write into a storage
+whose epoch the queue has not reached submits the pending work first (:meth:`_write`); so does
+releasing kept buffers (``destroy`` of a buffer that unsubmitted commands use would make their
+submit invalid).
 """
 
 from __future__ import annotations
 
 import os
-from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,13 +42,21 @@ from tenferro_host.errors import (
     LaunchError,
     OutOfMemoryError,
 )
-from tenferro_host.provider import BackendSession, ExecSession, Runtime, Storage, fold_grid
+from tenferro_host.provider import (
+    BackendSession,
+    DeviceStorage,
+    ExecSession,
+    FreeList,
+    Release,
+    Runtime,
+    Storage,
+    fold_grid,
+)
 from tenferro_host.tensor import Tensor
 
 from . import strided_copy
 from ._uniforms import UniformBlock
 from .adapters import adapter
-from .buffer_pool import BufferPool
 from .device import (
     WebGpuDeviceId,
     WebGpuDeviceInfo,
@@ -53,15 +73,15 @@ if TYPE_CHECKING:
 DEBUG_SYNC_ENV = "TENFERRO_DEBUG_SYNC"
 
 
-class WebGpuStorage(Storage):
+class WebGpuStorage(DeviceStorage):
     """A storage buffer of ``nbytes`` host bytes; on the device each element takes
     ``element_size`` bytes (``widen`` times its host size: 4 for bool) and the buffer is padded
     to a multiple of 4 bytes.
 
-    ``block`` is its size class in the runtime's pool (0: not pooled); ``epoch`` the queue's
-    submission count after which every earlier use of a reused buffer was submitted (0 for a new
-    buffer). When collected, the buffer goes back to its runtime's pool (not pooled: its bind
-    groups are evicted and it is released).
+    ``block`` is its size class in the runtime's free list (0: too large to keep); ``epoch`` the
+    queue's submission count after which every earlier use of a reused buffer was submitted (0
+    for a new buffer). When collected it queues ``("keep", (class, buffer))`` on its runtime,
+    or ``("drop", buffer)`` when it is too large to keep.
     """
 
     __slots__ = ("block", "buffer", "element_size", "epoch", "widen")
@@ -75,21 +95,12 @@ class WebGpuStorage(Storage):
         block: int = 0,
         epoch: int = 0,
     ) -> None:
-        super().__init__(runtime, nbytes)
+        super().__init__(runtime, nbytes, ("keep", (block, buffer)) if block else ("drop", buffer))
         self.buffer = buffer
         self.element_size = device_element_size(dt)
         self.widen = self.element_size // dt.itemsize
         self.block = block
         self.epoch = epoch
-
-    def __del__(self) -> None:
-        try:
-            if self.block:  # any thread: only an atomic append; the pool takes it when drained
-                self.runtime.freed.append((self.block, self.buffer))  # type: ignore[attr-defined]
-            else:
-                self.runtime.bind_groups.forget(self.buffer)  # type: ignore[attr-defined]
-        except Exception:
-            pass
 
 
 class WebGpuExecSession(ExecSession):
@@ -133,10 +144,8 @@ class WebGpuRuntime(Runtime):
         self.pipelines = PipelineCache(self._device)
         self.uniforms = UniformBuffers(self._device)
         self.bind_groups = BindGroups(self._device)
-        #: Freed storage buffers of this runtime, by size class, awaiting reuse.
-        self.pool = BufferPool()
-        #: (class, buffer) of collected storages, appended from any thread; drained into the pool.
-        self.freed: deque[tuple[int, Any]] = deque()
+        #: Freed storage buffers of this runtime, by exact size, with their epochs.
+        self.pool: FreeList[tuple[Any, int]] = FreeList(rounded=False)
         self._fold_limit = self._info.max_compute_workgroups_per_dimension
         self._usage = (
             wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -202,31 +211,30 @@ class WebGpuRuntime(Runtime):
     def pool_stats(self) -> dict[str, int]:
         """The buffer pool's counters, with the keys of the CUDA runtime's block cache:
         ``cached_bytes``, ``cached_blocks``, ``cache_hits``, ``cache_misses``."""
-        self.drain_freed()
+        self.drain_deferred()
         return self.pool.stats()
 
-    def drain_freed(self) -> None:
-        """Move collected storages' buffers into the pool, stamped with the epoch after which
-        their earlier uses are submitted; a buffer the full pool refuses is released."""
-        freed = self.freed
-        if not freed:
-            return
+    def _release_deferred(self, releases: list[Release]) -> None:
+        """Keep collected storages' buffers in the free list, stamped with the epoch after
+        which their earlier uses are submitted; release one the full list (or its size)
+        refuses."""
         queue = self.queue
         with queue.lock:  # a flush in progress on another thread has not counted its submit yet
             epoch = queue.submissions + 1 if queue.pending else queue.submissions
         pool = self.pool
-        while freed:
-            try:
-                size, buffer = freed.popleft()
-            except IndexError:  # another thread drained the last one
-                break
-            if not pool.put(size, buffer, epoch):
-                self.bind_groups.forget(buffer)
+        for kind, handle in releases:
+            if kind == "keep":
+                size, buffer = handle
+                if pool.put(size, (buffer, epoch)):
+                    continue
+            else:
+                buffer = handle
+            self.bind_groups.forget(buffer)
 
     def trim(self) -> None:
         """Give cached memory back: destroy every pooled buffer (as on CUDA, where ``trim``
         frees the block cache)."""
-        self.drain_freed()
+        self.drain_deferred()
         self._release_pooled()
 
     def _release_pooled(self) -> None:
@@ -246,8 +254,8 @@ class WebGpuRuntime(Runtime):
         device_bytes = nbytes // dt.itemsize * device_element_size(dt)
         padded = -(-device_bytes // 4) * 4
         self._check_size(padded)
-        if self.freed:
-            self.drain_freed()
+        if self.deferred:
+            self.drain_deferred()
         pool = self.pool
         size = pool.size_class(padded)
         if size:

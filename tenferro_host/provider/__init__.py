@@ -3,8 +3,12 @@
 Stability: *provider SPI, version 1* — versioned separately from the user API. A backend
 plugin subclasses :class:`Runtime` (storage primitives), :class:`ExecSession` (its execution
 authority) and uses :class:`Session`/:class:`SessionHandle` for everything it issues, the
-:class:`RetirementQueue` for leases, the :class:`ResourceCache` for bounded caches and the
-:class:`KernelCache` (:func:`active_kernel_cache`) to keep compiled kernels across processes.
+:class:`ResourceCache` for bounded caches and the :class:`KernelCache`
+(:func:`active_kernel_cache`) to keep compiled kernels across processes. Lifetimes have one home
+here: a collected :class:`DeviceStorage` queues its release on its runtime's
+:class:`DeferredReleases`, carried out at the next drain point; a :class:`FreeList` keeps freed
+blocks for reuse; the :class:`RetirementQueue` holds each :class:`Lease` (an object, and how it
+is let go) until its event completes.
 A DSL (JIT) provider subclasses :class:`JitSession` and reads the typed IR of
 :mod:`tenferro_host.kernel.ir`. Registration goes through :mod:`.registry`
 (:class:`~.registry.RegistrationView`) and :mod:`.hookspecs` (``hookimpl``). A plugin declares
@@ -15,6 +19,8 @@ major differs or whose minor is newer than :data:`SPI_VERSION`.
 from ..facade import lazy_names
 from .cache import ResourceCache
 from .counters import STAT_KEYS, Counters, TransferRecord
+from .deferred import DeferredReleases, DeviceStorage, Release
+from .free_list import FreeList
 from .host_services import HostServices
 from .residency import require_resident
 from .retirement import Lease, RetirementQueue
@@ -51,7 +57,10 @@ __all__ = [
     "BackendSession",
     "CachedKernel",
     "Counters",
+    "DeferredReleases",
+    "DeviceStorage",
     "ExecSession",
+    "FreeList",
     "Grid",
     "HostServices",
     "JitBinding",
@@ -61,6 +70,7 @@ __all__ = [
     "KernelCacheWarning",
     "KernelKey",
     "Lease",
+    "Release",
     "ResourceCache",
     "RetirementQueue",
     "Runtime",

@@ -1,8 +1,18 @@
 """Retirement queue: releases leases once the event they wait on has completed.
 
 Leases cover what stream order does not (modules, imported memory, host staging, cross-stream
-users). Polling is non-blocking; when the queue is full it waits on its *oldest* event only —
-never a device-wide synchronization.
+users). A :class:`Lease` holds the object it keeps alive by reference and says how it is let go,
+so an entry names what it keeps (``repr``) and no closure hides it. Polling is non-blocking;
+when the queue is full it waits on its *oldest* event only — never a device-wide
+synchronization.
+
+>>> held = []
+>>> lease = Lease(["staging"], held.extend)
+>>> lease
+<Lease of list: ['staging']>
+>>> lease.release()
+>>> held
+['staging']
 """
 
 from __future__ import annotations
@@ -14,7 +24,33 @@ from typing import Any
 
 from .counters import Counters
 
-Lease = Callable[[], None]
+
+class Lease:
+    """Keeps ``keeps`` alive until released; releasing calls ``let_go(keeps)`` (when given)
+    and drops the reference.
+
+    With no ``let_go`` the lease only holds: the object (a source tensor a copy still reads)
+    goes when its last other reference does. A lease is released once.
+    """
+
+    __slots__ = ("keeps", "let_go")
+
+    def __init__(self, keeps: Any, let_go: Callable[[Any], object] | None = None) -> None:
+        self.keeps = keeps
+        self.let_go = let_go
+
+    def release(self) -> None:
+        """Let the object go: run ``let_go`` on it, then drop both."""
+        keeps, let_go = self.keeps, self.let_go
+        self.keeps = self.let_go = None
+        if let_go is not None:
+            let_go(keeps)
+
+    def __repr__(self) -> str:
+        what = repr(self.keeps)
+        if len(what) > 60:
+            what = what[:57] + "..."
+        return f"<Lease of {type(self.keeps).__name__}: {what}>"
 
 
 class RetirementQueue:
@@ -79,7 +115,7 @@ class RetirementQueue:
 
     def _release(self, batch: list[Lease]) -> int:
         for lease in batch:
-            lease()
+            lease.release()
         self._counters.add("leases_pending", -len(batch))
         self._counters.add("leases_released", len(batch))
         return len(batch)

@@ -15,10 +15,11 @@ import numpy as np
 from .. import layout
 from ..capability import ExtensionCapability
 from ..dtypes import DType, dtype
-from ..errors import ShapeError, UnsupportedError, ValidationError
+from ..errors import BackendError, ShapeError, UnsupportedError, ValidationError
 from ..identity import AllocationDomainId, RuntimeIdentity
 from ..tensor import Tensor
 from .counters import Counters, TransferRecord
+from .deferred import DeferredReleases, Release
 from .retirement import RetirementQueue
 from .session import _UNRESOLVED, BackendSession, ExecSession
 from .storage import Storage
@@ -53,7 +54,8 @@ def normalize_shape(shape: Any) -> tuple[int, ...]:
 
 
 class Runtime(ABC):
-    """A backend instance: device, allocation domain, stream, counters, retirement queue."""
+    """A backend instance: device, allocation domain, stream, counters, retirement queue and
+    the deferred releases its collected storages and modules queue."""
 
     #: dtypes this backend stores; providers narrow it.
     supported_dtypes: frozenset[str] = frozenset(
@@ -85,6 +87,8 @@ class Runtime(ABC):
         self.retirement = RetirementQueue(
             self.counters, is_done=self._event_done, wait=self._event_wait
         )
+        #: Releases queued by finalizers on any thread; carried out by :meth:`drain_deferred`.
+        self.deferred = DeferredReleases()
         self._capabilities: dict[ExtensionCapability, bool] | None = None
         self._jit_factory: Any = _UNRESOLVED  # ex.jit's factory, asked of the host once
         #: (dtype as given, shape) -> (DType, compact strides, nbytes) of shapes allocated before
@@ -258,6 +262,12 @@ class Runtime(ABC):
         self._synchronize()
         self.retirement.poll()
 
+    def drain_deferred(self) -> None:
+        """Carry out the releases collected storages and modules queued (a drain point: the
+        backend calls it at allocation and session entry, and at ``trim`` and ``close``)."""
+        if self.deferred:
+            self._release_deferred(self.deferred.take_all())
+
     # -- interop -------------------------------------------------------------------------------
     def from_dlpack(self, x: Any) -> Tensor:
         """Import a foreign buffer as storage of kind "imported" in this runtime's domain."""
@@ -301,6 +311,14 @@ class Runtime(ABC):
     @abstractmethod
     def _copy_to_compact(self, src: Tensor, dst: Tensor) -> None:
         """Copy a (possibly strided) view into the compact ``dst`` on the device."""
+
+    def _release_deferred(self, releases: list[Release]) -> None:
+        """Carry out queued ``(kind, handle)`` releases; a backend whose storages are
+        :class:`~.deferred.DeviceStorage` (or whose objects queue releases) implements it."""
+        raise BackendError(
+            f"{self.name}: {len(releases)} releases were queued but "
+            f"{type(self).__name__} does not implement _release_deferred"
+        )
 
     def _synchronize(self) -> None:
         """Provider hook: wait for the runtime's stream or queue."""

@@ -186,6 +186,8 @@ class BackendSession(Session):
                 "an op that needs another op calls ex.run(op, ...) inside its session"
             )
         runtime.check_usable()
+        if runtime.deferred:  # a drain point: what was collected since is released first
+            runtime.drain_deferred()
         runtime.retirement.poll()
         opened.add(runtime)
         try:

@@ -9,7 +9,6 @@ import gc
 import pytest
 from support.driver_stand_in import recording_driver, stand_in_runtime
 from tenferro_host_cuda import _driver as driver
-from tenferro_host_cuda.block_cache import BlockCache
 
 import tenferro_host as tf
 
@@ -100,13 +99,3 @@ def test_large_blocks_and_a_full_cache_go_back_to_the_pool(rt, fake):
     rt.drain_deferred()
     assert rt.blocks.cached_bytes == 1 << 20 and rt.blocks.blocks == 16
     assert sum(1 for c in memory(fake) if c[0] == "free") == 2  # the big one and the 17th
-
-
-def test_size_classes_round_up_at_most_a_quarter_above_a_mebibyte():
-    cache = BlockCache()
-    for n in (1, 511, 512, 513, 4096, 1 << 20, (1 << 20) + 1, 3_000_000, 40_000_000):
-        size = cache.size_class(n)
-        assert size >= n and size >= 512
-        if n > 1 << 20:
-            assert size <= n * 1.25
-    assert cache.size_class(cache.max_block + 1) == 0

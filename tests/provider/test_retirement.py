@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenferro_host.provider import Counters, RetirementQueue
+from tenferro_host.provider import Counters, Lease, RetirementQueue
 
 
 class Events:
@@ -26,8 +26,8 @@ def make(capacity: int = 3) -> tuple[RetirementQueue, Events, Counters, list[str
     return queue, events, counters, released
 
 
-def lease(log: list[str], name: str):
-    return lambda: log.append(name)
+def lease(log: list[str], name: str) -> Lease:
+    return Lease(name, log.append)
 
 
 def test_poll_releases_only_the_completed_prefix_without_waiting():
@@ -110,3 +110,34 @@ def test_concurrent_polls_never_release_a_lease_whose_event_is_pending():
     b.join()
     assert released == ["e0"]  # e1's event never completed
     assert len(queue) == 1 and counters.snapshot()["leases_pending"] == 1
+
+
+def test_a_lease_names_what_it_keeps_and_lets_it_go_once() -> None:
+    let_go: list[object] = []
+    kept = ["staging", "buffer"]
+    held = Lease(kept, let_go.append)
+    assert "Lease of list" in repr(held) and "staging" in repr(held)
+    held.release()
+    assert let_go == [kept] and held.keeps is None  # the reference is dropped
+    held.release()
+    assert let_go == [kept]  # released once
+
+
+def test_a_holding_lease_keeps_its_object_alive_until_its_event_completes() -> None:
+    import gc
+    import weakref
+
+    class Source:
+        pass
+
+    queue, events, _, _ = make()
+    source = Source()
+    ref = weakref.ref(source)
+    queue.retire("e1", [Lease(source)])
+    del source
+    gc.collect()
+    assert ref() is not None  # the lease holds it while e1 is pending
+    events.done.add("e1")
+    queue.poll()
+    gc.collect()
+    assert ref() is None

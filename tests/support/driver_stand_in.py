@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import types
-from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,11 +16,10 @@ from typing import Any
 from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda import raw
 from tenferro_host_cuda._runtime import CudaRuntime
-from tenferro_host_cuda.block_cache import BlockCache
 from tenferro_host_cuda.module import Function
 
 from tenferro_host.identity import AllocationDomainId, RuntimeIdentity
-from tenferro_host.provider import ResourceCache
+from tenferro_host.provider import DeferredReleases, FreeList, ResourceCache
 from tenferro_host.provider.counters import Counters
 from tenferro_host.provider.retirement import RetirementQueue
 
@@ -132,10 +130,10 @@ def stand_in_runtime(host: Any, **blocks: int) -> CudaRuntime:
     rt._info = DEVICE
     rt.uuid_bytes = b"\x01" * 16
     rt.primary = driver.PrimaryContext(CTX)
-    rt.blocks = BlockCache(**blocks)
+    rt.blocks = FreeList(rounded=True, **blocks)
     rt.resources = ResourceCache()
     rt.debug_sync = False
-    rt._deferred = deque()
+    rt.deferred = DeferredReleases()
     rt._events = []
     rt._closed = False
     rt._pool = object()
