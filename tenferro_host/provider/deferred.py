@@ -44,7 +44,7 @@ class DeferredReleases(deque[Release]):
 
     def take_all(self) -> list[Release]:
         """Every queued release, oldest first, removed (another thread may drain alongside)."""
-        out = []
+        out: list[Release] = []
         while self:
             try:
                 out.append(self.popleft())
