@@ -53,6 +53,10 @@ class Lease:
         return f"<Lease of {type(self.keeps).__name__}: {what}>"
 
 
+def _call(release: Callable[[], object]) -> None:
+    release()
+
+
 class RetirementQueue:
     """A bounded FIFO of (event, leases); ``is_done(event)`` polls, ``wait(event)`` blocks.
 
@@ -79,9 +83,13 @@ class RetirementQueue:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def retire(self, event: Any, leases: Iterable[Lease]) -> None:
-        """Hold ``leases`` until ``event`` completes; release them in order afterwards."""
-        batch = list(leases)
+    def retire(self, event: Any, leases: Iterable[Lease | Callable[[], object]]) -> None:
+        """Hold ``leases`` until ``event`` completes; release them in order afterwards.
+
+        A plain callable (what SPI 1.0 providers passed before :class:`Lease`) is taken as the
+        lease that calls it.
+        """
+        batch = [lease if isinstance(lease, Lease) else Lease(lease, _call) for lease in leases]
         if not batch:
             return
         with self._lock:

@@ -141,3 +141,10 @@ def test_a_holding_lease_keeps_its_object_alive_until_its_event_completes() -> N
     queue.poll()
     gc.collect()
     assert ref() is None
+
+
+def test_a_plain_callable_is_still_taken_as_a_lease() -> None:
+    queue, events, _, released = make()
+    queue.retire("e1", [lambda: released.append("called"), lease(released, "a")])
+    events.done.add("e1")
+    assert queue.poll() == 2 and released == ["called", "a"]
