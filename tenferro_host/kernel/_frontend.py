@@ -323,16 +323,12 @@ _UNSUPPORTED_HINTS = {
 }
 
 
+#: The DSL's name of each scalar dtype (``K.f32`` ...), from the language's own types.
+_TYPE_NAMES = {t.dtype.name: t.name for t in lang.SCALAR_TYPES}
+
+
 def _type_name(dtype: DType) -> str:
-    return {
-        "float32": "f32",
-        "float64": "f64",
-        "float16": "f16",
-        "int32": "i32",
-        "uint32": "u32",
-        "int64": "i64",
-        "bool": "bool_",
-    }[dtype.name]
+    return _TYPE_NAMES[dtype.name]
 
 
 def _int_range(dtype: DType) -> tuple[int, int]:
