@@ -13,9 +13,10 @@ Per dispatch, two more bounded caches save wgpu-py calls (each costs microsecond
 change after creation, so a dispatch still pending in an encoder is never affected by a later
 one), and :class:`BindGroups` keeps a bind group per (layout, uniform buffer, storage buffers)
 while every storage buffer it binds is in use — owned by a live tensor or kept in the runtime's
-buffer pool (:mod:`.buffer_pool`), whose next tensor binds the same buffer object, so its group
-is still right. A buffer released for good evicts its groups, so a cached group neither keeps
-released memory alive nor is used after it.
+free list of buffers (``runtime.pool``, a :class:`~tenferro_host.provider.FreeList`), whose
+next tensor binds the same buffer object, so its group is still right. A buffer released for
+good evicts its groups, so a cached group neither keeps released memory alive nor is used after
+it.
 """
 
 from __future__ import annotations
