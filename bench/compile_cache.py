@@ -90,7 +90,7 @@ def child(kernel: str, with_nvrtc: bool) -> dict[str, float]:
         arch, memory, compile_, gpu = _compiler(stack)
         first, second = _sources(kernel, arch)
         if with_nvrtc:
-            from tenferro_host_cuda.nvrtc import _nvrtc
+            from tenferro_host_cuda._nvrtc import _nvrtc
 
             _nvrtc().nvrtcVersion()  # imports cuda.bindings.nvrtc and loads libnvrtc
         out = {"gpu": float(gpu)}

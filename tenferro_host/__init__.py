@@ -37,9 +37,9 @@ from .errors import *  # noqa: F403 - the error hierarchy is part of the top-lev
 from .errors import __all__ as _errors_all
 from .identity import AllocationDomainId, CudaDeviceId, CudaDeviceUuid, RuntimeIdentity
 from .ops import KernelSource, OpSpec, Requirement, Signature
-from .provider.hookspecs import hookimpl
-from .provider.registry import BackendProvider, BackendStatus
-from .provider.runtime import Runtime
+from .provider._hookspecs import hookimpl
+from .provider._registry import BackendProvider, BackendStatus
+from .provider._runtime import Runtime
 from .tensor import Placement, Tensor
 
 __version__ = "0.1.0"

@@ -30,7 +30,7 @@ from rich.text import Text
 from ._host import Host
 from .capability import ExtensionCapability
 from .errors import PluginError, TenferroError, UnsupportedError, ValidationError
-from .provider.registry import BackendStatus
+from .provider._registry import BackendStatus
 from .testing.checks import (
     accepted_dtype,
     as_outputs,

@@ -24,10 +24,10 @@ from .capability import ExtensionCapability
 from .dtypes import DType, dtype
 from .errors import OutOfMemoryError, ValidationError
 from .layout import compact_strides
-from .provider.hookspecs import hookimpl
-from .provider.registry import BackendProvider, BackendStatus, RegistrationView
-from .provider.runtime import Runtime
-from .provider.storage import Storage
+from .provider._hookspecs import hookimpl
+from .provider._registry import BackendProvider, BackendStatus, RegistrationView
+from .provider._runtime import Runtime
+from .provider._storage import Storage
 from .tensor import Tensor
 
 if TYPE_CHECKING:

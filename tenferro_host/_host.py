@@ -30,9 +30,9 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
-from .provider.registry import BackendStatus, Registry
-from .provider.runtime import Runtime
-from .provider.session import BackendSession, ExecSession
+from .provider._registry import BackendStatus, Registry
+from .provider._runtime import Runtime
+from .provider._session import BackendSession, ExecSession
 
 _BACKEND_NAME = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
 

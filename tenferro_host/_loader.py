@@ -20,8 +20,9 @@ import pluggy
 
 from .capability import ExtensionCapability
 from .errors import PluginError, ValidationError
-from .provider import SPI_VERSION, hookspecs
-from .provider.registry import Registry
+from .provider import SPI_VERSION
+from .provider import _hookspecs as hookspecs
+from .provider._registry import Registry
 
 #: The plugin API this host implements: a plugin's major must match, its minor be <= ours.
 HOST_API = (1, 0)

@@ -37,15 +37,15 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
-from .provider.storage import require_writable
+from .provider._storage import require_writable
 from .tensor import Tensor
 
 if TYPE_CHECKING:
     from ._host import Host
     from .ops import OpSpec
-    from .provider.registry import OpRecord
-    from .provider.runtime import Runtime
-    from .provider.session import ExecSession
+    from .provider._registry import OpRecord
+    from .provider._runtime import Runtime
+    from .provider._session import ExecSession
 
 
 class OpHandle:

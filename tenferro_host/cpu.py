@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._cpu_runtime import CpuDeviceInfo, CpuRuntime
-from .provider.session import ExecSession, exec_session_of
+from .provider._session import ExecSession, exec_session_of
 
 
 def exec_session(session: Any) -> ExecSession | None:

@@ -29,8 +29,8 @@ from .dtypes import DType
 from .errors import ShapeError, ValidationError
 
 if TYPE_CHECKING:
-    from .provider.runtime import Runtime
-    from .provider.storage import Storage
+    from .provider._runtime import Runtime
+    from .provider._storage import Storage
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from typing import Any
 from tenferro_host import BackendProvider, ExtensionCapability, hookimpl
 
 from . import raw
+from ._copies import copy_from_peer, copy_from_same_device
+from ._device import CudaDeviceInfo, nvrtc_version, probe
+from ._exec_session import CudaExecSession
+from ._p2p_probe import PeerProbe, probe_p2p
+from ._peer import can_access_peer, has_accessible_peer
 from ._runtime import CudaRuntime
-from .copies import copy_from_peer, copy_from_same_device
-from .device import CudaDeviceInfo, nvrtc_version, probe
-from .exec_session import CudaExecSession
-from .p2p_probe import PeerProbe, probe_p2p
-from .peer import can_access_peer, has_accessible_peer
 
 TENFERRO_HOST_API = (1, 0)
 TENFERRO_HOST_SPI = (1, 0)  # the provider SPI it builds on (tenferro_host.provider.SPI_VERSION)

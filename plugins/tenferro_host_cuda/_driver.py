@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from tenferro_host.errors import (
+from tenferro_host import (
     BackendError,
     ContextPoisonedError,
     OutOfMemoryError,
@@ -124,7 +124,7 @@ def require_healthy(uuid: bytes, op: str | None = None) -> None:
     """Raise ContextPoisonedError if a sticky fault poisoned the device ``uuid``."""
     why = POISONED.get(uuid)
     if why is not None:
-        from tenferro_host.identity import CudaDeviceUuid
+        from tenferro_host import CudaDeviceUuid
 
         ident = CudaDeviceUuid(uuid)
         raise ContextPoisonedError(
@@ -176,7 +176,7 @@ def failure(
     name = error_name(err)
     if code in STICKY_FAULTS and uuid is not None:
         poison(uuid, f"{name} during {what}")
-        from tenferro_host.identity import CudaDeviceUuid
+        from tenferro_host import CudaDeviceUuid
 
         return ContextPoisonedError(
             f"{what} failed with {name}; a kernel faulted earlier and poisoned the device's "

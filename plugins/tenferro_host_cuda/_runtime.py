@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tenferro_host import Tensor
-from tenferro_host.dtypes import DType
-from tenferro_host.errors import BackendError, OutOfMemoryError, UnsupportedError
+from tenferro_host import BackendError, DType, OutOfMemoryError, Tensor, UnsupportedError
 from tenferro_host.provider import FreeList, Lease, Release, ResourceCache, Runtime, Storage
 
+from ._args import LaunchConfig
+from ._device import CudaDeviceInfo, query
+from ._dlpack import call_deleter, export, import_
 from ._driver import (
     NOT_READY,
     OUT_OF_MEMORY,
@@ -31,16 +32,13 @@ from ._driver import (
     failure,
     require_healthy,
 )
-from .args import LaunchConfig
-from .device import CudaDeviceInfo, query
-from .dlpack import call_deleter, export, import_
-from .exec_session import CudaExecSession
-from .storage import CudaStorage
+from ._exec_session import CudaExecSession
+from ._storage import CudaStorage
 
 if TYPE_CHECKING:
     from tenferro_host.provider import BackendSession, HostServices
 
-    from .module import Function
+    from ._module import Function
 
 #: Pool memory kept after a synchronization instead of returning it to the OS.
 DEFAULT_RELEASE_THRESHOLD = 1 << 30
@@ -171,7 +169,7 @@ class CudaRuntime(Runtime):
     def check_usable(self) -> None:
         require_healthy(self.uuid_bytes)
         if self._closed:
-            from tenferro_host.errors import RuntimeStateError
+            from tenferro_host import RuntimeStateError
 
             raise RuntimeStateError(f"runtime {self.name!r} was closed; create a new one")
 
@@ -387,9 +385,9 @@ class CudaRuntime(Runtime):
         fn = self._copy_functions.get(itemsize)
         if fn is None:
             if self._copy_module is None:
-                from .images import check_binary
-                from .module import load_image
-                from .nvrtc import NvrtcOptions, compile_source
+                from ._images import check_binary
+                from ._module import load_image
+                from ._nvrtc import NvrtcOptions, compile_source
 
                 image = compile_source(
                     _COPY_SOURCE,

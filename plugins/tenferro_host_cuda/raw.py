@@ -22,28 +22,19 @@ from collections.abc import Callable, Hashable, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tenferro_host import Tensor
-from tenferro_host.errors import (
+from tenferro_host import (
     AliasingError,
     ArgumentMismatchError,
     ForeignRuntimeError,
     InvalidLayoutError,
     LaunchError,
     SessionClosedError,
+    Tensor,
     ValidationError,
 )
 from tenferro_host.provider import Session, SessionHandle, require_resident, require_writable
 
-from ._driver import (
-    POISONED,
-    STICKY_FAULT_NAMES,
-    STICKY_FAULTS,
-    drv,
-    error_name,
-    failure,
-    poison,
-)
-from .args import (
+from ._args import (
     LaunchConfig,
     Scalar,
     bool_,
@@ -55,14 +46,23 @@ from .args import (
     u32,
     u64,
 )
-from .images import as_bytes, check_binary, check_ptx
-from .module import Function, Module, load_image
-from .nvrtc import CompiledImage, NvrtcOptions, compile_source
-from .storage import CudaStorage, check_positive_bytes
+from ._driver import (
+    POISONED,
+    STICKY_FAULT_NAMES,
+    STICKY_FAULTS,
+    drv,
+    error_name,
+    failure,
+    poison,
+)
+from ._images import as_bytes, check_binary, check_ptx
+from ._module import Function, Module, load_image
+from ._nvrtc import CompiledImage, NvrtcOptions, compile_source
+from ._storage import CudaStorage, check_positive_bytes
 
 if TYPE_CHECKING:
+    from ._exec_session import CudaExecSession
     from ._runtime import CudaRuntime
-    from .exec_session import CudaExecSession
 
 _log = logging.getLogger("tenferro_host_cuda")
 _get_ident = threading.get_ident

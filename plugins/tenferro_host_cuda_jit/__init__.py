@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenferro_host.provider.hookspecs import hookimpl
-from tenferro_host.provider.registry import RegistrationView
+from tenferro_host.provider import RegistrationView, hookimpl
 
 TENFERRO_HOST_API = (1, 0)
 TENFERRO_HOST_SPI = (1, 0)  # the provider SPI it builds on (tenferro_host.provider.SPI_VERSION)

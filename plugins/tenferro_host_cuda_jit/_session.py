@@ -26,9 +26,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from tenferro_host import Tensor
+from tenferro_host import TenferroError, Tensor
 from tenferro_host.cuda import raw
-from tenferro_host.errors import TenferroError
 from tenferro_host.kernel import Kernel, Specialization
 from tenferro_host.provider import (
     ExecSession,

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenferro_host import ShapeError, Tensor
-from tenferro_host.layout import compact_strides
+from tenferro_host.provider import compact_strides
 
 
 def compact(runtime: Any, t: Tensor) -> Tensor:

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tenferro_host.capability import ExtensionCapability
-from tenferro_host.errors import TenferroError
-from tenferro_host.provider.hookspecs import hookimpl
-from tenferro_host.provider.registry import BackendProvider, BackendStatus, RegistrationView
+from tenferro_host import ExtensionCapability, TenferroError
+from tenferro_host.provider import BackendProvider, BackendStatus, RegistrationView, hookimpl
 
 from ._runtime import WebGpuExecSession, WebGpuRuntime, WebGpuStorage
 from .adapters import ADAPTER_ENV, AdapterInfo, adapters

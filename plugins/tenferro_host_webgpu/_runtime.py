@@ -6,7 +6,7 @@ own allocation domain. Buffers are ``STORAGE | COPY_SRC | COPY_DST``, padded to 
 elements are stored as u32. wgpu keeps a buffer alive while submitted work uses it, so no lease
 is needed for stream-ordered frees.
 
-A collected tensor's buffer is queued on the runtime's deferred releases (provider/deferred.py)
+A collected tensor's buffer is queued on the runtime's deferred releases (provider/_deferred.py)
 and, at the next drain point, kept in its free list (:class:`~tenferro_host.provider.FreeList`,
 by exact size: kernels bind a storage buffer whole, and ``buffer.size`` is what robust buffer
 access clamps to); the next allocation of that size takes it without ``create_buffer``, and the
@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tenferro_host.dtypes import DType
-from tenferro_host.errors import (
+from tenferro_host import (
     BackendError,
+    DType,
     InvalidLaunchConfigError,
     LaunchError,
     OutOfMemoryError,
+    Tensor,
 )
 from tenferro_host.provider import (
     BackendSession,
@@ -52,7 +53,6 @@ from tenferro_host.provider import (
     Storage,
     fold_grid,
 )
-from tenferro_host.tensor import Tensor
 
 from . import strided_copy
 from ._uniforms import UniformBlock

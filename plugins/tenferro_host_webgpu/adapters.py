@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenferro_host.errors import UnsupportedError, ValidationError
+from tenferro_host import UnsupportedError, ValidationError
 
 ADAPTER_ENV = "TENFERRO_WEBGPU_ADAPTER"
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tenferro_host.dtypes import DType
-from tenferro_host.errors import UnsupportedError
+from tenferro_host import DType, UnsupportedError
 
 from .adapters import AdapterInfo
 

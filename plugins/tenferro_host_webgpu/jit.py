@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from tenferro_host.errors import InvalidLaunchConfigError, LaunchError, UnsupportedError
+from tenferro_host import InvalidLaunchConfigError, LaunchError, Tensor, UnsupportedError
 from tenferro_host.kernel import Specialization
 from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession
-from tenferro_host.tensor import Tensor
 
 from . import wgsl, wgsl_cache
 from ._runtime import WebGpuRuntime, WebGpuStorage

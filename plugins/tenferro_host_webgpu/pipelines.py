@@ -28,7 +28,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tenferro_host.errors import CompileError
+from tenferro_host import CompileError
 
 if TYPE_CHECKING:
     from tenferro_host.provider import CachedKernel, KernelKey
@@ -139,7 +139,7 @@ class PipelineCache:
         build: Callable[[str, tuple[bool, ...]], Pipeline],
     ) -> Pipeline:
         """The pipeline, from the persistent cache's WGSL when it has the key's."""
-        from tenferro_host.provider.kernel_cache import active_kernel_cache
+        from tenferro_host.provider import active_kernel_cache
 
         from . import wgsl_cache
 

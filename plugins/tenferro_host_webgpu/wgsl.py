@@ -44,10 +44,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tenferro_host.dtypes import DType
-from tenferro_host.errors import UnsupportedError
+from tenferro_host import DType, UnsupportedError
 from tenferro_host.kernel import Specialization, ir
-from tenferro_host.layout import numel
+from tenferro_host.provider import numel
 
 from . import wgsl_numerics
 from ._uniforms import GRID_WORDS, UniformBlock, entry_point, grid_prelude, uniform_decl, word

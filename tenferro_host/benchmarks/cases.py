@@ -596,7 +596,7 @@ def compile_times(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     why = _unavailable(host, "cuda")
     if why:
         return _not_run(key, title, rows, why, unit="ms")
-    from tenferro_host_cuda.nvrtc import compile_source
+    from tenferro_host_cuda._nvrtc import compile_source
 
     rt = host.new_backend("cuda")
     s = stack.enter_context(rt.session())

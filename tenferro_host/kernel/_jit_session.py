@@ -31,9 +31,9 @@ from ..errors import (
     UnsupportedError,
     ValidationError,
 )
-from ..provider.residency import require_resident
-from ..provider.session import ExecSession, Session, SessionHandle
-from ..provider.storage import require_writable
+from ..provider._residency import require_resident
+from ..provider._session import ExecSession, Session, SessionHandle
+from ..provider._storage import require_writable
 from ..tensor import Tensor
 from ._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 from .ir import U32_MAX, check_u32_array

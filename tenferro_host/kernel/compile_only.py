@@ -106,7 +106,7 @@ def compile_only(
 def _cuda(
     kernel: Kernel, descs: list[ArgDesc], constants: Mapping[str, Any], arch: str
 ) -> CompiledKernel:
-    from tenferro_host_cuda.nvrtc import NvrtcOptions, compile_source
+    from tenferro_host_cuda._nvrtc import NvrtcOptions, compile_source
     from tenferro_host_cuda_jit.codegen import generate
 
     features = (arch.replace("compute_", "sm_"),)

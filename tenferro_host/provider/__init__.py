@@ -1,4 +1,4 @@
-"""The provider SPI: what a backend plugin builds on.
+"""The provider SPI: everything a backend or op plugin builds on, from one front.
 
 Stability: *provider SPI, version 1* — versioned separately from the user API. A backend
 plugin subclasses :class:`Runtime` (storage primitives), :class:`ExecSession` (its execution
@@ -10,23 +10,28 @@ here: a collected :class:`DeviceStorage` queues its release on its runtime's
 blocks for reuse; the :class:`RetirementQueue` holds each :class:`Lease` (an object, and how it
 is let go) until its event completes.
 A DSL (JIT) provider subclasses :class:`JitSession` and reads the typed IR of
-:mod:`tenferro_host.kernel.ir`. Registration goes through :mod:`.registry`
-(:class:`~.registry.RegistrationView`) and :mod:`.hookspecs` (``hookimpl``). A plugin declares
-the SPI version it was built for as ``TENFERRO_HOST_SPI = (1, 0)``; the loader refuses one whose
-major differs or whose minor is newer than :data:`SPI_VERSION`.
+:mod:`tenferro_host.kernel.ir` (the DSL's one public SPI module). A plugin marks its hooks with
+:data:`hookimpl` and registers a :class:`BackendProvider` (whose probe answers a
+:class:`BackendStatus`), a DSL session factory and its ops on the :class:`RegistrationView` its
+``tenferro_host_register`` hook receives. Every module behind this front is private. A plugin
+declares the SPI version it was built for as ``TENFERRO_HOST_SPI = (1, 0)``; the loader refuses
+one whose major differs or whose minor is newer than :data:`SPI_VERSION`.
 """
 
 from ..facade import lazy_names
-from .cache import ResourceCache
-from .counters import STAT_KEYS, Counters, TransferRecord
-from .deferred import DeferredReleases, DeviceStorage, Release
-from .free_list import FreeList
-from .host_services import HostServices
-from .residency import require_resident
-from .retirement import Lease, RetirementQueue
-from .runtime import Runtime, normalize_shape
-from .session import BackendSession, ExecSession, Session, SessionHandle, exec_session_of
-from .storage import Storage, require_writable
+from ..layout import compact_strides, numel
+from ._cache import ResourceCache
+from ._counters import STAT_KEYS, Counters, TransferRecord
+from ._deferred import DeferredReleases, DeviceStorage, Release
+from ._free_list import FreeList
+from ._hookspecs import hookimpl
+from ._host_services import HostServices
+from ._registry import BackendProvider, BackendStatus, RegistrationView
+from ._residency import require_resident
+from ._retirement import Lease, RetirementQueue
+from ._runtime import Runtime, normalize_shape
+from ._session import BackendSession, ExecSession, Session, SessionHandle, exec_session_of
+from ._storage import Storage, require_writable
 
 SPI_VERSION = (1, 0)
 
@@ -41,6 +46,7 @@ _LAZY = {
             "KernelCacheWarning",
             "KernelKey",
             "active_kernel_cache",
+            "compact_strides",
             "convert_scalar",
         )
     },
@@ -54,7 +60,9 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 __all__ = [
     "SPI_VERSION",
     "STAT_KEYS",
+    "BackendProvider",
     "BackendSession",
+    "BackendStatus",
     "CachedKernel",
     "Counters",
     "DeferredReleases",
@@ -70,6 +78,7 @@ __all__ = [
     "KernelCacheWarning",
     "KernelKey",
     "Lease",
+    "RegistrationView",
     "Release",
     "ResourceCache",
     "RetirementQueue",
@@ -79,10 +88,13 @@ __all__ = [
     "Storage",
     "TransferRecord",
     "active_kernel_cache",
+    "compact_strides",
     "convert_scalar",
     "exec_session_of",
     "fold_grid",
+    "hookimpl",
     "normalize_shape",
+    "numel",
     "require_resident",
     "require_writable",
 ]

@@ -25,7 +25,7 @@ from ..tensor import Tensor
 
 if TYPE_CHECKING:
     from .._host import Host
-    from ..provider.runtime import Runtime
+    from ..provider._runtime import Runtime
 
 
 def default_dtype(signature: Signature) -> DType:

@@ -43,7 +43,7 @@ from ..errors import (
     UnsupportedError,
 )
 from ..ops import OpSpec
-from ..provider.session import Session, SessionHandle
+from ..provider._session import Session, SessionHandle
 from ..tensor import Tensor
 from .checks import (
     as_outputs,
@@ -56,7 +56,7 @@ from .checks import (
 
 if TYPE_CHECKING:
     from .._host import Host
-    from ..provider.runtime import Runtime
+    from ..provider._runtime import Runtime
 
 #: Input shapes of the ``values`` check: empty, single, odd, 2-D, empty 2-D, large.
 SHAPES: tuple[tuple[int, ...], ...] = ((0,), (1,), (7,), (3, 5), (0, 4), (129, 257))
@@ -391,7 +391,7 @@ def _nvrtc_or_skip() -> None:
 
 def check_kernel_sources(spec: OpSpec) -> None:
     """Every declared CUDA KernelSource compiles with NVRTC for each of its archs."""
-    from tenferro_host_cuda.nvrtc import NvrtcOptions, compile_source
+    from tenferro_host_cuda._nvrtc import NvrtcOptions, compile_source
 
     from .recording import kernel_text
 

@@ -23,8 +23,8 @@ import pytest
 
 if TYPE_CHECKING:
     from .._host import Host
-    from ..provider.registry import BackendStatus
-    from ..provider.runtime import Runtime
+    from ..provider._registry import BackendStatus
+    from ..provider._runtime import Runtime
 
 #: Backend kinds listed even when unavailable (as skipped cases) and their marker names.
 _MARKED_KINDS = ("cuda", "webgpu")

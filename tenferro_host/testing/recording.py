@@ -21,7 +21,7 @@ from ..errors import (
     ValidationError,
 )
 from ..ops import KernelSource
-from ..provider.storage import require_writable
+from ..provider._storage import require_writable
 from ..tensor import Tensor
 from .ptx import PtxParam, parse_entries
 
@@ -32,7 +32,7 @@ POINTER_BYTES = 8
 
 def compile_ptx(source: str | bytes, name: str = "kernel.cu") -> bytes:
     """PTX of CUDA C ``source`` through NVRTC (needs the ``cuda`` extra, not a GPU)."""
-    from tenferro_host_cuda.nvrtc import NvrtcOptions, compile_source
+    from tenferro_host_cuda._nvrtc import NvrtcOptions, compile_source
 
     return compile_source(source, NvrtcOptions(arch=PTX_ARCH), name=name).data
 
@@ -206,7 +206,7 @@ class RecordingRawSession:
 
 
 def _arg_bytes(index: int, arg: Any, op: str) -> int:
-    from tenferro_host_cuda.args import Scalar
+    from tenferro_host_cuda._args import Scalar
 
     if isinstance(arg, RecordedPointer):
         return arg.nbytes_as_arg

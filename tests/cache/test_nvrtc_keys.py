@@ -14,8 +14,8 @@ from support import cache_support
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
-from tenferro_host_cuda.nvrtc import compile_source
-from tenferro_host_cuda.nvrtc_cache import headers_digest
+from tenferro_host_cuda._nvrtc import compile_source
+from tenferro_host_cuda._nvrtc_cache import headers_digest
 
 from tenferro_host.cuda import raw
 from tenferro_host.errors import CompileError
@@ -185,7 +185,7 @@ def test_the_compiler_identity_names_the_library_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stable for one file; another size or mtime (a patch release) is another compiler."""
-    from tenferro_host_cuda import nvrtc_cache
+    from tenferro_host_cuda import _nvrtc_cache as nvrtc_cache
 
     lib = tmp_path / "libnvrtc.so.13"
     lib.write_bytes(b"\x7fELF fake nvrtc")
@@ -209,8 +209,8 @@ def test_the_wheel_identity_is_the_loaded_library_identity() -> None:
     code = textwrap.dedent(
         """
         import sys
-        from tenferro_host_cuda import nvrtc_cache
-        from tenferro_host_cuda.nvrtc import _nvrtc
+        from tenferro_host_cuda import _nvrtc_cache as nvrtc_cache
+        from tenferro_host_cuda._nvrtc import _nvrtc
         wheel = nvrtc_cache._wheel_library()
         before = nvrtc_cache.compiler_identity()
         assert wheel is None or "cuda.bindings.nvrtc" not in sys.modules, "NVRTC was loaded"
@@ -230,7 +230,7 @@ _HIT = textwrap.dedent(
     import json, sys
     from tenferro_host.cuda import raw
     from tenferro_host.provider import kernel_cache as kc
-    from tenferro_host_cuda.nvrtc_cache import _wheel_library
+    from tenferro_host_cuda._nvrtc_cache import _wheel_library
     wheel = _wheel_library() is not None
     image = raw.nvrtc_compile(sys.argv[1], raw.NvrtcOptions(arch="sm_90"))
     cache = kc.active_kernel_cache()

@@ -103,7 +103,7 @@ def test_a_quick_cpu_run_writes_report_json_and_chart(tmp_path):
 def test_unavailable_backends_list_their_rows_as_not_run(host, monkeypatch):
     from contextlib import ExitStack
 
-    from tenferro_host.provider.registry import BackendStatus
+    from tenferro_host.provider._registry import BackendStatus
 
     monkeypatch.setattr(
         host, "backend_status", lambda kind: BackendStatus(kind, False, f"no {kind} here")

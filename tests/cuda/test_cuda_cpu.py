@@ -40,7 +40,7 @@ def _example_source() -> str:
 def test_nvrtc_compiles_example_kernels_to_ptx_and_sm90_cubin():
     _nvrtc_or_skip()
     from ext_add_kernel.cuda_raw import KERNELS
-    from tenferro_host_cuda.images import check_binary, check_ptx
+    from tenferro_host_cuda._images import check_binary, check_ptx
 
     ptx = raw.nvrtc_compile(_example_source(), raw.NvrtcOptions(arch="compute_90"))
     text = ptx.data.decode()
@@ -83,7 +83,7 @@ def test_broken_kernel_gives_compile_error_with_log_and_line():
 
 
 def test_parse_log():
-    from tenferro_host_cuda.nvrtc import parse_log
+    from tenferro_host_cuda._nvrtc import parse_log
 
     log = 'a.cu(7): error: expected a ";"\n    int x = 1\n             ^\n\n1 error\n'
     assert parse_log(log) == (7, 12)
@@ -116,7 +116,7 @@ def test_nvrtc_option_errors(make):
     ],
 )
 def test_garbage_binary_images(data):
-    from tenferro_host_cuda.images import check_binary
+    from tenferro_host_cuda._images import check_binary
 
     with pytest.raises(tf.ModuleLoadError):
         check_binary(data)
@@ -124,7 +124,7 @@ def test_garbage_binary_images(data):
 
 def test_truncated_cubin_and_fatbin():
     _nvrtc_or_skip()
-    from tenferro_host_cuda.images import check_binary
+    from tenferro_host_cuda._images import check_binary
 
     cubin = raw.nvrtc_compile(_example_source(), raw.NvrtcOptions(arch="sm_90")).data
     with pytest.raises(tf.ModuleLoadError, match="truncated"):
@@ -145,14 +145,14 @@ def test_truncated_cubin_and_fatbin():
     ],
 )
 def test_bad_ptx(data):
-    from tenferro_host_cuda.images import check_ptx
+    from tenferro_host_cuda._images import check_ptx
 
     with pytest.raises(tf.ModuleLoadError):
         check_ptx(data)
 
 
 def test_ptx_gets_nul_terminated():
-    from tenferro_host_cuda.images import as_bytes, check_ptx
+    from tenferro_host_cuda._images import as_bytes, check_ptx
 
     ptx = ".version 8.0\n.target sm_90\n"
     assert check_ptx(as_bytes(ptx, "ptx", None)) == ptx.encode() + b"\0"
@@ -268,7 +268,7 @@ def _setup_module(monkeypatch):
 def test_build_step_makes_a_fatbin_with_nvcc(monkeypatch, tmp_path):
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not installed")
-    from tenferro_host_cuda.images import check_binary
+    from tenferro_host_cuda._images import check_binary
 
     info = _setup_module(monkeypatch).build_kernels(EXAMPLE / "ext_add_kernel", tmp_path)
     assert info["fatbin"] == "add_kernel.fatbin" and len(info["gencode"]) == 3

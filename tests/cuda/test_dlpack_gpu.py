@@ -35,7 +35,7 @@ def _torch():
 
 
 def _exports_alive() -> int:
-    from tenferro_host_cuda import dlpack
+    from tenferro_host_cuda import _dlpack as dlpack
 
     return len(dlpack._exports)
 
@@ -119,7 +119,7 @@ def test_unconsumed_capsule_and_export_options(rt):
 def test_round_trip_and_malformed_producer(rt):
     import ctypes
 
-    from tenferro_host_cuda import dlpack
+    from tenferro_host_cuda import _dlpack as dlpack
 
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     t = rt.upload(x)

@@ -97,7 +97,7 @@ def test_device_info_has_pci_bus_id_and_numa_node(rt):
 
 
 def test_one_gpu_is_not_a_peer_pair(rt):
-    from tenferro_host_cuda import p2p_probe
+    from tenferro_host_cuda import _p2p_probe as p2p_probe
 
     other = rt.host.new_backend("cuda")
     with pytest.raises(tf.ValidationError, match="not a peer pair"):
@@ -179,7 +179,7 @@ def test_doc_blocks_run(rt):
 # -- two GPUs -----------------------------------------------------------------------------------
 @pytest.mark.multi_gpu
 def test_peer_copy_grants_access_and_moves_no_host_bytes(two):
-    from tenferro_host_cuda import peer
+    from tenferro_host_cuda import _peer as peer
 
     r0, r1 = two
     d = driver()

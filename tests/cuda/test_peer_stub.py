@@ -119,7 +119,7 @@ def test_different_uuid_given_to_copy_from_same_device_names_copy_from_peer(inst
 
 
 def test_peer_copy_grants_pool_access_once_and_lands_in_the_destination_domain(install):
-    from tenferro_host_cuda import peer
+    from tenferro_host_cuda import _peer as peer
 
     fake = install(2)
     host = tf.Host()
@@ -149,7 +149,7 @@ def test_peer_copy_grants_pool_access_once_and_lands_in_the_destination_domain(i
 
 
 def test_new_source_runtime_needs_its_own_pool_grant(install):
-    from tenferro_host_cuda import peer
+    from tenferro_host_cuda import _peer as peer
 
     fake = install(2)
     host = tf.Host()
@@ -166,7 +166,7 @@ def test_new_source_runtime_needs_its_own_pool_grant(install):
 
 
 def test_without_peer_access_peer_access_error_and_nothing_staged(install):
-    from tenferro_host_cuda import peer
+    from tenferro_host_cuda import _peer as peer
 
     fake = install(2, peer=only_one_to_zero)
     host = tf.Host()
@@ -194,7 +194,7 @@ def test_without_peer_access_peer_access_error_and_nothing_staged(install):
 
 def test_grant_that_the_pool_does_not_report_is_a_peer_access_error(install, monkeypatch):
     from support.fake_cuda_driver import SUCCESS
-    from tenferro_host_cuda import peer
+    from tenferro_host_cuda import _peer as peer
 
     fake = install(2)
     monkeypatch.setattr(
@@ -358,7 +358,7 @@ def test_probe_reports_failed_when_writes_are_dropped(install):
 
 
 def test_probe_reports_failed_when_the_copy_raises(install):
-    from tenferro_host_cuda import p2p_probe
+    from tenferro_host_cuda import _p2p_probe as p2p_probe
 
     install(2)
 
@@ -370,7 +370,7 @@ def test_probe_reports_failed_when_the_copy_raises(install):
 
 
 def test_probe_of_one_device_twice_is_not_a_peer_pair(install):
-    from tenferro_host_cuda import p2p_probe
+    from tenferro_host_cuda import _p2p_probe as p2p_probe
 
     install(1)
     with pytest.raises(tf.ValidationError, match="not a peer pair"):
@@ -384,7 +384,7 @@ def test_probe_of_one_device_twice_is_not_a_peer_pair(install):
 
 
 def test_caps_probe_p2p_json_adds_a_p2p_list(install, monkeypatch):
-    from tenferro_host_cuda import p2p_probe
+    from tenferro_host_cuda import _p2p_probe as p2p_probe
 
     install(2, peer=only_one_to_zero)
     monkeypatch.setattr(p2p_probe, "DEFAULT_NBYTES", 1 << 12)

@@ -124,8 +124,8 @@ def test_host_run_of_a_cuda_raw_op_touches_few_files(setup):
     event, sys.setprofile): 21 files and 110 switches between consecutive calls' files before
     the structure and op-call work, 17 files (the stand-in driver among them) and 46 switches
     after it, 18 and 44 since lifetimes moved into the provider (the first call's output, collected
-    during the second, queues its release in ``provider/deferred.py``; its free list is
-    ``provider/free_list.py``); printed with -s."""
+    during the second, queues its release in ``provider/_deferred.py``; its free list is
+    ``provider/_free_list.py``); printed with -s."""
     host, rt, *_ = setup
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
     host.run(ADD, a, b)

@@ -15,13 +15,13 @@ from typing import Any
 
 from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda import raw
+from tenferro_host_cuda._module import Function
 from tenferro_host_cuda._runtime import CudaRuntime
-from tenferro_host_cuda.module import Function
 
 from tenferro_host.identity import AllocationDomainId, RuntimeIdentity
 from tenferro_host.provider import DeferredReleases, FreeList, ResourceCache
-from tenferro_host.provider.counters import Counters
-from tenferro_host.provider.retirement import RetirementQueue
+from tenferro_host.provider._counters import Counters
+from tenferro_host.provider._retirement import RetirementQueue
 
 CTX = 7
 STREAM = 0x5000

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from tenferro_host_cuda.dlpack import (
+from tenferro_host_cuda._dlpack import (
     DLPACK_FLAG_BITMASK_READ_ONLY,
     KDL_CUDA,
     DLDataType,

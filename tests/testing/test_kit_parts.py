@@ -212,7 +212,7 @@ def test_runtimes_of_one_device_have_distinct_names_in_errors(host):
 
 
 def test_copy_hint_names_only_what_the_backend_has(host):
-    from tenferro_host.provider.residency import require_resident
+    from tenferro_host.provider._residency import require_resident
 
     other = host.new_backend("cpu")
     with pytest.raises(tf.ForeignRuntimeError) as info:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tenferro_host as tf
-from tenferro_host.provider.registry import BackendStatus
+from tenferro_host.provider._registry import BackendStatus
 from tenferro_host.testing import check_op, compare_outputs, random_inputs
 from tenferro_host.testing.pytest_plugin import backend_param, backend_params
 

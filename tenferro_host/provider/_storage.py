@@ -9,7 +9,7 @@ from ..errors import ValidationError
 if TYPE_CHECKING:
     from ..identity import AllocationDomainId
     from ..tensor import Tensor
-    from .runtime import Runtime
+    from ._runtime import Runtime
 
 
 class Storage:

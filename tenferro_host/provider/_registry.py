@@ -16,7 +16,7 @@ from ..ops import OpSpec
 
 if TYPE_CHECKING:
     from .._host import Host
-    from .runtime import Runtime
+    from ._runtime import Runtime
 
 
 @dataclass

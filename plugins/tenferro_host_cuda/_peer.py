@@ -16,8 +16,7 @@ import threading
 import weakref
 from typing import Any
 
-from tenferro_host.errors import PeerAccessError, ValidationError
-from tenferro_host.identity import CudaDeviceId
+from tenferro_host import CudaDeviceId, PeerAccessError, ValidationError
 from tenferro_host.provider import BackendSession, ExecSession, exec_session_of
 
 from ._driver import check, drv

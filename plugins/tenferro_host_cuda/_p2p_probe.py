@@ -19,14 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from tenferro_host import Tensor
-from tenferro_host.errors import TenferroError, ValidationError
+from tenferro_host import TenferroError, Tensor, ValidationError
 
+from ._copies import copy_from_peer
+from ._device import query
 from ._driver import check, drv
+from ._peer import can_access_peer, link_attributes, require_peer_pair
 from ._runtime import CudaRuntime
-from .copies import copy_from_peer
-from .device import query
-from .peer import can_access_peer, link_attributes, require_peer_pair
 
 #: Bytes of one probe copy and how many timed copies make the bandwidth sample.
 DEFAULT_NBYTES = 64 << 20

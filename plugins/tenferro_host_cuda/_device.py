@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tenferro_host import BackendStatus
-from tenferro_host.errors import UnsupportedError
-from tenferro_host.identity import CudaDeviceId, CudaDeviceUuid
+from tenferro_host import BackendStatus, CudaDeviceId, CudaDeviceUuid, UnsupportedError
 
 from ._driver import check, drv
 
@@ -116,7 +114,7 @@ def placement(dev: Any) -> dict[str, Any]:
     node closest to it (None where the system has no NUMA or the driver does not say).
 
     Per-pair link facts (access, performance rank, native atomics) are in
-    :func:`tenferro_host_cuda.peer.link_attributes`.
+    :func:`tenferro_host_cuda._peer.link_attributes`.
     """
     d = drv()
     raw_bus = check(d.cuDeviceGetPCIBusId(16, dev), "cuDeviceGetPCIBusId")

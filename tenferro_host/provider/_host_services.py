@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..capability import ExtensionCapability
-    from .runtime import Runtime
-    from .session import BackendSession, ExecSession
+    from ._runtime import Runtime
+    from ._session import BackendSession, ExecSession
 
 
 class HostServices(Protocol):

@@ -8,7 +8,7 @@ from ..errors import ForeignRuntimeError, ValidationError
 from ..tensor import Tensor
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ._runtime import Runtime
 
 
 def require_resident(runtime: Runtime, t: Any, *, argument: str, op: str | None) -> Tensor:

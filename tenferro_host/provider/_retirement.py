@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .counters import Counters
+from ._counters import Counters
 
 
 class Lease:

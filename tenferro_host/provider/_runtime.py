@@ -18,14 +18,14 @@ from ..dtypes import DType, dtype
 from ..errors import BackendError, ShapeError, UnsupportedError, ValidationError
 from ..identity import AllocationDomainId, RuntimeIdentity
 from ..tensor import Tensor
-from .counters import Counters, TransferRecord
-from .deferred import DeferredReleases, Release
-from .retirement import RetirementQueue
-from .session import _UNRESOLVED, BackendSession, ExecSession
-from .storage import Storage
+from ._counters import Counters, TransferRecord
+from ._deferred import DeferredReleases, Release
+from ._retirement import RetirementQueue
+from ._session import _UNRESOLVED, BackendSession, ExecSession
+from ._storage import Storage
 
 if TYPE_CHECKING:
-    from .host_services import HostServices
+    from ._host_services import HostServices
 
 
 _INT_ONLY = frozenset({int})
@@ -246,7 +246,7 @@ class Runtime(ABC):
 
     def canonicalize(self, t: Tensor) -> Tensor:
         """A compact copy of ``t`` on the same device; no host round trip."""
-        from .residency import require_resident
+        from ._residency import require_resident
 
         require_resident(self, t, argument="t", op="canonicalize")
         out = self._new_tensor(t.dtype, t.shape)

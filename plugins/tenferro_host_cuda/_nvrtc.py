@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tenferro_host.errors import CompileError, ValidationError
+from tenferro_host import CompileError, ValidationError
 
 from ._driver import check
 from ._driver import nvrtc_bindings as _nvrtc
 
 if TYPE_CHECKING:
-    from tenferro_host.provider.kernel_cache import CachedKernel
+    from tenferro_host.provider import CachedKernel
 
 _ARCH = re.compile(r"^(sm|compute)_(\d{2,3}[a-z]?)$")
 _ERROR_AT = re.compile(r"^(?P<name>.*?)\((?P<line>\d+)\): (?:catastrophic )?error", re.MULTILINE)
@@ -165,12 +165,12 @@ def compile_source(
     def build() -> CompiledImage:
         return _compile(text, opts, arch, is_ptx, name, op)
 
-    from tenferro_host.provider.kernel_cache import active_kernel_cache
+    from tenferro_host.provider import active_kernel_cache
 
     cache = active_kernel_cache()
     if cache is None:
         return build()
-    from .nvrtc_cache import nvrtc_key
+    from ._nvrtc_cache import nvrtc_key
 
     key = nvrtc_key(source, opts, arch, is_ptx, name)
     if key is None:
@@ -188,7 +188,7 @@ def compile_source(
 
 def _entry(image: CompiledImage) -> CachedKernel:
     """The cache entry of a compiled image: the binary, with its log and lowered names."""
-    from tenferro_host.provider.kernel_cache import CachedKernel
+    from tenferro_host.provider import CachedKernel
 
     return CachedKernel(
         image.data,

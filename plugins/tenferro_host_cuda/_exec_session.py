@@ -5,15 +5,15 @@ from __future__ import annotations
 from threading import get_ident as _get_ident
 from typing import TYPE_CHECKING, Any
 
-from tenferro_host.errors import ValidationError
+from tenferro_host import ValidationError
 from tenferro_host.provider import ExecSession
 
 from ._driver import drv
 from .raw import RawSession
 
 if TYPE_CHECKING:
+    from ._device import CudaDeviceInfo
     from ._runtime import CudaRuntime
-    from .device import CudaDeviceInfo
 
 
 def foreign_stream(stream: Any, op: str | None = None) -> Any:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tenferro_host.errors import InvalidLaunchConfigError, ValidationError
+from tenferro_host import InvalidLaunchConfigError, ValidationError
 
 
 def _dim3(value: Any, argument: str) -> tuple[int, int, int]:

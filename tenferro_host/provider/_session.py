@@ -21,7 +21,7 @@ from ..errors import (
 
 if TYPE_CHECKING:
     from ..identity import AllocationDomainId, RuntimeIdentity
-    from .runtime import Runtime
+    from ._runtime import Runtime
 
 _NEW, _OPEN, _CLOSED = 0, 1, 2
 _per_thread = threading.local()

@@ -17,12 +17,10 @@ import ctypes
 import threading
 from typing import TYPE_CHECKING, Any
 
-from tenferro_host import Tensor
-from tenferro_host.dtypes import DType, dtype
-from tenferro_host.errors import DTypeError, ForeignRuntimeError, ValidationError
+from tenferro_host import DType, DTypeError, ForeignRuntimeError, Tensor, ValidationError, dtype
 
 from ._driver import drv
-from .storage import CudaStorage
+from ._storage import CudaStorage
 
 if TYPE_CHECKING:
     from ._runtime import CudaRuntime

@@ -8,7 +8,7 @@ The result is a compact tensor of the destination's allocation domain; a non-com
 view is made compact on the source first (``canonicalize``), and that copy is leased as well.
 
 A peer copy (different GPUs) first makes sure the destination device has been granted access
-to the source's pool (:func:`tenferro_host_cuda.peer.grant`); without access it raises
+to the source's pool (:func:`tenferro_host_cuda._peer.grant`); without access it raises
 PeerAccessError. It never stages through the host.
 """
 
@@ -16,8 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenferro_host import ExtensionCapability, Tensor
-from tenferro_host.errors import BackendError, PeerAccessError, ValidationError
+from tenferro_host import (
+    BackendError,
+    ExtensionCapability,
+    PeerAccessError,
+    Tensor,
+    ValidationError,
+)
 from tenferro_host.provider import (
     BackendSession,
     ExecSession,
@@ -27,10 +32,10 @@ from tenferro_host.provider import (
     require_resident,
 )
 
-from . import peer
+from . import _peer as peer
 from ._driver import check, drv
 from ._runtime import CudaRuntime
-from .storage import CudaStorage
+from ._storage import CudaStorage
 
 SAME_DEVICE = "copy_from_same_device"
 PEER = "copy_from_peer"

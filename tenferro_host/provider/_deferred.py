@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from .storage import Storage
+from ._storage import Storage
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ._runtime import Runtime
 
 #: A queued release: (kind, handle); the runtime that drains it knows the kinds.
 Release = tuple[str, Any]

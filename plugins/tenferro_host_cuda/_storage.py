@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tenferro_host.errors import ValidationError
+from tenferro_host import ValidationError
 from tenferro_host.provider import DeviceStorage, Release
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ class CudaStorage(DeviceStorage):
 
     ``block`` is its size class in the runtime's free list (0: none). When collected it queues
     its ``release`` — ``("block", (ptr, class))``, ``("memory", ptr)`` or ``("dlpack",
-    managed)`` — on its runtime (provider/deferred.py).
+    managed)`` — on its runtime (provider/_deferred.py).
     """
 
     __slots__ = ("block", "ptr")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from tenferro_host.errors import ModuleLoadError, ValidationError
+from tenferro_host import ModuleLoadError, ValidationError
 
 ELF_MAGIC = b"\x7fELF"
 FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)

@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tenferro_host.provider.kernel_cache import KernelKey
+from tenferro_host.provider import KernelKey
 
 from ._driver import nvrtc_bindings
 
 if TYPE_CHECKING:
-    from .nvrtc import NvrtcOptions
+    from ._nvrtc import NvrtcOptions
 
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]*)"|<([^>\n]*)>|(.*))', re.M)
 _INCLUDE_FLAG = re.compile(r"^(?:-I|--include-path=)(.+)$")

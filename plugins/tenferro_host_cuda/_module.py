@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tenferro_host.errors import (
+from tenferro_host import (
     ArgumentMismatchError,
     InvalidLaunchConfigError,
     ModuleLoadError,
@@ -24,8 +24,8 @@ from tenferro_host.errors import (
     ValidationError,
 )
 
+from ._args import LaunchConfig
 from ._driver import NOT_FOUND, check, drv, failure
-from .args import LaunchConfig
 
 if TYPE_CHECKING:
     from ._runtime import CudaRuntime
