@@ -91,3 +91,27 @@ def list_arg(text: str) -> list[str]:
     if not items:
         raise argparse.ArgumentTypeError(f"{text!r} is empty; give names separated by commas")
     return items
+
+
+def common_options() -> argparse.ArgumentParser:
+    """``--strict`` and ``--json``, shared by the commands that load plugins."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--strict",
+        action="store_true",
+        help="make plugin failures and op name conflicts fatal (also TENFERRO_STRICT_PLUGINS=1)",
+    )
+    common.add_argument("--json", action="store_true", help="print JSON only, for scripts")
+    return common
+
+
+def tolerance_options() -> argparse.ArgumentParser:
+    """``--rtol`` and ``--atol``, shared by ``run`` and ``check``."""
+    tolerances = argparse.ArgumentParser(add_help=False)
+    tolerances.add_argument(
+        "--rtol", type=tolerance_arg, help="relative tolerance (default: the op's declared one)"
+    )
+    tolerances.add_argument(
+        "--atol", type=tolerance_arg, help="absolute tolerance (default: the op's declared one)"
+    )
+    return tolerances

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rich.console import Console
 
@@ -47,3 +48,26 @@ def cmd_bench(host: Host, args: argparse.Namespace) -> int:
     for path in done["files"]:
         console.print(f"wrote {path}")
     return 0
+
+
+def add_parser(sub: Any) -> None:
+    """The ``bench`` command."""
+    bench = sub.add_parser(
+        "bench", help="the benchmark suite: every op-call figure beside its baseline"
+    )
+    bench.add_argument("--quick", action="store_true", help="a short smoke run")
+    bench.add_argument("--json", metavar="PATH", help="the JSON (default: beside the report)")
+    bench.add_argument(
+        "--report",
+        default="docs/performance.md",
+        metavar="PATH",
+        help="the markdown report; the PNG chart goes beside it (default docs/performance.md)",
+    )
+    bench.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GROUP",
+        help="measure only this group (cpu, webgpu, cuda, cuda-bandwidth, dsl-backends, compile)",
+    )
+    bench.set_defaults(func=cmd_bench, strict=False)

@@ -8,6 +8,7 @@ from typing import Any
 
 from .._host import Host
 from ..errors import ValidationError
+from ._args import common_options
 from ._tables import emit, make_table
 
 
@@ -42,9 +43,12 @@ def cmd_cache(host: Host, args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_cache_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Any) -> None:
+    """The ``cache`` command."""
     cache = sub.add_parser(
-        "cache", parents=[common], help="the persistent kernel cache: stats, prune, clear, path"
+        "cache",
+        parents=[common_options()],
+        help="the persistent kernel cache: stats, prune, clear, path",
     )
     cache.add_argument(
         "action",

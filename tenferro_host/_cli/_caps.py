@@ -10,6 +10,7 @@ from rich.table import Table
 from .._host import Host
 from ..capability import ExtensionCapability
 from ..provider.registry import BackendStatus
+from ._args import common_options
 from ._exit import SCHEMA_VERSION
 from ._tables import emit, make_table
 
@@ -175,3 +176,23 @@ def cmd_ops(host: Host, args: argparse.Namespace) -> int:
     report = ops_report(host, kernels=True)
     emit(args, report, _ops_table(report))
     return 0
+
+
+def add_parser(sub: Any) -> None:
+    """The ``caps``, ``plugins`` and ``ops`` commands."""
+    caps = sub.add_parser(
+        "caps", parents=[common_options()], help="backends, devices, capabilities, plugins and ops"
+    )
+    caps.add_argument(
+        "--probe-p2p",
+        action="store_true",
+        help="also copy between every ordered pair of CUDA devices: checksum and bandwidth "
+        "(JSON: a 'p2p' list)",
+    )
+    caps.set_defaults(func=cmd_caps)
+    sub.add_parser("plugins", parents=[common_options()], help="installed plugins").set_defaults(
+        func=cmd_plugins
+    )
+    sub.add_parser("ops", parents=[common_options()], help="registered operations").set_defaults(
+        func=cmd_ops
+    )

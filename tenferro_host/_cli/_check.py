@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from .._host import Host
-from ._args import parse_attr
+from ._args import common_options, list_arg, parse_attr, tolerance_options
 from ._exit import EXIT_CHECK_FAILED, EXIT_OK, EXIT_OP_RAISED, SCHEMA_VERSION
 from ._tables import emit, make_table
 
@@ -137,3 +137,35 @@ def cmd_check(host: Host, args: argparse.Namespace) -> int:
         )
     emit(args, report, *tables)
     return code
+
+
+def add_parser(sub: Any) -> None:
+    """The ``check`` command."""
+    check = sub.add_parser(
+        "check",
+        parents=[common_options(), tolerance_options()],
+        help="run the conformance suite of an op, or of every op of a distribution",
+    )
+    check.add_argument(
+        "targets",
+        nargs="+",
+        metavar="DIST|OP",
+        help="an op name, a distribution name or an op package name",
+    )
+    check.add_argument(
+        "--backends", type=list_arg, help="only these backend kinds, e.g. cpu,webgpu"
+    )
+    check.add_argument("--variants", type=list_arg, help="only these variant kinds, e.g. dsl")
+    check.add_argument(
+        "--attr",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an attribute passed to every call of the op (repeatable)",
+    )
+    check.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="only the GPU-less checks (NVRTC, DSL compile, raw launch arguments)",
+    )
+    check.set_defaults(func=cmd_check)

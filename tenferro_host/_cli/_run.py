@@ -23,7 +23,14 @@ from ..testing.checks import (
     output_problem,
     random_inputs,
 )
-from ._args import parse_attr
+from ._args import (
+    common_options,
+    parse_attr,
+    positive_int,
+    seed_arg,
+    shape_arg,
+    tolerance_options,
+)
 from ._exit import EXIT_CHECK_FAILED, EXIT_OK, call_op_code
 
 
@@ -142,3 +149,28 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
         )
         return EXIT_CHECK_FAILED
     return EXIT_OK
+
+
+def add_parser(sub: Any) -> None:
+    """The ``run`` command."""
+    run = sub.add_parser(
+        "run",
+        parents=[common_options(), tolerance_options()],
+        help="run an op on random inputs, time it, check it",
+    )
+    run.add_argument("op", metavar="OP", help="operation name, e.g. ext_add_kernel.add")
+    run.add_argument("--backend", help="backend name (kind[:index]); default: the best available")
+    run.add_argument(
+        "--shape", type=shape_arg, default=(1_000_000,), help="input shape (default 1000000)"
+    )
+    run.add_argument("--dtype", help="input dtype (default float32, if the op accepts it)")
+    run.add_argument("--repeat", type=positive_int, default=10, help="timed runs (default 10)")
+    run.add_argument("--check", action="store_true", help="compare with the numpy reference")
+    run.add_argument("--seed", type=seed_arg, default=0, help="random seed of the inputs (>= 0)")
+    run.add_argument(
+        "--attr", action="append", default=[], metavar="NAME=VALUE", help="an op attribute"
+    )
+    run.add_argument(
+        "--variant", help="force a variant kind (cpu, cuda-raw, dsl) instead of the host's choice"
+    )
+    run.set_defaults(func=cmd_run)
