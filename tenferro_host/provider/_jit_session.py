@@ -31,12 +31,12 @@ from ..errors import (
     UnsupportedError,
     ValidationError,
 )
-from ..provider.residency import require_resident
-from ..provider.session import ExecSession, Session, SessionHandle
-from ..provider.storage import require_writable
+from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
+from ..kernel.ir import U32_MAX, check_u32_array
 from ..tensor import Tensor
-from ._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
-from .ir import U32_MAX, check_u32_array
+from .residency import require_resident
+from .session import ExecSession, Session, SessionHandle
+from .storage import require_writable
 
 Grid = tuple[int, int, int]
 _INT_ONLY = frozenset({int})
