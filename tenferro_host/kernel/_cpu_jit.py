@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedError
+from ..provider._jit_session import Grid, JitLaunch, JitSession
 from ._interpreter import ArrayArg, run
-from ._jit_session import Grid, JitLaunch, JitSession
 from .ir import U32_MAX
 
 

@@ -51,7 +51,7 @@ _LAZY = {
         )
     },
     **{
-        name: "tenferro_host.kernel._jit_session"
+        name: f"{__name__}._jit_session"
         for name in ("Grid", "JitBinding", "JitLaunch", "JitSession", "convert_scalar", "fold_grid")
     },
 }

@@ -65,7 +65,7 @@ def test_the_provider_imports_only_public_api_and_the_raw_seam() -> None:
     "module,ok",
     [
         ("tenferro_host.provider", True),
-        ("tenferro_host.kernel._jit_session", False),
+        ("tenferro_host.provider._jit_session", False),
         ("tenferro_host.cuda.raw", True),
         ("tenferro_host_cuda.raw.u32", True),
         ("tenferro_host._private", False),

@@ -18,7 +18,7 @@ from tenferro_host_cuda_jit.codegen import (
 from test_cuda_codegen import arrays
 
 from tenferro_host import dtypes
-from tenferro_host.kernel._jit_session import fold_grid
+from tenferro_host.provider._jit_session import fold_grid
 
 
 @pytest.mark.parametrize(

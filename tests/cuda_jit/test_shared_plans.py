@@ -15,7 +15,7 @@ from support.jit_fake_raw import FakeRuntimeState, fake_cuda_jit
 from tenferro_host_cuda_jit._session import CudaJitSession
 
 import tenferro_host as tf
-from tenferro_host.kernel._jit_session import JitSession
+from tenferro_host.provider._jit_session import JitSession
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from tenferro_host.errors import (
     WrongThreadError,
 )
 from tenferro_host.kernel._cpu_jit import CpuJitSession
-from tenferro_host.kernel._jit_session import JitLaunch, fold_grid
+from tenferro_host.provider._jit_session import JitLaunch, fold_grid
 
 
 @pytest.fixture

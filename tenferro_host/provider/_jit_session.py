@@ -31,12 +31,12 @@ from ..errors import (
     UnsupportedError,
     ValidationError,
 )
-from ..provider._residency import require_resident
-from ..provider._session import ExecSession, Session, SessionHandle
-from ..provider._storage import require_writable
+from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
+from ..kernel.ir import U32_MAX, check_u32_array
 from ..tensor import Tensor
-from ._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
-from .ir import U32_MAX, check_u32_array
+from ._residency import require_resident
+from ._session import ExecSession, Session, SessionHandle
+from ._storage import require_writable
 
 Grid = tuple[int, int, int]
 _INT_ONLY = frozenset({int})
