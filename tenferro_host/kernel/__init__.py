@@ -6,7 +6,7 @@ K.Array[K.F]
 
 A kernel is a Python function decorated with ``@K.kernel``; its body is parsed from the source
 file into a typed IR (never executed by Python) and run by the CPU interpreter or compiled to
-CUDA C / WGSL. See :mod:`tenferro_host.kernel._frontend` for the typing rules.
+CUDA C / WGSL. See :mod:`tenferro_host.kernel._lowering` for the typing rules.
 """
 
 from ._frontend import DeviceFunction

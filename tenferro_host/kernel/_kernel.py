@@ -22,7 +22,8 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import DslError, DTypeError, ValidationError
 from . import lang
-from ._frontend import DeviceFunction, ParamDecl, ParsedKernel, lower
+from ._frontend import DeviceFunction, ParamDecl, ParsedKernel
+from ._lowering import lower
 from .ir import KernelIR, Param
 
 DEFAULT_CACHE_SIZE = 64

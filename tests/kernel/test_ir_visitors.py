@@ -16,7 +16,8 @@ from tenferro_host_webgpu import wgsl
 
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
-from tenferro_host.kernel import _frontend, _interpreter, ir
+from tenferro_host.kernel import _interpreter, ir
+from tenferro_host.kernel._lowering import _calls
 
 TARGETS = {
     "interpreter": _interpreter._Machine,
@@ -100,5 +101,5 @@ def test_value_types_are_walked_once_per_kernel_ir() -> None:
 def test_one_u32_max() -> None:
     assert ir.U32_MAX == 2**32 - 1
     assert _interpreter.U32_MAX is ir.U32_MAX
-    assert _frontend.U32_MAX is ir.U32_MAX
+    assert _calls.U32_MAX is ir.U32_MAX
     assert _interpreter.check_u32_array is ir.check_u32_array
