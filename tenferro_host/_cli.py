@@ -573,7 +573,7 @@ def positive_int(text: str) -> int:
 
 def cmd_cache(host: Host, args: argparse.Namespace) -> int:
     """``cache stats|prune|clear|path``: the persistent kernel cache of this user."""
-    from .provider import kernel_cache as kc
+    from .provider import _kernel_cache as kc
 
     switch = os.environ.get(kc.ENV_SWITCH, "").strip().lower()
     text = os.environ.get(kc.ENV_MAX_BYTES, "").strip()

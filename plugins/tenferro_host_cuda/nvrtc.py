@@ -19,7 +19,7 @@ from ._driver import check
 from ._driver import nvrtc_bindings as _nvrtc
 
 if TYPE_CHECKING:
-    from tenferro_host.provider.kernel_cache import CachedKernel
+    from tenferro_host.provider import CachedKernel
 
 _ARCH = re.compile(r"^(sm|compute)_(\d{2,3}[a-z]?)$")
 _ERROR_AT = re.compile(r"^(?P<name>.*?)\((?P<line>\d+)\): (?:catastrophic )?error", re.MULTILINE)
@@ -148,7 +148,7 @@ def compile_source(
     """Compile ``source`` to CUBIN (default) or PTX; CompileError with the log on failure.
 
     A compile another process (or this one) already made is loaded from the persistent kernel
-    cache (:mod:`tenferro_host.provider.kernel_cache`); failed compiles are never stored.
+    cache (:class:`tenferro_host.provider.KernelCache`); failed compiles are never stored.
     """
     opts = options or NvrtcOptions()
     if not isinstance(opts, NvrtcOptions):
@@ -165,7 +165,7 @@ def compile_source(
     def build() -> CompiledImage:
         return _compile(text, opts, arch, is_ptx, name, op)
 
-    from tenferro_host.provider.kernel_cache import active_kernel_cache
+    from tenferro_host.provider import active_kernel_cache
 
     cache = active_kernel_cache()
     if cache is None:
@@ -188,7 +188,7 @@ def compile_source(
 
 def _entry(image: CompiledImage) -> CachedKernel:
     """The cache entry of a compiled image: the binary, with its log and lowered names."""
-    from tenferro_host.provider.kernel_cache import CachedKernel
+    from tenferro_host.provider import CachedKernel
 
     return CachedKernel(
         image.data,

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tenferro_host.provider.kernel_cache import KernelKey
+from tenferro_host.provider import KernelKey
 
 from ._driver import nvrtc_bindings
 

@@ -6,7 +6,7 @@ explicit (never ``"auto"``), so a buffer the shader does not touch still binds.
 
 Behind the in-memory cache, the persistent kernel cache keeps the WGSL of a key that has one
 (:mod:`.wgsl_cache`): a new process skips generating it. Only WGSL whose pipeline was built is
-stored.
+stored; a stored one the adapter refuses is dropped with a warning and generated again.
 
 Per dispatch, two more bounded caches save wgpu-py calls (each costs microseconds of Python):
 :class:`UniformBuffers` keeps a uniform buffer per distinct uniform block (the contents never
@@ -139,7 +139,7 @@ class PipelineCache:
         build: Callable[[str, tuple[bool, ...]], Pipeline],
     ) -> Pipeline:
         """The pipeline, from the persistent cache's WGSL when it has the key's."""
-        from tenferro_host.provider.kernel_cache import active_kernel_cache
+        from tenferro_host.provider import active_kernel_cache
 
         from . import wgsl_cache
 
@@ -157,7 +157,16 @@ class PipelineCache:
         found = cache.load_or_build(persistent, generate)
         if built:
             return built[0]
-        return build(*(wgsl_cache.unpack(found) or source()))
+        unpacked = wgsl_cache.unpack(found)
+        try:
+            if unpacked is not None:
+                return build(*unpacked)
+            reason = "it holds no WGSL with its bindings' access modes"
+        except CompileError as exc:  # a WGSL that passed its checksum but not the adapter
+            reason = f"the adapter refused its WGSL: {exc}"
+        cache.reject(persistent, found, reason)  # warns; regenerated once, below
+        found = cache.load_or_build(persistent, generate)
+        return built[0] if built else build(*(wgsl_cache.unpack(found) or source()))
 
     def _build(
         self,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tenferro_host.kernel import Specialization, ir
-from tenferro_host.provider.kernel_cache import CachedKernel, KernelKey
+from tenferro_host.provider import CachedKernel, KernelKey
 
 if TYPE_CHECKING:
     from .device import WebGpuDeviceInfo

@@ -25,7 +25,7 @@ _CHILD = textwrap.dedent(
     import tenferro_host as tf
     from ext_add_kernel import dsl
     from tenferro_host.cuda import raw
-    from tenferro_host.provider import kernel_cache as kc
+    from tenferro_host.provider import _kernel_cache as kc
 
     SRC = r'''
     extern "C" __global__ void twice(float* out, const float* a, int n) {

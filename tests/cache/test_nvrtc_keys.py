@@ -118,7 +118,7 @@ def test_the_environment_bound_evicts_the_least_recently_used_image(
     raw.nvrtc_compile(sources[2], SM90)  # evicts 1
     stats = bounded.stats()
     assert stats["entries"] == 2 and stats["evictions"] == 1 and stats["bytes"] <= 2.5 * one
-    from tenferro_host.provider import kernel_cache as kc
+    from tenferro_host.provider import _kernel_cache as kc
 
     cache = kc.active_kernel_cache()
     assert cache is not None
@@ -229,7 +229,7 @@ _HIT = textwrap.dedent(
     """
     import json, sys
     from tenferro_host.cuda import raw
-    from tenferro_host.provider import kernel_cache as kc
+    from tenferro_host.provider import _kernel_cache as kc
     from tenferro_host_cuda.nvrtc_cache import _wheel_library
     wheel = _wheel_library() is not None
     image = raw.nvrtc_compile(sys.argv[1], raw.NvrtcOptions(arch="sm_90"))

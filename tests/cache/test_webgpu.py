@@ -21,7 +21,7 @@ from tenferro_host_webgpu import wgsl
 import tenferro_host as tf
 from tenferro_host import kernel as K
 from tenferro_host.provider import KernelCache
-from tenferro_host.provider import kernel_cache as kc
+from tenferro_host.provider import _kernel_cache as kc
 
 cache_dir = cache_support.cache_dir
 cache_log = cache_support.cache_log
@@ -50,7 +50,7 @@ CHILD = textwrap.dedent(
     import json, sys
     import numpy as np
     import tenferro_host as tf
-    from tenferro_host.provider import kernel_cache as kc
+    from tenferro_host.provider import _kernel_cache as kc
     import kmod
 
     rt = tf.Host().backend("webgpu")
@@ -220,8 +220,30 @@ def test_an_entry_without_the_binding_layout_regenerates(
     entry = the_entry(cache_dir)
     assert entry.name == key.digest
     entry.write_bytes(kc.encode_entry(key, kc.CachedKernel(b"fn main() {}", {"writable": "x"})))
-    assert launch(new_rt()) == EXPECTED  # whole and checksummed, but no layout: generated again
+    with pytest.warns(kc.KernelCacheWarning, match="holds no WGSL with its bindings"):
+        assert launch(new_rt()) == EXPECTED  # whole and checksummed, no layout: generated again
     assert cache.hits == 1
+    assert launch(new_rt()) == EXPECTED and cache.hits == 2  # the regenerated entry is stored
+
+
+def test_a_checksummed_entry_the_adapter_refuses_is_regenerated_once(
+    new_rt: Callable[[], Any], cache: kc.KernelCache, cache_dir: Path
+) -> None:
+    """A valid checksum over broken WGSL (an older buggy build, a hand edit) is dropped with one
+    warning and generated again, not a CompileError in every later process."""
+    assert launch(new_rt()) == EXPECTED
+    (stored,) = (cache_dir / "names").iterdir()
+    last = json.loads(stored.read_text())
+    key = kc.KernelKey(last["kind"], last["name"], last["parts"])
+    entry = the_entry(cache_dir)
+    good = entry.read_bytes()
+    meta = {"writable": [True, True, False]}
+    entry.write_bytes(kc.encode_entry(key, kc.CachedKernel(b"fn main( {", meta)))
+    with pytest.warns(kc.KernelCacheWarning, match="the adapter refused its WGSL") as caught:
+        assert launch(new_rt()) == EXPECTED
+    assert len([w for w in caught if issubclass(w.category, kc.KernelCacheWarning)]) == 1
+    assert entry.read_bytes() == good  # the regenerated WGSL replaced the broken one
+    assert launch(new_rt()) == EXPECTED and cache.hits == 2
 
 
 def test_cache_off_touches_no_directory(
