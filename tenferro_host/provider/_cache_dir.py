@@ -49,7 +49,9 @@ def check_dir(path: Path, *, follow: bool = False, cache_env: str = "TENFERRO_CA
     """Refuse (:class:`UntrustedDirectory`) a directory another user owns or could write;
     ``FileNotFoundError`` when it does not exist, ``NotADirectoryError`` when it is a file.
     ``follow``: the root may be a symbolic link; nothing inside it may."""
-    st = os.stat(path) if follow else os.lstat(path)
+    if follow and os.path.islink(path):
+        path = Path(os.path.realpath(path))  # named as what is checked
+    st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
         raise UntrustedDirectory(
             path,

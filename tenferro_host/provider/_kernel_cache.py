@@ -537,6 +537,8 @@ def _acquire(path: Path) -> int:
     (waits for a holder)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
+        with contextlib.suppress(OSError):  # a umask like 0277 leaves it unopenable for writing
+            os.fchmod(fd, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
     except BaseException:
         os.close(fd)

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -244,6 +245,41 @@ def test_a_checksummed_entry_the_adapter_refuses_is_regenerated_once(
     assert len([w for w in caught if issubclass(w.category, kc.KernelCacheWarning)]) == 1
     assert entry.read_bytes() == good  # the regenerated WGSL replaced the broken one
     assert launch(new_rt()) == EXPECTED and cache.hits == 2
+
+
+@pytest.mark.parametrize("mode", [0o700, 0o777, 0o770])
+def test_a_planted_entry_runs_only_from_a_private_directory(
+    new_rt: Callable[[], Any], cache_dir: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+) -> None:
+    """WGSL that computes x * 100, stored under the kernel's key with a valid checksum: loaded
+    from the user's private cache (the control: the test can see a planted kernel run), never
+    from a directory group or others can write, where the fresh compile runs instead."""
+    assert launch(new_rt()) == EXPECTED
+    (stored,) = (cache_dir / "names").iterdir()
+    last = json.loads(stored.read_text())
+    key = kc.KernelKey(last["kind"], last["name"], last["parts"])
+    entry = the_entry(cache_dir)
+    found = kc.decode_entry(entry.read_bytes(), key.digest)
+    text = found.payload.decode()
+    assert "2.0f" in text
+    planted = kc.encode_entry(
+        key, kc.CachedKernel(text.replace("2.0f", "100.0f").encode(), found.meta)
+    )
+    entry.write_bytes(planted)
+    cache_dir.chmod(mode)
+    monkeypatch.setattr(kc, "_caches", {})  # as in a new process: the directory not checked yet
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = launch(new_rt())
+    warned = [str(w.message) for w in caught if issubclass(w.category, kc.KernelCacheWarning)]
+    if mode == 0o700:
+        assert got == [0.0, 100.0, 200.0, 300.0] and warned == []
+        return
+    assert got == EXPECTED  # the fresh compile ran, not the planted entry
+    assert len(warned) == 1, warned
+    assert f"{cache_dir} is writable by" in warned[0] and f"mode {mode:04o}" in warned[0]
+    assert f"chmod 700 {cache_dir}" in warned[0]
+    assert entry.read_bytes() == planted  # a refused directory is not written either
 
 
 def test_cache_off_touches_no_directory(
