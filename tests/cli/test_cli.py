@@ -335,3 +335,20 @@ def test_check_human_output_has_a_summary_table(capsys):
 def test_new_op_refuses_a_bad_name_with_exit_2(capsys, tmp_path):
     code, _out, err = run_main(capsys, "new-op", "Bad-Name", "--dir", str(tmp_path))
     assert code == 2 and "is not a package name" in err
+
+
+def test_new_op_names_the_file_it_wrote(capsys, tmp_path):
+    code, out, _err = run_main(capsys, "new-op", "tf_hint_ops", "--dir", str(tmp_path))
+    edit = out.split("edit ", 1)[1].split(",", 1)[0]
+    assert code == 0 and edit == str(tmp_path / "tf_hint_ops" / "tf_hint_ops" / "plugin.py")
+    assert (tmp_path / "tf_hint_ops" / "tf_hint_ops" / "plugin.py").is_file()
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("x" * 300, "characters long; use at most"), ("numpy", "taken by an installed module")],
+)
+def test_new_op_refuses_long_and_shadowing_names_with_one_line(capsys, tmp_path, name, message):
+    code, out, err = run_main(capsys, "new-op", name, "--dir", str(tmp_path))
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err
+    assert list(tmp_path.iterdir()) == []
