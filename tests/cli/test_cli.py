@@ -265,6 +265,35 @@ def test_parse_attr():
         assert info.value.argument == "attr" and info.value.op == "p.op"
 
 
+def test_parse_attr_reads_a_literal_for_an_attribute_declared_object_or_a_container():
+    attrs = {"axis": object, "axes": tuple}
+    assert parse_attr("axis=0", attrs, "p.op") == ("axis", 0)
+    assert parse_attr("axis=None", attrs, "p.op") == ("axis", None)
+    assert parse_attr("axis=(0, -1)", attrs, "p.op") == ("axis", (0, -1))
+    assert parse_attr("axes=((1,), (0,))", attrs, "p.op") == ("axes", ((1,), (0,)))
+    for bad, match in [
+        ("axis=__import__('os')", "is not a Python literal"),
+        ("axis=rows", "is not a Python literal"),
+        ("axis=" + "(" * 10_000, "is not a Python literal"),
+        ("axes=1", "is a int, the op declares a tuple"),
+    ]:
+        with pytest.raises(tf.ValidationError, match=match) as info:
+            parse_attr(bad, attrs, "p.op")
+        assert info.value.argument == "attr" and info.value.op == "p.op"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["linalg.sum", "--shape", "3x4", "--attr", "axis=0"],
+        ["linalg.tensordot", "--shape", "3x3", "--attr", "axes=1"],
+    ],
+)
+def test_run_checks_an_op_with_an_object_attribute(capsys, argv):
+    code, out, err = run_main(capsys, "run", *argv, "--check", "--backend", "cpu", "--repeat", "1")
+    assert code == 0 and "check: passed" in out, err
+
+
 def test_caps_survives_a_provider_whose_runtime_cannot_be_created():
     def create(host, index):
         raise RuntimeError("driver exploded")
