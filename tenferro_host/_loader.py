@@ -188,11 +188,11 @@ class PluginSet:
     def _not_selected(self, name: str, dist: str) -> str | None:
         """Why the entry point ``name`` of ``dist`` is not to be loaded; None to load it."""
         if name in self.disabled:
-            return "named in TENFERRO_DISABLE_PLUGINS (or Host(disabled=...))"
+            return "in the block-list (TENFERRO_DISABLE_PLUGINS)"
         if self.allowed is not None and name not in self.allowed:
-            return "not named in TENFERRO_PLUGINS (or Host(plugins=...))"
+            return "not in the allow-list (TENFERRO_PLUGINS)"
         if self.builtin_only and dist != OWN_DIST:
-            return f"not one of {OWN_DIST}'s own plugins (--builtin-only)"
+            return "third-party (--builtin-only)"
         return None
 
     def _add(self, name: str, dist: str, version: str, load: Any, module: str) -> None:

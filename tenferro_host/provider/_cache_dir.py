@@ -103,8 +103,9 @@ def check_tree(root: Path, *, create: bool, shards: bool = True) -> None:
     if shards:
         with contextlib.suppress(FileNotFoundError), os.scandir(root / "entries") as it:
             for shard in it:
-                with contextlib.suppress(FileNotFoundError):
-                    check_dir(Path(shard.path))
+                if shard.is_dir(follow_symlinks=False) or shard.is_symlink():  # else a stray file
+                    with contextlib.suppress(FileNotFoundError):
+                        check_dir(Path(shard.path))
 
 
 def verdict(root: Path) -> str:
@@ -135,17 +136,18 @@ def read_private(path: Path) -> bytes:
         if isinstance(exc, FileNotFoundError):
             raise
         raise UnusableEntry(f"unreadable ({exc.strerror or exc})") from None
-    with open(fd, "rb", closefd=True) as fh:
-        st = os.fstat(fh.fileno())
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UnusableEntry(
-                "a directory, not an entry" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            )
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise UnusableEntry(f"{kind}, not an entry")
         if st.st_uid != os.geteuid() or st.st_mode & _NOT_PRIVATE:
-            raise UnusableEntry(
-                f"not private ({owner_name(st.st_uid)}, mode {stat.S_IMODE(st.st_mode):04o})"
-            )
-        return fh.read()
+            mode = stat.S_IMODE(st.st_mode)
+            raise UnusableEntry(f"not private ({owner_name(st.st_uid)}, mode {mode:04o})")
+        with open(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
 
 
 def remove(path: Path | str) -> bool:

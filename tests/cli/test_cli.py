@@ -85,7 +85,8 @@ def test_caps_content(caps):
 
 def test_plugins_and_ops_json_equal_the_caps_sections(capsys, caps):
     code, out, _ = run_main(capsys, "plugins", "--json")
-    assert code == 0 and json.loads(out) == caps["plugins"]
+    schema_1 = {"name", "dist", "version", "status", "error"}
+    assert code == 0 and [{k: p[k] for k in schema_1} for p in json.loads(out)] == caps["plugins"]
     code, out, _ = run_main(capsys, "ops", "--json")
     ops = json.loads(out)
     assert code == 0 and [{k: o[k] for k in o if k != "kernels"} for o in ops] == caps["ops"]
