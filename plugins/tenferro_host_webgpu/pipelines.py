@@ -165,8 +165,12 @@ class PipelineCache:
         except CompileError as exc:  # a WGSL that passed its checksum but not the adapter
             reason = f"the adapter refused its WGSL: {exc}"
         cache.reject(persistent, found, reason)  # warns; regenerated once, below
-        found = cache.load_or_build(persistent, generate)
-        return built[0] if built else build(*(wgsl_cache.unpack(found) or source()))
+        again = cache.load_or_build(persistent, generate)
+        if built:
+            return built[0]
+        if again == found:  # still there: a cache it could not be removed from (read-only)
+            return build(*source())
+        return build(*(wgsl_cache.unpack(again) or source()))
 
     def _build(
         self,

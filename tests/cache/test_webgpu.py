@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import subprocess
 import sys
@@ -245,6 +246,32 @@ def test_a_checksummed_entry_the_adapter_refuses_is_regenerated_once(
     assert len([w for w in caught if issubclass(w.category, kc.KernelCacheWarning)]) == 1
     assert entry.read_bytes() == good  # the regenerated WGSL replaced the broken one
     assert launch(new_rt()) == EXPECTED and cache.hits == 2
+
+
+def test_a_refused_entry_that_cannot_be_removed_still_runs(
+    new_rt: Callable[[], Any],
+    cache: kc.KernelCache,
+    cache_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read-only cache keeps the broken entry: each launch generates the WGSL afresh."""
+    assert launch(new_rt()) == EXPECTED
+    (stored,) = (cache_dir / "names").iterdir()
+    last = json.loads(stored.read_text())
+    key = kc.KernelKey(last["kind"], last["name"], last["parts"])
+    broken = kc.encode_entry(key, kc.CachedKernel(b"fn main( {", {"writable": [True, False]}))
+    the_entry(cache_dir).write_bytes(broken)
+
+    def read_only(path: Path) -> int:
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(kc, "_acquire", read_only)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert launch(new_rt()) == EXPECTED
+        assert launch(new_rt()) == EXPECTED
+    assert the_entry(cache_dir).read_bytes() == broken
+    assert any("Read-only file system" in str(w.message) for w in caught)
 
 
 @pytest.mark.parametrize("mode", [0o700, 0o777, 0o770])
