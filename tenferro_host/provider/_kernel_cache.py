@@ -140,9 +140,9 @@ class KernelCache:
 
     def reject(self, key: KernelKey, kernel: CachedKernel, reason: str) -> None:
         """Drop the entry ``kernel`` of ``key``, which its backend could not use (a WGSL the
-        adapter refuses: written by a buggy build or edited by hand), with a warning; the next
-        :meth:`load_or_build` builds it again. An entry another process replaced meanwhile stays.
-        """
+        adapter refuses, metadata that is not an image's: an older build's, a hand edit), with a
+        warning; the next :meth:`load_or_build` builds it again. An entry another process
+        replaced meanwhile stays."""
         warnings.warn(
             f"the kernel cache entry of {key.kind} {key.name} ({key.digest[:12]}) in {self.root} "
             f"passed its checksum but was rejected ({reason}); it is discarded and the kernel "
@@ -182,7 +182,6 @@ class KernelCache:
         except OSError as exc:
             self._degrade(exc, "open")
             return False
-        self._checked.add(self.root)
         return True
 
     def _dir(self, path: Path) -> Path:
