@@ -19,6 +19,7 @@ from typing import Any
 from ._loader import (
     PLUGIN_FAILURES,
     PluginSet,
+    env_allowed,
     env_disabled,
     env_strict,
     plugin_output_to_stderr,
@@ -51,9 +52,27 @@ def parse_backend_name(name: str) -> tuple[str, int]:
 class Host:
     """Plugins, backends and operations of one process (or one test)."""
 
-    def __init__(self, *, strict: bool | None = None, disabled: Iterable[str] | None = None):
+    def __init__(
+        self,
+        *,
+        strict: bool | None = None,
+        disabled: Iterable[str] | None = None,
+        plugins: Iterable[str] | None = None,
+        builtin_only: bool = False,
+    ):
+        """``disabled``: plugins (entry-point names) not to load (default
+        ``TENFERRO_DISABLE_PLUGINS``); ``plugins``: the only ones to load (default
+        ``TENFERRO_PLUGINS``; the host's CPU backend always loads); ``builtin_only``: load no
+        plugin of another distribution than tenferro-host."""
         self.strict = env_strict() if strict is None else strict
         self.disabled = env_disabled() if disabled is None else frozenset(disabled)
+        if isinstance(plugins, str):
+            raise ValidationError(
+                f"plugins={plugins!r}: pass a list of plugin names, e.g. plugins=['cuda']",
+                argument="plugins",
+            )
+        self.allowed = env_allowed() if plugins is None else frozenset(plugins)
+        self.builtin_only = builtin_only
         self._plugins: PluginSet | None = None
         self._backends: dict[tuple[str, int], Runtime] = {}
         self._statuses: dict[str, BackendStatus] = {}
@@ -71,7 +90,12 @@ class Host:
             if self._plugins is None:
                 from . import _cpu_runtime as cpu_runtime
 
-                plugins = PluginSet(strict=self.strict, disabled=self.disabled)
+                plugins = PluginSet(
+                    strict=self.strict,
+                    disabled=self.disabled,
+                    allowed=self.allowed,
+                    builtin_only=self.builtin_only,
+                )
                 plugins.load([("cpu", cpu_runtime)])
                 self.observes_sessions = plugins.observe_started or plugins.observe_finished
                 self._plugins = plugins

@@ -148,7 +148,7 @@ def compile_source(
     """Compile ``source`` to CUBIN (default) or PTX; CompileError with the log on failure.
 
     A compile another process (or this one) already made is loaded from the persistent kernel
-    cache (:mod:`tenferro_host.provider.kernel_cache`); failed compiles are never stored.
+    cache (:class:`tenferro_host.provider.KernelCache`); failed compiles are never stored.
     """
     opts = options or NvrtcOptions()
     if not isinstance(opts, NvrtcOptions):
@@ -176,14 +176,22 @@ def compile_source(
     if key is None:
         return build()
     found = cache.load_or_build(key, lambda: _entry(build()))
+    image = _image(found)
+    if image is None:  # checksummed but malformed (an older build's): dropped, compiled again
+        cache.reject(key, found, "its metadata lacks the image's kind, arch, log or names")
+        image = _image(cache.load_or_build(key, lambda: _entry(build())))
+    return image or build()
+
+
+def _image(found: CachedKernel) -> CompiledImage | None:
+    """The compiled image of a cache entry; None when its metadata is not an image's."""
     meta = found.meta
-    return CompiledImage(
-        str(meta["kind"]),
-        found.payload,
-        str(meta["arch"]),
-        str(meta["log"]),
-        dict(meta["lowered_names"]),
-    )
+    names = meta.get("lowered_names")
+    if meta.get("kind") not in ("cubin", "ptx") or not isinstance(names, dict):
+        return None
+    if not isinstance(meta.get("arch"), str) or not isinstance(meta.get("log"), str):
+        return None
+    return CompiledImage(meta["kind"], found.payload, meta["arch"], meta["log"], dict(names))
 
 
 def _entry(image: CompiledImage) -> CachedKernel:

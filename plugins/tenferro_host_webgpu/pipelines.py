@@ -6,7 +6,7 @@ explicit (never ``"auto"``), so a buffer the shader does not touch still binds.
 
 Behind the in-memory cache, the persistent kernel cache keeps the WGSL of a key that has one
 (:mod:`.wgsl_cache`): a new process skips generating it. Only WGSL whose pipeline was built is
-stored.
+stored; a stored one the adapter refuses is dropped with a warning and generated again.
 
 Per dispatch, two more bounded caches save wgpu-py calls (each costs microseconds of Python):
 :class:`UniformBuffers` keeps a uniform buffer per distinct uniform block (the contents never
@@ -157,7 +157,20 @@ class PipelineCache:
         found = cache.load_or_build(persistent, generate)
         if built:
             return built[0]
-        return build(*(wgsl_cache.unpack(found) or source()))
+        unpacked = wgsl_cache.unpack(found)
+        try:
+            if unpacked is not None:
+                return build(*unpacked)
+            reason = "it holds no WGSL with its bindings' access modes"
+        except CompileError as exc:  # a WGSL that passed its checksum but not the adapter
+            reason = f"the adapter refused its WGSL: {exc}"
+        cache.reject(persistent, found, reason)  # warns; regenerated once, below
+        again = cache.load_or_build(persistent, generate)
+        if built:
+            return built[0]
+        if again == found:  # still there: a cache it could not be removed from (read-only)
+            return build(*source())
+        return build(*(wgsl_cache.unpack(again) or source()))
 
     def _build(
         self,

@@ -45,7 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.func is cmd_new_op:
             return cmd_new_op(None, args)
-        host = Host(strict=True if args.strict else None)
+        host = Host(
+            strict=True if args.strict else None,
+            builtin_only=getattr(args, "builtin_only", False),
+        )
         host.plugins  # noqa: B018 - load now, so strict mode fails before any output
         return int(args.func(host, args))
     except OpRaised as exc:

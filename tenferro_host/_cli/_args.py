@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import ast
 from typing import Any
 
 from ..errors import ValidationError
 
 
 def parse_attr(text: str, attributes: dict[str, type], op: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` converted to the attribute's declared type.
+    """``NAME=VALUE`` converted to the attribute's declared type: ``int``, ``float``, ``str``
+    and ``bool`` from their text; any other type (``object``, ``tuple``...) from a Python
+    literal, read with :func:`ast.literal_eval` (never evaluated as code).
 
     >>> parse_attr("factor=2.5", {"factor": float}, "my_pkg.scale")
     ('factor', 2.5)
+    >>> parse_attr("axes=((1,), (0,))", {"axes": object}, "linalg.tensordot")
+    ('axes', ((1,), (0,)))
     """
     name, sep, raw = text.partition("=")
     if not sep or name not in attributes:
@@ -23,6 +28,8 @@ def parse_attr(text: str, attributes: dict[str, type], op: str) -> tuple[str, An
             op=op,
         )
     kind = attributes[name]
+    if kind not in (bool, int, float, str):
+        return name, _literal(name, raw, kind, op)
     try:
         if kind is bool:
             if raw.lower() not in ("true", "false", "1", "0"):
@@ -33,6 +40,27 @@ def parse_attr(text: str, attributes: dict[str, type], op: str) -> tuple[str, An
         raise ValidationError(
             f"--attr {name}: {raw!r} is not a valid {kind.__name__}", argument="attr", op=op
         ) from exc
+
+
+def _literal(name: str, raw: str, kind: type, op: str) -> Any:
+    """``raw`` as a Python literal of type ``kind`` (any literal for ``object``)."""
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+        raise ValidationError(
+            f"--attr {name}: {raw!r} is not a Python literal; write one such as 0, (0, 1), "
+            "None or 'text' (quoted inside the shell's quotes)",
+            argument="attr",
+            op=op,
+        ) from exc
+    if not isinstance(value, kind):
+        raise ValidationError(
+            f"--attr {name}: {raw!r} is a {type(value).__name__}, the op declares a "
+            f"{kind.__name__}",
+            argument="attr",
+            op=op,
+        )
+    return value
 
 
 def shape_arg(text: str) -> tuple[int, ...]:

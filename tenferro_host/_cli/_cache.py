@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 from typing import Any
 
 from .._host import Host
@@ -13,16 +13,21 @@ from ._tables import emit, make_table
 
 
 def cmd_cache(host: Host, args: argparse.Namespace) -> int:
-    """``cache stats|prune|clear|path``: the persistent kernel cache of this user."""
-    from ..provider import kernel_cache as kc
+    """``cache stats|prune|clear|path``: the persistent kernel cache of this user.
 
-    switch = os.environ.get(kc.ENV_SWITCH, "").strip().lower()
-    text = os.environ.get(kc.ENV_MAX_BYTES, "").strip()
-    cache = kc.KernelCache(kc.default_dir(), kc.parse_size(text) if text else kc.DEFAULT_MAX_BYTES)
-    report: dict[str, Any] = {"path": str(cache.root), "enabled": switch not in kc.OFF}
+    A wrong ``TENFERRO_CACHE`` or ``TENFERRO_CACHE_MAX_BYTES`` is an error here (the compiling
+    path warns and runs uncached); ``path`` and ``stats`` say whether the directory is trusted.
+    """
+    from ..provider import _kernel_cache as kc
+
+    enabled = kc.switched_on()
+    cache = kc.KernelCache(kc.default_dir(), kc.max_bytes())
+    report: dict[str, Any] = {"path": str(cache.root), "enabled": enabled}
     try:
         if args.action == "stats":
             report.update(cache.stats())
+        elif args.action == "path":
+            report["trust"] = cache.verdict()
         elif args.action == "prune":
             report.update(cache.prune())
         elif args.action == "clear":
@@ -36,9 +41,14 @@ def cmd_cache(host: Host, args: argparse.Namespace) -> int:
         ) from exc
     if not args.json:
         print(cache.root)  # first, whole: a table would fold a long path
-        if args.action == "path":
+        if args.action == "path":  # the verdict on stderr: $(tenferro-host cache path) stays a path
+            print(f"trust: {report['trust']}", file=sys.stderr)
             return 0
-    rows = [[k, "-" if v is None else str(v)] for k, v in report.items() if k != "path"]
+        if "trust" in report:
+            print(f"trust: {report['trust']}")  # whole, like the path
+    rows = [
+        [k, "-" if v is None else str(v)] for k, v in report.items() if k not in ("path", "trust")
+    ]
     emit(args, report, make_table(f"Kernel cache: {args.action}", ["", "value"], rows))
     return 0
 
@@ -53,8 +63,8 @@ def add_parser(sub: Any) -> None:
     cache.add_argument(
         "action",
         choices=["stats", "prune", "clear", "path"],
-        help="stats: entries, bytes, hits, misses, evictions, oldest; prune: drop corrupt "
+        help="stats: entries, bytes, hits, misses, evictions, oldest, trust; prune: drop corrupt "
         "entries, dead temp files and what exceeds the bound; clear: remove every entry; "
-        "path: the cache directory",
+        "path: the cache directory and whether it is trusted",
     )
     cache.set_defaults(func=cmd_cache)

@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from .._host import Host
+from .._loader import OWN_DIST, plugin_source
 from ..capability import ExtensionCapability
 from ..provider._registry import BackendStatus
 from ._args import common_options
@@ -36,12 +37,26 @@ def backend_report(host: Host, status: BackendStatus) -> dict[str, Any]:
     }
 
 
-def plugins_report(host: Host) -> list[dict[str, Any]]:
-    """Every plugin: name, distribution, version, status (loaded|error|disabled), error."""
-    return [
-        {"name": r.name, "dist": r.dist, "version": r.version, "status": r.status, "error": r.error}
-        for r in host.plugins.records
-    ]
+def plugins_report(host: Host, *, sources: bool = False) -> list[dict[str, Any]]:
+    """Every plugin: name, distribution, version, status (loaded|error|disabled), error.
+
+    With ``sources`` (``plugins``; ``caps --json`` keeps exactly the schema-1 keys), also where
+    its code comes from — ``module``, ``file``, ``install`` (editable|installed), ``url`` — and
+    why a disabled one was not loaded (``reason``), found without importing it.
+    """
+    report = []
+    for r in host.plugins.records:
+        entry: dict[str, Any] = {
+            "name": r.name,
+            "dist": r.dist,
+            "version": r.version,
+            "status": r.status,
+            "error": r.error,
+        }
+        if sources:
+            entry.update(module=r.module, **plugin_source(r), reason=r.reason)
+        report.append(entry)
+    return report
 
 
 def ops_report(host: Host, *, kernels: bool = False) -> list[dict[str, Any]]:
@@ -106,8 +121,13 @@ def _backends_table(backends: list[dict[str, Any]]) -> Table:
 
 
 def _plugins_table(plugins: list[dict[str, Any]]) -> Table:
+    columns = ["name", "distribution", "version", "status", "error"]
     rows = [[p["name"], p["dist"], p["version"], p["status"], p["error"]] for p in plugins]
-    return make_table("Plugins", ["name", "distribution", "version", "status", "error"], rows)
+    if plugins and "install" in plugins[0]:  # `plugins`: how each is installed, why disabled
+        columns[-1:] = ["install", "error"]
+        for row, p in zip(rows, plugins, strict=True):
+            row[-1:] = [p["install"], p["error"] or p["reason"]]
+    return make_table("Plugins", columns, rows)
 
 
 def _ops_table(ops: list[dict[str, Any]]) -> Table:
@@ -167,8 +187,13 @@ def _p2p_table(pairs: list[dict[str, Any]], summary: str) -> Table:
 
 
 def cmd_plugins(host: Host, args: argparse.Namespace) -> int:
-    report = plugins_report(host)
+    report = plugins_report(host, sources=True)
     emit(args, report, _plugins_table(report))
+    if not args.json:  # whole lines under the table: a column would fold a long path
+        width = max((len(p["name"]) for p in report), default=0)
+        print("Code:")
+        for p in report:
+            print(f"  {p['name']:<{width}}  {p['file'] or p['module'] + ' (not found)'}")
     return 0
 
 
@@ -178,10 +203,23 @@ def cmd_ops(host: Host, args: argparse.Namespace) -> int:
     return 0
 
 
+def _selection() -> argparse.ArgumentParser:
+    """``--builtin-only``, for the commands that list what plugins bring."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--builtin-only",
+        action="store_true",
+        help=f"load no third-party plugin: only {OWN_DIST}'s own (also TENFERRO_PLUGINS=a,b: "
+        "only those; TENFERRO_DISABLE_PLUGINS=a,b: not those)",
+    )
+    return parser
+
+
 def add_parser(sub: Any) -> None:
     """The ``caps``, ``plugins`` and ``ops`` commands."""
+    parents = [common_options(), _selection()]
     caps = sub.add_parser(
-        "caps", parents=[common_options()], help="backends, devices, capabilities, plugins and ops"
+        "caps", parents=parents, help="backends, devices, capabilities, plugins and ops"
     )
     caps.add_argument(
         "--probe-p2p",
@@ -190,9 +228,7 @@ def add_parser(sub: Any) -> None:
         "(JSON: a 'p2p' list)",
     )
     caps.set_defaults(func=cmd_caps)
-    sub.add_parser("plugins", parents=[common_options()], help="installed plugins").set_defaults(
-        func=cmd_plugins
-    )
-    sub.add_parser("ops", parents=[common_options()], help="registered operations").set_defaults(
-        func=cmd_ops
-    )
+    sub.add_parser(
+        "plugins", parents=parents, help="installed plugins and where their code comes from"
+    ).set_defaults(func=cmd_plugins)
+    sub.add_parser("ops", parents=parents, help="registered operations").set_defaults(func=cmd_ops)

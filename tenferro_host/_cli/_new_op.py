@@ -16,7 +16,7 @@ def cmd_new_op(host: Host | None, args: argparse.Namespace) -> int:
 
     root = scaffold(args.name, Path(args.dir))
     print(
-        f"created {root}: edit {args.name}/plugin.py, then `pip install -e {root}` and "
+        f"created {root}: edit {root / args.name / 'plugin.py'}, then `pip install -e {root}` and "
         f"`pytest {root / 'tests'}` (or `sh {root / 'ci.sh'}`)"
     )
     return EXIT_OK

@@ -39,15 +39,13 @@ SPI_VERSION = (1, 0)
 # the host must not pay for them.
 _LAZY = {
     **{
-        name: f"{__name__}.kernel_cache"
+        name: f"{__name__}._kernel_cache"
         for name in (
             "CachedKernel",
             "KernelCache",
             "KernelCacheWarning",
             "KernelKey",
             "active_kernel_cache",
-            "compact_strides",
-            "convert_scalar",
         )
     },
     **{

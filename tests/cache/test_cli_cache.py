@@ -31,7 +31,11 @@ def fill(cache_dir: Path, n: int) -> KernelCache:
 def test_path(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cache", "path"]) == 0
     assert capsys.readouterr().out.strip() == str(cache_dir)
-    assert cli_json(capsys, "path") == {"path": str(cache_dir), "enabled": True}
+    assert cli_json(capsys, "path") == {
+        "path": str(cache_dir),
+        "enabled": True,
+        "trust": "trusted (not created yet)",
+    }
 
 
 def test_stats_prune_clear(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,14 +83,85 @@ def test_cache_off_is_reported(
     assert cli_json(capsys, "stats")["enabled"] is False
 
 
-def test_a_bad_bound_is_a_one_line_error(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "variable, value", [("TENFERRO_CACHE_MAX_BYTES", "lots"), ("TENFERRO_CACHE", "maybe")]
+)
+@pytest.mark.parametrize("action", ["stats", "path", "prune", "clear"])
+def test_a_bad_setting_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    action: str,
 ) -> None:
-    monkeypatch.setenv("TENFERRO_CACHE_MAX_BYTES", "lots")
-    assert main(["cache", "stats"]) == 2
+    monkeypatch.setenv(variable, value)
+    assert main(["cache", action, "--json"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("tenferro-host: error:") and f"{variable}={value!r}" in err
+    assert len(err.splitlines()) == 1 and captured.out == ""
+
+
+def test_path_and_stats_say_whether_the_directory_is_trusted(
+    cache_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fill(cache_dir, 1)
+    assert cli_json(capsys, "stats")["trust"] == "trusted"
+    cache_dir.chmod(0o777)
+    for action in ("path", "stats"):
+        trust = cli_json(capsys, action)["trust"]
+        assert isinstance(trust, str) and trust.startswith(f"refused: {cache_dir} is writable")
+        assert f"chmod 700 {cache_dir}" in trust
+    assert main(["cache", "path"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == str(cache_dir)  # still only the path: $(tenferro-host cache path)
+    assert err.startswith("trust: refused:")
+    assert main(["cache", "stats"]) == 0
+    assert "trust: refused:" in capsys.readouterr().out
+
+
+def test_a_shared_directory_can_be_cleared_but_not_pruned(
+    cache_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fill(cache_dir, 2)
+    cache_dir.chmod(0o777)
+    assert main(["cache", "prune"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("tenferro-host: error:") and "TENFERRO_CACHE_MAX_BYTES" in err
-    assert len(err.splitlines()) == 1
+    assert "not private" in err and "cache clear" in err and len(err.splitlines()) == 1
+    assert cli_json(capsys, "clear")["removed"] == 2
+
+
+def test_stray_directories_in_entries_are_pruned_and_cleared(
+    cache_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not an entry, so prune drops it; clear removes everything in ``entries/``."""
+    cache = fill(cache_dir, 3)
+    entry = next(p for p in (cache_dir / "entries").rglob("*") if p.is_file())
+    (entry.parent / "stray_dir" / "inside").mkdir(parents=True)
+    (cache_dir / "entries" / "zz_stray").write_text("a file where a shard belongs")
+    assert cli_json(capsys, "prune")["corrupt"] == 2
+    assert not (entry.parent / "stray_dir").exists()
+    assert cli_json(capsys, "stats")["entries"] == 3
+    (entry.parent / "stray_dir").mkdir()
+    assert cli_json(capsys, "clear")["removed"] == 3
+    left = [p for p in (cache_dir / "entries").rglob("*") if p.parent != cache_dir / "entries"]
+    assert left == []  # no entry, no stray directory: only the (empty) shards stay
+    assert cache.stats()["entries"] == 0
+
+
+def test_a_directory_where_an_entry_belongs_is_replaced_by_the_entry(cache_dir: Path) -> None:
+    """Found in a fuzzing round: it made every process stop writing the cache."""
+    key = KernelKey("test", "k.cu", {"source": "a"})
+    path = cache_dir / "entries" / key.digest[:2] / key.digest
+    (path / "inside").mkdir(parents=True)
+    for d in (cache_dir, cache_dir / "entries", path.parent):
+        d.chmod(0o700)
+    cache = KernelCache(cache_dir)
+    assert cache.load_or_build(key, lambda: CachedKernel(b"built", {})).payload == b"built"
+    assert path.is_file()
+    assert KernelCache(cache_dir).load_or_build(
+        key, lambda: CachedKernel(b"again", {})
+    ).payload == (b"built")
 
 
 def test_an_unusable_directory_is_a_one_line_error(

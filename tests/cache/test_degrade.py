@@ -16,7 +16,7 @@ import pytest
 from support import cache_support
 
 from tenferro_host.provider import CachedKernel, KernelCache, KernelCacheWarning, KernelKey
-from tenferro_host.provider import kernel_cache as kc
+from tenferro_host.provider import _kernel_cache as kc
 
 cache_dir = cache_support.cache_dir
 
@@ -96,7 +96,7 @@ def test_unreadable_stats_and_names_files_are_no_error(cache_dir: Path) -> None:
 _FULL_DISK = textwrap.dedent(
     """
     import json, resource, signal, sys, warnings
-    from tenferro_host.provider import kernel_cache as kc
+    from tenferro_host.provider import _kernel_cache as kc
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
     resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))

@@ -118,7 +118,7 @@ def test_the_environment_bound_evicts_the_least_recently_used_image(
     raw.nvrtc_compile(sources[2], SM90)  # evicts 1
     stats = bounded.stats()
     assert stats["entries"] == 2 and stats["evictions"] == 1 and stats["bytes"] <= 2.5 * one
-    from tenferro_host.provider import kernel_cache as kc
+    from tenferro_host.provider import _kernel_cache as kc
 
     cache = kc.active_kernel_cache()
     assert cache is not None
@@ -229,7 +229,7 @@ _HIT = textwrap.dedent(
     """
     import json, sys
     from tenferro_host.cuda import raw
-    from tenferro_host.provider import kernel_cache as kc
+    from tenferro_host.provider import _kernel_cache as kc
     from tenferro_host_cuda._nvrtc_cache import _wheel_library
     wheel = _wheel_library() is not None
     image = raw.nvrtc_compile(sys.argv[1], raw.NvrtcOptions(arch="sm_90"))
@@ -260,3 +260,26 @@ def test_a_fresh_process_hit_does_not_load_nvrtc(cache_dir: Path) -> None:
     if not hit["wheel"]:
         pytest.skip("NVRTC is not from the nvidia-cuda-nvrtc wheel here: a hit loads it")
     assert not hit["nvrtc_imported"], "a persistent hit loaded NVRTC"
+
+
+def test_a_checksummed_entry_without_image_metadata_is_compiled_again(
+    cache: KernelCache, cache_dir: Path
+) -> None:
+    """An entry whose checksum holds but whose metadata is not an image's (an older build's)
+    is dropped with one warning and compiled again, not a KeyError in every later process."""
+    from tenferro_host.provider import CachedKernel, KernelCacheWarning, KernelKey
+    from tenferro_host.provider import _kernel_cache as kc
+
+    src = ADD.replace("VALUE", "3.0f")
+    first = raw.nvrtc_compile(src, SM90)
+    (stored,) = (cache_dir / "names").iterdir()
+    last = json.loads(stored.read_text())
+    key = KernelKey(last["kind"], last["name"], last["parts"])
+    entry = next(p for p in (cache_dir / "entries").rglob("*") if p.name == key.digest)
+    entry.write_bytes(kc.encode_entry(key, CachedKernel(first.data, {"log": ""})))
+    with pytest.warns(KernelCacheWarning, match="lacks the image's kind") as caught:
+        again = raw.nvrtc_compile(src, SM90)
+    assert again == first
+    assert len([w for w in caught if issubclass(w.category, KernelCacheWarning)]) == 1
+    stored_again = kc.decode_entry(entry.read_bytes(), key.digest)  # the fresh compile's entry
+    assert set(stored_again.meta) == {"kind", "arch", "log", "lowered_names"}

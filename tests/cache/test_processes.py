@@ -25,7 +25,7 @@ _COMPILE_AT_ONCE = textwrap.dedent(
     """
     import hashlib, json, os, sys, time
     from tenferro_host.cuda import raw
-    from tenferro_host.provider import kernel_cache as kc
+    from tenferro_host.provider import _kernel_cache as kc
 
     ready, go = sys.argv[1], sys.argv[2]
     source = open(sys.argv[3]).read()
@@ -43,7 +43,7 @@ _COMPILE_AT_ONCE = textwrap.dedent(
 _STALLED_WRITER = textwrap.dedent(
     """
     import os, sys, time
-    from tenferro_host.provider import kernel_cache as kc
+    from tenferro_host.provider import _kernel_cache as kc
 
     real = os
 

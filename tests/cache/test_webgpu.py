@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import subprocess
 import sys
 import textwrap
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from tenferro_host_webgpu import wgsl
 import tenferro_host as tf
 from tenferro_host import kernel as K
 from tenferro_host.provider import KernelCache
-from tenferro_host.provider import kernel_cache as kc
+from tenferro_host.provider import _kernel_cache as kc
 
 cache_dir = cache_support.cache_dir
 cache_log = cache_support.cache_log
@@ -50,7 +52,7 @@ CHILD = textwrap.dedent(
     import json, sys
     import numpy as np
     import tenferro_host as tf
-    from tenferro_host.provider import kernel_cache as kc
+    from tenferro_host.provider import _kernel_cache as kc
     import kmod
 
     rt = tf.Host().backend("webgpu")
@@ -220,8 +222,91 @@ def test_an_entry_without_the_binding_layout_regenerates(
     entry = the_entry(cache_dir)
     assert entry.name == key.digest
     entry.write_bytes(kc.encode_entry(key, kc.CachedKernel(b"fn main() {}", {"writable": "x"})))
-    assert launch(new_rt()) == EXPECTED  # whole and checksummed, but no layout: generated again
+    with pytest.warns(kc.KernelCacheWarning, match="holds no WGSL with its bindings"):
+        assert launch(new_rt()) == EXPECTED  # whole and checksummed, no layout: generated again
     assert cache.hits == 1
+    assert launch(new_rt()) == EXPECTED and cache.hits == 2  # the regenerated entry is stored
+
+
+def test_a_checksummed_entry_the_adapter_refuses_is_regenerated_once(
+    new_rt: Callable[[], Any], cache: kc.KernelCache, cache_dir: Path
+) -> None:
+    """A valid checksum over broken WGSL (an older buggy build, a hand edit) is dropped with one
+    warning and generated again, not a CompileError in every later process."""
+    assert launch(new_rt()) == EXPECTED
+    (stored,) = (cache_dir / "names").iterdir()
+    last = json.loads(stored.read_text())
+    key = kc.KernelKey(last["kind"], last["name"], last["parts"])
+    entry = the_entry(cache_dir)
+    good = entry.read_bytes()
+    meta = {"writable": [True, True, False]}
+    entry.write_bytes(kc.encode_entry(key, kc.CachedKernel(b"fn main( {", meta)))
+    with pytest.warns(kc.KernelCacheWarning, match="the adapter refused its WGSL") as caught:
+        assert launch(new_rt()) == EXPECTED
+    assert len([w for w in caught if issubclass(w.category, kc.KernelCacheWarning)]) == 1
+    assert entry.read_bytes() == good  # the regenerated WGSL replaced the broken one
+    assert launch(new_rt()) == EXPECTED and cache.hits == 2
+
+
+def test_a_refused_entry_that_cannot_be_removed_still_runs(
+    new_rt: Callable[[], Any],
+    cache: kc.KernelCache,
+    cache_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read-only cache keeps the broken entry: each launch generates the WGSL afresh."""
+    assert launch(new_rt()) == EXPECTED
+    (stored,) = (cache_dir / "names").iterdir()
+    last = json.loads(stored.read_text())
+    key = kc.KernelKey(last["kind"], last["name"], last["parts"])
+    broken = kc.encode_entry(key, kc.CachedKernel(b"fn main( {", {"writable": [True, False]}))
+    the_entry(cache_dir).write_bytes(broken)
+
+    def read_only(path: Path) -> int:
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(kc, "_acquire", read_only)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert launch(new_rt()) == EXPECTED
+        assert launch(new_rt()) == EXPECTED
+    assert the_entry(cache_dir).read_bytes() == broken
+    assert any("Read-only file system" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("mode", [0o700, 0o777, 0o770])
+def test_a_planted_entry_runs_only_from_a_private_directory(
+    new_rt: Callable[[], Any], cache_dir: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+) -> None:
+    """WGSL that computes x * 100, stored under the kernel's key with a valid checksum: loaded
+    from the user's private cache (the control: the test can see a planted kernel run), never
+    from a directory group or others can write, where the fresh compile runs instead."""
+    assert launch(new_rt()) == EXPECTED
+    (stored,) = (cache_dir / "names").iterdir()
+    last = json.loads(stored.read_text())
+    key = kc.KernelKey(last["kind"], last["name"], last["parts"])
+    entry = the_entry(cache_dir)
+    found = kc.decode_entry(entry.read_bytes(), key.digest)
+    text = found.payload.decode()
+    assert "2.0f" in text
+    planted = kc.encode_entry(
+        key, kc.CachedKernel(text.replace("2.0f", "100.0f").encode(), found.meta)
+    )
+    entry.write_bytes(planted)
+    cache_dir.chmod(mode)
+    monkeypatch.setattr(kc, "_caches", {})  # as in a new process: the directory not checked yet
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = launch(new_rt())
+    warned = [str(w.message) for w in caught if issubclass(w.category, kc.KernelCacheWarning)]
+    if mode == 0o700:
+        assert got == [0.0, 100.0, 200.0, 300.0] and warned == []
+        return
+    assert got == EXPECTED  # the fresh compile ran, not the planted entry
+    assert len(warned) == 1, warned
+    assert f"{cache_dir} is writable by" in warned[0] and f"mode {mode:04o}" in warned[0]
+    assert f"chmod 700 {cache_dir}" in warned[0]
+    assert entry.read_bytes() == planted  # a refused directory is not written either
 
 
 def test_cache_off_touches_no_directory(

@@ -94,3 +94,47 @@ def test_ops_lists_a_conflict_naming_both_distributions(subproc, fixture_dists):
     add = ops["ext_add_kernel.add"]
     assert add["status"] == "conflict" and add["variants"] == {}
     assert add["dist"] == "ext-add-kernel, tf-fixture-collide"
+
+
+def test_builtin_only_imports_no_third_party_plugin(subproc, fixture_dists):
+    """With ``--strict``, a broken fixture that were imported would fail the command: with
+    ``--builtin-only`` none is, and each is listed with where its code is."""
+    proc = subproc.cli(
+        "plugins", "--json", "--builtin-only", "--strict", paths=(fixture_dists.faulty,)
+    )
+    assert proc.returncode == 0, proc.stderr
+    plugins = {p["name"]: p for p in json.loads(proc.stdout)}
+    broken = plugins["tf_fixture_broken_import"]
+    assert broken["status"] == "disabled" and "--builtin-only" in broken["reason"]
+    assert broken["error"] is None
+    assert broken["file"] == str(fixture_dists.faulty / "tf_fixture_broken_import" / "__init__.py")
+    assert broken["install"] == "installed"  # pip --target of a directory: not editable
+    assert plugins["ext_add_kernel"]["status"] == "disabled"
+    webgpu = plugins["webgpu"]
+    assert (webgpu["status"], webgpu["dist"], webgpu["module"]) == (
+        "loaded",
+        "tenferro-host",
+        "tenferro_host_webgpu",
+    )
+    for command in ("caps", "ops"):
+        proc = subproc.cli(command, "--json", "--builtin-only", paths=(fixture_dists.faulty,))
+        assert proc.returncode == 0, proc.stderr
+        ops = json.loads(proc.stdout) if command == "ops" else json.loads(proc.stdout)["ops"]
+        names = {o["name"] for o in ops}
+        assert "ext_add_kernel.add" not in names and any(n.startswith("linalg.") for n in names)
+
+
+def test_plugins_table_shows_install_kind_and_each_plugin_file(subproc):
+    proc = subproc.cli("plugins", TENFERRO_PLUGINS="ext_add_kernel")
+    assert proc.returncode == 0, proc.stderr
+    assert "editable" in proc.stdout and "allow-list" in proc.stdout
+    code = proc.stdout.split("Code:\n", 1)[1].splitlines()
+    ext = next(line for line in code if line.split()[0] == "ext_add_kernel")
+    assert ext.split()[1].endswith(str(Path("ext_add_kernel") / "plugin.py"))
+
+
+def test_an_unknown_allow_list_name_is_a_one_line_error(subproc):
+    proc = subproc.cli("plugins", TENFERRO_PLUGINS="webgpu,cdua")
+    assert proc.returncode == 2
+    assert error_lines(proc.stderr) == [line for line in proc.stderr.splitlines() if line]
+    assert "cdua" in proc.stderr and "TENFERRO_PLUGINS" in proc.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tenferro_host.provider import kernel_cache as kc
+from tenferro_host.provider import _kernel_cache as kc
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,8 @@
 
 Backends key a compiled artifact (a CUBIN or PTX with its log and names) on every input that
 decides its bytes (:class:`KernelKey`) and ask :meth:`KernelCache.load_or_build`. The cache is one
-directory shared by every process of the user:
+private directory shared by every process of the user (:mod:`._cache_dir` says which directory
+is trusted):
 
 * ``entries/ab/<digest>``: one file per key, written to ``tmp/`` and moved in with
   ``os.replace``, so a reader sees a whole entry or none; a SHA-256 over the body rejects a
@@ -16,8 +17,8 @@ directory shared by every process of the user:
 * ``names/``: the key parts last stored under each source name, to say *which* part changed.
 * ``stats.json``: hits, misses and evictions of every process (hits are written at exit).
 
-A cache directory that cannot be read or written never fails a compile: the cache warns once
-(:class:`KernelCacheWarning`) and the kernel is compiled without it.
+A cache directory that cannot be read or written, or that is not private, never fails a
+compile: the cache warns once (:class:`KernelCacheWarning`) and the kernel is compiled without it.
 """
 
 from __future__ import annotations
@@ -28,35 +29,42 @@ import errno
 import hashlib
 import json
 import os
-import re
-import struct
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import ValidationError
+from ._cache_dir import (
+    UntrustedDirectory,
+    check_dir,
+    check_tree,
+    make_private_dir,
+    read_private,
+    remove,
+    verdict,
+)
+from ._cache_entry import CachedKernel, KernelKey, UnusableEntry, decode_entry, encode_entry
+from ._cache_settings import (
+    DEFAULT_MAX_BYTES,
+    ENV_DIR,
+    ENV_MAX_BYTES,
+    ENV_SWITCH,
+    OFF,
+    default_dir,
+    max_bytes,
+    parse_size,
+    switched_on,
+)
 
 try:
     import fcntl
 except ImportError:  # not POSIX: no flock, so no cache (active_kernel_cache() answers None)
     fcntl = None  # type: ignore[assignment]
 
-ENV_DIR = "TENFERRO_CACHE_DIR"
-ENV_MAX_BYTES = "TENFERRO_CACHE_MAX_BYTES"
-ENV_SWITCH = "TENFERRO_CACHE"
-DEFAULT_MAX_BYTES = 1 << 30
-OFF = ("off", "0", "false", "no")
-#: Bumped when the entry format or a key's meaning changes: old entries then simply miss.
-FORMAT = 1
-
-_MAGIC = b"TFKC\x00\x01"
-_HEADER = struct.Struct("<6s32sQQ")  # magic, sha256(body), len(meta), len(payload)
-_SIZE = re.compile(r"^(\d+)\s*([KMGT]?)(?:I?B)?$")
-_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _DEAD_TMP_AGE_S = 60.0
 
 LOGGER = "tenferro_host.kernel_cache"
@@ -76,141 +84,8 @@ def _debugging() -> bool:
 
 
 class KernelCacheWarning(UserWarning):
-    """The kernel cache cannot be used (directory unwritable, full, misconfigured); compiling
-    goes on without it. Issued once per cache."""
-
-
-class _Frozen:
-    """Immutable after ``__init__`` (a hand-written frozen dataclass: building the two
-    dataclasses cost ~1 ms of the first persistent hit of a process, which imports this module)."""
-
-    __slots__ = ()
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}")
-
-
-class KernelKey(_Frozen):
-    """Everything that decides a compiled artifact's bytes, as named parts (short strings).
-
-    ``kind`` names the compiler (``"nvrtc"``); ``name`` the source's name, used only to
-    explain a miss (which parts differ from the entry last stored under that name).
-    """
-
-    __slots__ = ("digest", "kind", "name", "parts")
-    kind: str
-    name: str
-    parts: Mapping[str, str]
-    digest: str
-
-    def __init__(self, kind: str, name: str, parts: Mapping[str, str]) -> None:
-        text = json.dumps([FORMAT, kind, sorted(parts.items())], separators=(",", ":"))
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "parts", parts)
-        object.__setattr__(self, "digest", hashlib.sha256(text.encode()).hexdigest())
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, KernelKey)
-        return (self.kind, self.name, self.parts) == (other.kind, other.name, other.parts)
-
-    def __hash__(self) -> int:
-        return hash((self.kind, self.name, self.digest))
-
-    def __repr__(self) -> str:
-        return f"KernelKey(kind={self.kind!r}, name={self.name!r}, parts={self.parts!r})"
-
-
-class CachedKernel(_Frozen):
-    """A compiled artifact: the binary ``payload`` and JSON-able ``meta`` (log, names, ...)."""
-
-    __slots__ = ("meta", "payload")
-    payload: bytes
-    meta: Mapping[str, Any]
-
-    def __init__(self, payload: bytes, meta: Mapping[str, Any]) -> None:
-        object.__setattr__(self, "payload", payload)
-        object.__setattr__(self, "meta", meta)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, CachedKernel)
-        return (self.payload, self.meta) == (other.payload, other.meta)
-
-    __hash__ = None  # type: ignore[assignment]  # meta is a dict, as with the dataclass
-
-    def __repr__(self) -> str:
-        return f"CachedKernel(payload={self.payload!r}, meta={self.meta!r})"
-
-
-class _Unusable(Exception):  # noqa: N818 - a control-flow signal, caught in this module
-    """An entry that must not be loaded; the message says why."""
-
-
-def encode_entry(key: KernelKey, kernel: CachedKernel) -> bytes:
-    """The on-disk form of an entry: header, JSON metadata, payload."""
-    meta = json.dumps(
-        {
-            "key": key.digest,
-            "kind": key.kind,
-            "name": key.name,
-            "parts": dict(key.parts),
-            "meta": dict(kernel.meta),
-        }
-    ).encode()
-    body = meta + kernel.payload
-    header = _HEADER.pack(_MAGIC, hashlib.sha256(body).digest(), len(meta), len(kernel.payload))
-    return header + body
-
-
-def decode_entry(data: bytes, digest: str) -> CachedKernel:
-    """The entry in ``data`` if it is whole and belongs to ``digest``; else :class:`_Unusable`."""
-    if len(data) < _HEADER.size:
-        raise _Unusable(f"truncated entry ({len(data)} bytes, shorter than its header)")
-    magic, checksum, n_meta, n_payload = _HEADER.unpack_from(data)
-    if magic != _MAGIC:
-        raise _Unusable("not an entry of this cache format")
-    body = data[_HEADER.size :]
-    if len(body) != n_meta + n_payload:
-        raise _Unusable(f"truncated entry ({len(body)} of {n_meta + n_payload} body bytes)")
-    if hashlib.sha256(body).digest() != checksum:
-        raise _Unusable("checksum mismatch")
-    try:
-        meta = json.loads(body[:n_meta])
-    except ValueError as exc:
-        raise _Unusable(f"unreadable metadata ({exc})") from None
-    if not isinstance(meta, dict) or meta.get("key") != digest:
-        raise _Unusable("entry stored under another key")
-    if not isinstance(meta.get("meta"), dict):
-        raise _Unusable("metadata without the compiler's fields")
-    return CachedKernel(bytes(body[n_meta:]), meta["meta"])
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``"1073741824"``, ``"512M"``, ``"2GiB"``; ValidationError when not a size."""
-    found = _SIZE.match(text.strip().upper())
-    value = int(found.group(1)) * _SUFFIXES[found.group(2)] if found else 0
-    if value <= 0:
-        raise ValidationError(
-            f"{ENV_MAX_BYTES}={text!r} is not a positive size (bytes, or with K/M/G: '512M')",
-            argument=ENV_MAX_BYTES,
-        )
-    return value
-
-
-def default_dir() -> Path:
-    """``$TENFERRO_CACHE_DIR``, else ``$XDG_CACHE_HOME/tenferro-host/kernels``."""
-    explicit = os.environ.get(ENV_DIR, "").strip()
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "tenferro-host" / "kernels"
+    """The kernel cache cannot be used (directory unwritable, full, not private,
+    misconfigured) or held an entry its backend rejected; compiling goes on without it."""
 
 
 class KernelCache:
@@ -227,6 +102,8 @@ class KernelCache:
         self._unsaved_hits = 0
         self._warned = False
         self._writable = True
+        self._checked: set[Path] = set()  # directories found private (or made so) by this process
+        self._refused: UntrustedDirectory | None = None
         self._lock = threading.Lock()
         self._atexit = False
 
@@ -237,16 +114,18 @@ class KernelCache:
         ``build`` runs at most once per key across processes at a time; its exceptions (a
         compile error) propagate and nothing is stored.
         """
+        if not self._usable():
+            return self._miss(key, "the cache directory is not used", build)
         found, why = self._read(key)
         if found is not None:
             self._hit(key)
             return found
-        if not self._writable:
+        if not self._writable or self._refused is not None:
             return self._miss(key, why, build)
         try:
-            shard = _acquire(self.root / "locks" / key.digest[:2])
-        except OSError as exc:
-            self._degrade(exc, "lock")
+            shard = _acquire(self._dir(self.root / "locks") / key.digest[:2])
+        except (OSError, UntrustedDirectory) as exc:
+            self._give_up(exc, "lock")
             return self._miss(key, why, build)
         try:
             found, again = self._read(key, discard=True)  # built by another process meanwhile?
@@ -259,6 +138,84 @@ class KernelCache:
             os.close(shard)  # closing drops the lock; so does the holder's death
         return kernel
 
+    def reject(self, key: KernelKey, kernel: CachedKernel, reason: str) -> None:
+        """Drop the entry ``kernel`` of ``key``, which its backend could not use (a WGSL the
+        adapter refuses, metadata that is not an image's: an older build's, a hand edit), with a
+        warning; the next :meth:`load_or_build` builds it again. An entry another process
+        replaced meanwhile stays."""
+        warnings.warn(
+            f"the kernel cache entry of {key.kind} {key.name} ({key.digest[:12]}) in {self.root} "
+            f"passed its checksum but was rejected ({reason}); it is discarded and the kernel "
+            "built again",
+            KernelCacheWarning,
+            stacklevel=2,
+        )
+        try:
+            shard = _acquire(self._dir(self.root / "locks") / key.digest[:2])
+        except (OSError, UntrustedDirectory) as exc:
+            self._give_up(exc, "lock")
+            return
+        try:
+            found, _ = self._read(key)
+            if found == kernel:
+                remove(self._path(key.digest))
+        except OSError as exc:
+            self._give_up(exc, "write")
+        finally:
+            os.close(shard)
+
+    # -- trust ----------------------------------------------------------------------------------
+    def verdict(self) -> str:
+        """``trusted``, or ``refused: <directory> <why>. Fix: <what to do>``."""
+        return verdict(self.root)
+
+    def _usable(self) -> bool:
+        """Whether this process may read the cache: its root and directories are private (checked
+        at the first call; the entry shards as they are touched)."""
+        if self._refused is not None:
+            return False
+        try:
+            self._dir(self.root)
+        except UntrustedDirectory as exc:
+            self._refuse(exc)
+            return False
+        except OSError as exc:
+            self._degrade(exc, "open")
+            return False
+        return True
+
+    def _dir(self, path: Path) -> Path:
+        """``path`` (the root or a directory in it), created 0700 with those above it in the
+        cache when missing, and found private."""
+        if path not in self._checked:
+            if path == self.root:
+                check_tree(self.root, create=True, shards=False)
+            else:
+                self._dir(path.parent)
+                make_private_dir(path)
+                check_dir(path)
+            self._checked.add(path)
+        return path
+
+    def _refuse(self, exc: UntrustedDirectory) -> None:
+        """Use the cache no more in this process; warn once, naming the directory and the fix."""
+        self._refused = exc
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"the kernel cache is not used: {exc}, so another user could plant the code "
+                f"this process runs; kernels are compiled without it. Fix: {exc.fix}; or set "
+                f"{ENV_SWITCH}=off",
+                KernelCacheWarning,
+                stacklevel=4,
+            )
+
+    def _give_up(self, exc: OSError | UntrustedDirectory, what: str) -> None:
+        if isinstance(exc, UntrustedDirectory):
+            self._refuse(exc)
+        else:
+            self._degrade(exc, what)
+
     # -- reading --------------------------------------------------------------------------------
     def _path(self, digest: str) -> Path:
         return self.root / "entries" / digest[:2] / digest
@@ -269,22 +226,28 @@ class KernelCache:
         """(entry, None) on a hit; (None, why-not) otherwise. ``discard`` (under the key's shard
         lock, so no writer is replacing it) deletes a bad entry."""
         path = self._path(key.digest)
+        if path.parent not in self._checked:
+            try:
+                check_dir(path.parent)
+            except FileNotFoundError:
+                return None, None
+            except UntrustedDirectory as exc:
+                self._refuse(exc)
+                return None, "the cache directory is not used"
+            except OSError as exc:
+                return None, f"entry unreadable ({exc.strerror or exc})"
+            self._checked.add(path.parent)
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
+            found = decode_entry(read_private(path), key.digest)
         except FileNotFoundError:
             return None, None
-        except OSError as exc:
-            return None, f"entry unreadable ({exc.strerror or exc})"
-        try:
-            found = decode_entry(data, key.digest)
-        except _Unusable as exc:
+        except UnusableEntry as exc:
             if discard:
                 with contextlib.suppress(OSError):
-                    path.unlink()
+                    remove(path)
             return None, f"corrupt entry ({exc}){', discarded' if discard else ''}"
         with contextlib.suppress(OSError):
-            os.utime(path, ns=_stamp())
+            os.utime(path, ns=_stamp(), follow_symlinks=False)
         return found, None
 
     def _hit(self, key: KernelKey) -> None:
@@ -313,9 +276,9 @@ class KernelCache:
     def _explain(self, key: KernelKey) -> str:
         """Why a key has no entry: new, or which parts differ from the last one of that name."""
         try:
-            last = json.loads((self.root / "names" / _name_id(key)).read_text())
+            last = json.loads(read_private(self.root / "names" / _name_id(key)))
             before = dict(last["parts"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, UnusableEntry, ValueError, KeyError, TypeError):
             return "new key"
         changed = sorted(p for p in {*before, *key.parts} if before.get(p) != key.parts.get(p))
         if not changed:
@@ -342,17 +305,19 @@ class KernelCache:
             )
             with self._flock(self.root / "locks" / "index"):
                 self._update_stats(misses=1, evictions=self._enforce_bound())
-        except OSError as exc:
-            self._degrade(exc, "write")
+        except (OSError, UntrustedDirectory) as exc:
+            self._give_up(exc, "write")
 
     def _write_atomic(self, path: Path, data: bytes) -> None:
-        """Write ``data`` to ``path`` through a locked temp file and ``os.replace``."""
-        tmp_dir = self.root / "tmp"
-        tmp_dir.mkdir(parents=True, exist_ok=True)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Write ``data`` to ``path`` through a locked private temp file and ``os.replace``."""
+        tmp_dir = self._dir(self.root / "tmp")
+        self._dir(path.parent)
+        if os.path.isdir(path) and not os.path.islink(path):
+            remove(path)  # a stray directory where the entry belongs
         tmp = tmp_dir / f"{path.name}.{os.getpid()}.{os.urandom(4).hex()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
+            os.fchmod(fd, 0o600)  # whatever the umask: readable by its owner alone
             fcntl.flock(fd, fcntl.LOCK_EX)  # live write: sweepers leave it alone
             view = memoryview(data)
             while view:
@@ -371,7 +336,7 @@ class KernelCache:
 
     @contextlib.contextmanager
     def _flock(self, path: Path) -> Iterator[None]:
-        fd = _acquire(path)
+        fd = _acquire(self._dir(path.parent) / path.name)
         try:
             yield
         finally:
@@ -396,24 +361,29 @@ class KernelCache:
             )
 
     # -- bound, stats, maintenance --------------------------------------------------------------
-    def _entries(self) -> list[tuple[int, int, Path]]:
-        """(recency stamp ns, size, path) of every entry file."""
-        out = []
+    def _scan(self) -> tuple[list[tuple[int, int, Path]], list[Path]]:
+        """(recency stamp ns, size, path) of every entry file, and what else is in ``entries/``
+        (a stray directory, a link, a file where a shard belongs)."""
+        out, strays = [], []
         with contextlib.suppress(FileNotFoundError), os.scandir(self.root / "entries") as shards:
             for shard in shards:
                 if not shard.is_dir(follow_symlinks=False):
+                    strays.append(Path(shard.path))
                     continue
                 with contextlib.suppress(FileNotFoundError), os.scandir(shard.path) as files:
                     for f in files:
                         with contextlib.suppress(FileNotFoundError):
+                            if not f.is_file(follow_symlinks=False):
+                                strays.append(Path(f.path))
+                                continue
                             st = f.stat(follow_symlinks=False)
                             out.append((st.st_mtime_ns, st.st_size, Path(f.path)))
-        return out
+        return out, strays
 
     def _enforce_bound(self) -> int:
         """Evict the least recently used entries until the rest fit; the count evicted."""
         self._sweep_tmp(_DEAD_TMP_AGE_S)
-        entries = self._entries()
+        entries = self._scan()[0]
         total = sum(size for _, size, _ in entries)
         evicted = 0
         for _, size, path in sorted(entries):
@@ -440,7 +410,7 @@ class KernelCache:
                 try:
                     if f.stat(follow_symlinks=False).st_mtime > cutoff:
                         continue
-                    fd = os.open(f.path, os.O_RDONLY)
+                    fd = os.open(f.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                 except OSError:
                     continue
                 try:
@@ -463,8 +433,8 @@ class KernelCache:
 
     def _saved_stats(self) -> dict[str, int]:
         try:
-            found = json.loads((self.root / "stats.json").read_text())
-        except (OSError, ValueError):
+            found = json.loads(read_private(self.root / "stats.json"))
+        except (OSError, UnusableEntry, ValueError):
             return {"hits": 0, "misses": 0, "evictions": 0}
         if not isinstance(found, dict):
             return {"hits": 0, "misses": 0, "evictions": 0}
@@ -478,21 +448,25 @@ class KernelCache:
         """Add this process's unsaved hits to the shared counters (also run at exit)."""
         with self._lock:
             hits, self._unsaved_hits = self._unsaved_hits, 0
-        if not hits or not self._writable or not self.root.is_dir():
+        if not hits or not self._writable or self._refused or not self.root.is_dir():
             return
         try:
             with self._flock(self.root / "locks" / "index"):
                 self._update_stats(hits=hits)
-        except OSError as exc:
+        except (OSError, UntrustedDirectory) as exc:
             _debug("kernel cache hits not saved: %s", exc)
 
     def stats(self) -> dict[str, Any]:
-        """Entries, bytes, the shared hit/miss/eviction counts and the oldest recency stamp."""
-        self.save_stats()
-        entries = self._entries()
+        """Entries, bytes, the shared hit/miss/eviction counts, the oldest recency stamp and the
+        directory's verdict (``trusted`` or why it is refused)."""
+        verdict = self.verdict()
+        if verdict.startswith("trusted"):
+            self.save_stats()
+        entries = self._scan()[0]
         oldest = min((stamp for stamp, _, _ in entries), default=None)
         return {
             "path": str(self.root),
+            "trust": verdict,
             "entries": len(entries),
             "bytes": sum(size for _, size, _ in entries),
             "max_bytes": self.max_bytes,
@@ -504,38 +478,47 @@ class KernelCache:
         }
 
     def prune(self) -> dict[str, int]:
-        """Drop corrupt entries, dead writers' temp files and what exceeds the bound."""
+        """Drop corrupt entries and whatever else is not an entry, dead writers' temp files and
+        what exceeds the bound. Refused (ValidationError) on a directory that is not private:
+        its valid entries are not to be kept, so :meth:`clear` is what it needs."""
+        try:
+            check_tree(self.root, create=False)
+        except UntrustedDirectory as exc:
+            raise ValidationError(
+                f"`cache prune` keeps valid entries, and the kernel cache is not private: {exc}; "
+                f"run `tenferro-host cache clear`, then {exc.fix.split(' and then ')[0]}",
+                argument=ENV_DIR,
+            ) from None
         corrupt = 0
         with self._flock(self.root / "locks" / "index"):
-            for _, _, path in self._entries():
+            entries, strays = self._scan()
+            for _, _, path in entries:
                 try:
-                    decode_entry(path.read_bytes(), path.name)
-                except _Unusable:
-                    with contextlib.suppress(FileNotFoundError):
-                        path.unlink()
-                        corrupt += 1
+                    decode_entry(read_private(path), path.name)
+                except UnusableEntry:
+                    corrupt += remove(path)
                 except FileNotFoundError:
                     continue
+            corrupt += sum(remove(path) for path in strays)
             temps = self._sweep_tmp(0.0)
             evicted = self._enforce_bound()
             self._update_stats(evictions=evicted)
         return {"corrupt": corrupt, "temp_files": temps, "evicted": evicted}
 
     def clear(self) -> int:
-        """Remove every entry and the counters; the number of entries removed."""
-        removed = 0
-        with self._flock(self.root / "locks" / "index"):
-            for _, _, path in self._entries():
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
-                    removed += 1
+        """Remove every entry (and whatever else is in ``entries/``) and the counters; the number
+        of entries removed. Allowed on a directory that is not private: removing runs nothing."""
+        refused = self.verdict().startswith("refused")  # no writer of ours to wait for
+        with contextlib.nullcontext() if refused else self._flock(self.root / "locks" / "index"):
+            entries, strays = self._scan()
+            removed = sum(remove(path) for _, _, path in entries)
+            for path in strays:
+                remove(path)
             with contextlib.suppress(FileNotFoundError), os.scandir(self.root / "names") as it:
                 for f in it:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(f.path)
+                    remove(f.path)
             self._sweep_tmp(0.0)
-            with contextlib.suppress(FileNotFoundError):
-                (self.root / "stats.json").unlink()
+            remove(self.root / "stats.json")
         with self._lock:
             self._unsaved_hits = 0
         return removed
@@ -549,10 +532,12 @@ def _stamp() -> tuple[int, int]:
 
 
 def _acquire(path: Path) -> int:
-    """An open descriptor of the lock file ``path``, exclusively flocked (waits for a holder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    """An open descriptor of the lock file ``path`` (its directory exists), exclusively flocked
+    (waits for a holder)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
+        with contextlib.suppress(OSError):  # a umask like 0277 leaves it unopenable for writing
+            os.fchmod(fd, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
     except BaseException:
         os.close(fd)
@@ -574,16 +559,12 @@ def active_kernel_cache() -> KernelCache | None:
 
     A wrong setting warns once and turns the cache off: it never fails a compile.
     """
-    switch = os.environ.get(ENV_SWITCH, "").strip().lower()
-    if switch in OFF or fcntl is None:
+    if fcntl is None:
         return None
     try:
-        if switch not in ("", "on", "1", "true", "yes"):
-            raise ValidationError(
-                f"{ENV_SWITCH}={switch!r} is not 'on' or 'off'", argument=ENV_SWITCH
-            )
-        text = os.environ.get(ENV_MAX_BYTES, "").strip()
-        max_bytes = parse_size(text) if text else DEFAULT_MAX_BYTES
+        if not switched_on():
+            return None
+        bound = max_bytes()
     except ValidationError as exc:
         if exc.message not in _config_warned:
             _config_warned.add(exc.message)
@@ -593,7 +574,7 @@ def active_kernel_cache() -> KernelCache | None:
                 stacklevel=3,
             )
         return None
-    where = (default_dir(), max_bytes)
+    where = (default_dir(), bound)
     found = _caches.get(where)
     if found is None:
         found = _caches[where] = KernelCache(*where)
