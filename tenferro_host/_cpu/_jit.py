@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedError
-from ._interpreter import ArrayArg, run
-from ._jit_session import Grid, JitLaunch, JitSession
-from .ir import U32_MAX
+from ..kernel._interpreter import ArrayArg, run
+from ..kernel._jit_session import Grid, JitLaunch, JitSession
+from ..kernel.ir import U32_MAX
 
 
 class CpuJitSession(JitSession):
