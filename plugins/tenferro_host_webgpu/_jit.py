@@ -24,6 +24,7 @@ from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession, Mem
 
 from . import wgsl, wgsl_cache
 from ._runtime import WebGpuRuntime, WebGpuStorage
+from ._uniforms import ArrayView, pack_uniforms
 
 
 class _Facts:
@@ -134,7 +135,7 @@ class WebGpuJitSession(JitSession):
         # as offset/shape/strides, scalars by their bits): one immutable buffer per distinct one.
         params = rt.uniforms.get(
             (id(spec), launch.count, launch.grid, *block),
-            lambda: wgsl.pack_uniforms(spec, launch.count, launch.grid, self._views(launch)),
+            lambda: pack_uniforms(spec, launch.count, launch.grid, self._views(launch)),
             keepalive=spec,
         )
         try:
@@ -169,9 +170,9 @@ class WebGpuJitSession(JitSession):
 
     @staticmethod
     def _views(launch: JitLaunch) -> list[Any]:
-        """The uniform values per parameter, as :func:`wgsl.pack_uniforms` takes them."""
+        """The uniform values per parameter, as :func:`pack_uniforms` takes them."""
         return [
-            wgsl.ArrayView(v.offset, v.shape, v.strides) if isinstance(v, Tensor) else v
+            ArrayView(v.offset, v.shape, v.strides) if isinstance(v, Tensor) else v
             for v in launch.args
         ]
 
