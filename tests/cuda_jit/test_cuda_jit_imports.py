@@ -92,7 +92,7 @@ SCRIPT = """
 import json, sys
 import tenferro_host as tf
 import tenferro_host_cuda_jit
-from tenferro_host_cuda_jit import _session as session
+from tenferro_host_cuda_jit import _jit as session
 host = tf.Host()
 factory = host.registry.jit_factory("cuda")
 modules = sorted(m for m in sys.modules if m.split(".")[0] in ("cuda", "cupy"))
