@@ -88,7 +88,7 @@ class Host:
         """The loaded plugins (loaded on first use)."""
         with self._lock:
             if self._plugins is None:
-                from . import _cpu_runtime as cpu_runtime
+                from . import _cpu as cpu_plugin
 
                 plugins = PluginSet(
                     strict=self.strict,
@@ -96,7 +96,7 @@ class Host:
                     allowed=self.allowed,
                     builtin_only=self.builtin_only,
                 )
-                plugins.load([("cpu", cpu_runtime)])
+                plugins.load([("cpu", cpu_plugin)])
                 self.observes_sessions = plugins.observe_started or plugins.observe_finished
                 self._plugins = plugins
             return self._plugins

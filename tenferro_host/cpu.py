@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._cpu_runtime import CpuDeviceInfo, CpuRuntime
+from ._cpu import CpuDeviceInfo, CpuRuntime
 from .provider._session import ExecSession, exec_session_of
 
 

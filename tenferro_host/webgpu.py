@@ -16,6 +16,7 @@ _LAZY = {
     "WebGpuExecSession": "tenferro_host_webgpu",
     "WebGpuDeviceInfo": "tenferro_host_webgpu",
     "adapters": "tenferro_host_webgpu",
+    "adapter": "tenferro_host_webgpu",
 }
 
 

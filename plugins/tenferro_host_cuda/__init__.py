@@ -16,11 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from tenferro_host import BackendProvider, ExtensionCapability, hookimpl
+from tenferro_host.provider import RegistrationView
 
 from . import raw
 from ._copies import copy_from_peer, copy_from_same_device
 from ._device import CudaDeviceInfo, nvrtc_version, probe
 from ._exec_session import CudaExecSession
+from ._nvrtc import compile_only
 from ._p2p_probe import PeerProbe, probe_p2p
 from ._peer import can_access_peer, has_accessible_peer
 from ._runtime import CudaRuntime
@@ -34,9 +36,11 @@ def _create(host: Any, index: int) -> CudaRuntime:
 
 
 @hookimpl
-def tenferro_host_register(registry: Any) -> None:
-    """Provide the ``cuda`` backend (preferred over the others when a device is present)."""
+def tenferro_host_register(registry: RegistrationView) -> None:
+    """Provide the ``cuda`` backend (preferred over the others when a device is present) and
+    its raw source compiler (NVRTC, no device needed)."""
     registry.add_backend(BackendProvider("cuda", probe, _create, priority=100))
+    registry.add_source_compiler("cuda", compile_only)
 
 
 @hookimpl

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tenferro_host import InvalidLaunchConfigError, ValidationError
+from tenferro_host.provider import Memo, MemoKind, memo
 
 
 def _dim3(value: Any, argument: str) -> tuple[int, int, int]:
@@ -84,9 +85,7 @@ class LaunchConfig:
         if found is None:  # configs are values: one per (n, block, smem) is enough
             found = cls(-(-key[0] // key[1]), key[1], smem)
             if type(smem) is int:
-                if len(_FLAT) >= 1024:
-                    _FLAT.clear()
-                _FLAT[key] = found
+                _FLAT.put(key, found)
         return found
 
     @property
@@ -98,7 +97,13 @@ class LaunchConfig:
         return f"grid={self.grid} block={self.block} smem={self.shared_mem_bytes}"
 
 
-_FLAT: dict[tuple[int, int, int], LaunchConfig] = {}
+_FLAT: Memo[tuple[int, int, int], LaunchConfig] = memo(
+    "cuda.flat_configs", 1024, what="LaunchConfig.flat configs by (n, block, smem)"
+)
+#: Per scalar type, the instances made from plain ints (one memo per type).
+SCALARS_BY_INT = MemoKind(
+    "cuda.scalars_by_int", 4096, what="typed scalars made from ints, per type"
+)
 
 
 class Scalar:
@@ -112,7 +117,7 @@ class Scalar:
     _session: ClassVar[None] = None  # scalars belong to no session
     #: instances made from plain ints, by value: a scalar is immutable, so ``i32(n)`` in a hot
     #: loop converts and range-checks ``n`` once
-    _by_int: ClassVar[dict[int, Scalar]]
+    _by_int: ClassVar[Memo[int, Scalar]]
     _value: Any
     _arg: tuple[str, Any, None]
 
@@ -127,9 +132,7 @@ class Scalar:
         self._value = cls.numpy_type(self._convert(value))
         self._arg = (cls.code, self._value, None)  # (struct code, value, owner) for launches
         if exact_int:
-            if len(cls._by_int) >= 4096:
-                cls._by_int.clear()
-            cls._by_int[value] = self
+            cls._by_int.put(value, self)
         return self
 
     def _convert(self, value: Any) -> Any:
@@ -147,7 +150,7 @@ class Scalar:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "code" in cls.__dict__:
-            cls._by_int = {}
+            cls._by_int = SCALARS_BY_INT.new()
             if issubclass(cls.numpy_type, np.integer):  # the range, once per type
                 info = np.iinfo(cls.numpy_type)
                 cls._range = (int(info.min), int(info.max))

@@ -23,6 +23,7 @@ from tenferro_host import (
     SymbolLookupError,
     ValidationError,
 )
+from tenferro_host.provider import Memo, MemoKind
 
 from ._args import LaunchConfig
 from ._driver import NOT_FOUND, check, drv, failure
@@ -38,6 +39,12 @@ _LOAD_HINTS = {
     222: "the PTX was made by a compiler newer than this driver supports; compile to CUBIN "
     "(NvrtcOptions() default) or use an NVRTC no newer than the driver",
 }
+
+
+#: Per function: the launch configs checked against its and the device's limits, and their
+#: cuda.core LaunchConfig (made once, reused by every session).
+CHECKED_CONFIGS = MemoKind("cuda.checked_configs", 4096, what="configs checked per function")
+CORE_CONFIGS = MemoKind("cuda.core_configs", 4096, what="cuda.core configs per function")
 
 
 class LoadedModule:
@@ -151,13 +158,11 @@ class Function:
                 uuid=runtime.uuid_bytes,
                 error=SymbolLookupError,
             )
-            offsets: list[int] = []
             sizes: list[int] = []
             while True:
-                info = d.cuKernelGetParamInfo(handle, len(offsets))
+                info = d.cuKernelGetParamInfo(handle, len(sizes))
                 if int(info[0]) != 0:
                     break
-                offsets.append(int(info[1]))
                 sizes.append(int(info[2]))
             self.max_threads_per_block = _attr(
                 handle, dev, "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK"
@@ -171,14 +176,13 @@ class Function:
         self.runtime = runtime  # no reference to the Module: dropping it must free the handle
         self.handle = handle
         self.owner = module._owner
-        self.param_offsets = tuple(offsets)
         self.param_sizes = tuple(sizes)
         self._checked_codes: set[tuple[str, ...]] = set()
         #: (id(config), argument codes) -> the validated launch, reused by every session
         self.launches: dict[tuple[int, tuple[str, ...]], Any] = {}
-        self._configs: set[LaunchConfig] = set()
+        self._configs: Memo[LaunchConfig, bool] = CHECKED_CONFIGS.new()
         #: checked configs -> their cuda.core LaunchConfig (made once, reused by every session)
-        self._core_configs: dict[LaunchConfig, Any] = {}
+        self._core_configs: Memo[LaunchConfig, Any] = CORE_CONFIGS.new()
 
     @property
     def arity(self) -> int:
@@ -268,9 +272,7 @@ class Function:
                     op=op,
                 )
             self._dynamic_limit = dynamic
-        if len(self._configs) >= 4096:
-            self._configs.clear()
-        self._configs.add(config)
+        self._configs.put(config, True)
 
     def core_config(self, config: LaunchConfig) -> Any:
         """The cuda.core ``LaunchConfig`` of a config :meth:`check_config` accepted."""
@@ -278,10 +280,11 @@ class Function:
         if found is None:
             from cuda.core import LaunchConfig as CoreLaunchConfig
 
-            if len(self._core_configs) >= 4096:
-                self._core_configs.clear()
-            found = self._core_configs[config] = CoreLaunchConfig(
-                grid=config.grid, block=config.block, shmem_size=config.shared_mem_bytes
+            found = self._core_configs.put(
+                config,
+                CoreLaunchConfig(
+                    grid=config.grid, block=config.block, shmem_size=config.shared_mem_bytes
+                ),
             )
         return found
 

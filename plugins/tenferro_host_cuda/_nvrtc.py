@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host import CompileError, ValidationError
+from tenferro_host.provider import CompiledKernel
 
 from ._driver import check
 from ._driver import nvrtc_bindings as _nvrtc
@@ -251,3 +252,11 @@ def _compile(
 
 
 __all__ = ["CompiledImage", "NvrtcOptions", "compile_source", "parse_log"]
+
+
+def compile_only(source: str | bytes, arch: str, name: str) -> CompiledKernel:
+    """The ``cuda`` source compiler of the registry: ``source`` through NVRTC for ``arch``,
+    without a device (the testing kit and the benchmarks call it through the host)."""
+    image = compile_source(source, NvrtcOptions(arch=arch), name=name)
+    text = source.decode() if isinstance(source, bytes) else source
+    return CompiledKernel(name, "cuda", text, image.data, image.kind, arch)

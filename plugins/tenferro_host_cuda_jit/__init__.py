@@ -17,6 +17,8 @@ from typing import Any
 
 from tenferro_host.provider import RegistrationView, hookimpl
 
+from ._compile_target import compile_cuda
+
 TENFERRO_HOST_API = (1, 0)
 TENFERRO_HOST_SPI = (1, 0)  # the provider SPI it builds on (tenferro_host.provider.SPI_VERSION)
 
@@ -25,7 +27,7 @@ def jit_session(ex: Any, op: str) -> Any:
     """The JIT factory for ``cuda`` exec sessions (the session module loads on first use)."""
     global _SESSION_TYPE
     if _SESSION_TYPE is None:
-        from ._session import CudaJitSession
+        from ._jit import CudaJitSession
 
         _SESSION_TYPE = CudaJitSession
     return _SESSION_TYPE(ex, op)
@@ -36,8 +38,9 @@ _SESSION_TYPE: Any = None
 
 @hookimpl
 def tenferro_host_register(registry: RegistrationView) -> None:
-    """Provide the DSL (JIT) session of the ``cuda`` backend."""
+    """Provide the DSL (JIT) session of the ``cuda`` backend and its compile-only target."""
     registry.add_jit("cuda", jit_session)
+    registry.add_compile_target("cuda", compile_cuda)
 
 
 __all__ = ["TENFERRO_HOST_API", "TENFERRO_HOST_SPI", "jit_session", "tenferro_host_register"]

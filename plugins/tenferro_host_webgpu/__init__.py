@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from tenferro_host import ExtensionCapability, TenferroError
 from tenferro_host.provider import BackendProvider, BackendStatus, RegistrationView, hookimpl
 
+from ._compile_target import compile_wgsl
 from ._runtime import WebGpuExecSession, WebGpuRuntime, WebGpuStorage
-from .adapters import ADAPTER_ENV, AdapterInfo, adapters
+from .adapters import ADAPTER_ENV, AdapterInfo, adapter, adapters
 from .device import WebGpuDeviceId, WebGpuDeviceInfo
 
 if TYPE_CHECKING:
-    from tenferro_host import Host
-    from tenferro_host.provider import Runtime
+    from tenferro_host.provider import HostServices, Runtime
 
 TENFERRO_HOST_API = (1, 0)
 TENFERRO_HOST_SPI = (1, 0)  # the provider SPI it builds on (tenferro_host.provider.SPI_VERSION)
@@ -51,14 +51,14 @@ def probe() -> BackendStatus:
     )
 
 
-def _create(host: Host, index: int) -> Runtime:
+def _create(host: HostServices, index: int) -> Runtime:
     return WebGpuRuntime(host, index)
 
 
-def _jit(ex: Any, op: str) -> Any:
+def _jit_session(ex: Any, op: str) -> Any:
     global _JIT_SESSION
     if _JIT_SESSION is None:  # imported on first use (the import statement costs each call)
-        from .jit import WebGpuJitSession
+        from ._jit import WebGpuJitSession
 
         _JIT_SESSION = WebGpuJitSession
     return _JIT_SESSION(ex, op)
@@ -70,7 +70,8 @@ _JIT_SESSION: Any = None
 @hookimpl
 def tenferro_host_register(registry: RegistrationView) -> None:
     registry.add_backend(BackendProvider("webgpu", probe, _create, priority=PRIORITY))
-    registry.add_jit("webgpu", _jit)
+    registry.add_jit("webgpu", _jit_session)
+    registry.add_compile_target("wgsl", compile_wgsl)
 
 
 @hookimpl
@@ -98,6 +99,7 @@ __all__ = [
     "WebGpuExecSession",
     "WebGpuRuntime",
     "WebGpuStorage",
+    "adapter",
     "adapters",
     "probe",
 ]

@@ -68,7 +68,7 @@ from .pipelines import BindGroups, Pipeline, PipelineCache, UniformBuffers
 from .queue import CommandQueue
 
 if TYPE_CHECKING:
-    from tenferro_host import Host
+    from tenferro_host.provider import HostServices
 
 DEBUG_SYNC_ENV = "TENFERRO_DEBUG_SYNC"
 
@@ -119,7 +119,7 @@ class WebGpuExecSession(ExecSession):
 class WebGpuRuntime(Runtime):
     """A WebGPU device of one adapter, with its own queue and allocation domain."""
 
-    def __init__(self, host: Host, index: int = 0) -> None:
+    def __init__(self, host: HostServices, index: int = 0) -> None:
         import wgpu
 
         info, wgpu_adapter = adapter(index)

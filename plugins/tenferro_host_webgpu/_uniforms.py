@@ -1,4 +1,6 @@
-"""Dispatch geometry and the uniform block every generated shader reads.
+"""Dispatch geometry and the uniform block every generated shader reads: its layout
+(:class:`UniformLayout`, used by the generator), its declaration and its host-side packing
+(:class:`UniformBlock`, :func:`pack_uniforms`, used at launch).
 
 WebGPU caps each dispatch dimension (65535 workgroups on every adapter seen so far). A logical
 grid of cubes beyond it arrives *folded* (``tenferro_host.provider.fold_grid``): its
@@ -16,6 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from tenferro_host import DType
+from tenferro_host.kernel import Specialization
+from tenferro_host.kernel.ir import Param
+from tenferro_host.provider import numel
 
 #: Words 0-4 of every uniform block: logical cube count x, y, z; physical dispatch x, y.
 GRID_WORDS = 5
@@ -107,11 +114,11 @@ class UniformBlock:
         """u32 words, as :meth:`u32` (one list operation, not a call per word)."""
         self.words.extend([int(v) % _U32 for v in values])
 
-    def scalar(self, value: float | int | bool, wgsl_type: str) -> None:
+    def scalar(self, value: float | int | bool, dtype: DType) -> None:
         """A scalar parameter's bits: f32 as IEEE bits, f16 widened to f32, ints and bools."""
-        if wgsl_type in ("f32", "f16"):
+        if dtype.category == "float":
             self.words.append(struct.unpack("<I", struct.pack("<f", float(value)))[0])
-        elif wgsl_type == "bool":
+        elif dtype.category == "bool":
             self.words.append(1 if value else 0)
         else:
             self.u32(int(value))
@@ -122,11 +129,60 @@ class UniformBlock:
         return np.asarray(self.words + [0] * (n - len(self.words)), dtype=np.uint32).tobytes()
 
 
+@dataclass(frozen=True)
+class UniformLayout:
+    """Word index of each parameter's first uniform word, and the total word count."""
+
+    starts: tuple[int, ...]
+    nwords: int
+
+    @classmethod
+    def of(cls, params: Sequence[Param]) -> UniformLayout:
+        """The uniform word layout of a kernel's parameters, after the grid words."""
+        starts = []
+        at = GRID_WORDS
+        for p in params:
+            starts.append(at)
+            at += 2 + 2 * (p.ndim or 0) if p.kind == "array" else 1
+        return cls(tuple(starts), at)
+
+
+@dataclass(frozen=True)
+class ArrayView:
+    """What the uniform block needs about one array argument."""
+
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+def pack_uniforms(
+    spec: Specialization,
+    count: tuple[int, int, int],
+    physical: tuple[int, int, int],
+    args: Sequence[ArrayView | float | int | bool],
+) -> bytes:
+    """The uniform block for one launch; ``args`` align with ``spec.params``."""
+    block = UniformBlock()
+    block.grid(count, physical)
+    for p, a in zip(spec.params, args, strict=True):
+        if p.kind == "array":
+            assert isinstance(a, ArrayView)
+            block.extend([a.offset, numel(a.shape), *a.shape, *a.strides])
+        else:
+            assert not isinstance(a, ArrayView)
+            block.scalar(a, p.dtype)
+    return block.tobytes()
+
+
 __all__ = [
     "GRID_WORDS",
+    "ArrayView",
     "UniformBlock",
+    "UniformLayout",
     "entry_point",
     "grid_prelude",
+    "pack_uniforms",
     "uniform_decl",
     "word",
 ]

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host import CompileError
+from tenferro_host.provider import Memo, MemoKind
 
 if TYPE_CHECKING:
     from tenferro_host.provider import CachedKernel, KernelKey
@@ -206,6 +207,10 @@ class PipelineCache:
         return Pipeline(pipeline, layout, source, keepalive)
 
 
+#: A runtime's uniform buffers by key (LRU, evicted as the cache's bound says).
+UNIFORM_BUFFERS = MemoKind("webgpu.uniform_buffers", 256, lru=True, what="uniform buffers")
+
+
 class UniformBuffers:
     """Immutable uniform buffers by key (bounded LRU): one per distinct uniform block.
 
@@ -219,31 +224,39 @@ class UniformBuffers:
 
         self._device = device
         self._usage = wgpu.BufferUsage.UNIFORM
-        self.max_entries = max_entries
-        self._entries: OrderedDict[Hashable, tuple[Any, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
+        self._entries: Memo[Hashable, tuple[Any, Any]] = UNIFORM_BUFFERS.new(max_entries)
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def max_entries(self) -> int:
+        """The bound in buffers (settable)."""
+        return self._entries.bound
+
+    @max_entries.setter
+    def max_entries(self, bound: int) -> None:
+        self._entries.bound = bound
+
+    @property
+    def hits(self) -> int:
+        """Lookups that found their buffer."""
+        return self._entries.hits
+
+    @property
+    def misses(self) -> int:
+        """Lookups that packed a new buffer."""
+        return self._entries.misses
+
     def get(self, key: Hashable, pack: Callable[[], bytes], keepalive: Any = None) -> Any:
         """The cached value for ``key``, made from ``pack()`` on a miss; ``keepalive`` is what
         the entry must hold alive."""
-        entries = self._entries
-        with self._lock:
-            found = entries.get(key)
-            if found is not None:
-                self.hits += 1
-                entries.move_to_end(key)
-                return found[0]
+        found = self._entries.get(key)
+        if found is not None:
+            return found[0]
         data = pack()
         buffer = self._device.create_buffer_with_data(data=data, usage=self._usage)
-        with self._lock:
-            self.misses += 1
-            entries[key] = (buffer, keepalive)
-            while len(entries) > self.max_entries:
-                entries.popitem(last=False)
+        self._entries.put(key, (buffer, keepalive))
         return buffer
 
     def new(self, data: bytes) -> Any:

@@ -46,10 +46,9 @@ from typing import Any
 
 from tenferro_host import DType, UnsupportedError
 from tenferro_host.kernel import Specialization, ir
-from tenferro_host.provider import numel
 
 from . import wgsl_numerics
-from ._uniforms import GRID_WORDS, UniformBlock, entry_point, grid_prelude, uniform_decl, word
+from ._uniforms import UniformLayout, entry_point, grid_prelude, uniform_decl, word
 
 _SCALAR = {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32", "bool": "bool"}
 _NEVER = {"float64": "shader-f64", "int64": "shader-int64"}
@@ -107,52 +106,6 @@ def literal(value: Any, dt: DType) -> str:
         return f"{t}({as_f32})" if t == "f16" else as_f32
     text = repr(f)
     return f"({text}{suffix})" if f < 0 else f"{text}{suffix}"
-
-
-@dataclass(frozen=True)
-class UniformLayout:
-    """Word index of each parameter's first uniform word, and the total word count."""
-
-    starts: tuple[int, ...]
-    nwords: int
-
-    @classmethod
-    def of(cls, params: Sequence[ir.Param]) -> UniformLayout:
-        """The uniform word layout of a kernel's parameters, after the grid words."""
-        starts = []
-        at = GRID_WORDS
-        for p in params:
-            starts.append(at)
-            at += 2 + 2 * (p.ndim or 0) if p.kind == "array" else 1
-        return cls(tuple(starts), at)
-
-
-@dataclass(frozen=True)
-class ArrayView:
-    """What the uniform block needs about one array argument."""
-
-    offset: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-
-
-def pack_uniforms(
-    spec: Specialization,
-    count: tuple[int, int, int],
-    physical: tuple[int, int, int],
-    args: Sequence[ArrayView | float | int | bool],
-) -> bytes:
-    """The uniform block for one launch; ``args`` align with ``spec.params``."""
-    block = UniformBlock()
-    block.grid(count, physical)
-    for p, a in zip(spec.params, args, strict=True):
-        if p.kind == "array":
-            assert isinstance(a, ArrayView)
-            block.extend([a.offset, numel(a.shape), *a.shape, *a.strides])
-        else:
-            assert not isinstance(a, ArrayView)
-            block.scalar(a, wgsl_type(p.dtype))
-    return block.tobytes()
 
 
 @dataclass(frozen=True)
@@ -627,13 +580,10 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
 
 
 __all__ = [
-    "ArrayView",
-    "UniformLayout",
     "WgslProgram",
     "alias_slots",
     "generate",
     "literal",
-    "pack_uniforms",
     "storage_type",
     "uses_loops",
     "value_types",

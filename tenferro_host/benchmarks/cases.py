@@ -202,9 +202,10 @@ def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
 def _wgpu_direct(index: int) -> tuple[Callable[[], None], Callable[[], None]]:
     """One dispatch of ``WGSL_ADD`` through wgpu-py on the runtime's adapter, its own device."""
     import wgpu
-    from tenferro_host_webgpu.adapters import adapter
 
-    _, wgpu_adapter = adapter(index)
+    from .. import webgpu
+
+    _, wgpu_adapter = webgpu.adapter(index)
     device = wgpu_adapter.request_device_sync()
     usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
     ones = np.ones(N, np.float32)
@@ -596,7 +597,7 @@ def compile_times(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     why = _unavailable(host, "cuda")
     if why:
         return _not_run(key, title, rows, why, unit="ms")
-    from tenferro_host_cuda._nvrtc import compile_source
+    from ..kernel.compile_only import compile_source
 
     rt = host.new_backend("cuda")
     s = stack.enter_context(rt.session())
@@ -613,7 +614,7 @@ def compile_times(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
 
     cases = [
         Case(NVRTC_COLD, lambda: rs.compile_nvrtc(fresh())),
-        Case(NVRTC_HIT, lambda: compile_source(CUDA_ADD, device_arch=arch, name="bench.cu")),
+        Case(NVRTC_HIT, lambda: compile_source(CUDA_ADD, arch=arch, name="bench.cu", host=host)),
         Case(
             MODULE_HIT,
             lambda: rs.resource(("tenferro_bench", "add"), lambda: rs.compile_nvrtc(CUDA_ADD)),

@@ -16,7 +16,7 @@ from ._interpreter import (
     SharedRaceError,
     UnwrittenSharedReadError,
 )
-from ._kernel import ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, func, kernel
+from ._kernel import ArgDesc, ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, func, kernel
 from .lang import (
     ABSOLUTE_POS,
     ABSOLUTE_POS_X,
@@ -92,6 +92,7 @@ __all__ = [
     "UNIT_POS_X",
     "UNIT_POS_Y",
     "UNIT_POS_Z",
+    "ArgDesc",
     "Array",
     "ArrayDesc",
     "CacheInfo",

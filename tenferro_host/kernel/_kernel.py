@@ -11,14 +11,13 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._memo import Memo, MemoKind
 from ..dtypes import DType
 from ..errors import DslError, DTypeError, ValidationError
 from . import lang
@@ -67,6 +66,12 @@ class Specialization:
     @property
     def params(self) -> tuple[Param, ...]:
         return self.ir.params
+
+
+#: Each kernel's specializations (LRU, its ``cache_size``) and the argument descriptions as given
+#: mapped to their resolved key (4x ``cache_size``, emptied whole).
+SPECIALIZATIONS = MemoKind("kernel.specializations", DEFAULT_CACHE_SIZE, lru=True, what="LRU")
+SPECIALIZATION_KEYS = MemoKind("kernel.specialization_keys", 4 * DEFAULT_CACHE_SIZE)
 
 
 class CacheInfo(NamedTuple):
@@ -144,13 +149,10 @@ class Kernel:
         self.name = fn.__name__
         self.runtime_params = tuple(d for d in self.parsed.params if not d.is_const)
         self.const_params = tuple(d for d in self.parsed.params if d.is_const)
-        self._cache: OrderedDict[tuple[Any, ...], Specialization] = OrderedDict()
+        self._cache: Memo[tuple[Any, ...], Specialization] = SPECIALIZATIONS.new(cache_size)
         self._cache_size = cache_size
         #: (descs, constants, target, features) as given -> the resolved cache key
-        self._keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self._hits = 0
-        self._misses = 0
-        self._lock = threading.Lock()
+        self._keys: Memo[tuple[Any, ...], tuple[Any, ...]] = SPECIALIZATION_KEYS.new(4 * cache_size)
         self._token = next(_kernel_tokens)  # never reused, unlike id(): keys compiled code
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -300,26 +302,13 @@ class Kernel:
         except TypeError:  # an unhashable constant: resolve, then the resolved key is used
             key, hashable = None, False
         if key is not None:
-            found = self._hit(key)
-            if found is not None:
-                return found
-        spec = self._specialize(arg_descs, constants or {}, target, features)
-        if hashable:
-            if len(self._keys) >= 4 * self._cache_size:
-                self._keys.clear()
-            self._keys[given] = spec.key
-        return spec
-
-    def _hit(self, key: Any, count_miss: bool = False) -> Specialization | None:
-        """The cached specialization under ``key`` (made most recent), counted as a hit."""
-        with self._lock:
             found = self._cache.get(key)
             if found is not None:
-                self._cache.move_to_end(key)
-                self._hits += 1
-            elif count_miss:
-                self._misses += 1
-            return found
+                return found
+        spec = self._specialize(arg_descs, constants or {}, target, features, key is None)
+        if hashable:
+            self._keys.put(given, spec.key)
+        return spec
 
     def _specialize(
         self,
@@ -327,6 +316,7 @@ class Kernel:
         constants: Mapping[str, Any],
         target: str,
         features: Sequence[str],
+        look_up: bool = True,
     ) -> Specialization:
         params, generics, values = self.resolve(arg_descs, constants)
         const_key = tuple((k, type(v).__name__, v) for k, v in sorted(values.items()))
@@ -337,7 +327,7 @@ class Kernel:
             target,
             tuple(sorted(features)),
         )
-        found = self._hit(key, count_miss=True)
+        found = self._cache.get(key) if look_up else None  # (a miss already counted if not)
         if found is not None:
             return found
         spec = Specialization(
@@ -348,21 +338,15 @@ class Kernel:
             features=tuple(sorted(features)),
             key=key,
         )
-        with self._lock:
-            self._cache[key] = spec
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return spec
+        return self._cache.put(key, spec)
 
     def cache_info(self) -> CacheInfo:
-        with self._lock:
-            return CacheInfo(self._hits, self._misses, self._cache_size, len(self._cache))
+        s = self._cache.stats()
+        return CacheInfo(s.hits, s.misses, s.bound, s.size)
 
     def cache_clear(self) -> None:
-        with self._lock:
-            self._cache.clear()
-            self._keys.clear()
-            self._hits = self._misses = 0
+        self._cache.reset()
+        self._keys.reset()
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Any:

@@ -1,9 +1,11 @@
-"""Compile a DSL kernel for a GPU target without a GPU: CUDA C through NVRTC, or WGSL.
+"""Compile a DSL kernel (or raw source) for a GPU target without a GPU.
 
 Operation authors (and the conformance suite) use it on machines with no device to prove that
-a kernel specializes and compiles for every target it claims. ``signature`` gives the runtime
-arguments: an :class:`ArrayDesc`/:class:`ScalarDesc` each, or a string — ``"float32[1]"`` is a
-1-D float32 array, ``"int32"`` a scalar, ``"number"`` a plain Python number.
+a kernel specializes and compiles for every target it claims. The targets are the ones the
+backend plugins registered (``cuda``: CUDA C through NVRTC, ``wgsl``: WGSL), found through the
+host's registry. ``signature`` gives the runtime arguments: an :class:`ArrayDesc`/
+:class:`ScalarDesc` each, or a string — ``"float32[1]"`` is a 1-D float32 array, ``"int32"`` a
+scalar, ``"number"`` a plain Python number.
 
 >>> from tenferro_host import kernel as K
 >>> @K.kernel
@@ -19,30 +21,34 @@ arguments: an :class:`ArrayDesc`/:class:`ScalarDesc` each, or a string — ``"fl
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..dtypes import dtype as resolve_dtype
-from ..dtypes import float16
 from ..errors import ValidationError
+from ..provider._compile_targets import CompiledKernel, CompileOptions
 from ._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc
 
-#: Targets and the DSL target name their specializations are made for.
-TARGETS = {"cuda": "cuda", "wgsl": "webgpu"}
+if TYPE_CHECKING:
+    from .._host import Host
+    from ..provider._registry import Registry
+
 _ARRAY = re.compile(r"^(\w+)\[(\d+)\]$")
+_default: list[Host] = []
+_default_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
-class CompiledKernel:
-    """What compiling produced: generated ``source``, and for cuda the NVRTC ``image``."""
+def registry_of(host: Host | None) -> Registry:
+    """The registry of ``host``, or of the process's compile-only host (made on first use)."""
+    if host is not None:
+        return host.registry
+    with _default_lock:
+        if not _default:
+            from .._host import Host
 
-    kernel: str
-    target: str
-    source: str
-    image: bytes | None = None
-    image_kind: str | None = None  # "cubin" | "ptx" for cuda
-    arch: str | None = None
+            _default.append(Host())
+        return _default[0].registry
 
 
 def arg_desc(item: Any) -> ArgDesc:
@@ -75,57 +81,49 @@ def compile_only(
     *,
     arch: str = "sm_90",
     dim: tuple[int, int, int] = (256, 1, 1),
+    host: Host | None = None,
 ) -> CompiledKernel:
     """Specialize ``kernel`` for ``signature`` and compile it for ``target`` ("cuda" | "wgsl").
 
     cuda: the generated CUDA C compiled by NVRTC for ``arch`` (``sm_XY`` gives a CUBIN,
     ``compute_XY`` PTX); needs the ``cuda`` extra, not a GPU. wgsl: the generated WGSL for a
     workgroup of ``dim``, every array bound separately. Errors are the ones a launch would raise
-    (DTypeError, DslError, CompileError ...).
+    (DTypeError, DslError, CompileError ...). ``host`` picks whose plugins provide the target.
     """
     if not isinstance(kernel, Kernel):
         raise ValidationError(
             f"compile_only needs a @K.kernel function, got {type(kernel).__name__}",
             argument="kernel",
         )
-    if target not in TARGETS:
-        raise ValidationError(
-            f"target {target!r} is not one of {', '.join(TARGETS)}", argument="target"
-        )
+    if not isinstance(target, str):
+        raise ValidationError(f"target must be a string, got {target!r}", argument="target")
+    compile = registry_of(host).compile_target(target)
     if isinstance(signature, (str, bytes)) or not isinstance(signature, Sequence):
         raise ValidationError(
             f"signature must be a sequence of argument descriptions, got {signature!r}",
             argument="signature",
         )
     descs = [arg_desc(item) for item in signature]
-    if target == "cuda":
-        return _cuda(kernel, descs, constants or {}, arch)
-    return _wgsl(kernel, descs, constants or {}, dim)
+    return compile(kernel, descs, constants or {}, CompileOptions(arch=arch, dim=dim))
 
 
-def _cuda(
-    kernel: Kernel, descs: list[ArgDesc], constants: Mapping[str, Any], arch: str
+def compile_source(
+    source: str | bytes,
+    *,
+    language: str = "cuda",
+    arch: str = "sm_90",
+    name: str = "kernel.cu",
+    host: Host | None = None,
 ) -> CompiledKernel:
-    from tenferro_host_cuda._nvrtc import NvrtcOptions, compile_source
-    from tenferro_host_cuda_jit.codegen import generate
-
-    features = (arch.replace("compute_", "sm_"),)
-    spec = kernel.specialize(descs, constants, TARGETS["cuda"], features)
-    generated = generate(spec)
-    image = compile_source(generated.source, NvrtcOptions(arch=arch), name=f"{kernel.name}.cu")
-    return CompiledKernel(kernel.name, "cuda", generated.source, image.data, image.kind, arch)
+    """Compile raw ``source`` of ``language`` for ``arch`` with the compiler its backend
+    registered (cuda: NVRTC, needs the ``cuda`` extra, not a GPU); CompileError on failure."""
+    return registry_of(host).source_compiler(language)(source, arch, name)
 
 
-def _wgsl(
-    kernel: Kernel, descs: list[ArgDesc], constants: Mapping[str, Any], dim: tuple[int, int, int]
-) -> CompiledKernel:
-    from tenferro_host_webgpu.wgsl import generate
-
-    f16 = any(getattr(d, "dtype", None) is float16 for d in descs)
-    spec = kernel.specialize(descs, constants, TARGETS["wgsl"], ("shader-f16",) if f16 else ())
-    groups = range(sum(isinstance(d, ArrayDesc) for d in descs))
-    program = generate(spec, dim, list(groups), folded=False)
-    return CompiledKernel(kernel.name, "wgsl", program.source)
+def __getattr__(name: str) -> Any:
+    if name == "TARGETS":  # the 0.1 table of targets, now whatever the plugins registered
+        return registry_of(None).compile_targets()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["TARGETS", "CompiledKernel", "arg_desc", "compile_only"]
+__all__ = ["CompiledKernel", "arg_desc", "compile_only", "compile_source"]

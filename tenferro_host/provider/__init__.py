@@ -3,7 +3,8 @@
 Stability: *provider SPI, version 1* — versioned separately from the user API. A backend
 plugin subclasses :class:`Runtime` (storage primitives), :class:`ExecSession` (its execution
 authority) and uses :class:`Session`/:class:`SessionHandle` for everything it issues, the
-:class:`ResourceCache` for bounded caches and the :class:`KernelCache`
+:class:`ResourceCache` for bounded caches of device resources, a :class:`Memo` (of a declared
+:class:`MemoKind`) for bounded in-process memos and the :class:`KernelCache`
 (:func:`active_kernel_cache`) to keep compiled kernels across processes. Lifetimes have one home
 here: a collected :class:`DeviceStorage` queues its release on its runtime's
 :class:`DeferredReleases`, carried out at the next drain point; a :class:`FreeList` keeps freed
@@ -13,14 +14,17 @@ A DSL (JIT) provider subclasses :class:`JitSession` and reads the typed IR of
 :mod:`tenferro_host.kernel.ir` (the DSL's one public SPI module). A plugin marks its hooks with
 :data:`hookimpl` and registers a :class:`BackendProvider` (whose probe answers a
 :class:`BackendStatus`), a DSL session factory and its ops on the :class:`RegistrationView` its
-``tenferro_host_register`` hook receives. Every module behind this front is private. A plugin
-declares the SPI version it was built for as ``TENFERRO_HOST_SPI = (1, 0)``; the loader refuses
-one whose major differs or whose minor is newer than :data:`SPI_VERSION`.
+``tenferro_host_register`` hook receives, with its compile-only targets (:class:`CompileOptions`
+in, :class:`CompiledKernel` out). Every module behind this front is private. A plugin declares
+the SPI version it was built for as ``TENFERRO_HOST_SPI = (1, 0)``; the loader refuses one whose
+major differs or whose minor is newer than :data:`SPI_VERSION`.
 """
 
+from .._memo import Memo, MemoKind, MemoStats, memo, memo_kinds, memo_stats
 from ..facade import lazy_names
 from ..layout import compact_strides, numel
 from ._cache import ResourceCache
+from ._compile_targets import CompiledKernel, CompileFn, CompileOptions, SourceCompileFn
 from ._counters import STAT_KEYS, Counters, TransferRecord
 from ._deferred import DeferredReleases, DeviceStorage, Release
 from ._free_list import FreeList
@@ -42,6 +46,9 @@ _LAZY = {
         name: f"{__name__}._kernel_cache"
         for name in (
             "CachedKernel",
+            "CompileFn",
+            "CompileOptions",
+            "CompiledKernel",
             "KernelCache",
             "KernelCacheWarning",
             "KernelKey",
@@ -62,6 +69,9 @@ __all__ = [
     "BackendSession",
     "BackendStatus",
     "CachedKernel",
+    "CompileFn",
+    "CompileOptions",
+    "CompiledKernel",
     "Counters",
     "DeferredReleases",
     "DeviceStorage",
@@ -76,6 +86,9 @@ __all__ = [
     "KernelCacheWarning",
     "KernelKey",
     "Lease",
+    "Memo",
+    "MemoKind",
+    "MemoStats",
     "RegistrationView",
     "Release",
     "ResourceCache",
@@ -83,6 +96,7 @@ __all__ = [
     "Runtime",
     "Session",
     "SessionHandle",
+    "SourceCompileFn",
     "Storage",
     "TransferRecord",
     "active_kernel_cache",
@@ -91,6 +105,9 @@ __all__ = [
     "exec_session_of",
     "fold_grid",
     "hookimpl",
+    "memo",
+    "memo_kinds",
+    "memo_stats",
     "normalize_shape",
     "numel",
     "require_resident",

@@ -11,12 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import PluginError, ValidationError
+from ..errors import PluginError, UnsupportedError, ValidationError
 from ..ops import OpSpec
+from ._compile_targets import CompileFn, SourceCompileFn
 
 if TYPE_CHECKING:
-    from .._host import Host
+    from ._host_services import HostServices
     from ._runtime import Runtime
+    from ._session import ExecSession, Session
 
 
 @dataclass
@@ -37,7 +39,7 @@ class BackendProvider:
 
     kind: str
     probe: Callable[[], BackendStatus]
-    create: Callable[[Host, int], Runtime]
+    create: Callable[[HostServices, int], Runtime]
     priority: int = 0  # higher is preferred as the default backend
 
 
@@ -52,7 +54,8 @@ class OpRecord:
     conflicting: list[str] = field(default_factory=list)
 
 
-JitFactory = Callable[[Any, str], Any]
+#: ``factory(exec_session, op)``: the DSL session of one op on one exec session.
+JitFactory = Callable[["ExecSession", str], "Session"]
 
 
 class Registry:
@@ -62,6 +65,8 @@ class Registry:
         self.providers: dict[str, tuple[str, BackendProvider]] = {}
         self.ops: dict[str, OpRecord] = {}
         self._jit: dict[str, tuple[str, JitFactory]] = {}
+        self._compile_targets: dict[str, tuple[str, CompileFn]] = {}
+        self._source_compilers: dict[str, tuple[str, SourceCompileFn]] = {}
         #: (plugin, why) of every plugin that failed to load: a missing op may be theirs.
         self.load_failures: list[tuple[str, str]] = []
 
@@ -78,6 +83,34 @@ class Registry:
         """The provider of backend ``kind``, or None."""
         found = self.providers.get(kind)
         return found[1] if found else None
+
+    def compile_target(self, name: str) -> CompileFn:
+        """The compile-only DSL target ``name`` (``cuda``, ``wgsl`` ...); ValidationError if no
+        plugin registered it."""
+        found = self._compile_targets.get(name)
+        if found is None:
+            known = ", ".join(sorted(self._compile_targets)) or "none"
+            raise ValidationError(
+                f"target {name!r} is not one of the registered compile targets ({known}); "
+                "install the backend plugin that provides it",
+                argument="target",
+            )
+        return found[1]
+
+    def compile_targets(self) -> list[str]:
+        """The registered compile-only DSL targets, sorted."""
+        return sorted(self._compile_targets)
+
+    def source_compiler(self, language: str) -> SourceCompileFn:
+        """The raw source compiler of ``language`` (``cuda``: NVRTC); UnsupportedError if no
+        plugin registered one."""
+        found = self._source_compilers.get(language)
+        if found is None:
+            raise UnsupportedError(
+                f"no plugin registered a {language!r} source compiler; install the backend "
+                "plugin for it (for cuda: pip install 'tenferro-host[cuda]')"
+            )
+        return found[1]
 
     def op(self, name: str) -> OpRecord:
         """The record of op ``name``; ValidationError if unknown, PluginError if in conflict."""
@@ -118,10 +151,21 @@ class Registry:
                 raise PluginError(
                     f"the DSL provider for {kind!r} is already registered by {self._jit[kind][0]}"
                 )
+        for what, mine, taken in (
+            ("compile target", view.compile_targets, self._compile_targets),
+            ("source compiler", view.source_compilers, self._source_compilers),
+        ):
+            for name in mine:
+                if name in taken:
+                    raise PluginError(
+                        f"the {what} {name!r} is already registered by {taken[name][0]}"
+                    )
         for kind, provider in view.providers:
             self.providers[kind] = (view.dist, provider)
         for kind, factory in view.jits:
             self._jit[kind] = (view.dist, factory)
+        self._compile_targets.update((n, (view.dist, f)) for n, f in view.compile_targets.items())
+        self._source_compilers.update((n, (view.dist, f)) for n, f in view.source_compilers.items())
         for spec in view.ops:
             rec = self.ops.get(spec.name)
             if rec is None:
@@ -141,6 +185,8 @@ class RegistrationView:
         self.providers: list[tuple[str, BackendProvider]] = []
         self.jits: list[tuple[str, JitFactory]] = []
         self.ops: list[OpSpec] = []
+        self.compile_targets: dict[str, CompileFn] = {}
+        self.source_compilers: dict[str, SourceCompileFn] = {}
 
     def add_backend(self, provider: BackendProvider) -> None:
         """Provide a backend kind (``cuda``, ``webgpu`` ...)."""
@@ -149,6 +195,15 @@ class RegistrationView:
     def add_jit(self, kind: str, factory: JitFactory) -> None:
         """Provide the DSL session of a backend kind: ``factory(exec_session, op)``."""
         self.jits.append((kind, factory))
+
+    def add_compile_target(self, name: str, compile: CompileFn) -> None:
+        """Provide compile-only DSL target ``name``: ``compile(kernel, descs, constants,
+        options)`` returns a :class:`~._compile_targets.CompiledKernel` without a device."""
+        self.compile_targets[name] = compile
+
+    def add_source_compiler(self, language: str, compile: SourceCompileFn) -> None:
+        """Provide the raw source compiler of ``language``: ``compile(source, arch, name)``."""
+        self.source_compilers[language] = compile
 
     def add_op(self, spec: OpSpec) -> None:
         """Declare an operation."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import layout
+from .._memo import Memo, MemoKind, memo
 from ..capability import ExtensionCapability
 from ..dtypes import DType, dtype
 from ..errors import BackendError, ShapeError, UnsupportedError, ValidationError
@@ -30,7 +31,10 @@ if TYPE_CHECKING:
 
 _INT_ONLY = frozenset({int})
 #: Compact strides of recently allocated shapes (normalized: tuples of ints only).
-_COMPACT_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+_COMPACT_STRIDES: Memo[tuple[int, ...], tuple[int, ...]] = memo(
+    "provider.compact_strides", 1024, what="compact strides by shape"
+)
+_EMPTY_PLANS = MemoKind("provider.empty_plans", 1024, what="a runtime's (dtype, shape) layouts")
 
 
 def normalize_shape(shape: Any) -> tuple[int, ...]:
@@ -92,7 +96,9 @@ class Runtime(ABC):
         self._capabilities: dict[ExtensionCapability, bool] | None = None
         self._jit_factory: Any = _UNRESOLVED  # ex.jit's factory, asked of the host once
         #: (dtype as given, shape) -> (DType, compact strides, nbytes) of shapes allocated before
-        self._empty_plans: dict[tuple[Any, tuple[int, ...]], tuple[DType, Any, int]] = {}
+        self._empty_plans: Memo[tuple[Any, tuple[int, ...]], tuple[DType, Any, int]] = (
+            _EMPTY_PLANS.new()
+        )
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -169,9 +175,7 @@ class Runtime(ABC):
         """Compact strides and byte size of a normalized ``shape`` of ``dt`` (memoized)."""
         strides = _COMPACT_STRIDES.get(shape)
         if strides is None:
-            if len(_COMPACT_STRIDES) >= 1024:
-                _COMPACT_STRIDES.clear()
-            strides = _COMPACT_STRIDES[shape] = layout.compact_strides(shape)
+            strides = _COMPACT_STRIDES.put(shape, layout.compact_strides(shape))
         return strides, layout.numel(shape) * dt.itemsize
 
     def empty(self, dt: Any, shape: Any) -> Tensor:
@@ -190,9 +194,7 @@ class Runtime(ABC):
         shape = normalize_shape(shape)
         strides, nbytes = self._layout(dt_, shape)
         if type(dt) in (DType, str):  # hashable and equal only to the same dtype
-            if len(self._empty_plans) >= 1024:
-                self._empty_plans.clear()
-            self._empty_plans[(dt, shape)] = (dt_, strides, nbytes)
+            self._empty_plans.put((dt, shape), (dt_, strides, nbytes))
         storage = self._allocate(nbytes, dt_) if nbytes else Storage(self, 0)
         return Tensor(storage, dt_, shape, strides, 0, True)
 

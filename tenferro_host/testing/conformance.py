@@ -83,7 +83,7 @@ class CaseSkipped(Exception):  # noqa: N818 - public API, a skip signal, not an 
 @contextmanager
 def poison_fresh_memory(enabled: bool = True) -> Iterator[None]:
     """Fill fresh CPU storage (``empty``, ``alloc_output``) with NaN / 0xA5 bytes meanwhile."""
-    from .._cpu_runtime import CpuRuntime
+    from .._cpu import CpuRuntime
 
     before = CpuRuntime.poison_fresh_memory
     CpuRuntime.poison_fresh_memory = enabled
@@ -391,8 +391,7 @@ def _nvrtc_or_skip() -> None:
 
 def check_kernel_sources(spec: OpSpec) -> None:
     """Every declared CUDA KernelSource compiles with NVRTC for each of its archs."""
-    from tenferro_host_cuda._nvrtc import NvrtcOptions, compile_source
-
+    from ..kernel.compile_only import compile_source
     from .recording import kernel_text
 
     cuda = [k for k in spec.kernels if k.language == "cuda"]
@@ -402,7 +401,7 @@ def check_kernel_sources(spec: OpSpec) -> None:
     for k in cuda:
         for arch in k.archs or ("sm_90",):
             try:
-                compile_source(kernel_text(k), NvrtcOptions(arch=arch), name=f"{k.name}.cu")
+                compile_source(kernel_text(k), arch=arch, name=f"{k.name}.cu")
             except TenferroError as exc:
                 raise CheckFailure(
                     f"kernel {k.name!r} of op {spec.name!r} does not compile for {arch}: {exc}"

@@ -147,7 +147,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(autouse=True)
 def _tf_poisoned_memory() -> Iterator[None]:
     """Poison fresh CPU memory in tests of projects that use tenferro-host (no import here)."""
-    if "tenferro_host._cpu_runtime" not in sys.modules:
+    if "tenferro_host._cpu._runtime" not in sys.modules:
         yield
         return
     from .conformance import poison_fresh_memory

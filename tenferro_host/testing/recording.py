@@ -31,10 +31,13 @@ POINTER_BYTES = 8
 
 
 def compile_ptx(source: str | bytes, name: str = "kernel.cu") -> bytes:
-    """PTX of CUDA C ``source`` through NVRTC (needs the ``cuda`` extra, not a GPU)."""
-    from tenferro_host_cuda._nvrtc import NvrtcOptions, compile_source
+    """PTX of CUDA C ``source`` through the registered ``cuda`` source compiler (NVRTC: needs
+    the ``cuda`` extra, not a GPU)."""
+    from ..kernel.compile_only import compile_source
 
-    return compile_source(source, NvrtcOptions(arch=PTX_ARCH), name=name).data
+    image = compile_source(source, arch=PTX_ARCH, name=name).image
+    assert image is not None  # a cuda source compiler always gives an image
+    return image
 
 
 def kernel_text(kernel: KernelSource) -> str:
@@ -206,11 +209,11 @@ class RecordingRawSession:
 
 
 def _arg_bytes(index: int, arg: Any, op: str) -> int:
-    from tenferro_host_cuda._args import Scalar
+    from .. import cuda  # the public face of the raw seam: its typed scalars (raw.i32 ...)
 
     if isinstance(arg, RecordedPointer):
         return arg.nbytes_as_arg
-    if isinstance(arg, Scalar):
+    if isinstance(arg, cuda.raw.Scalar):
         return int(arg.nbytes)
     raise ArgumentMismatchError(
         f"launch argument #{index} is a {type(arg).__name__}; pass borrows (rs.tensor(t), "

@@ -16,7 +16,7 @@ from support import construct_kernels as ck
 from support import kernels
 from support import webgpu_harness as harness
 from support.cuda_jit_harness import Target, View, assert_same
-from tenferro_host_cuda_jit._session import CudaJitSession
+from tenferro_host_cuda_jit._jit import CudaJitSession
 
 SETTINGS = settings(
     max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

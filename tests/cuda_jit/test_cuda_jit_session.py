@@ -14,7 +14,7 @@ from support import construct_kernels as ck
 from support import kernels
 from support.cuda_jit_harness import Target, cuda_runtime, shared_host
 from support.jit_fake_raw import FakeRuntimeState, fake_cuda_jit
-from tenferro_host_cuda_jit._session import CudaJitSession
+from tenferro_host_cuda_jit._jit import CudaJitSession
 
 import tenferro_host as tf
 from tenferro_host import kernel as K

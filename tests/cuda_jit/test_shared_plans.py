@@ -12,7 +12,7 @@ import pytest
 from support import kernels
 from support.cuda_jit_harness import shared_host
 from support.jit_fake_raw import FakeRuntimeState, fake_cuda_jit
-from tenferro_host_cuda_jit._session import CudaJitSession
+from tenferro_host_cuda_jit._jit import CudaJitSession
 
 import tenferro_host as tf
 from tenferro_host.provider._jit_session import JitSession

@@ -11,6 +11,7 @@ from support.construct_kernels import grid_indices, scalar_kinds, unguarded
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
+from tenferro_host._cpu._jit import CpuJitSession
 from tenferro_host.errors import (
     DTypeError,
     ForeignRuntimeError,
@@ -20,7 +21,6 @@ from tenferro_host.errors import (
     ValidationError,
     WrongThreadError,
 )
-from tenferro_host.kernel._cpu_jit import CpuJitSession
 from tenferro_host.provider._jit_session import JitLaunch, fold_grid
 
 

@@ -31,7 +31,7 @@ def throwaway_plugins(root: Path, sources: dict[str, str]) -> Path:
 CHATTY = """
     print("chatty: imported")
     from tenferro_host import BackendProvider, BackendStatus, hookimpl
-    from tenferro_host._cpu_runtime import CpuRuntime
+    from tenferro_host._cpu._runtime import CpuRuntime
 
     def probe():
         print("chatty: probed")
@@ -134,7 +134,7 @@ CAPABILITY_PLUGINS = {
     """,
     "ownraiser": """
         from tenferro_host import BackendProvider, BackendStatus, hookimpl
-        from tenferro_host._cpu_runtime import CpuRuntime
+        from tenferro_host._cpu._runtime import CpuRuntime
 
         class OwnRuntime(CpuRuntime):
             def __init__(self, host, index):

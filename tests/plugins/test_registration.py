@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import tenferro_host as tf
-from tenferro_host import _cpu_runtime as cpu_runtime
+from tenferro_host import _cpu as cpu_runtime
+from tenferro_host import kernel as K
 from tenferro_host._loader import HOST_API, PluginSet
 
 
@@ -152,3 +153,57 @@ def test_without_the_rocm_provider_rocm_is_unknown():
     with pytest.raises(tf.UnsupportedError, match="no provider plugin for backend kind 'rocm'"):
         host.backend("rocm")
     assert next(r for r in host.plugins.records if r.name == "rocm").status == "disabled"
+
+
+@K.kernel
+def fill(out: K.Array[K.F]):
+    out[K.ABSOLUTE_POS] = 1.0
+
+
+def toy_target(kernel: Any, descs: Any, constants: Any, options: Any) -> Any:
+    return tf.provider.CompiledKernel(kernel.name, "toy", f"// {len(descs)} args, {options.dim}")
+
+
+def toy_source(source: Any, arch: str, name: str) -> Any:
+    return tf.provider.CompiledKernel(name, "toy", str(source), b"image", "toy-binary", arch)
+
+
+class HostOf:
+    """What compile_only needs of a Host: its registry."""
+
+    def __init__(self, plugins: PluginSet) -> None:
+        self.registry = plugins.registry
+
+
+def test_a_plugin_provides_compile_targets_that_compile_only_finds():
+    from tenferro_host.kernel.compile_only import compile_only, compile_source
+
+    def register(registry: Any) -> None:
+        registry.add_compile_target("toy", toy_target)
+        registry.add_source_compiler("toy", toy_source)
+
+    host: Any = HostOf(load(plugin(register=register)))
+    assert "toy" in host.registry.compile_targets()
+    out = compile_only(fill, "toy", ["float32[1]"], dim=(64, 1, 1), host=host)
+    assert (out.kernel, out.target, out.source) == ("fill", "toy", "// 1 args, (64, 1, 1)")
+    image = compile_source("x", language="toy", arch="a1", name="k.toy", host=host)
+    assert (image.image, image.image_kind, image.arch) == (b"image", "toy-binary", "a1")
+    with pytest.raises(tf.UnsupportedError, match="no plugin registered a 'metal' source compiler"):
+        compile_source("x", language="metal", host=host)
+
+
+def test_a_compile_target_registered_twice_is_refused():
+    def register(registry: Any) -> None:
+        registry.add_compile_target("toy", toy_target)
+
+    plugins = PluginSet(strict=False, disabled=frozenset())
+    plugins.load(
+        [
+            ("cpu", cpu_runtime),
+            ("first", plugin(register=register)),
+            ("second", plugin(register=register)),
+        ]
+    )
+    second = next(r for r in plugins.records if r.name == "second")
+    assert second.status == "error"
+    assert "the compile target 'toy' is already registered by tenferro-host" in second.error

@@ -99,7 +99,7 @@ def test_where_a_plugin_comes_from_is_found_without_importing_it() -> None:
     assert source["install"] == "editable"  # scripts/setup installs the example with -e
     assert source["url"] is not None and source["url"].startswith("file://")
     cpu = plugin_source(records["cpu"])
-    assert cpu["file"] is not None and cpu["file"].endswith("_cpu_runtime.py")
+    assert cpu["file"] is not None and cpu["file"].endswith(os.path.join("_cpu", "__init__.py"))
     assert module_file("no_such_module_anywhere.sub") is None
 
 

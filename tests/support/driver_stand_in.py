@@ -15,13 +15,14 @@ from typing import Any
 
 from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda import raw
-from tenferro_host_cuda._module import Function
+from tenferro_host_cuda._module import CHECKED_CONFIGS, CORE_CONFIGS, Function
 from tenferro_host_cuda._runtime import CudaRuntime
 
 from tenferro_host.identity import AllocationDomainId, RuntimeIdentity
 from tenferro_host.provider import DeferredReleases, FreeList, ResourceCache
 from tenferro_host.provider._counters import Counters
 from tenferro_host.provider._retirement import RetirementQueue
+from tenferro_host.provider._runtime import _EMPTY_PLANS
 
 CTX = 7
 STREAM = 0x5000
@@ -125,7 +126,7 @@ def stand_in_runtime(host: Any, **blocks: int) -> CudaRuntime:
     rt.counters = Counters()
     rt.retirement = RetirementQueue(rt.counters, is_done=rt._event_done, wait=lambda e: None)
     rt._capabilities = None
-    rt._empty_plans = {}
+    rt._empty_plans = _EMPTY_PLANS.new()
     rt._jit_factory = host.jit_factory("cuda")
     rt._info = DEVICE
     rt.uuid_bytes = b"\x01" * 16
@@ -163,11 +164,11 @@ class StandInModule:
             found.name, found.runtime, found.handle = name, self.runtime, 0
             found.owner = StandInOwner()
             found.core_kernel = ("kernel", name)
-            found.param_offsets = tuple(range(len(self.param_sizes)))
             found.param_sizes = self.param_sizes
             found.max_threads_per_block = 1024
             found.static_shared_bytes = found._dynamic_limit = 0
-            found._checked_codes, found._configs, found._core_configs = set(), set(), {}
+            found._checked_codes = set()
+            found._configs, found._core_configs = CHECKED_CONFIGS.new(), CORE_CONFIGS.new()
             found.launches = {}
             self._functions[name] = found
         return found

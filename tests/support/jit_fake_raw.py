@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tenferro_host_cuda_jit import _session as jit_session
+from tenferro_host_cuda_jit import _jit as jit_session
 from tenferro_host_cuda_jit.codegen import CudaKernelSource, kernel_abi
 
 from tenferro_host import Tensor

@@ -20,10 +20,11 @@ import numpy as np
 
 from tenferro_host import InvalidLaunchConfigError, LaunchError, Tensor, UnsupportedError
 from tenferro_host.kernel import Specialization
-from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession
+from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession, Memo, memo
 
 from . import wgsl, wgsl_cache
 from ._runtime import WebGpuRuntime, WebGpuStorage
+from ._uniforms import ArrayView, pack_uniforms
 
 
 class _Facts:
@@ -39,19 +40,15 @@ class _Facts:
         self.portable = False  # set once the dtypes passed the portability rule
 
 
-#: id(specialization) -> its facts (bounded; cleared when full).
-_FACTS: dict[int, _Facts] = {}
-_FACTS_MAX = 1024
+#: id(specialization) -> its facts (an entry is checked to be of the same specialization).
+_FACTS: Memo[int, _Facts] = memo("webgpu.jit_facts", 1024, what="launch facts by specialization")
 
 
 def _facts(spec: Specialization) -> _Facts:
     found = _FACTS.get(id(spec))
     if found is not None and found.spec is spec:
         return found
-    if len(_FACTS) >= _FACTS_MAX:
-        _FACTS.clear()
-    made = _FACTS[id(spec)] = _Facts(spec)
-    return made
+    return _FACTS.put(id(spec), _Facts(spec))
 
 
 class WebGpuJitSession(JitSession):
@@ -138,7 +135,7 @@ class WebGpuJitSession(JitSession):
         # as offset/shape/strides, scalars by their bits): one immutable buffer per distinct one.
         params = rt.uniforms.get(
             (id(spec), launch.count, launch.grid, *block),
-            lambda: wgsl.pack_uniforms(spec, launch.count, launch.grid, self._views(launch)),
+            lambda: pack_uniforms(spec, launch.count, launch.grid, self._views(launch)),
             keepalive=spec,
         )
         try:
@@ -173,9 +170,9 @@ class WebGpuJitSession(JitSession):
 
     @staticmethod
     def _views(launch: JitLaunch) -> list[Any]:
-        """The uniform values per parameter, as :func:`wgsl.pack_uniforms` takes them."""
+        """The uniform values per parameter, as :func:`pack_uniforms` takes them."""
         return [
-            wgsl.ArrayView(v.offset, v.shape, v.strides) if isinstance(v, Tensor) else v
+            ArrayView(v.offset, v.shape, v.strides) if isinstance(v, Tensor) else v
             for v in launch.args
         ]
 

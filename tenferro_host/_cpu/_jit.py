@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedError
+from ..kernel._interpreter import ArrayArg, run
+from ..kernel.ir import U32_MAX
 from ..provider._jit_session import Grid, JitLaunch, JitSession
-from ._interpreter import ArrayArg, run
-from .ir import U32_MAX
 
 
 class CpuJitSession(JitSession):

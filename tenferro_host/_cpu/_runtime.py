@@ -1,7 +1,4 @@
-"""The CPU backend: numpy storage, its own allocation domain, always available.
-
-It is registered like any provider plugin (hooks below), by the host itself. Its DSL session
-runs kernels on the vectorised CPU interpreter.
+"""The CPU runtime: numpy storage, its own allocation domain, always available.
 
 >>> import numpy as np, tenferro_host as tf
 >>> cpu = tf.Host().backend("cpu")
@@ -20,18 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .capability import ExtensionCapability
-from .dtypes import DType, dtype
-from .errors import OutOfMemoryError, ValidationError
-from .layout import compact_strides
-from .provider._hookspecs import hookimpl
-from .provider._registry import BackendProvider, BackendStatus, RegistrationView
-from .provider._runtime import Runtime
-from .provider._storage import Storage
-from .tensor import Tensor
+from ..dtypes import DType, dtype
+from ..errors import OutOfMemoryError, ValidationError
+from ..layout import compact_strides
+from ..provider._runtime import Runtime
+from ..provider._storage import Storage
+from ..tensor import Tensor
 
 if TYPE_CHECKING:
-    from ._host import Host
+    from ..provider._host_services import HostServices
 
 
 @dataclass(frozen=True)
@@ -57,7 +51,7 @@ class CpuStorage(Storage):
 class CpuRuntime(Runtime):
     """A CPU runtime; work runs synchronously, so events are complete when recorded."""
 
-    def __init__(self, host: Host, index: int = 0) -> None:
+    def __init__(self, host: HostServices, index: int = 0) -> None:
         super().__init__(host, "cpu", index)
         self._info = CpuDeviceInfo(platform.processor() or platform.machine(), os.cpu_count() or 1)
 
@@ -173,32 +167,6 @@ class CpuRuntime(Runtime):
 def _byte_extent(arr: np.ndarray) -> int:
     """Bytes from the first element to the end of the last (non-negative strides)."""
     return sum((d - 1) * s for d, s in zip(arr.shape, arr.strides, strict=True)) + arr.itemsize
-
-
-def _cpu_jit(ex: Any, op: str) -> Any:
-    from .kernel._cpu_jit import CpuJitSession
-
-    return CpuJitSession(ex, op)
-
-
-def _probe() -> BackendStatus:
-    info = CpuDeviceInfo(platform.processor() or platform.machine(), os.cpu_count() or 1)
-    return BackendStatus(
-        "cpu", True, devices=[{"index": 0, "name": info.name, "cores": info.cores}]
-    )
-
-
-@hookimpl
-def tenferro_host_register(registry: RegistrationView) -> None:
-    registry.add_backend(BackendProvider("cpu", _probe, CpuRuntime, priority=0))
-    registry.add_jit("cpu", _cpu_jit)
-
-
-@hookimpl
-def tenferro_host_capabilities(backend: Runtime) -> dict[ExtensionCapability, bool] | None:
-    if backend.kind != "cpu":
-        return None
-    return {ExtensionCapability.JIT_KERNEL: True}
 
 
 __all__ = ["CpuDeviceInfo", "CpuRuntime", "CpuStorage"]

@@ -35,7 +35,10 @@ from tenferro_host.provider import (
     JitBinding,
     JitLaunch,
     JitSession,
+    Memo,
+    MemoKind,
     convert_scalar,
+    memo,
     require_resident,
 )
 
@@ -87,22 +90,16 @@ class _Layout:
         self.arrays_only = all(s[3] is None for s in slots)
 
 
-def _bounded(cache: dict[Any, Any], key: Any, make: Any) -> Any:
-    """``cache[key]``, made by ``make()`` on a miss; the cache is emptied at MAX_SHARED."""
-    found = cache.get(key)
-    if found is None:
-        if len(cache) >= MAX_SHARED:
-            cache.clear()
-        found = cache[key] = make()
-    return found
-
-
 #: Immutable launch pieces shared by all sessions: layouts by specialization key, configs and
 #: hidden-count scalars by launch shape, view metadata scalars by view.
-_LAYOUTS: dict[Any, _Layout] = {}
-_SHAPES: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
-_METAS: dict[Any, tuple[Any, ...]] = {}
 MAX_SHARED = 4096
+_LAYOUTS: Memo[Any, _Layout] = memo("cuda_jit.layouts", MAX_SHARED, what="ABI layouts")
+_SHAPES: Memo[Any, tuple[Any, tuple[Any, ...]]] = memo(
+    "cuda_jit.shapes", MAX_SHARED, what="configs and counts by launch shape"
+)
+_METAS: Memo[Any, tuple[Any, ...]] = memo("cuda_jit.metas", MAX_SHARED, what="view metadata")
+#: A runtime's plan templates (kept in its resources).
+TEMPLATES = MemoKind("cuda_jit.templates", MAX_PLANS, what="a runtime's plan templates")
 
 
 class _Template:
@@ -118,9 +115,8 @@ class _Template:
         self.spec = spec
         self.function = function
         self.grid = grid_shape(launch.count, launch.grid, launch.dim)
-        self.layout = _bounded(_LAYOUTS, spec.key, lambda: _Layout(spec))
-        self.config, self.count = _bounded(
-            _SHAPES,
+        self.layout = _LAYOUTS.get_or_make(spec.key, lambda: _Layout(spec))
+        self.config, self.count = _SHAPES.get_or_make(
             (launch.grid, launch.dim, launch.count),
             lambda: (raw.LaunchConfig(launch.grid, launch.dim), tuple(map(raw.u32, launch.count))),
         )
@@ -182,7 +178,7 @@ class CudaJitSession(JitSession):
         self._raw_op = op
         self._device = exec_session.device_info
         self._rs: Any = None
-        self._plans: dict[Any, _Plan] = {}
+        self._plans: dict[Any, _Plan] = {}  # a session's tables: made per op, no memo
         self._borrows: dict[Any, _Borrow] = {}  # storage -> its borrow
         # argument (Tensor or JitBinding) -> (exclusive borrow?, (ref, offset, len, shape,
         # strides) as raw arguments): checked and converted once per session
@@ -192,7 +188,7 @@ class CudaJitSession(JitSession):
         # only, replayed without converting anything (dropped with a borrow upgrade)
         self._replays: dict[Any, tuple[_Plan, list[Any]]] = {}
         self._trusted: tuple[Any, ...] = ()  # the first launch of a plan: its checked tensors
-        self._shared: dict[Any, _Template] | None = None  # the runtime's plan templates
+        self._shared: Memo[Any, _Template] | None = None  # the runtime's plan templates
 
     # -- backend contract -------------------------------------------------------------------------
     @property
@@ -300,15 +296,14 @@ class CudaJitSession(JitSession):
         key = self._plan_key
         if key is not None:
             self._keep_plan(key, plan)
-            shared = self._templates()
-            if len(shared) >= MAX_PLANS:
-                shared.clear()
-            shared[(key, self.max_grid)] = template
+            self._templates().put((key, self.max_grid), template)
 
-    def _templates(self) -> dict[Any, _Template]:
+    def _templates(self) -> Memo[Any, _Template]:
         """The runtime's plan templates by (plan key, grid limits), kept in its resources."""
         if self._shared is None:
-            self._shared = self._rs.resource(("tenferro_host_cuda_jit", "templates"), dict, 0)
+            self._shared = self._rs.resource(
+                ("tenferro_host_cuda_jit", "templates"), TEMPLATES.new, 0
+            )
         return self._shared
 
     def _shared_plan(self, key: Any) -> _Plan | None:
@@ -381,10 +376,9 @@ class CudaJitSession(JitSession):
         if meta is None:
             if t not in self._trusted:  # this launch's first tensors were checked already
                 self._check_layout(name, t)
-            meta = _bounded(
-                _METAS,
+            meta = _METAS.put(
                 layout,
-                lambda: (
+                (
                     raw.u64(t.offset),
                     raw.u32(t.numel),
                     *map(raw.u32, t.shape),

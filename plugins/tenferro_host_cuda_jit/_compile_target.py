@@ -1,0 +1,25 @@
+"""The ``cuda`` compile-only target: DSL kernel -> CUDA C -> NVRTC image, without a GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tenferro_host.cuda import raw
+from tenferro_host.kernel import ArgDesc, Kernel
+from tenferro_host.provider import CompiledKernel, CompileOptions
+
+
+def compile_cuda(
+    kernel: Kernel, descs: Sequence[ArgDesc], constants: Mapping[str, Any], options: CompileOptions
+) -> CompiledKernel:
+    """Specialize ``kernel`` for the CUDA target of ``options.arch`` and compile it by NVRTC."""
+    from .codegen import generate  # registering the target must not load the code generator
+
+    features = (options.arch.replace("compute_", "sm_"),)
+    spec = kernel.specialize(descs, constants, "cuda", features)
+    generated = generate(spec)
+    image = raw.nvrtc_compile(generated.source, raw.NvrtcOptions(arch=options.arch))
+    return CompiledKernel(
+        kernel.name, "cuda", generated.source, image.data, image.kind, options.arch
+    )
