@@ -15,7 +15,10 @@ plugin failure (one line on stderr), 3 an op, a reference or a plugin raised.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from .._host import Host
@@ -43,19 +46,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``tenferro-host`` and ``python -m tenferro_host``; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
-        if args.func is cmd_new_op:
-            return cmd_new_op(None, args)
-        host = Host(strict=True if args.strict else None)
-        host.plugins  # noqa: B018 - load now, so strict mode fails before any output
-        return int(args.func(host, args))
+        code = _command(args)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
+        return code
     except OpRaised as exc:
-        print(f"tenferro-host: op error: {exc}", file=sys.stderr)
+        _say(f"op error: {exc}")
+        if getattr(args, "traceback", False) and exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__)
         return EXIT_OP_RAISED
     except PluginError as exc:  # strict mode: a plugin failed to load (usage, like --strict)
-        print(f"tenferro-host: plugin error: {exc}", file=sys.stderr)
+        _say(f"plugin error: {exc}")
     except TenferroError as exc:
-        print(f"tenferro-host: error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
+    except BrokenPipeError:  # the reader left (`caps --json | head`): nothing more to say
+        _detach_stdout()
+    except OSError as exc:  # e.g. stdout on a full disk
+        _detach_stdout()
+        _say(f"error: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}")
     return EXIT_ERROR
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.func is cmd_new_op:
+        return cmd_new_op(None, args)
+    host = Host(strict=True if args.strict else None)
+    host.plugins  # noqa: B018 - load now, so strict mode fails before any output
+    return int(args.func(host, args))
+
+
+def _say(message: str) -> None:
+    """One line on stderr (which may itself be closed: then nothing)."""
+    with contextlib.suppress(OSError):
+        print(f"tenferro-host: {message}", file=sys.stderr)
+
+
+def _detach_stdout() -> None:
+    """Point stdout at /dev/null, as Python's docs advise after EPIPE: the interpreter's own
+    flush at exit must not fail again with a traceback."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 __all__ = [

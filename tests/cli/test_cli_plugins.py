@@ -76,13 +76,24 @@ def test_strict_mode_is_fatal(subproc, fixture_dists, how):
     assert "failed" in line and "Traceback" not in proc.stderr
 
 
-def test_a_missing_op_names_the_plugins_that_failed_to_load(subproc, fixture_dists):
+def test_an_op_whose_plugin_failed_to_load_is_the_packages_bug_exit_3(subproc, fixture_dists):
     proc = subproc.cli(
         "run", "tf_fixture_broken_import.add", "--backend", "cpu", paths=(fixture_dists.faulty,)
     )
+    assert proc.returncode == 3
+    (line,) = error_lines(proc.stderr)
+    assert line.startswith("tenferro-host: op error: no op named 'tf_fixture_broken_import.add'")
+    assert "the plugin of its package failed to load or register: " in line
+    assert "'tf_fixture_broken_import' (tf-fixture-broken-import 1.0: ImportError" in line
+
+
+def test_a_mistyped_op_names_the_plugins_that_failed_to_load(subproc, fixture_dists):
+    proc = subproc.cli(
+        "run", "tf_fixture_typo.add", "--backend", "cpu", paths=(fixture_dists.faulty,)
+    )
     assert proc.returncode == 2
     (line,) = error_lines(proc.stderr)
-    assert "no op named 'tf_fixture_broken_import.add'" in line
+    assert "no op named 'tf_fixture_typo.add'" in line
     assert "plugins that failed to load (the op may be theirs): " in line
     assert "'tf_fixture_broken_import' (tf-fixture-broken-import 1.0: ImportError" in line
 
