@@ -1,10 +1,11 @@
 """The ``tenferro-host`` command: what this machine offers, and a timed, checked op run.
 
-Commands: ``caps`` (backends, devices, capabilities, plugins, ops), ``plugins``, ``ops``,
-``run OP``, ``check DIST|OP`` (the conformance suite) and ``new-op NAME`` (a package
-skeleton). Tables are for people; ``--json`` prints stable JSON for scripts and nothing else on
-stdout. Exit codes: 0 success, 1 a check failed, 2 a usage or library error or a strict-mode
-plugin failure (one line on stderr), 3 an op, a reference or a plugin raised.
+Commands, one module each: ``caps`` (backends, devices, capabilities, plugins, ops),
+``plugins``, ``ops``, ``run OP``, ``check DIST|OP`` (the conformance suite), ``new-op NAME``
+(a package skeleton), ``cache`` and ``bench``. Tables are for people (``_tables``); ``--json``
+prints stable JSON for scripts and nothing else on stdout. Exit codes (``_exit``): 0 success,
+1 a check failed, 2 a usage or library error, a strict-mode plugin failure or an unwritable
+stdout, 3 an op, a reference or the plugin of the op's package raised; one line on stderr.
 
 >>> import tenferro_host as tf
 >>> report = caps_report(tf.Host())

@@ -105,3 +105,16 @@ def test_ops_lists_a_conflict_naming_both_distributions(subproc, fixture_dists):
     add = ops["ext_add_kernel.add"]
     assert add["status"] == "conflict" and add["variants"] == {}
     assert add["dist"] == "ext-add-kernel, tf-fixture-collide"
+
+
+def test_plugins_table_at_80_columns_says_each_error_once_under_the_table(subproc, fixture_dists):
+    document = subproc.cli("plugins", "--json", paths=(fixture_dists.faulty,))
+    errors = [p["error"] for p in json.loads(document.stdout) if p["error"]]
+    proc = subproc.cli("plugins", paths=(fixture_dists.faulty,), COLUMNS="80")
+    assert proc.returncode == 0 and errors
+    lines = proc.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80, proc.stdout
+    assert len([line for line in lines if line.startswith("│")]) == len(json.loads(document.stdout))
+    flat = " ".join(proc.stdout.split())
+    for error in errors:
+        assert flat.count(" ".join(error.split())) == 1, error

@@ -109,16 +109,21 @@ def test_traceback_is_printed_only_on_request(subproc, kit):
     assert traced.stderr.startswith("tenferro-host: op error: ")
 
 
+def caps_json_into(subproc, stdout) -> subprocess.CompletedProcess[str]:
+    """``caps --json`` with its standard output on the file descriptor or file ``stdout``."""
+    return subprocess.run(
+        [sys.executable, "-m", "tenferro_host", "caps", "--json"],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subproc.env(),
+        timeout=300,
+    )
+
+
 def test_stdout_on_a_full_disk_is_one_line_and_exit_2(subproc):
     with open("/dev/full", "w") as full:
-        proc = subprocess.run(
-            [sys.executable, "-m", "tenferro_host", "caps", "--json"],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=subproc.env(),
-            timeout=300,
-        )
+        proc = caps_json_into(subproc, full)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.splitlines()[-1] == (
         "tenferro-host: error: cannot write the output: No space left on device"
@@ -129,14 +134,7 @@ def test_stdout_to_a_closed_pipe_ends_quietly_with_exit_2(subproc):
     read, write = os.pipe()
     os.close(read)  # the reader left before the first byte: every write is EPIPE
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "tenferro_host", "caps", "--json"],
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=subproc.env(),
-            timeout=300,
-        )
+        proc = caps_json_into(subproc, write)
     finally:
         os.close(write)
     assert proc.returncode == 2
