@@ -1,10 +1,11 @@
 """The ``tenferro-host`` command: what this machine offers, and a timed, checked op run.
 
-Commands: ``caps`` (backends, devices, capabilities, plugins, ops), ``plugins``, ``ops``,
-``run OP``, ``check DIST|OP`` (the conformance suite) and ``new-op NAME`` (a package
-skeleton). Tables are for people; ``--json`` prints stable JSON for scripts and nothing else on
-stdout. Exit codes: 0 success, 1 a check failed, 2 a usage or library error or a strict-mode
-plugin failure (one line on stderr), 3 an op, a reference or a plugin raised.
+Commands, one module each: ``caps`` (backends, devices, capabilities, plugins, ops),
+``plugins``, ``ops``, ``run OP``, ``check DIST|OP`` (the conformance suite), ``new-op NAME``
+(a package skeleton), ``cache`` and ``bench``. Tables are for people (``_tables``); ``--json``
+prints stable JSON for scripts and nothing else on stdout. Exit codes (``_exit``): 0 success,
+1 a check failed, 2 a usage or library error, a strict-mode plugin failure or an unwritable
+stdout, 3 an op, a reference or the plugin of the op's package raised; one line on stderr.
 
 >>> import tenferro_host as tf
 >>> report = caps_report(tf.Host())
@@ -15,7 +16,10 @@ plugin failure (one line on stderr), 3 an op, a reference or a plugin raised.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from .._host import Host
@@ -43,22 +47,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``tenferro-host`` and ``python -m tenferro_host``; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
-        if args.func is cmd_new_op:
-            return cmd_new_op(None, args)
-        host = Host(
-            strict=True if args.strict else None,
-            builtin_only=getattr(args, "builtin_only", False),
-        )
-        host.plugins  # noqa: B018 - load now, so strict mode fails before any output
-        return int(args.func(host, args))
+        code = _command(args)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
+        return code
     except OpRaised as exc:
-        print(f"tenferro-host: op error: {exc}", file=sys.stderr)
+        _say(f"op error: {exc}")
+        if getattr(args, "traceback", False) and exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__)
         return EXIT_OP_RAISED
     except PluginError as exc:  # strict mode: a plugin failed to load (usage, like --strict)
-        print(f"tenferro-host: plugin error: {exc}", file=sys.stderr)
+        _say(f"plugin error: {exc}")
     except TenferroError as exc:
-        print(f"tenferro-host: error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
+    except BrokenPipeError:  # the reader left (`caps --json | head`): nothing more to say
+        _detach_stdout()
+    except OSError as exc:  # e.g. stdout on a full disk
+        _detach_stdout()
+        _say(f"error: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}")
     return EXIT_ERROR
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.func is cmd_new_op:
+        return cmd_new_op(None, args)
+    host = Host(
+        strict=True if args.strict else None,
+        builtin_only=getattr(args, "builtin_only", False),
+    )
+    host.plugins  # noqa: B018 - load now, so strict mode fails before any output
+    return int(args.func(host, args))
+
+
+def _say(message: str) -> None:
+    """One line on stderr (which may itself be closed: then nothing)."""
+    with contextlib.suppress(OSError):
+        print(f"tenferro-host: {message}", file=sys.stderr)
+
+
+def _detach_stdout() -> None:
+    """Point stdout at /dev/null, as Python's docs advise after EPIPE: the interpreter's own
+    flush at exit must not fail again with a traceback."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 __all__ = [

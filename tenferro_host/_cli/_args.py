@@ -133,6 +133,17 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
+def table_options() -> argparse.ArgumentParser:
+    """``--wide``, for the commands that print tables."""
+    tables = argparse.ArgumentParser(add_help=False)
+    tables.add_argument(
+        "--wide",
+        action="store_true",
+        help="every column, each row on one line however long (default: fit the terminal)",
+    )
+    return tables
+
+
 def tolerance_options() -> argparse.ArgumentParser:
     """``--rtol`` and ``--atol``, shared by ``run`` and ``check``."""
     tolerances = argparse.ArgumentParser(add_help=False)

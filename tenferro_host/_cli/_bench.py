@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -14,8 +15,6 @@ from ._tables import make_table
 
 def cmd_bench(host: Host, args: argparse.Namespace) -> int:
     """Run the benchmark suite; write the report, its JSON and chart; print the targets."""
-    from pathlib import Path
-
     from ..benchmarks import run
     from ..benchmarks.cases import GROUPS
 
@@ -25,6 +24,13 @@ def cmd_bench(host: Host, args: argparse.Namespace) -> int:
             f"no benchmark group {unknown[0]!r}; the groups are {', '.join(GROUPS)}",
             argument="--only",
         )
+    report = Path(args.report)
+    outputs = [("--report", report), ("--report", report.with_suffix(".png"))]
+    outputs.append(
+        ("--json", Path(args.json)) if args.json else ("--report", report.with_suffix(".json"))
+    )
+    for option, path in outputs:
+        writable_file(option, path)
     command = " ".join(
         ["tenferro-host bench"]
         + (["--quick"] if args.quick else [])
@@ -34,7 +40,7 @@ def cmd_bench(host: Host, args: argparse.Namespace) -> int:
     )
     done = run(
         quick=args.quick,
-        report_path=Path(args.report),
+        report_path=report,
         json_path=Path(args.json) if args.json else None,
         command=command,
         only=tuple(args.only),
@@ -48,6 +54,25 @@ def cmd_bench(host: Host, args: argparse.Namespace) -> int:
     for path in done["files"]:
         console.print(f"wrote {path}")
     return 0
+
+
+def writable_file(option: str, path: Path) -> None:
+    """Refuse, before measuring anything, a ``path`` that cannot be written: its directory
+    cannot be made or written, or the path is a directory."""
+    import os
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        problem = f"cannot be written: {exc.strerror or exc} ({exc.filename or path.parent})"
+    else:
+        if path.is_dir():
+            problem = "is a directory"
+        elif not os.access(path.parent, os.W_OK):
+            problem = "is in a directory this user cannot write"
+        else:
+            return
+    raise ValidationError(f"{option} {path} {problem}; pick a writable path", argument=option)
 
 
 def add_parser(sub: Any) -> None:

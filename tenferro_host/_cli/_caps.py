@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.table import Table
+from rich.console import Group, RenderableType
+from rich.text import Text
 
 from .._host import Host
 from .._loader import OWN_DIST, plugin_source
 from ..capability import ExtensionCapability
 from ..provider._registry import BackendStatus
-from ._args import common_options
+from ._args import common_options, table_options
 from ._exit import SCHEMA_VERSION
-from ._tables import emit, make_table
+from ._tables import Notes, emit, make_table
 
 
 def backend_report(host: Host, status: BackendStatus) -> dict[str, Any]:
@@ -110,47 +111,81 @@ def _device_summary(devices: list[Any]) -> str:
     return ", ".join(f"{n} x {name}" if n > 1 else name for name, n in counts.items()) or "-"
 
 
-def _backends_table(backends: list[dict[str, Any]]) -> Table:
+def _backends_table(backends: list[dict[str, Any]], wide: bool) -> RenderableType:
+    notes = Notes()
     rows = []
     for b in backends:
         devices = _device_summary(b["devices"])
         on = ", ".join(name for name, v in b["capabilities"].items() if v) or "-"
         available = "yes" + (" (software)" if b["software"] else "") if b["available"] else "no"
-        rows.append([b["name"], available, devices, on, b["reason"] or ""])
-    return make_table("Backends", ["name", "available", "devices", "capabilities", "reason"], rows)
+        if b["reason"]:
+            available += " " + notes.mark(f"{b['name']}: {b['reason']}")
+        rows.append([b["name"], available, devices, on])
+    columns = ["name", "available", "devices", "capabilities"]
+    return make_table("Backends", columns, rows, notes=notes, wide=wide)
 
 
-def _plugins_table(plugins: list[dict[str, Any]]) -> Table:
-    columns = ["name", "distribution", "version", "status", "error"]
-    rows = [[p["name"], p["dist"], p["version"], p["status"], p["error"]] for p in plugins]
-    if plugins and "install" in plugins[0]:  # `plugins`: how each is installed, why disabled
-        columns[-1:] = ["install", "error"]
+def _plugins_table(plugins: list[dict[str, Any]], wide: bool) -> RenderableType:
+    notes = Notes()
+    rows = []
+    for p in plugins:
+        note = p["error"] or p.get("reason")
+        rows.append(
+            [
+                p["name"],
+                p["dist"],
+                p["version"],
+                p["status"] + (" " + notes.mark(f"{p['name']}: {note}") if note else ""),
+            ]
+        )
+    columns = ["name", "distribution", "version", "status"]
+    if plugins and "install" in plugins[0]:  # `plugins`: how each is installed
+        columns.append("install")
         for row, p in zip(rows, plugins, strict=True):
-            row[-1:] = [p["install"], p["error"] or p["reason"]]
-    return make_table("Plugins", columns, rows)
+            row.append(p["install"])
+    return make_table("Plugins", columns, rows, notes=notes, wide=wide)
 
 
-def _ops_table(ops: list[dict[str, Any]]) -> Table:
+def _ops_table(ops: list[dict[str, Any]], wide: bool) -> RenderableType:
+    """One line per op, a column per backend naming the variant that runs there; why a
+    variant cannot run is a note. ``wide`` adds the distribution and the shipped kernels."""
+    notes = Notes()
+    backends = sorted({b for o in ops for b in o["variants"]}, key=_backend_order)
     rows = []
     for o in ops:
-        variants = "\n".join(f"{k}: {v}" for k, v in o["variants"].items())
-        unavailable = "\n".join(f"{k} unavailable: {r}" for k, r in o["unavailable"].items())
-        variants = "\n".join(part for part in (variants, unavailable) if part)
-        kernels = "\n".join(k["summary"] for k in o.get("kernels", ()))
-        rows.append([o["name"], o["dist"], o["status"], variants, kernels])
-    return make_table("Operations", ["name", "distribution", "status", "variants", "kernels"], rows)
+        cells = []
+        for backend in backends:
+            kind = o["variants"].get(backend, "-")
+            reason = o["unavailable"].get(kind)
+            cells.append(kind + (" " + notes.mark(f"{kind}: {reason}") if reason else ""))
+        status = o["status"]
+        if status == "conflict":
+            status += " " + notes.mark(
+                f"{o['name']}: registered by {o['dist']}; both registrations are dropped"
+            )
+        row = [o["name"], *cells, status]
+        if wide:
+            row += [o["dist"], "; ".join(k["summary"] for k in o.get("kernels", ())) or "-"]
+        rows.append(row)
+    columns = ["name", *backends, "status"] + (["distribution", "kernels"] if wide else [])
+    return make_table("Operations", columns, rows, notes=notes, wide=wide)
+
+
+def _backend_order(kind: str) -> tuple[int, str]:
+    """The CPU first, then the GPU backends by name."""
+    return (kind != "cpu", kind)
 
 
 def cmd_caps(host: Host, args: argparse.Namespace) -> int:
     report = caps_report(host)
     tables = [
-        _backends_table(report["backends"]),
-        _plugins_table(report["plugins"]),
-        _ops_table(ops_report(host, kernels=True)),
+        _backends_table(report["backends"], args.wide),
+        _plugins_table(report["plugins"], args.wide),
+        _ops_table(ops_report(host, kernels=True), args.wide),
     ]
     if args.probe_p2p:
         report["p2p"], summary = p2p_report(host)
-        tables.append(_p2p_table(report["p2p"], summary))
+        tables.append(_p2p_table(report["p2p"], summary, args.wide))
     emit(args, report, *tables)
     return 0
 
@@ -167,28 +202,26 @@ def p2p_report(host: Host) -> tuple[list[dict[str, Any]], str]:
     return [p.as_dict() for p in probes], summary
 
 
-def _p2p_table(pairs: list[dict[str, Any]], summary: str) -> Table:
+def _p2p_table(pairs: list[dict[str, Any]], summary: str, wide: bool) -> RenderableType:
+    notes = Notes()
     rows = [
         [
             f"cuda:{p['dst']}",
             f"cuda:{p['src']}",
-            p["status"],
+            p["status"] + (" " + notes.mark(p["detail"]) if p["detail"] else ""),
             "" if p["gbps"] is None else f"{p['gbps']:.1f}",
             p["link"].get("performance_rank"),
-            p["detail"],
         ]
         for p in pairs
     ]
-    table = make_table(
-        "Peer copies (dst reads src)", ["dst", "src", "status", "GB/s", "link rank", "reason"], rows
-    )
-    table.caption, table.caption_justify = summary, "left"
-    return table
+    columns = ["dst", "src", "status", "GB/s", "link rank"]
+    table = make_table("Peer copies (dst reads src)", columns, rows, notes=notes, wide=wide)
+    return Group(table, Text(summary))
 
 
 def cmd_plugins(host: Host, args: argparse.Namespace) -> int:
     report = plugins_report(host, sources=True)
-    emit(args, report, _plugins_table(report))
+    emit(args, report, _plugins_table(report, args.wide))
     if not args.json:  # whole lines under the table: a column would fold a long path
         width = max((len(p["name"]) for p in report), default=0)
         print("Code:")
@@ -199,7 +232,7 @@ def cmd_plugins(host: Host, args: argparse.Namespace) -> int:
 
 def cmd_ops(host: Host, args: argparse.Namespace) -> int:
     report = ops_report(host, kernels=True)
-    emit(args, report, _ops_table(report))
+    emit(args, report, _ops_table(report, args.wide))
     return 0
 
 
@@ -217,7 +250,7 @@ def _selection() -> argparse.ArgumentParser:
 
 def add_parser(sub: Any) -> None:
     """The ``caps``, ``plugins`` and ``ops`` commands."""
-    parents = [common_options(), _selection()]
+    parents = [common_options(), table_options(), _selection()]
     caps = sub.add_parser(
         "caps", parents=parents, help="backends, devices, capabilities, plugins and ops"
     )

@@ -6,12 +6,13 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 
 from .._host import Host
-from ._args import common_options, list_arg, parse_attr, tolerance_options
-from ._exit import EXIT_CHECK_FAILED, EXIT_OK, EXIT_OP_RAISED, SCHEMA_VERSION
-from ._tables import emit, make_table
+from ..errors import ValidationError
+from ._args import common_options, list_arg, parse_attr, table_options, tolerance_options
+from ._exit import EXIT_CHECK_FAILED, EXIT_OK, EXIT_OP_RAISED, SCHEMA_VERSION, find_op
+from ._tables import Notes, emit, make_table
 
 
 def check_targets(host: Host, targets: Sequence[str]) -> list[str]:
@@ -32,7 +33,7 @@ def check_targets(host: Host, targets: Sequence[str]) -> list[str]:
                 if norm(rec.dist) == norm(target) or rec.name.split(".", 1)[0] == target
             )
         if not found:
-            host.registry.op(target)  # the missing-op error, naming plugins that failed
+            find_op(host, target)  # the missing-op error, naming plugins that failed
         names += [n for n in found if n not in names]
     return names
 
@@ -70,11 +71,32 @@ def check_exit_code(outcomes: Sequence[Any]) -> int:
     return EXIT_CHECK_FAILED if "failed" in statuses else EXIT_OK
 
 
+def check_selection(host: Host, args: argparse.Namespace) -> None:
+    """Refuse a ``--backends``, ``--variants`` or ``--skip`` name that matches nothing: a typo
+    must not drop every runtime check and pass."""
+    from ..ops import VARIANT_KINDS
+    from ..testing.conformance import CHECKS
+
+    for option, given, known in (
+        ("--backends", args.backends, sorted(host.registry.providers)),
+        ("--variants", args.variants, VARIANT_KINDS),
+        ("--skip", args.skip, CHECKS),
+    ):
+        unknown = [name for name in given or () if name not in known]
+        if unknown:
+            raise ValidationError(
+                f"{option} {','.join(unknown)}: no such name; the known ones are "
+                f"{', '.join(known)}",
+                argument=option,
+            )
+
+
 def cmd_check(host: Host, args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from ..testing.conformance import cases, run_cases
 
+    check_selection(host, args)
     ops = check_targets(host, args.targets)
 
     def attrs_of(name: str) -> dict[str, Any]:
@@ -94,6 +116,7 @@ def cmd_check(host: Host, args: argparse.Namespace) -> int:
             rtol=args.rtol,
             atol=args.atol,
             attrs=attrs_of(name),
+            skip=args.skip or (),
         )
     ]
     if args.json:
@@ -106,44 +129,36 @@ def cmd_check(host: Host, args: argparse.Namespace) -> int:
             )
     code = check_exit_code(outcomes)
     report = check_report(outcomes, ops, code)
+    shown = [o for o in outcomes if not args.failures_only or o.status in ("failed", "error")]
+    if args.failures_only:
+        report["cases"] = [c for c in report["cases"] if c["status"] in ("failed", "error")]
+    summary = ", ".join(f"{n} {s}" for s, n in report["summary"].items())
+    emit(args, report, _outcomes_table(f"Conformance: {summary}", shown, args.wide))
+    return code
+
+
+def _outcomes_table(title: str, outcomes: Sequence[Any], wide: bool) -> RenderableType:
+    """One line per case; a failure's message or a skip's reason is a note, said once."""
+    notes = Notes()
     rows = [
         [
             o.case.op,
             o.case.variant,
             o.case.backend,
             o.case.check,
-            o.status,
-            "" if o.status == "skipped" else o.message,
+            o.status + (" " + notes.mark(o.message) if o.message else ""),
         ]
         for o in outcomes
     ]
-    reasons: dict[str, int] = {}
-    for o in outcomes:
-        if o.status == "skipped":
-            reasons[o.message] = reasons.get(o.message, 0) + 1
-    summary = ", ".join(f"{n} {s}" for s, n in report["summary"].items())
-    tables = [
-        make_table(
-            f"Conformance: {summary}",
-            ["op", "variant", "backend", "check", "status", "message"],
-            rows,
-        )
-    ]
-    if reasons:
-        tables.append(
-            make_table(
-                "Skipped", ["cases", "reason"], [[n, reason] for reason, n in reasons.items()]
-            )
-        )
-    emit(args, report, *tables)
-    return code
+    columns = ["op", "variant", "backend", "check", "status"]
+    return make_table(title, columns, rows, notes=notes, wide=wide)
 
 
 def add_parser(sub: Any) -> None:
     """The ``check`` command."""
     check = sub.add_parser(
         "check",
-        parents=[common_options(), tolerance_options()],
+        parents=[common_options(), table_options(), tolerance_options()],
         help="run the conformance suite of an op, or of every op of a distribution",
     )
     check.add_argument(
@@ -167,5 +182,17 @@ def add_parser(sub: Any) -> None:
         "--compile-only",
         action="store_true",
         help="only the GPU-less checks (NVRTC, DSL compile, raw launch arguments)",
+    )
+    check.add_argument(
+        "--skip",
+        type=list_arg,
+        metavar="CHECK[,CHECK]",
+        help="leave out these checks, named as the table's check column names them, "
+        "e.g. views,sessions",
+    )
+    check.add_argument(
+        "--failures-only",
+        action="store_true",
+        help="list only the failed and raised cases (the summary still counts every case)",
     )
     check.set_defaults(func=cmd_check)

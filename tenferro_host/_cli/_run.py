@@ -31,7 +31,7 @@ from ._args import (
     shape_arg,
     tolerance_options,
 )
-from ._exit import EXIT_CHECK_FAILED, EXIT_OK, call_op_code
+from ._exit import EXIT_CHECK_FAILED, EXIT_OK, call_op_code, find_op
 
 
 def _inputs(sig: Any, shape: tuple[int, ...], dt: Any, seed: int) -> list[Any]:
@@ -46,46 +46,51 @@ def _inputs(sig: Any, shape: tuple[int, ...], dt: Any, seed: int) -> list[Any]:
 
 
 def _variant_runner(
-    host: Host, spec: Any, runtime: Any, forced: str | None, check: bool
-) -> tuple[str, Any]:
-    """(variant kind, a function running it on tensors): the host's choice or ``--variant``.
+    host: Host, spec: Any, runtime: Any, forced: str | None
+) -> tuple[str, Any, Any]:
+    """(variant kind, a direct call of it, the call to time): the host's choice or
+    ``--variant``.
 
-    Under ``--check`` the variant is called directly, so an output that breaks the op's
-    declared rules is reported as a failed check (exit 1) rather than raised by ``host.run``.
+    The first call is always direct, so an output that breaks the op's declared rules is
+    reported as a failed check (exit 1), with or without ``--check``, rather than raised by
+    ``host.run`` as a usage error. The host's choice is then timed through ``host.run``.
     """
+    from ..testing.conformance import claimed_backends, run_variant
+
     chosen = host.variants_by_backend(spec.name).get(runtime.kind)
-    if forced is None:
-        if chosen is None:
-            raise UnsupportedError(
-                f"op {spec.name!r} has no variant for backend {runtime.name!r} (it has "
-                f"{', '.join(spec.variants)}); pick another --backend",
-                backend=runtime.name,
-                feature="variant",
-                op=spec.name,
-            )
-        if not check:
-            return chosen, lambda *t, **a: host.run(spec.name, *t, backend=runtime.name, **a)
-        forced = chosen
-    if forced not in spec.variants:
+    kind = forced or chosen
+    if kind is None:
+        raise UnsupportedError(
+            f"op {spec.name!r} has no variant for backend {runtime.name!r} (it has "
+            f"{', '.join(spec.variants)}); pick another --backend",
+            backend=runtime.name,
+            feature="variant",
+            op=spec.name,
+        )
+    if kind not in spec.variants:
         raise ValidationError(
-            f"--variant {forced!r}: op {spec.name!r} has {', '.join(spec.variants)}",
+            f"--variant {kind!r}: op {spec.name!r} has {', '.join(spec.variants)}",
             argument="variant",
             op=spec.name,
         )
-    from ..testing.conformance import claimed_backends, run_variant
-
-    if runtime.kind not in claimed_backends(host, spec, forced):
+    if forced is not None and runtime.kind not in claimed_backends(host, spec, forced):
         raise ValidationError(
             f"--variant {forced!r} does not run on {runtime.name}; pick a backend it claims "
             f"({', '.join(claimed_backends(host, spec, forced)) or 'none installed'})",
             argument="variant",
             op=spec.name,
         )
-    return forced, lambda *t, **a: run_variant(spec, forced, runtime, t, a).result
+
+    def direct(*tensors: Any, **attrs: Any) -> Any:
+        return run_variant(spec, kind, runtime, tensors, attrs).result
+
+    if forced is not None:
+        return kind, direct, direct
+    return kind, direct, lambda *t, **a: host.run(spec.name, *t, backend=runtime.name, **a)
 
 
 def cmd_run(host: Host, args: argparse.Namespace) -> int:
-    spec = host.registry.op(args.op).spec
+    spec = find_op(host, args.op).spec
     assert spec is not None
     sig = spec.signature
     runtime = host.backend(args.backend or host.default_backend())
@@ -93,30 +98,28 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
     attrs = dict(parse_attr(a, dict(sig.attributes), spec.name) for a in args.attr)
     arrays = _inputs(sig, args.shape, dt, args.seed)
     tensors = [runtime.upload(a) for a in arrays]
-    kind, run = _variant_runner(host, spec, runtime, args.variant, args.check)
+    kind, direct, timed = _variant_runner(host, spec, runtime, args.variant)
     what = f"op {spec.name!r} (variant {kind!r} on {runtime.name})"
 
-    result = call_op_code(what, run, *tensors, **attrs)  # warm-up, and the checked result
-    problem = None
-    if args.check:
-        problem = output_problem(spec, kind, runtime, tensors, result, attrs)
-        if problem is None:
-            expected = as_outputs(
-                call_op_code(f"the reference of {spec.name!r}", spec.reference, *arrays, **attrs)
-            )
-            got = download_all(result)
-            problem = compare_outputs(got, expected, sig.outputs, args.rtol, args.atol, spec)
+    result = call_op_code(what, direct, *tensors, **attrs)  # warm-up, and the checked result
+    problem = output_problem(spec, kind, runtime, tensors, result, attrs)
+    if args.check and problem is None:
+        expected = as_outputs(
+            call_op_code(f"the reference of {spec.name!r}", spec.reference, *arrays, **attrs)
+        )
+        got = download_all(result)
+        problem = compare_outputs(got, expected, sig.outputs, args.rtol, args.atol, spec)
 
     seconds: float | None = None
     if problem is None:
         times = []
         for _ in range(args.repeat):
             start = time.perf_counter()
-            download_all(call_op_code(what, run, *tensors, **attrs))
+            download_all(call_op_code(what, timed, *tensors, **attrs))
             times.append(time.perf_counter() - start)
         seconds = statistics.median(times)
 
-    check = "skipped" if not args.check else ("failed" if problem else "passed")
+    check = ("failed" if problem else "passed") if args.check else "skipped"
     result = {
         "op": spec.name,
         "backend": runtime.name,
@@ -172,5 +175,10 @@ def add_parser(sub: Any) -> None:
     )
     run.add_argument(
         "--variant", help="force a variant kind (cpu, cuda-raw, dsl) instead of the host's choice"
+    )
+    run.add_argument(
+        "--traceback",
+        action="store_true",
+        help="when the op or its reference raises, also print the traceback (a package bug)",
     )
     run.set_defaults(func=cmd_run)

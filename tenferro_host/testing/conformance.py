@@ -26,7 +26,7 @@ from __future__ import annotations
 import gc
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -518,6 +518,8 @@ BACKEND_CHECKS: dict[str, Callable[..., None]] = {
     "inputs": check_inputs,
     "sessions": check_sessions,
 }
+#: Every check by name: the backend checks, then the GPU-less ones (what ``skip`` takes).
+CHECKS = (*BACKEND_CHECKS, "nvrtc", "compile", "launch-args")
 
 
 # -- listing the cases ---------------------------------------------------------------------------
@@ -538,10 +540,12 @@ def cases(
     rtol: float | None = None,
     atol: float | None = None,
     attrs: Mapping[str, Any] | None = None,
+    skip: Collection[str] = (),
 ) -> list[Case]:
     """Every case of op ``name``; ``backends``/``variants`` narrow them, ``compile_only``
-    keeps the GPU-less ones; ``rtol``/``atol`` override the op's tolerances and ``attrs`` are
-    passed to every call of the op and its reference."""
+    keeps the GPU-less ones, ``skip`` drops the checks of those names (see ``CHECKS``);
+    ``rtol``/``atol`` override the op's tolerances and ``attrs`` are passed to every call of
+    the op and its reference."""
     spec = host.registry.op(name).spec
     assert spec is not None
     out: list[Case] = []
@@ -553,7 +557,8 @@ def cases(
         body: Callable[[], None],
         unavailable: str | None = None,
     ) -> None:
-        out.append(Case(spec.name, check, kind, backend, body, unavailable))
+        if check not in skip:
+            out.append(Case(spec.name, check, kind, backend, body, unavailable))
 
     cfg = Settings(rtol, atol, dict(attrs or {}))
     chosen = [k for k in spec.variants if variants is None or k in variants]
@@ -622,6 +627,7 @@ def conformance_test(*ops: str, **attrs: Any) -> Callable[[Any], None]:
 
 
 __all__ = [
+    "CHECKS",
     "SHAPES",
     "VIEWS",
     "Case",

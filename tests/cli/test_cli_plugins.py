@@ -76,13 +76,24 @@ def test_strict_mode_is_fatal(subproc, fixture_dists, how):
     assert "failed" in line and "Traceback" not in proc.stderr
 
 
-def test_a_missing_op_names_the_plugins_that_failed_to_load(subproc, fixture_dists):
+def test_an_op_whose_plugin_failed_to_load_is_the_packages_bug_exit_3(subproc, fixture_dists):
     proc = subproc.cli(
         "run", "tf_fixture_broken_import.add", "--backend", "cpu", paths=(fixture_dists.faulty,)
     )
+    assert proc.returncode == 3
+    (line,) = error_lines(proc.stderr)
+    assert line.startswith("tenferro-host: op error: no op named 'tf_fixture_broken_import.add'")
+    assert "the plugin of its package failed to load or register: " in line
+    assert "'tf_fixture_broken_import' (tf-fixture-broken-import 1.0: ImportError" in line
+
+
+def test_a_mistyped_op_names_the_plugins_that_failed_to_load(subproc, fixture_dists):
+    proc = subproc.cli(
+        "run", "tf_fixture_typo.add", "--backend", "cpu", paths=(fixture_dists.faulty,)
+    )
     assert proc.returncode == 2
     (line,) = error_lines(proc.stderr)
-    assert "no op named 'tf_fixture_broken_import.add'" in line
+    assert "no op named 'tf_fixture_typo.add'" in line
     assert "plugins that failed to load (the op may be theirs): " in line
     assert "'tf_fixture_broken_import' (tf-fixture-broken-import 1.0: ImportError" in line
 
@@ -138,3 +149,18 @@ def test_an_unknown_allow_list_name_is_a_one_line_error(subproc):
     assert proc.returncode == 2
     assert error_lines(proc.stderr) == [line for line in proc.stderr.splitlines() if line]
     assert "cdua" in proc.stderr and "TENFERRO_PLUGINS" in proc.stderr
+
+
+def test_plugins_table_at_80_columns_says_each_error_once_under_the_table(subproc, fixture_dists):
+    document = subproc.cli("plugins", "--json", paths=(fixture_dists.faulty,))
+    errors = [p["error"] for p in json.loads(document.stdout) if p["error"]]
+    proc = subproc.cli("plugins", paths=(fixture_dists.faulty,), COLUMNS="80")
+    assert proc.returncode == 0 and errors
+    table, code = proc.stdout.split("Code:\n", 1)  # under it, one module file per line
+    lines = table.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80, proc.stdout
+    assert len(code.splitlines()) == len(json.loads(document.stdout))
+    assert len([line for line in lines if line.startswith("│")]) == len(json.loads(document.stdout))
+    flat = " ".join(proc.stdout.split())
+    for error in errors:
+        assert flat.count(" ".join(error.split())) == 1, error

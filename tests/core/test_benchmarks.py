@@ -147,3 +147,27 @@ def test_an_unknown_group_is_a_usage_error(capsys):
 
     assert main(["bench", "--only", "gpu"]) == 2
     assert "no benchmark group 'gpu'; the groups are cpu, webgpu, cuda" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("which", ["--report", "--json"])
+def test_an_unwritable_output_is_a_usage_error_before_any_measurement(
+    tmp_path, capsys, monkeypatch, which
+):
+    from tenferro_host import benchmarks
+    from tenferro_host._cli import main
+
+    def measure(**_kwargs):
+        raise AssertionError("bench measured before checking where it writes")
+
+    monkeypatch.setattr(benchmarks, "run", measure)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    paths = {"--report": str(tmp_path / "perf.md"), "--json": str(tmp_path / "out.json")}
+    paths[which] = str(blocker / "sub" / "x.out")  # its directory cannot be made
+    argv = ["bench", "--quick", "--only", "cpu"]
+    assert main(argv + [item for pair in paths.items() for item in pair]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tenferro-host: error: {which} {blocker / 'sub' / 'x.out'} cannot be")
+    assert err.count("\n") == 1
+    assert main([*argv, "--report", str(tmp_path)]) == 2  # a directory is no report file
+    assert f"--report {tmp_path} is a directory" in capsys.readouterr().err

@@ -215,8 +215,8 @@ def test_each_wrong_op_alone_gets_the_documented_exit_code(subproc, kit_dists):
 
 def test_a_missing_op_names_the_plugin_with_a_syntax_error_by_full_path(subproc, kit_dists):
     proc = subproc.cli("run", "tf_kit_syntax.op", "--backend", "cpu", paths=(kit_dists,))
-    assert proc.returncode == 2
-    assert "plugins that failed to load (the op may be theirs): " in proc.stderr
+    assert proc.returncode == 3  # the op's own plugin failed: a bug in its package
+    assert "the plugin of its package failed to load or register: " in proc.stderr
     assert "'tf_kit_syntax' (tf-kit-syntax 1.0: SyntaxError" in proc.stderr
     path = kit_dists / "tf_kit_syntax" / "plugin.py"
     assert f"SyntaxError: expected ':' ({path}, line 3)" in proc.stderr
