@@ -101,8 +101,8 @@ def require_finite(op: str, values: np.ndarray, argument: str = "a") -> None:
     if values.size and not np.isfinite(values).all():
         where = tuple(int(i) for i in np.argwhere(~np.isfinite(values))[0])
         raise ValidationError(
-            f"{argument}{list(where)} is {values[where].item()!r}; {op} needs finite input (replace "
-            "inf and NaN before factorizing)",
+            f"{argument}{list(where)} is {values[where].item()!r}; {op} needs finite input "
+            "(replace inf and NaN before factorizing)",
             argument=argument,
             op=op,
         )

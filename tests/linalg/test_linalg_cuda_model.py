@@ -3,10 +3,10 @@
 The model keeps CuPy's and cuBLAS's contracts — ``cublas.gemmEx``/``gemmStridedBatchedEx``
 read column-major operands from raw addresses with the given leading dimensions and batch
 strides; CuPy routines act on arrays over a ref's memory; a call may only run while the
-session's stream (``Stream.from_external``) is current — on host memory (CPU tensors stand in for device
-ones). It checks what the GPU run cannot show cheaply: the GEMM arguments the variants derive
-(sizes, leading dimensions, strides, dtypes, compute types), that every vendor call happens
-on the session's stream, and the output bookkeeping of sum, norm, QR and SVD.
+session's stream (``Stream.from_external``) is current — on host memory (CPU tensors stand
+in for device ones). It checks what the GPU run cannot show cheaply: the GEMM arguments the
+variants derive (sizes, leading dimensions, strides, dtypes, compute types), that every vendor
+call happens on the session's stream, and the output bookkeeping of sum, norm, QR and SVD.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import sys
 import types
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -34,6 +35,23 @@ def _matrix(ptr, dtype, rows, cols, ld):
     nbytes = (ld * (cols - 1) + rows) * itemsize
     flat = np.frombuffer((ctypes.c_char * nbytes).from_address(ptr), dtype=dtype)
     return np.lib.stride_tricks.as_strided(flat, (rows, cols), (itemsize, ld * itemsize))
+
+
+class ModelStream:
+    """CuPy 14's stream: ``from_external`` reads the CUDA stream protocol. The model has no
+    ``ExternalStream`` (deprecated by CuPy 14), so a bridge calling it fails here."""
+
+    model_state: ClassVar[dict] = {}
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    @classmethod
+    def from_external(cls, obj):
+        version, handle = obj.__cuda_stream__()
+        assert version == 0
+        cls.model_state["wrapped"] = handle
+        return cls(handle)
 
 
 def fake_cupy():
@@ -116,19 +134,8 @@ def fake_cupy():
         finally:
             state["stream"] = saved
 
-    class Stream:
-        """CuPy 14's stream: ``from_external`` reads the CUDA stream protocol. The model has no
-        ``ExternalStream`` (deprecated by CuPy 14), so a bridge calling it fails here."""
-
-        def __init__(self, ptr):
-            self.ptr = ptr
-
-        @classmethod
-        def from_external(cls, obj):
-            version, handle = obj.__cuda_stream__()
-            assert version == 0
-            state["wrapped"] = handle
-            return cls(handle)
+    class Stream(ModelStream):
+        model_state = state
 
         def __enter__(self):
             self._ctx = current(self.ptr)
