@@ -194,11 +194,10 @@ def _large(decl: ShapeDecl, inputs: Sequence[str], widths: dict[str, int]) -> Bi
 
 def suite_bindings(decl: ShapeDecl, inputs: Sequence[str]) -> list[tuple[str, Binding]]:
     """(kind, binding) of every shape the suite tries: for each number of variadic dimensions
-    (0, 1, 2; and 3 when an input is variadic only), an empty size in each place, all ones,
+    (0, 1, 2), an empty size in each place, all ones,
     odd sizes, sizes that are no multiple of a cube side, and a large shape."""
     plain, variadic = symbols(decl)
-    only_variadic = any(len(d) == 1 and _is_variadic(d[0]) for d in decl.values())
-    widths_options = (0, 1, 2, 3) if only_variadic else (0, 1, 2)
+    widths_options = (0, 1, 2)
     out: list[tuple[str, Binding]] = []
     seen: set[tuple[tuple[int, ...], ...]] = set()
     for width in widths_options if variadic else (0,):

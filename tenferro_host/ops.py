@@ -109,8 +109,8 @@ class Signature:
         bound = _shapes.bind(decl, (first,), [tuple(shape)])
         if bound is None:
             raise ValidationError(
-                f"shape {tuple(shape)} does not fit input {first!r}, declared "
-                f"{decl[first]}; give its dimensions",
+                f"shape {tuple(shape)} does not fit input {first!r}, declared as "
+                f"{decl[first]}; give one size per dimension",
                 argument="shape",
             )
         _, variadic = _shapes.symbols(decl)
