@@ -2,7 +2,7 @@
 
 Every declared CUDA ``KernelSource`` compiles with NVRTC for its archs; every DSL kernel the
 ``dsl`` variant launches on the CPU interpreter (every declared dtype, over the suite's small
-shape sets and its large one) compiles for CUDA and WGSL
+shape sets: empty, one, odd, no multiple of a cube side) compiles for CUDA and WGSL
 (:func:`tenferro_host.kernel.compile_only.compile_only`); every ``cuda-raw`` launch's argument
 list matches its kernel's PTX parameters (:mod:`.recording`).
 """
@@ -19,8 +19,8 @@ from ..ops import OpSpec
 from ..tensor import Tensor
 from .backend_checks import reference_refusal, stored_dtypes
 from .case import CaseSkipped, CheckFailure, Settings
-from .checks import default_dtype, random_arrays
-from .suite_shapes import ShapeSet, probe_sets, value_sets
+from .checks import random_arrays
+from .suite_shapes import probe_sets
 
 if TYPE_CHECKING:
     from ..provider.runtime import Runtime
@@ -103,25 +103,15 @@ class _RecordingJitExec:
         return _LaunchRecorder(self._ex.jit(op), self._seen)
 
 
-def _compile_sets(spec: OpSpec, cfg: Settings) -> list[ShapeSet]:
-    """The small shape sets, then the large one (kernels picked by size launch there)."""
-    large = [s for s in value_sets(spec, cfg.attrs) if s.large][:1]
-    return probe_sets(spec, cfg.attrs) + large
-
-
 def check_dsl_compiles(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
     """Each DSL kernel the ``dsl`` variant launches (seen on the CPU interpreter: every
-    declared dtype over the small shape sets, the default one over the large set too)
-    compiles for cuda (NVRTC) and WGSL; a typed refusal (of a dtype, a shape or a target) is
-    not a failure."""
+    declared dtype over the small shape sets) compiles for cuda (NVRTC) and WGSL; a typed
+    refusal (of a dtype, a shape or a target) is not a failure."""
     from ..kernel.compile_only import compile_only
 
     seen: dict[Any, tuple[Any, list[Any], dict[str, Any]]] = {}
-    default = default_dtype(spec.signature)
     for dt in stored_dtypes(spec, cpu):
-        for shape_set in _compile_sets(spec, cfg):
-            if shape_set.large and dt is not default:
-                continue
+        for shape_set in probe_sets(spec, cfg.attrs):
             arrays = random_arrays(shape_set.shapes, dt)
             if reference_refusal(spec, arrays, cfg) is not None:
                 continue
@@ -159,6 +149,11 @@ def check_raw_launches(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
     ``.entry`` parameters."""
     from .recording import RecordingExecSession
 
+    if not any(k.language == "cuda" for k in spec.kernels):
+        raise CaseSkipped(
+            "the op declares no CUDA KernelSource to match launches against (a variant that "
+            "calls a vendor library launches none of its own)"
+        )
     _nvrtc_or_skip()
     launched = 0
     for dt in [resolve_dtype(n) for n in spec.signature.dtypes]:
