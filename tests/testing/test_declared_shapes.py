@@ -118,3 +118,48 @@ def test_check_exits_0_on_the_installed_package(subproc, tmp_path_factory):
     assert proc.returncode == 0 and not bad, bad
     checked = {c["op"] for c in report["cases"] if c["status"] == "passed"}
     assert checked == set(OPS)
+
+
+def test_views_blames_layout_only_when_compact_inputs_pass():
+    report = run_conformance(
+        _host(wrong=True), "tf_kit_shapes.mm", backends=["cpu"], skip=["values"]
+    )
+    views = next(o for o in report.outcomes if o.case.check == "views")
+    assert views.status == "failed"
+    assert "layout is not to blame" in views.message
+    assert "non-compact input silently" not in views.message
+
+
+def test_an_undeclared_2d_op_is_called_on_shapes_its_reference_takes():
+    """No declaration: the once-per-set checks take the first probe shape the reference
+    takes ((3, 5) here), not a fixed (7,)."""
+
+    def reference(x):
+        if x.ndim != 2:
+            raise ValueError("2-D only")
+        return x * 2
+
+    def variant(ex, x):
+        from tenferro_host.cpu import CpuRuntime
+
+        if x.ndim != 2 or x.dtype.name != "float32":
+            raise tf.ShapeError("2-D float32 only", argument="x", op="undeclared.double")
+        out = ex.runtime.empty(x.dtype, x.shape)
+        if out.numel:
+            np.multiply(CpuRuntime.strided_view(x), 2, out=CpuRuntime.strided_view(out))
+        return out
+
+    host = tf.Host()
+    view = host.registry.staging("undeclared")
+    view.add_op(
+        tf.OpSpec(
+            name="undeclared.double",
+            signature=tf.Signature(inputs=("x",)),
+            reference=reference,
+            variants={"cpu": variant},
+        )
+    )
+    view.commit()
+    report = run_conformance(host, "undeclared.double", backends=["cpu"])
+    assert report.passed, [(o.case.id, o.message) for o in report.failures]
+    assert {o.case.check: o.status for o in report.outcomes}["sessions"] == "passed"
