@@ -18,11 +18,14 @@
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _shapes
+from ._shapes import ShapeDecl
 from .errors import ValidationError
 
 #: Variant kinds an op may declare; ``dsl`` expands to every backend with JIT_KERNEL.
@@ -48,6 +51,14 @@ class Signature:
     ``dtype_rule``/``shape_rule`` are ``"same"`` (every input and output alike) or callables
     that take the input dtypes/shapes positionally and the call's attributes by keyword and
     return the output dtype/shape (a tuple of them when there are several outputs).
+
+    ``shapes`` declares each input's dimensions by symbols the inputs share (``{"a": ("m",
+    "k"), "b": ("k", "n")}``; a size such as ``3`` is fixed, ``"*batch"`` is any number of
+    dimensions), or is a callable taking the attributes by keyword and returning that mapping
+    (None where it cannot say); ``samples`` are symbol sizes ``run`` uses by default
+    (``{"m": 64, "k": 32, "n": 16}``); ``sample_attributes`` are the attribute values the kit
+    passes when the caller gives none. The conformance suite and ``run`` draw shapes from the
+    declaration; an op that declares none gets every input of one shape (1-D by default).
     """
 
     inputs: tuple[str, ...]
@@ -56,6 +67,59 @@ class Signature:
     dtypes: tuple[str, ...] = ("float32",)
     dtype_rule: str | Callable[..., Any] = "same"
     shape_rule: str | Callable[..., Any] = "same"
+    shapes: ShapeDecl | Callable[..., ShapeDecl | None] | None = None
+    samples: tuple[Mapping[str, Any], ...] = ()
+    sample_attributes: Mapping[str, Any] = field(default_factory=dict)
+
+    def attributes_or_samples(self, attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``attributes`` when the caller gives any, else ``sample_attributes``."""
+        return dict(attributes) if attributes else dict(self.sample_attributes)
+
+    def declared_shapes(self, attributes: Mapping[str, Any] | None = None) -> ShapeDecl | None:
+        """The input dimensions declared for a call with ``attributes``, or None."""
+        if self.shapes is None or isinstance(self.shapes, Mapping):
+            return self.shapes
+        return self.shapes(**self.attributes_or_samples(attributes))
+
+    def input_shapes(
+        self,
+        shape: tuple[int, ...] | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        elements: int = 1_000_000,
+    ) -> list[tuple[int, ...]]:
+        """One shape per input for a sample call (what ``run`` uses).
+
+        Undeclared: every input has ``shape`` (default ``(elements,)``). Declared: ``shape``
+        is the first input's shape, the other inputs follow the symbols it binds and take a
+        symbol it leaves free from ``shape`` at the same position; without ``shape``, the
+        first of ``samples``, else every symbol at one size giving about ``elements``.
+
+        >>> sig = Signature(inputs=("a", "b"), shapes={"a": ("m", "k"), "b": ("k", "n")})
+        >>> sig.input_shapes((3, 4)), sig.input_shapes(elements=100)
+        ([(3, 4), (4, 4)], [(10, 10), (10, 10)])
+        """
+        decl = self.declared_shapes(attributes)
+        if decl is None:
+            return [shape or (elements,)] * len(self.inputs)
+        if shape is None:
+            binding = dict(self.samples[0]) if self.samples else None
+            binding = binding or _shapes.default_binding(decl, self.inputs, elements)
+            return _shapes.instantiate(decl, self.inputs, binding)
+        first = self.inputs[0]
+        bound = _shapes.bind(decl, (first,), [tuple(shape)])
+        if bound is None:
+            raise ValidationError(
+                f"shape {tuple(shape)} does not fit input {first!r}, declared as "
+                f"{decl[first]}; give one size per dimension",
+                argument="shape",
+            )
+        _, variadic = _shapes.symbols(decl)
+        for dims in decl.values():
+            for pos, d in enumerate(dims):
+                if isinstance(d, str) and d.lstrip("*") not in bound:
+                    free = d.lstrip("*")
+                    bound[free] = () if free in variadic else shape[min(pos, len(shape) - 1)]
+        return _shapes.instantiate(decl, self.inputs, bound)
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +171,8 @@ class OpSpec:
 
     ``rtol``/``atol`` declare how close a variant must come to the reference: one number for
     every dtype, or a mapping from dtype name to number; dtypes left out keep
-    :data:`DEFAULT_TOLERANCES` (a reduction that sums in another order needs a looser rtol).
+    :data:`DEFAULT_TOLERANCES`. A reduction declares ``reduction_length`` too: rounding errors
+    of a sum of n terms in another order grow like sqrt(n), and so do its tolerances.
     """
 
     name: str
@@ -118,6 +183,9 @@ class OpSpec:
     doc: str = ""
     rtol: Tolerance = None
     atol: Tolerance = None
+    #: The number of terms each output element sums (input shapes positionally, attributes by
+    #: keyword), for ops that reduce: their tolerances grow with its square root.
+    reduction_length: Callable[..., int] | None = None
     #: variant kind -> :class:`Requirement`; a variant whose requirement is unmet is listed
     #: under ``unavailable`` by ``caps``/``ops`` and refused by the host before it runs.
     variant_requirements: Mapping[str, Requirement] = field(default_factory=dict)
@@ -155,6 +223,12 @@ class OpSpec:
             )
         for argument in ("rtol", "atol"):
             _check_tolerance(self.name, argument, getattr(self, argument))
+        if self.reduction_length is not None and not callable(self.reduction_length):
+            raise ValidationError(
+                f"op {self.name!r}: reduction_length must be a callable taking the input shapes",
+                argument="reduction_length",
+            )
+        _check_shapes(self.name, self.signature)
         requirements = self.variant_requirements
         if not isinstance(requirements, Mapping) or not all(
             isinstance(r, Requirement) and callable(r.unmet) for r in requirements.values()
@@ -177,10 +251,27 @@ class OpSpec:
         """The package part of the op's name (before the first dot)."""
         return self.name.split(".", 1)[0]
 
-    def tolerance(self, dtype_name: str) -> tuple[float, float]:
-        """(rtol, atol) for outputs of ``dtype_name``: declared, else the default."""
+    def tolerance(
+        self,
+        dtype_name: str,
+        shapes: Sequence[tuple[int, ...]] | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> tuple[float, float]:
+        """(rtol, atol) for outputs of ``dtype_name`` from inputs of ``shapes``: declared (else
+        the default), times sqrt(reduction length) when the op declares one.
+
+        >>> spec = OpSpec(name="p.dot", signature=Signature(inputs=("a", "b")),
+        ...               reference=lambda a, b: a @ b, variants={}, rtol=1e-5, atol=1e-6,
+        ...               reduction_length=lambda a, b: a[-1])
+        >>> [round(t, 9) for t in spec.tolerance("float32", [(8, 100), (100, 8)])]
+        [0.0001, 1e-05]
+        """
         d_rtol, d_atol = DEFAULT_TOLERANCES.get(dtype_name, (0.0, 0.0))
-        return _pick(self.rtol, dtype_name, d_rtol), _pick(self.atol, dtype_name, d_atol)
+        rtol, atol = _pick(self.rtol, dtype_name, d_rtol), _pick(self.atol, dtype_name, d_atol)
+        if self.reduction_length is None or shapes is None:
+            return rtol, atol
+        scale = math.sqrt(max(1, int(self.reduction_length(*shapes, **(attributes or {})))))
+        return rtol * scale, atol * scale
 
     def unavailable_reason(self, kind: str) -> str | None:
         """None when variant ``kind`` can run, else why not (its requirement's reason).
@@ -227,6 +318,42 @@ def _pick(declared: Tolerance, dtype_name: str, default: float) -> float:
     return float(declared)
 
 
+def _check_shapes(op: str, sig: Signature) -> None:
+    """The shape declaration names every input with valid dimensions; samples size every
+    symbol; sample attributes are declared attributes. ValidationError naming the op."""
+    stray = set(sig.sample_attributes) - set(sig.attributes)
+    if stray:
+        raise ValidationError(
+            f"op {op!r}: sample_attributes names {sorted(stray)}, which are not its attributes",
+            argument="sample_attributes",
+            op=op,
+        )
+    if sig.shapes is None:
+        if sig.samples:
+            raise ValidationError(
+                f"op {op!r}: samples need shapes= declaring the symbols they size",
+                argument="samples",
+                op=op,
+            )
+        return
+    if callable(sig.shapes) and not isinstance(sig.shapes, Mapping):
+        try:
+            decl = sig.declared_shapes()
+        except Exception as exc:
+            raise ValidationError(
+                f"op {op!r}: shapes(**sample_attributes) raised {type(exc).__name__}: {exc}",
+                argument="shapes",
+                op=op,
+            ) from exc
+        if decl is None:
+            return
+    else:
+        decl = sig.shapes
+    _shapes.validate(op, sig.inputs, decl)
+    for sample in sig.samples:
+        _shapes.validate_sample(op, decl, sample)
+
+
 def _check_tolerance(op: str, argument: str, value: Tolerance) -> None:
     """A tolerance is None, a number >= 0, or a mapping dtype name -> number >= 0."""
     from .dtypes import ALL
@@ -257,5 +384,6 @@ __all__ = [
     "KernelSource",
     "OpSpec",
     "Requirement",
+    "ShapeDecl",
     "Signature",
 ]

@@ -92,6 +92,22 @@ def require_matrix(op: str, t: Tensor, argument: str = "a") -> tuple[int, int]:
     return t.shape[0], t.shape[1]
 
 
+def require_finite(op: str, values: np.ndarray, argument: str = "a") -> None:
+    """ValidationError when ``values`` holds an inf or a NaN.
+
+    LAPACK's SVD never returns on some non-finite inputs (it loops) and raises an untyped
+    error on others, so the factorizations read their input on the host before calling it.
+    """
+    if values.size and not np.isfinite(values).all():
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(values))[0])
+        raise ValidationError(
+            f"{argument}{list(where)} is {values[where].item()!r}; {op} needs finite input "
+            "(replace inf and NaN before factorizing)",
+            argument=argument,
+            op=op,
+        )
+
+
 def normalize_axes(op: str, axis: Any, ndim: int) -> tuple[int, ...]:
     """``axis`` (None, an int or a sequence of ints) as sorted non-negative axes."""
     if axis is None:
@@ -129,6 +145,7 @@ __all__ = [
     "gemm_dims",
     "normalize_axes",
     "real_dtype",
+    "require_finite",
     "require_matrix",
     "same_dtype",
 ]

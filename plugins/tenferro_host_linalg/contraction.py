@@ -6,7 +6,9 @@ Each operand is permuted to (free, contracted, batch) order, made compact on the
 the permuted view is not (``runtime.canonicalize``), viewed as a matrix (or a batch of them)
 and multiplied by ``linalg.matmul``/``linalg.batched_matmul`` through ``ex.run`` — so the same
 lowering runs on CPU, CUDA (cuBLAS) and WebGPU (DSL), inside the caller's session. A label
-only one operand has and the output lacks is summed away first (``linalg.sum``).
+only one operand has and the output lacks is summed away first (``linalg.sum``); when an
+operand is empty the result is zeros, as numpy's (no product is summed, whatever the other
+operand holds).
 
 >>> import numpy as np, tenferro_host as tf
 >>> host = tf.Host(); cpu = host.backend("cpu")
@@ -38,6 +40,10 @@ def contract(
     """``out[out_labels] = sum a[a_labels] * b[b_labels]`` over the labels the output lacks."""
     same_dtype(op, a, b)
     sizes = _label_sizes(op, (a, b), (a_labels, b_labels))
+    if a.numel == 0 or b.numel == 0:
+        # A sum over no terms is 0 even where the other operand holds inf or NaN (numpy's
+        # value); summing a lone label first would multiply inf by that empty sum.
+        return ex.runtime.zeros(a.dtype, tuple(sizes[c] for c in out_labels))
     a, a_labels = _sum_away(ex, a, a_labels, b_labels + out_labels)
     b, b_labels = _sum_away(ex, b, b_labels, a_labels + out_labels)
     batch = [c for c in a_labels if c in b_labels and c in out_labels]

@@ -1,5 +1,6 @@
 """The ``cpu`` variants: numpy on zero-copy views, results stored in tensors of the runtime.
 
+The factorizations refuse non-finite input before LAPACK runs (``require_finite``).
 Inputs may be non-compact views (``CpuRuntime.strided_view`` exposes them without a copy);
 every output is a fresh compact tensor of the session's runtime. The numerics are those of
 the references (f16 accumulates in float32; QR and SVD in their canonical form).
@@ -15,7 +16,15 @@ from tenferro_host import Tensor
 from tenferro_host.cpu import CpuRuntime
 
 from . import reference
-from .checks import GEMM_DTYPES, SOLVER_DTYPES, accepted, gemm_dims, normalize_axes, require_matrix
+from .checks import (
+    GEMM_DTYPES,
+    SOLVER_DTYPES,
+    accepted,
+    gemm_dims,
+    normalize_axes,
+    require_finite,
+    require_matrix,
+)
 
 
 def _store(ex: Any, values: Any) -> Tensor:
@@ -60,6 +69,7 @@ def qr(ex: Any, a: Tensor) -> tuple[Tensor, Tensor]:
     """``linalg.qr`` with numpy, in the canonical form."""
     accepted("linalg.qr", a, SOLVER_DTYPES, "a")
     require_matrix("linalg.qr", a)
+    require_finite("linalg.qr", _view(a))
     q, r = reference.qr(_view(a))
     return _store(ex, q), _store(ex, r)
 
@@ -68,6 +78,7 @@ def svd(ex: Any, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """``linalg.svd`` with numpy, in the canonical form."""
     accepted("linalg.svd", a, SOLVER_DTYPES, "a")
     require_matrix("linalg.svd", a)
+    require_finite("linalg.svd", _view(a))
     u, s, vh = reference.svd(_view(a))
     return _store(ex, u), _store(ex, s), _store(ex, vh)
 

@@ -1,7 +1,7 @@
 """CuPy on the raw session's stream: the only way the CUDA variants reach cuBLAS and cuSOLVER.
 
 CuPy is optional (``pip install cupy-cuda13x``). Inside a raw session the runtime's stream is
-wrapped once per runtime as a ``cupy.cuda.ExternalStream`` (cached with ``rs.resource``; the
+wrapped once per runtime with ``cupy.cuda.Stream.from_external`` (cached with ``rs.resource``; the
 cache lives and dies with the runtime that owns the stream) and made CuPy's current stream
 for the call, so every CuPy kernel, cuBLAS and cuSOLVER call is enqueued on the session's
 stream — never on CuPy's default stream — and ordered with the host's own launches, copies
@@ -74,12 +74,30 @@ def require_cupy(op: str, backend: str) -> Any:
     return cupy
 
 
+class StreamHandle:
+    """A raw ``CUstream`` handle offered through the CUDA stream protocol (``__cuda_stream__``),
+    which ``cupy.cuda.Stream.from_external`` reads."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
 class SessionStream:
-    """CuPy's handles on one runtime: its device and its stream as an ExternalStream."""
+    """CuPy's handles on one runtime: its device and its stream, wrapped with
+    ``cupy.cuda.Stream.from_external`` (CuPy 14 deprecates ``ExternalStream``; CuPy 13,
+    which lacks ``from_external``, still gets ``ExternalStream``)."""
 
     def __init__(self, cupy: Any, device_id: int, stream_handle: int) -> None:
         self.device = cupy.cuda.Device(device_id)
-        self.stream = cupy.cuda.ExternalStream(stream_handle, device_id)
+        from_external = getattr(cupy.cuda.Stream, "from_external", None)
+        if from_external is None:
+            self.stream = cupy.cuda.ExternalStream(stream_handle, device_id)
+        else:
+            with self.device:
+                self.stream = from_external(StreamHandle(stream_handle))
 
 
 @contextlib.contextmanager
@@ -104,6 +122,7 @@ __all__ = [
     "CUPY",
     "INSTALL_HINT",
     "SessionStream",
+    "StreamHandle",
     "as_cupy",
     "cupy_missing_reason",
     "cupy_requirement_unmet",

@@ -81,7 +81,7 @@ def sum(x: np.ndarray, axis: Any = None) -> np.ndarray:  # noqa: A001 - the op's
 
 def norm(x: np.ndarray) -> np.ndarray:
     """The Frobenius (2-) norm of all elements, in the real dtype of ``x``."""
-    return np.asarray(np.linalg.norm(x)).astype(np.abs(x[:0]).dtype)
+    return np.asarray(np.linalg.norm(x)).astype(np.abs(np.zeros(0, x.dtype)).dtype)
 
 
 def qr(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,7 @@ from ..testing.checks import (
     default_dtype,
     download_all,
     output_problem,
-    random_inputs,
+    sample_inputs,
 )
 from ._args import (
     common_options,
@@ -34,12 +34,17 @@ from ._args import (
 from ._exit import EXIT_CHECK_FAILED, EXIT_OK, call_op_code, find_op
 
 
-def _inputs(sig: Any, shape: tuple[int, ...], dt: Any, seed: int) -> list[Any]:
+def _inputs(
+    sig: Any, shape: tuple[int, ...] | None, dt: Any, seed: int, attrs: dict[str, Any]
+) -> list[Any]:
+    """Random inputs of the op's declared shapes (``--shape`` is the first input's)."""
     try:
-        return random_inputs(sig, shape, dt, seed)
+        return sample_inputs(sig, dt, shape, seed, attrs)
+    except ValidationError:
+        raise  # the shape does not fit the op's declared dimensions: the message says how
     except (MemoryError, ValueError) as exc:
         raise ValidationError(
-            f"--shape {'x'.join(map(str, shape))}: cannot make {len(sig.inputs)} input(s) of "
+            f"--shape {'x'.join(map(str, shape or ()))}: cannot make {len(sig.inputs)} input(s) of "
             f"{dt.name} that large ({type(exc).__name__}); use a smaller shape",
             argument="shape",
         ) from exc
@@ -95,8 +100,10 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
     sig = spec.signature
     runtime = host.backend(args.backend or host.default_backend())
     dt = default_dtype(sig) if args.dtype is None else accepted_dtype(sig, args.dtype, spec.name)
-    attrs = dict(parse_attr(a, dict(sig.attributes), spec.name) for a in args.attr)
-    arrays = _inputs(sig, args.shape, dt, args.seed)
+    given = dict(parse_attr(a, dict(sig.attributes), spec.name) for a in args.attr)
+    attrs = sig.attributes_or_samples(given)
+    arrays = _inputs(sig, args.shape, dt, args.seed, attrs)
+    shapes = [a.shape for a in arrays]
     tensors = [runtime.upload(a) for a in arrays]
     kind, direct, timed = _variant_runner(host, spec, runtime, args.variant)
     what = f"op {spec.name!r} (variant {kind!r} on {runtime.name})"
@@ -108,7 +115,9 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
             call_op_code(f"the reference of {spec.name!r}", spec.reference, *arrays, **attrs)
         )
         got = download_all(result)
-        problem = compare_outputs(got, expected, sig.outputs, args.rtol, args.atol, spec)
+        problem = compare_outputs(
+            got, expected, sig.outputs, args.rtol, args.atol, spec, shapes, attrs
+        )
 
     seconds: float | None = None
     if problem is None:
@@ -125,7 +134,8 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
         "backend": runtime.name,
         "variant": kind,
         "dtype": dt.name,
-        "shape": list(args.shape),
+        "shape": list(shapes[0]) if shapes else [],
+        "shapes": [list(s) for s in shapes],
         "repeat": args.repeat,
         "seconds_per_run": seconds,
         "check": check,
@@ -135,7 +145,8 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         console = Console()
-        what = f"{spec.name} on {runtime.name} ({kind}, {dt.name}, shape {args.shape})"
+        shown = shapes[0] if len(set(shapes)) == 1 else ", ".join(map(str, shapes))
+        what = f"{spec.name} on {runtime.name} ({kind}, {dt.name}, shape {shown})"
         if seconds is not None:
             console.print(
                 Text(
@@ -164,7 +175,10 @@ def add_parser(sub: Any) -> None:
     run.add_argument("op", metavar="OP", help="operation name, e.g. ext_add_kernel.add")
     run.add_argument("--backend", help="backend name (kind[:index]); default: the best available")
     run.add_argument(
-        "--shape", type=shape_arg, default=(1_000_000,), help="input shape (default 1000000)"
+        "--shape",
+        type=shape_arg,
+        help="the first input's shape (default: the op's sample shape, else 1000000); the "
+        "other inputs follow the op's declared dimensions",
     )
     run.add_argument("--dtype", help="input dtype (default float32, if the op accepts it)")
     run.add_argument("--repeat", type=positive_int, default=10, help="timed runs (default 10)")

@@ -13,6 +13,9 @@ autoloading is off), it gives every test suite the fixtures ``host``, ``backend_
     def test_add(host, backend_name):
         check_op(host, "my_pkg.add", backend_name, shape=(1000,), dtype="float32")
 
+* :func:`run_conformance` — the suite from Python: a :class:`Report` with ``failures`` and
+  ``skip=`` for checks by name;
+
 * :func:`poison_fresh_memory` — fresh CPU memory holds NaN / 0xA5 bytes meanwhile.
 
 Importing this package loads no GPU library and not pytest.
@@ -30,11 +33,20 @@ from .checks import (
     default_dtype,
     download_all,
     random_inputs,
+    sample_inputs,
     tolerances,
 )
-from .conformance import cases, conformance_test, poison_fresh_memory, run_cases
+from .conformance import (
+    Report,
+    cases,
+    conformance_test,
+    poison_fresh_memory,
+    run_cases,
+    run_conformance,
+)
 
 __all__ = [
+    "Report",
     "accepted_dtype",
     "cases",
     "check_op",
@@ -45,5 +57,7 @@ __all__ = [
     "poison_fresh_memory",
     "random_inputs",
     "run_cases",
+    "run_conformance",
+    "sample_inputs",
     "tolerances",
 ]

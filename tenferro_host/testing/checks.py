@@ -67,8 +67,31 @@ def random_inputs(
     signature: Signature, shape: tuple[int, ...], dt: DType, seed: int = 0
 ) -> list[np.ndarray]:
     """One random array per input of ``signature``, all of ``shape`` and ``dt``."""
+    return random_arrays([shape] * len(signature.inputs), dt, seed)
+
+
+def random_arrays(shapes: Sequence[tuple[int, ...]], dt: DType, seed: int = 0) -> list[np.ndarray]:
+    """One random array of ``dt`` per shape of ``shapes``."""
     rng = np.random.default_rng(seed)
-    return [random_array(rng, dt, shape) for _ in signature.inputs]
+    return [random_array(rng, dt, tuple(shape)) for shape in shapes]
+
+
+def sample_inputs(
+    signature: Signature,
+    dt: DType,
+    shape: tuple[int, ...] | None = None,
+    seed: int = 0,
+    attributes: Mapping[str, Any] | None = None,
+    elements: int = 1_000_000,
+) -> list[np.ndarray]:
+    """Random inputs of a sample call: shapes from :meth:`Signature.input_shapes`.
+
+    >>> import tenferro_host as tf
+    >>> sig = tf.Signature(inputs=("a", "b"), shapes={"a": ("m", "k"), "b": ("k", "n")})
+    >>> [a.shape for a in sample_inputs(sig, tf.float32, (2, 3))]
+    [(2, 3), (3, 3)]
+    """
+    return random_arrays(signature.input_shapes(shape, attributes, elements), dt, seed)
 
 
 def as_outputs(result: Any) -> list[Any]:
@@ -86,15 +109,17 @@ def tolerances(
     rtol: float | None = None,
     atol: float | None = None,
     spec: OpSpec | None = None,
+    shapes: Sequence[tuple[int, ...]] | None = None,
+    attributes: Mapping[str, Any] | None = None,
 ) -> tuple[float, float]:
-    """(rtol, atol) for comparing results of dtype ``dt``: explicit values, else what the op
-    declares (``OpSpec.rtol``/``atol``), else the defaults.
+    """(rtol, atol) for comparing results of dtype ``dt``: explicit values, else the op's rule
+    for inputs of ``shapes`` (:meth:`OpSpec.tolerance`), else the defaults.
 
     >>> tolerances(resolve_dtype("float32")), tolerances(resolve_dtype("float32"), rtol=0.1)
     ((1e-05, 1e-06), (0.1, 1e-06))
     """
     if spec is not None:
-        d_rtol, d_atol = spec.tolerance(dt.name)
+        d_rtol, d_atol = spec.tolerance(dt.name, shapes, attributes)
     else:
         d_rtol, d_atol = DEFAULT_TOLERANCES.get(dt.name, (0.0, 0.0))
     return (d_rtol if rtol is None else rtol, d_atol if atol is None else atol)
@@ -170,11 +195,13 @@ def compare_outputs(
     rtol: float | None = None,
     atol: float | None = None,
     spec: OpSpec | None = None,
+    shapes: Sequence[tuple[int, ...]] | None = None,
+    attributes: Mapping[str, Any] | None = None,
 ) -> str | None:
     """None when every output matches its reference, else a message about the first mismatch.
 
-    Tolerances: explicit ``rtol``/``atol``, else the op's declared ones (``spec``), else the
-    defaults."""
+    Tolerances: explicit ``rtol``/``atol``, else the op's rule (``spec``) for inputs of
+    ``shapes`` with ``attributes``, else the defaults."""
     if len(got) != len(expected):
         return f"the op returned {len(got)} outputs, its reference {len(expected)}"
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
@@ -182,7 +209,7 @@ def compare_outputs(
         e = np.asarray(e)
         if g.shape != e.shape:
             return f"output {name!r} has shape {g.shape}, the reference {e.shape}"
-        r, a = tolerances(resolve_dtype(g.dtype), rtol, atol, spec)
+        r, a = tolerances(resolve_dtype(g.dtype), rtol, atol, spec, shapes, attributes)
         close = np.isclose(g, e, rtol=r, atol=a, equal_nan=True)
         if not close.all():
             bad = np.argwhere(~close)
@@ -199,7 +226,7 @@ def check_op(
     host: Host,
     name: str,
     backend: str,
-    shape: tuple[int, ...] | int = (1000,),
+    shape: tuple[int, ...] | int | None = None,
     dtype: Any = None,
     rtol: float | None = None,
     atol: float | None = None,
@@ -207,7 +234,11 @@ def check_op(
     attrs: Mapping[str, Any] | None = None,
 ) -> list[np.ndarray]:
     """Run op ``name`` on ``backend`` with random inputs; AssertionError if it differs from
-    its reference. Returns the downloaded outputs.
+    its reference (within the op's tolerance rule). Returns the downloaded outputs.
+
+    ``shape`` is every input's shape, or for an op that declares its shapes the first input's
+    (:meth:`Signature.input_shapes`); by default (1000,), or the op's first sample (else about
+    1000 elements). ``attrs`` default to the op's ``sample_attributes``.
 
     >>> import tenferro_host as tf
     >>> out = check_op(tf.Host(), "ext_add_kernel.add", "cpu", shape=(4, 3), dtype="int32")
@@ -218,9 +249,9 @@ def check_op(
     assert spec is not None
     sig = spec.signature
     dt = default_dtype(sig) if dtype is None else accepted_dtype(sig, dtype, name)
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    attributes = dict(attrs or {})
-    arrays = random_inputs(sig, dims, dt, seed)
+    dims = (shape,) if isinstance(shape, int) else None if shape is None else tuple(shape)
+    attributes = sig.attributes_or_samples(attrs)
+    arrays = sample_inputs(sig, dt, dims, seed, attributes, elements=1000)
     runtime = host.backend(backend)
     tensors = [runtime.upload(a) for a in arrays]
     result = host.run(name, *tensors, backend=runtime.name, **attributes)
@@ -230,9 +261,11 @@ def check_op(
         raise AssertionError(problem)
     got = download_all(result)
     expected = as_outputs(spec.reference(*arrays, **attributes))
-    problem = compare_outputs(got, expected, sig.outputs, rtol, atol, spec)
+    shapes = [a.shape for a in arrays]
+    problem = compare_outputs(got, expected, sig.outputs, rtol, atol, spec, shapes, attributes)
     if problem is not None:
-        raise AssertionError(f"{name} on {runtime.name} ({dt.name}, shape {dims}): {problem}")
+        what = f"shape {shapes[0]}" if len(set(shapes)) == 1 else f"shapes {shapes}"
+        raise AssertionError(f"{name} on {runtime.name} ({dt.name}, {what}): {problem}")
     return got
 
 
@@ -246,6 +279,8 @@ __all__ = [
     "expected_outputs",
     "output_problem",
     "random_array",
+    "random_arrays",
     "random_inputs",
+    "sample_inputs",
     "tolerances",
 ]

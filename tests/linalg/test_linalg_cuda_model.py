@@ -3,10 +3,10 @@
 The model keeps CuPy's and cuBLAS's contracts — ``cublas.gemmEx``/``gemmStridedBatchedEx``
 read column-major operands from raw addresses with the given leading dimensions and batch
 strides; CuPy routines act on arrays over a ref's memory; a call may only run while the
-session's ``ExternalStream`` is current — on host memory (CPU tensors stand in for device
-ones). It checks what the GPU run cannot show cheaply: the GEMM arguments the variants derive
-(sizes, leading dimensions, strides, dtypes, compute types), that every vendor call happens
-on the session's stream, and the output bookkeeping of sum, norm, QR and SVD.
+session's stream (``Stream.from_external``) is current — on host memory (CPU tensors stand
+in for device ones). It checks what the GPU run cannot show cheaply: the GEMM arguments the
+variants derive (sizes, leading dimensions, strides, dtypes, compute types), that every vendor
+call happens on the session's stream, and the output bookkeeping of sum, norm, QR and SVD.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import sys
 import types
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -34,6 +35,23 @@ def _matrix(ptr, dtype, rows, cols, ld):
     nbytes = (ld * (cols - 1) + rows) * itemsize
     flat = np.frombuffer((ctypes.c_char * nbytes).from_address(ptr), dtype=dtype)
     return np.lib.stride_tricks.as_strided(flat, (rows, cols), (itemsize, ld * itemsize))
+
+
+class ModelStream:
+    """CuPy 14's stream: ``from_external`` reads the CUDA stream protocol. The model has no
+    ``ExternalStream`` (deprecated by CuPy 14), so a bridge calling it fails here."""
+
+    model_state: ClassVar[dict] = {}
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    @classmethod
+    def from_external(cls, obj):
+        version, handle = obj.__cuda_stream__()
+        assert version == 0
+        cls.model_state["wrapped"] = handle
+        return cls(handle)
 
 
 def fake_cupy():
@@ -116,9 +134,8 @@ def fake_cupy():
         finally:
             state["stream"] = saved
 
-    class ExternalStream:
-        def __init__(self, ptr, device_id=-1):
-            self.ptr = ptr
+    class Stream(ModelStream):
+        model_state = state
 
         def __enter__(self):
             self._ctx = current(self.ptr)
@@ -167,7 +184,7 @@ def fake_cupy():
         cublas=cublas,
         runtime=runtime,
         device=device,
-        ExternalStream=ExternalStream,
+        Stream=Stream,
         Device=lambda i: contextlib.nullcontext(),
     )
     return cupy, state
@@ -270,3 +287,14 @@ def test_reductions_and_factorizations_write_their_outputs(model):
         np.testing.assert_allclose(got.download(), want, rtol=1e-10, atol=1e-12)
     assert [c for c in state["calls"] if c != "copyto"] == ["sum", "norm", "qr", "svd"]
     assert state["stream"] is None
+
+
+def test_session_stream_is_wrapped_with_stream_from_external(model):
+    """CuPy 14 deprecates ``cupy.cuda.ExternalStream``: the bridge wraps the session's stream
+    with ``Stream.from_external`` (the model has no ExternalStream, so the old call fails)."""
+    ex, state = model
+    cpu = ex.runtime
+    x = _rand((3, 4), "float32")
+    got = cuda.norm(ex, cpu.upload(x))
+    assert state["wrapped"] == SESSION_STREAM
+    np.testing.assert_allclose(got.download(), np.linalg.norm(x), rtol=1e-5)

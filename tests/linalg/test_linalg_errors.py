@@ -186,3 +186,30 @@ def test_missing_cupy_is_a_typed_reason(monkeypatch):
         assert info.value.backend == "cuda:0" and info.value.op == "linalg.matmul"
     finally:
         cupy_bridge.cupy_missing_reason.cache_clear()
+
+
+@pytest.mark.parametrize("op", ["linalg.svd", "linalg.qr"])
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_factorizations_refuse_non_finite_input_before_lapack(host, cpu, op, bad):
+    """LAPACK's SVD loops forever on some inputs with an inf and raises an untyped
+    LinAlgError on a NaN: the cpu variants check the input first (this 17x3 case hung)."""
+    a = np.random.default_rng(680).standard_normal((17, 3)).astype(np.float32)
+    a[15, 0] = bad
+    with pytest.raises(tf.ValidationError, match=r"a\[15, 0\] is .*needs finite input") as info:
+        host.run(op, cpu.upload(a))
+    assert info.value.op == op and info.value.argument == "a"
+
+
+def test_norm_of_a_0d_tensor(host, cpu):
+    got = host.run("linalg.norm", cpu.upload(np.array(-2.0, np.float32))).download()
+    assert got.shape == () and float(got) == 2.0
+
+
+def test_einsum_with_an_empty_operand_is_zero_even_beside_inf(host, backend_name):
+    """A sum over no terms is 0: summing a lone label first gave inf * 0 = NaN."""
+    be = host.backend(backend_name)
+    a, b = np.array([[np.inf]], np.float32), np.ones((1, 0), np.float32)
+    for spec in ("ab,bc->", "ab,bc->a"):
+        got = host.run("linalg.einsum", be.upload(a), be.upload(b), spec=spec).download()
+        want = np.einsum(spec, a, b)
+        assert got.shape == want.shape and np.array_equal(got, want), spec

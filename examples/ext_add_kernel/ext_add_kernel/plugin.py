@@ -36,7 +36,14 @@ VARIANTS: dict[str, Callable[..., Any]] = {
 
 ADD = OpSpec(
     name=OP_NAME,
-    signature=Signature(inputs=("lhs", "rhs"), outputs=("out",), dtypes=DTYPES),
+    signature=Signature(
+        inputs=("lhs", "rhs"),
+        outputs=("out",),
+        dtypes=DTYPES,
+        # Both operands have one shape of any rank; `run` defaults to a million elements.
+        shapes={"lhs": ("*dims",), "rhs": ("*dims",)},
+        samples=({"dims": (1_000_000,)},),
+    ),
     reference=reference,
     variants=VARIANTS,
     kernels=(
