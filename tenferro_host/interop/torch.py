@@ -1,4 +1,4 @@
-"""Ops as torch operators: ``export("ext_add_kernel.add")`` makes ``torch.ops.tf_ext_add_kernel.add``.
+"""Ops as torch operators: ``export("pkg.op")`` makes the operator ``torch.ops.tf_pkg.op``.
 
 The schema comes from the op's ``Signature`` (tensors positionally, attributes by keyword, each
 optional: left out, the variant's default applies; an ``object`` attribute such as a tuple of
