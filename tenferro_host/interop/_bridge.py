@@ -121,14 +121,14 @@ class OutputAllocator:
     """While active, ``runtime``'s allocations on this thread come from ``make_buffer``.
 
     ``make_buffer(nbytes, dt)`` returns a framework array of ``nbytes // dt.itemsize`` elements
-    of ``dt``, imported with ``runtime.from_dlpack``; the storage of that import is what the
-    variant writes, so a result tensor lives in framework memory with no copy. Other threads'
-    allocations on the runtime keep the runtime's own allocator.
+    of ``dt`` (anything ``runtime.from_dlpack`` imports), or None to leave that allocation to the
+    runtime; the storage of the import is what the variant writes, so a result tensor lives in
+    framework memory with no copy. Other threads' allocations keep the runtime's allocator.
     """
 
     __slots__ = ("_buffers", "_make", "_previous", "_runtime", "_thread")
 
-    def __init__(self, runtime: Runtime, make_buffer: Callable[[int, DType], Any]) -> None:
+    def __init__(self, runtime: Runtime, make_buffer: Callable[[int, DType], Any | None]) -> None:
         self._runtime = runtime
         self._make = make_buffer
         #: id(storage) -> (storage, framework buffer); the storage is kept so its id stays its own
@@ -140,6 +140,8 @@ class OutputAllocator:
         if threading.get_ident() != self._thread:
             return self._previous(nbytes, dt)  # type: ignore[no-any-return]
         buffer = self._make(nbytes, dt)
+        if buffer is None:
+            return self._previous(nbytes, dt)  # type: ignore[no-any-return]
         storage = self._runtime.from_dlpack(buffer).storage
         self._buffers[id(storage)] = (storage, buffer)
         return storage
