@@ -14,8 +14,10 @@ are replaced, and the directory ``__pkg__`` is renamed to the package name.
 
 from __future__ import annotations
 
+import importlib.util
 import keyword
 import re
+import sys
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
@@ -27,11 +29,26 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 OP = "square"
 
 
+#: Longer names make paths (``NAME/NAME/plugin.py``, the wheel's name) past file-system limits.
+MAX_NAME = 64
+
+
 def _check_name(name: str) -> None:
-    if not _NAME.match(name) or keyword.iskeyword(name) or name == "tenferro_host":
+    if not _NAME.match(name) or keyword.iskeyword(name):
         raise ValidationError(
             f"{name!r} is not a package name; use lowercase letters, digits and '_', starting "
             "with a letter (e.g. my_ops)",
+            argument="name",
+        )
+    if len(name) > MAX_NAME:
+        raise ValidationError(
+            f"the package name is {len(name)} characters long; use at most {MAX_NAME}",
+            argument="name",
+        )
+    if name in sys.stdlib_module_names or importlib.util.find_spec(name) is not None:
+        raise ValidationError(
+            f"{name!r} is taken by an installed module; a package of that name would shadow "
+            "it once installed: pick another name (e.g. my_ops)",
             argument="name",
         )
 
@@ -55,6 +72,17 @@ def _copy(src: Traversable, dst: Path, values: dict[str, str]) -> None:
 def scaffold(name: str, parent: Path) -> Path:
     """Write the package ``name`` into ``parent/name``; returns that directory."""
     _check_name(name)
+    try:
+        return _write(name, parent)
+    except OSError as exc:
+        raise ValidationError(
+            f"cannot write the package {name!r} into {parent}: {exc.strerror or exc}; "
+            "pick a writable --dir",
+            argument="dir",
+        ) from exc
+
+
+def _write(name: str, parent: Path) -> Path:
     root = parent / name
     if root.exists():
         raise ValidationError(
@@ -74,4 +102,4 @@ def scaffold(name: str, parent: Path) -> Path:
     return root
 
 
-__all__ = ["OP", "scaffold"]
+__all__ = ["MAX_NAME", "OP", "scaffold"]

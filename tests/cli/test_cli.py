@@ -265,6 +265,35 @@ def test_parse_attr():
         assert info.value.argument == "attr" and info.value.op == "p.op"
 
 
+def test_parse_attr_reads_a_literal_for_an_attribute_declared_object_or_a_container():
+    attrs = {"axis": object, "axes": tuple}
+    assert parse_attr("axis=0", attrs, "p.op") == ("axis", 0)
+    assert parse_attr("axis=None", attrs, "p.op") == ("axis", None)
+    assert parse_attr("axis=(0, -1)", attrs, "p.op") == ("axis", (0, -1))
+    assert parse_attr("axes=((1,), (0,))", attrs, "p.op") == ("axes", ((1,), (0,)))
+    for bad, match in [
+        ("axis=__import__('os')", "is not a Python literal"),
+        ("axis=rows", "is not a Python literal"),
+        ("axis=" + "(" * 10_000, "is not a Python literal"),
+        ("axes=1", "is a int, the op declares a tuple"),
+    ]:
+        with pytest.raises(tf.ValidationError, match=match) as info:
+            parse_attr(bad, attrs, "p.op")
+        assert info.value.argument == "attr" and info.value.op == "p.op"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["linalg.sum", "--shape", "3x4", "--attr", "axis=0"],
+        ["linalg.tensordot", "--shape", "3x3", "--attr", "axes=1"],
+    ],
+)
+def test_run_checks_an_op_with_an_object_attribute(capsys, argv):
+    code, out, err = run_main(capsys, "run", *argv, "--check", "--backend", "cpu", "--repeat", "1")
+    assert code == 0 and "check: passed" in out, err
+
+
 def test_caps_survives_a_provider_whose_runtime_cannot_be_created():
     def create(host, index):
         raise RuntimeError("driver exploded")
@@ -335,3 +364,20 @@ def test_check_human_output_has_a_summary_table(capsys):
 def test_new_op_refuses_a_bad_name_with_exit_2(capsys, tmp_path):
     code, _out, err = run_main(capsys, "new-op", "Bad-Name", "--dir", str(tmp_path))
     assert code == 2 and "is not a package name" in err
+
+
+def test_new_op_names_the_file_it_wrote(capsys, tmp_path):
+    code, out, _err = run_main(capsys, "new-op", "tf_hint_ops", "--dir", str(tmp_path))
+    edit = out.split("edit ", 1)[1].split(",", 1)[0]
+    assert code == 0 and edit == str(tmp_path / "tf_hint_ops" / "tf_hint_ops" / "plugin.py")
+    assert (tmp_path / "tf_hint_ops" / "tf_hint_ops" / "plugin.py").is_file()
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("x" * 300, "characters long; use at most"), ("numpy", "taken by an installed module")],
+)
+def test_new_op_refuses_long_and_shadowing_names_with_one_line(capsys, tmp_path, name, message):
+    code, out, err = run_main(capsys, "new-op", name, "--dir", str(tmp_path))
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err
+    assert list(tmp_path.iterdir()) == []
