@@ -96,6 +96,15 @@ def cmd_check(host: Host, args: argparse.Namespace) -> int:
             attrs=attrs_of(name),
         )
     ]
+    if args.frameworks:
+        from ..testing.frameworks import framework_cases
+
+        selected += [
+            case
+            for name in ops
+            for case in framework_cases(host, name, attrs_of(name))
+            if args.backends is None or case.backend in args.backends
+        ]
     if args.json:
         outcomes = run_cases(selected)
     else:
@@ -167,5 +176,10 @@ def add_parser(sub: Any) -> None:
         "--compile-only",
         action="store_true",
         help="only the GPU-less checks (NVRTC, DSL compile, raw launch arguments)",
+    )
+    check.add_argument(
+        "--frameworks",
+        action="store_true",
+        help="also export each op to torch and JAX (where installed): opcheck, jit, vmap",
     )
     check.set_defaults(func=cmd_check)
