@@ -84,12 +84,6 @@ class JaxOp:
     """One op as a JAX function backed by an FFI target; call it with JAX arrays."""
 
     def __init__(self, host: Host, name: str, vmap_method: str) -> None:
-        if vmap_method not in VMAP_METHODS:
-            raise ValidationError(
-                f"vmap_method must be one of {', '.join(VMAP_METHODS)}, got {vmap_method!r}",
-                argument="vmap_method",
-                op=name,
-            )
         self.op = ExportedOp(host, name)
         self.host = host
         self.vmap_method = vmap_method
@@ -107,7 +101,7 @@ class JaxOp:
         op = self.op
         if len(arrays) != len(op.inputs):
             raise ValidationError(
-                f"op {op.name!r} takes {len(arrays)} arrays ({', '.join(op.inputs)}), "
+                f"op {op.name!r} takes {len(op.inputs)} arrays ({', '.join(op.inputs)}), "
                 f"got {len(arrays)}",
                 argument="arrays",
                 op=op.name,
@@ -149,8 +143,15 @@ class JaxOp:
             claims = _Claims(call.rets, device)
             with OutputAllocator(runtime, claims.take) as allocator:
                 result = ex.run(self.op.name, *inputs, **attrs)
-            for out, ret in zip(as_tuple(result, len(call.rets)), call.rets, strict=True):
-                _deliver(runtime, out, ret, allocator.buffer_of(out.storage), device)
+            outs = as_tuple(result, len(call.rets))
+            sources = [
+                _source(runtime, out, ret, allocator.buffer_of(out.storage))
+                for out, ret in zip(outs, call.rets, strict=True)
+            ]
+            for source, ret in zip(sources, call.rets, strict=True):
+                if source is not None:  # a device copy, after the variant (stream-ordered)
+                    target = runtime.from_dlpack(_pointer(ret, device, False))
+                    runtime._copy_to_compact(source, target)
             if stream:
                 ex.signal_external(_XlaStream(stream))
 
@@ -174,22 +175,17 @@ class _Claims:
         return None
 
 
-def _deliver(
-    runtime: Runtime, out: Tensor, ret: BufferView, buffer: Any, device: tuple[int, int]
-) -> None:
-    """Make XLA's result buffer ``ret`` hold ``out``: nothing to do when the variant wrote it
-    there, else a device copy after the variant (stream-ordered on CUDA)."""
+def _source(runtime: Runtime, out: Tensor, ret: BufferView, buffer: Any) -> Tensor | None:
+    """What to copy into XLA's result buffer ``ret`` for output ``out``: None when the variant
+    wrote it there; an output lying in another of XLA's result buffers is first made compact
+    elsewhere, so no copy into a result buffer overwrites an output still to be copied."""
     if out.numel == 0:
-        return
-    in_place = (
-        isinstance(buffer, PointerBuffer)
-        and buffer.address == ret.address
-        and out.offset == 0
-        and is_compact(out.shape, out.strides)
-    )
-    if not in_place:
-        target = runtime.from_dlpack(_pointer(ret, device, False))
-        runtime._copy_to_compact(out, target)
+        return None
+    if not isinstance(buffer, PointerBuffer):
+        return out
+    if buffer.address == ret.address and out.offset == 0 and is_compact(out.shape, out.strides):
+        return None
+    return runtime.canonicalize(out)
 
 
 def _has_cuda() -> bool:
@@ -201,6 +197,12 @@ def _has_cuda() -> bool:
 
 def export(name: str, *, host: Host | None = None, vmap_method: str = "sequential") -> JaxOp:
     """Op ``name`` as a JAX function (an FFI target registered once per process)."""
+    if vmap_method not in VMAP_METHODS:
+        raise ValidationError(
+            f"vmap_method must be one of {', '.join(VMAP_METHODS)}, got {vmap_method!r}",
+            argument="vmap_method",
+            op=name,
+        )
     host = default_host() if host is None else host
     with _LOCK:
         found = _EXPORTS.get(name)

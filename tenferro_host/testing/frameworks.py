@@ -177,9 +177,9 @@ def frameworks_test(*ops: str, **attrs: Any) -> Callable[..., None]:
     """
     import pytest
 
-    from .._host import Host
+    from ..interop._hosts import default_host
 
-    host = Host()
+    host = default_host()  # framework operators are process-global: one host for all
     selected = [case for op in ops for case in framework_cases(host, op, attrs)]
 
     @pytest.mark.parametrize("tf_framework_case", selected, ids=[c.id for c in selected])
