@@ -60,6 +60,14 @@ class ExportedOp:
         self.attributes = dict(sig.attributes)
         #: attributes that travel as the Python literal of their value
         self.literal = {a for a, t in self.attributes.items() if t not in NATIVE_ATTRIBUTES}
+        self._runtimes: dict[str, Runtime] = {}
+
+    def runtime(self, name: str) -> Runtime:
+        """The host's runtime ``name``, looked up once (``host.backend`` parses the name)."""
+        runtime = self._runtimes.get(name)
+        if runtime is None:
+            runtime = self._runtimes[name] = self.host.backend(name)
+        return runtime
 
     def encode_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Attributes as the framework carries them: literals for the ``object`` ones."""
@@ -138,10 +146,10 @@ class OutputAllocator:
 
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
         if threading.get_ident() != self._thread:
-            return self._previous(nbytes, dt)  # type: ignore[no-any-return]
+            return self._previous(nbytes, dt)
         buffer = self._make(nbytes, dt)
         if buffer is None:
-            return self._previous(nbytes, dt)  # type: ignore[no-any-return]
+            return self._previous(nbytes, dt)
         storage = self._runtime.from_dlpack(buffer).storage
         self._buffers[id(storage)] = (storage, buffer)
         return storage

@@ -130,10 +130,10 @@ class JaxOp:
         except RuntimeError:
             stream = 0
         if stream:
-            runtime = self.host.backend(f"cuda:{ordinal}")
+            runtime = self.op.runtime(f"cuda:{ordinal}")
             device = (_KDL_CUDA, ordinal)
         else:
-            runtime = self.host.backend("cpu")
+            runtime = self.op.runtime("cpu")
             device = (_KDL_CPU, 0)
         with runtime.session() as s:
             ex = s.exec_session()

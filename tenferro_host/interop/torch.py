@@ -94,8 +94,9 @@ class TorchOp:
         self._lib.impl(self.op_name, self._cuda, "CUDA")
         torch.library.register_fake(self.qualname, self._fake, lib=self._lib)
         self.packet = getattr(getattr(torch.ops, namespace), self.op_name)
-        #: what CUDA graphs captured through this op keep alive (see ``_keep_for_graph``)
+        #: what CUDA graphs captured through this op keep alive: the imported inputs and outputs
         self.graph_pins: list[Any] = []
+
 
     def __repr__(self) -> str:
         return f"<TorchOp {self.qualname} of {self.op.name}>"
@@ -133,7 +134,7 @@ class TorchOp:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _cpu(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
-        runtime = self.host.backend("cpu")
+        runtime = self.op.runtime("cpu")
         with runtime.session() as s:
             ex = s.exec_session()
             inputs = [runtime.from_dlpack(t.detach()) for t in tensors]
@@ -141,7 +142,7 @@ class TorchOp:
 
     def _cuda(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
         device = tensors[0].device if tensors else torch.device("cuda", torch.cuda.current_device())
-        runtime = self.host.backend(f"cuda:{device.index or 0}")
+        runtime = self.op.runtime(f"cuda:{device.index or 0}")
         stream = _TorchStream(torch.cuda.current_stream(device))
         with runtime.session() as s:
             ex = s.exec_session()
