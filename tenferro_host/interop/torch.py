@@ -97,7 +97,6 @@ class TorchOp:
         #: what CUDA graphs captured through this op keep alive: the imported inputs and outputs
         self.graph_pins: list[Any] = []
 
-
     def __repr__(self) -> str:
         return f"<TorchOp {self.qualname} of {self.op.name}>"
 
