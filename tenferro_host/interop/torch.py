@@ -137,7 +137,7 @@ class TorchOp:
         with runtime.session() as s:
             ex = s.exec_session()
             inputs = [runtime.from_dlpack(t.detach()) for t in tensors]
-            return self._run(ex, runtime, inputs, attrs, torch.device("cpu"))
+            return self._run(ex, runtime, inputs, attrs, torch.device("cpu"))[0]
 
     def _cuda(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
         device = tensors[0].device if tensors else torch.device("cuda", torch.cuda.current_device())
@@ -150,10 +150,12 @@ class TorchOp:
             inputs = [runtime.from_dlpack(t.detach()) for t in tensors]
             if not inputs:
                 ex.wait_external(stream)
-            result = self._run(ex, runtime, inputs, attrs, device)
+            result, allocator = self._run(ex, runtime, inputs, attrs, device)
             ex.signal_external(stream)
             if torch.cuda.is_current_stream_capturing():
-                self.graph_pins.append((inputs, result))
+                # Nothing the captured launch used is released while capturing (a release
+                # records an event on the captured stream) or while the graph can replay.
+                self.graph_pins.append((inputs, result, allocator))
             return result
 
     def _run(
@@ -163,7 +165,9 @@ class TorchOp:
         inputs: Sequence[Tensor],
         attrs: dict[str, Any],
         device: torch.device,
-    ) -> Any:
+    ) -> tuple[Any, OutputAllocator]:
+        """The torch outputs of the variant run on ``inputs``, and the allocator they came from."""
+
         def make_buffer(nbytes: int, dt: DType) -> torch.Tensor:
             return torch.empty(nbytes // dt.itemsize, dtype=torch_dtype(dt), device=device)
 
@@ -174,7 +178,7 @@ class TorchOp:
             _as_torch(t, allocator.buffer_of(t.storage), device)
             for t in as_tuple(result, len(op.outputs))
         ]
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return (outs[0] if len(outs) == 1 else tuple(outs)), allocator
 
 
 def _as_torch(t: Tensor, buffer: torch.Tensor | None, device: torch.device) -> torch.Tensor:
