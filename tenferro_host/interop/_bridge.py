@@ -174,9 +174,22 @@ class OutputAllocator:
         return None if entry is None or entry[0] is not storage else entry[1]
 
 
+class ForeignStream:
+    """A framework's CUDA stream handle through the ``__cuda_stream__`` protocol that
+    ``ex.wait_external`` / ``ex.signal_external`` read."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
 def as_tuple(result: Any, n_outputs: int) -> tuple[Any, ...]:
     """An op's result as a tuple of its outputs."""
     return (result,) if n_outputs == 1 else tuple(result)
 
 
-__all__ = ["ExportedOp", "OutputAllocator", "as_tuple", "column_major_strides"]
+__all__ = ["ExportedOp", "ForeignStream", "OutputAllocator", "as_tuple", "column_major_strides"]

@@ -40,7 +40,7 @@ import numpy as np
 from ..dtypes import DType, dtype
 from ..errors import ValidationError
 from ..layout import is_compact
-from ._bridge import ExportedOp, OutputAllocator, as_tuple
+from ._bridge import ExportedOp, ForeignStream, OutputAllocator, as_tuple
 from ._hosts import default_host
 from ._pointer_dlpack import PointerBuffer
 from ._xla_ffi import BufferView, Call, handler_capsule
@@ -54,18 +54,6 @@ VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_a
 _KDL_CPU, _KDL_CUDA = 1, 2
 _LOCK = threading.Lock()
 _EXPORTS: dict[str, JaxOp] = {}
-
-
-class _XlaStream:
-    """XLA's stream through the ``__cuda_stream__`` protocol the host's sessions read."""
-
-    __slots__ = ("handle",)
-
-    def __init__(self, handle: int) -> None:
-        self.handle = handle
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, self.handle)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -138,7 +126,7 @@ class JaxOp:
         with runtime.session() as s:
             ex = s.exec_session()
             if stream:
-                ex.wait_external(_XlaStream(stream))
+                ex.wait_external(ForeignStream(stream))
             inputs = [runtime.from_dlpack(_pointer(b, device, True)) for b in call.args]
             claims = _Claims(call.rets, device)
             with OutputAllocator(runtime, claims.take) as allocator:
@@ -153,7 +141,7 @@ class JaxOp:
                     target = runtime.from_dlpack(_pointer(ret, device, False))
                     runtime._copy_to_compact(source, target)
             if stream:
-                ex.signal_external(_XlaStream(stream))
+                ex.signal_external(ForeignStream(stream))
 
 
 def _pointer(b: BufferView, device: tuple[int, int], read_only: bool) -> PointerBuffer:

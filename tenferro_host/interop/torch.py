@@ -39,7 +39,7 @@ import torch
 from ..dtypes import DType, dtype
 from ..errors import ValidationError
 from ..layout import is_compact
-from ._bridge import ExportedOp, OutputAllocator, as_tuple, column_major_strides
+from ._bridge import ExportedOp, ForeignStream, OutputAllocator, as_tuple, column_major_strides
 from ._hosts import default_host
 
 if TYPE_CHECKING:
@@ -64,18 +64,6 @@ def torch_dtype(dt: DType) -> torch.dtype:
 def host_dtype(t: torch.Tensor) -> DType:
     """The host dtype of a torch tensor."""
     return dtype(str(t.dtype).removeprefix("torch."))
-
-
-class _TorchStream:
-    """A torch stream through the ``__cuda_stream__`` protocol the host's sessions read."""
-
-    __slots__ = ("handle",)
-
-    def __init__(self, stream: Any) -> None:
-        self.handle = stream.cuda_stream
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, self.handle)
 
 
 class TorchOp:
@@ -142,7 +130,7 @@ class TorchOp:
     def _cuda(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
         device = tensors[0].device if tensors else torch.device("cuda", torch.cuda.current_device())
         runtime = self.op.runtime(f"cuda:{device.index or 0}")
-        stream = _TorchStream(torch.cuda.current_stream(device))
+        stream = ForeignStream(torch.cuda.current_stream(device).cuda_stream)
         with runtime.session() as s:
             ex = s.exec_session()
             # Importing orders torch's current stream before the host's (DLPack's stream
