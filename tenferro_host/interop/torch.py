@@ -142,8 +142,12 @@ class TorchOp:
             ex.signal_external(stream)
             if torch.cuda.is_current_stream_capturing():
                 # Nothing the captured launch used is released while capturing (a release
-                # records an event on the captured stream) or while the graph can replay.
-                self.graph_pins.append((inputs, result, allocator))
+                # records an event on the captured stream) or while the graph can replay: the
+                # imports, and the runtime's cached modules (a module is unloaded when its
+                # last reference goes, so an eviction from the cache cannot unload it).
+                modules = getattr(runtime, "resources", None)
+                held = modules.values() if modules is not None else []
+                self.graph_pins.append((inputs, result, allocator, held))
             return result
 
     def _run(
