@@ -76,9 +76,12 @@ class JaxOp:
         self.host = host
         self.vmap_method = vmap_method
         self.target = f"tenferro_host.{name}"
-        capsule, self._callback = handler_capsule(self._execute)
+        capsule, cpu_callback = handler_capsule(functools.partial(self._execute, gpu=False))
+        self._callbacks = [cpu_callback]  # ctypes callbacks live as long as their targets
         jax.ffi.register_ffi_target(self.target, capsule, platform="cpu")
         if _has_cuda():
+            capsule, gpu_callback = handler_capsule(functools.partial(self._execute, gpu=True))
+            self._callbacks.append(gpu_callback)
             jax.ffi.register_ffi_target(self.target, capsule, platform="CUDA")
 
     def __repr__(self) -> str:
@@ -110,14 +113,11 @@ class JaxOp:
         return out[0] if len(types) == 1 else tuple(out)
 
     # -- the FFI handler -------------------------------------------------------------------------
-    def _execute(self, call: Call) -> None:
+    def _execute(self, call: Call, gpu: bool) -> None:
         attrs = _literal(call.attrs["attrs"])
-        try:
+        if gpu:
+            stream = ForeignStream(call.stream())
             ordinal = call.device_ordinal()
-            stream = call.stream()
-        except RuntimeError:
-            stream = 0
-        if stream:
             runtime = self.op.runtime(f"cuda:{ordinal}")
             device = (_KDL_CUDA, ordinal)
         else:
@@ -125,8 +125,8 @@ class JaxOp:
             device = (_KDL_CPU, 0)
         with runtime.session() as s:
             ex = s.exec_session()
-            if stream:
-                ex.wait_external(ForeignStream(stream))
+            if gpu:
+                ex.wait_external(stream)
             inputs = [runtime.from_dlpack(_pointer(b, device, True)) for b in call.args]
             claims = _Claims(call.rets, device)
             with OutputAllocator(runtime, claims.take) as allocator:
@@ -140,8 +140,8 @@ class JaxOp:
                 if source is not None:  # a device copy, after the variant (stream-ordered)
                     target = runtime.from_dlpack(_pointer(ret, device, False))
                     runtime._copy_to_compact(source, target)
-            if stream:
-                ex.signal_external(ForeignStream(stream))
+            if gpu:
+                ex.signal_external(stream)
 
 
 def _pointer(b: BufferView, device: tuple[int, int], read_only: bool) -> PointerBuffer:
