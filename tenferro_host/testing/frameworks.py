@@ -9,10 +9,12 @@
 * ``jax`` — the op exported with :mod:`tenferro_host.interop.jax` matches its reference eagerly,
   under ``jax.jit`` and under ``jax.vmap`` over two samples.
 
-Each runs on ``cpu``, and on ``cuda`` where the framework and the host both have a GPU; a case
-whose framework is not installed is skipped, naming the extra to install. Sample inputs are
-random arrays of the op's default dtype over :data:`SAMPLE_SHAPES`, one shape per input, kept
-when the op's reference accepts them (with the attributes given).
+The ops run through the bridges' process-wide host (a framework operator is global to the
+process); ``host`` lists the op and the backends. Each runs on ``cpu``, and on ``cuda`` where
+the framework and the host both have a GPU; a case whose framework is not installed is skipped,
+naming the extra to install. Sample inputs are random arrays of the op's default dtype over
+:data:`SAMPLE_SHAPES`, one shape per input, kept when the op's reference accepts them (with the
+attributes given).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def _samples_or_skip(spec: OpSpec, attrs: Mapping[str, Any]) -> list[Sample]:
     return found
 
 
-def check_torch(host: Host, spec: OpSpec, backend: str, attrs: Mapping[str, Any]) -> None:
+def check_torch(spec: OpSpec, backend: str, attrs: Mapping[str, Any]) -> None:
     """``opcheck`` and the reference, through the op's torch operator on ``backend``."""
     _need("torch")
     import torch
@@ -97,7 +99,7 @@ def check_torch(host: Host, spec: OpSpec, backend: str, attrs: Mapping[str, Any]
     from ..interop import torch as tf_torch
 
     device = _torch_device(backend)
-    op = tf_torch.export(spec.name, host=host)
+    op = tf_torch.export(spec.name)  # the bridges' host: operators are process-global
     for arrays, kw in _samples_or_skip(spec, attrs):
         args = tuple(torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in arrays)
         try:
@@ -119,7 +121,7 @@ def _torch_device(backend: str) -> Any:
     return torch.device("cuda", 0)
 
 
-def check_jax(host: Host, spec: OpSpec, backend: str, attrs: Mapping[str, Any]) -> None:
+def check_jax(spec: OpSpec, backend: str, attrs: Mapping[str, Any]) -> None:
     """The op's JAX primitive eagerly, under ``jit`` and under ``vmap``, vs the reference."""
     _need("jax")
     import jax
@@ -131,7 +133,7 @@ def check_jax(host: Host, spec: OpSpec, backend: str, attrs: Mapping[str, Any]) 
         device = jax.devices(platform)[0]
     except RuntimeError as exc:
         raise CaseSkipped(f"JAX has no {platform} device here: {exc}") from exc
-    op = tf_jax.export(spec.name, host=host)
+    op = tf_jax.export(spec.name)  # the bridges' host: targets are process-global
     found = _samples_or_skip(spec, attrs)
     for arrays, kw in found:
         args = [jax.device_put(a, device) for a in arrays]
@@ -145,7 +147,7 @@ def check_jax(host: Host, spec: OpSpec, backend: str, attrs: Mapping[str, Any]) 
         _expect(spec, [a * (k + 1) for a in arrays], kw, [b[k] for b in batched], "jax vmap")
 
 
-_CHECKS: dict[str, Callable[[Host, OpSpec, str, Mapping[str, Any]], None]] = {
+_CHECKS: dict[str, Callable[[OpSpec, str, Mapping[str, Any]], None]] = {
     "torch-opcheck": check_torch,
     "jax": check_jax,
 }
@@ -163,7 +165,7 @@ def framework_cases(host: Host, name: str, attrs: Mapping[str, Any] | None = Non
             continue
         reason = None if status is None or status.available else f"backend cuda: {status.reason}"
         for check, fn in _CHECKS.items():
-            body = partial(fn, host, spec, backend, dict(attrs or {}))
+            body = partial(fn, spec, backend, dict(attrs or {}))
             out.append(Case(spec.name, check, variant, backend, body, reason))
     return out
 
