@@ -119,6 +119,15 @@ def cmd_check(host: Host, args: argparse.Namespace) -> int:
             skip=args.skip or (),
         )
     ]
+    if args.frameworks:
+        from ..testing.frameworks import framework_cases
+
+        selected += [
+            case
+            for name in ops
+            for case in framework_cases(host, name, attrs_of(name))
+            if args.backends is None or case.backend in args.backends
+        ]
     if args.json:
         outcomes = run_cases(selected)
     else:
@@ -194,5 +203,10 @@ def add_parser(sub: Any) -> None:
         "--failures-only",
         action="store_true",
         help="list only the failed and raised cases (the summary still counts every case)",
+    )
+    check.add_argument(
+        "--frameworks",
+        action="store_true",
+        help="also export each op to torch and JAX (where installed): opcheck, jit, vmap",
     )
     check.set_defaults(func=cmd_check)

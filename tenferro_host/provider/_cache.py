@@ -77,6 +77,12 @@ class ResourceCache:
                     self._on_evict(key, value)
             self._bytes = 0
 
+    def values(self) -> list[Any]:
+        """The cached values, oldest first: what a caller keeps alive past an eviction (a
+        captured CUDA graph keeps the modules its launches use)."""
+        with self._lock:
+            return [value for value, _ in self._entries.values()]
+
     def stats(self) -> dict[str, int]:
         """Entries, bytes, bounds, hits, misses and evictions."""
         with self._lock:

@@ -97,3 +97,10 @@ def test_threads_sharing_the_cache_keep_its_accounting_exact():
     assert stats["entries"] == stats["bytes"] == 4
     assert stats["hits"] + stats["misses"] == 4 * calls
     assert stats["evictions"] == len(evicted) == stats["misses"] - 4
+
+
+def test_values_lists_what_is_cached_oldest_first():
+    cache, _ = make(max_entries=2)
+    for key in "abc":
+        cache.get(key, lambda key=key: key.upper(), nbytes=1)
+    assert cache.values() == ["B", "C"]

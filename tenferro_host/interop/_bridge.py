@@ -1,0 +1,195 @@
+"""What the torch and JAX bridges share: an op's declaration read once for a framework.
+
+:class:`ExportedOp` holds what both need from an op's ``Signature``: its inputs, outputs and
+attributes as framework types (an ``object`` attribute, such as a tuple of axes, travels as the
+Python literal of its value), and the output dtypes and shapes its rules give for given input
+dtypes and shapes. Outputs are laid out as the host lays out every compact tensor: column-major
+(:func:`column_major_strides`), so a framework's fake/abstract output matches what the variant
+writes.
+
+:class:`OutputAllocator` makes the variant's outputs the framework's memory: while it is active
+on a runtime, the runtime's allocations on the calling thread come from ``make_buffer`` (a
+framework allocation, imported zero-copy through DLPack), and :meth:`OutputAllocator.buffer_of`
+names the framework buffer under a result tensor.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..dtypes import DType, dtype
+from ..errors import ValidationError
+from ..layout import compact_strides
+
+if TYPE_CHECKING:
+    from .._host import Host
+    from ..ops import OpSpec
+    from ..provider.runtime import Runtime
+    from ..provider.storage import Storage
+
+#: Attribute types a framework schema carries as themselves; any other travels as a literal.
+NATIVE_ATTRIBUTES = (bool, int, float, str)
+
+
+def column_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Element strides of a compact tensor of the host (first index fastest)."""
+    return compact_strides(tuple(shape))
+
+
+class ExportedOp:
+    """An op of ``host`` as a framework sees it: names, attribute kinds, output rules."""
+
+    def __init__(self, host: Host, name: str) -> None:
+        record = host.registry.op(name)
+        spec = record.spec
+        if spec is None:
+            raise ValidationError(
+                f"op {name!r} has no specification loaded; its package failed to register",
+                argument="name",
+                op=name,
+            )
+        self.host = host
+        self.spec: OpSpec = spec
+        self.name = spec.name
+        sig = spec.signature
+        self.inputs = tuple(sig.inputs)
+        self.outputs = tuple(sig.outputs)
+        self.attributes = dict(sig.attributes)
+        #: attributes that travel as the Python literal of their value
+        self.literal = {a for a, t in self.attributes.items() if t not in NATIVE_ATTRIBUTES}
+        self._runtimes: dict[str, Runtime] = {}
+
+    def runtime(self, name: str) -> Runtime:
+        """The host's runtime ``name``, looked up once (``host.backend`` parses the name)."""
+        runtime = self._runtimes.get(name)
+        if runtime is None:
+            runtime = self._runtimes[name] = self.host.backend(name)
+        return runtime
+
+    def encode_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Attributes as the framework carries them: literals for the ``object`` ones."""
+        unknown = sorted(set(attrs) - set(self.attributes))
+        if unknown:
+            raise ValidationError(
+                f"op {self.name!r} has no attributes {unknown}; it takes "
+                f"{sorted(self.attributes) or 'none'}",
+                argument=unknown[0],
+                op=self.name,
+            )
+        return {k: repr(v) if k in self.literal else v for k, v in attrs.items()}
+
+    def decode_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """The op's attributes from the framework's (None: left out, the variant's default)."""
+        out = {}
+        for key, value in attrs.items():
+            if value is None:
+                continue
+            if key in self.literal:
+                try:
+                    value = ast.literal_eval(value)
+                except (ValueError, SyntaxError) as exc:
+                    raise ValidationError(
+                        f"op {self.name!r}: attribute {key!r} travels as a Python literal, "
+                        f"got {value!r} ({exc})",
+                        argument=key,
+                        op=self.name,
+                    ) from exc
+            out[key] = value
+        return out
+
+    def output_types(
+        self, dtypes: Sequence[DType], shapes: Sequence[tuple[int, ...]], attrs: dict[str, Any]
+    ) -> list[tuple[DType, tuple[int, ...]]]:
+        """(dtype, shape) of every output for inputs of ``dtypes`` and ``shapes``."""
+        sig = self.spec.signature
+        n = len(self.outputs)
+        out_dtypes = _apply(sig.dtype_rule, list(dtypes), n, attrs)
+        out_shapes = _apply(sig.shape_rule, [tuple(s) for s in shapes], n, attrs)
+        return [(dtype(d), tuple(s)) for d, s in zip(out_dtypes, out_shapes, strict=True)]
+
+
+def _apply(rule: Any, values: list[Any], n_outputs: int, attrs: dict[str, Any]) -> tuple[Any, ...]:
+    """What a dtype or shape rule gives, one value per output. Unlike the host's own check it
+    keeps symbolic sizes (torch's SymInts under dynamic shapes) as they are: a single output's
+    shape is whatever the rule returns, unless that is a 1-tuple holding one shape."""
+    if rule == "same":
+        return (values[0],) * n_outputs
+    got = rule(*values, **attrs)
+    if n_outputs > 1:
+        return tuple(got)
+    if isinstance(got, (tuple, list)) and len(got) == 1 and isinstance(got[0], (tuple, list)):
+        return (tuple(got[0]),)
+    return (got,)
+
+
+class OutputAllocator:
+    """While active, ``runtime``'s allocations on this thread come from ``make_buffer``.
+
+    ``make_buffer(nbytes, dt)`` returns a framework array of ``nbytes // dt.itemsize`` elements
+    of ``dt`` (anything ``runtime.from_dlpack`` imports), or None to leave that allocation to the
+    runtime; the storage of the import is what the variant writes, so a result tensor lives in
+    framework memory with no copy. Other threads' allocations keep the runtime's allocator.
+    """
+
+    __slots__ = ("_buffers", "_make", "_previous", "_runtime", "_thread")
+
+    def __init__(self, runtime: Runtime, make_buffer: Callable[[int, DType], Any | None]) -> None:
+        self._runtime = runtime
+        self._make = make_buffer
+        #: id(storage) -> (storage, framework buffer); the storage is kept so its id stays its own
+        self._buffers: dict[int, tuple[Storage, Any]] = {}
+        self._thread = 0
+        self._previous: Any = None
+
+    def _allocate(self, nbytes: int, dt: DType) -> Storage:
+        if threading.get_ident() != self._thread:
+            return self._previous(nbytes, dt)
+        buffer = self._make(nbytes, dt)
+        if buffer is None:
+            return self._previous(nbytes, dt)
+        storage = self._runtime.from_dlpack(buffer).storage
+        self._buffers[id(storage)] = (storage, buffer)
+        return storage
+
+    def __enter__(self) -> OutputAllocator:
+        runtime = self._runtime
+        self._thread = threading.get_ident()
+        self._previous = runtime._allocate  # an enclosing allocator's, or the runtime's own
+        runtime._allocate = self._allocate  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        runtime = self._runtime
+        if getattr(self._previous, "__self__", None) is runtime:
+            del runtime._allocate  # the class's method again
+        else:
+            runtime._allocate = self._previous  # type: ignore[method-assign]
+
+    def buffer_of(self, storage: Storage) -> Any:
+        """The framework buffer under ``storage``, or None if this allocator did not make it."""
+        entry = self._buffers.get(id(storage))
+        return None if entry is None or entry[0] is not storage else entry[1]
+
+
+class ForeignStream:
+    """A framework's CUDA stream handle through the ``__cuda_stream__`` protocol that
+    ``ex.wait_external`` / ``ex.signal_external`` read."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+def as_tuple(result: Any, n_outputs: int) -> tuple[Any, ...]:
+    """An op's result as a tuple of its outputs."""
+    return (result,) if n_outputs == 1 else tuple(result)
+
+
+__all__ = ["ExportedOp", "ForeignStream", "OutputAllocator", "as_tuple", "column_major_strides"]

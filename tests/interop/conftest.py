@@ -1,0 +1,61 @@
+"""Ops the bridge tests register on the bridges' process-wide host."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tenferro_host as tf
+from tenferro_host.interop._hosts import default_host
+
+
+def _passthrough(ex: Any, x: tf.Tensor) -> tf.Tensor:
+    """A variant whose output is its input: the bridges must copy it (no aliasing)."""
+    return x
+
+
+def _transposed(ex: Any, x: tf.Tensor) -> tf.Tensor:
+    """A variant whose output is a non-compact view of a fresh allocation."""
+    buf = ex.runtime.empty(x.dtype, x.shape)
+    tf.cpu.CpuRuntime.strided_view(buf)[...] = tf.cpu.CpuRuntime.strided_view(x)
+    return buf.T
+
+
+@pytest.fixture(scope="session")
+def bridge_host() -> tf.Host:
+    """The bridges' default host, with the test package ``tfx`` registered once."""
+    host = default_host()
+    if "tfx.passthrough" not in host.registry.ops:
+        view = host.registry.staging("tfx")
+        view.add_op(
+            tf.OpSpec(
+                name="tfx.passthrough",
+                signature=tf.Signature(inputs=("x",)),
+                reference=lambda x: x,
+                variants={"cpu": _passthrough},
+            )
+        )
+        view.add_op(
+            tf.OpSpec(
+                name="tfx.transpose",
+                signature=tf.Signature(inputs=("x",), shape_rule=lambda x: (x[1], x[0])),
+                reference=lambda x: np.ascontiguousarray(x.T),
+                variants={"cpu": _transposed},
+            )
+        )
+        view.add_op(
+            tf.OpSpec(
+                name="tfx.scale",
+                signature=tf.Signature(inputs=("x",), attributes={"factor": float, "axes": object}),
+                reference=lambda x, factor=1.0, axes=None: x * factor,
+                variants={
+                    "cpu": lambda ex, x, factor=1.0, axes=None: ex.runtime.upload(
+                        x.download() * factor
+                    )
+                },
+            )
+        )
+        view.commit()
+    return host

@@ -1,0 +1,56 @@
+"""The JAX bridge on the CPU platform: eager, jit, vmap, results in XLA's buffers, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tenferro_host as tf
+
+jax = pytest.importorskip("jax", reason="JAX is not installed (scripts/setup installs it)")
+jnp = jax.numpy
+
+from tenferro_host.interop import jax as tf_jax  # noqa: E402
+
+
+def test_eager_jit_and_vmap(bridge_host: tf.Host) -> None:
+    add = tf_jax.export("ext_add_kernel.add")
+    x = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
+    want = np.asarray(x) * 2
+    np.testing.assert_array_equal(add(x, x), want)
+    np.testing.assert_array_equal(jax.jit(add)(x, x), want)
+    np.testing.assert_array_equal(jax.vmap(add)(x, x), want)
+    np.testing.assert_array_equal(jax.jit(jax.vmap(add, in_axes=(1, 1)))(x, x), want.T)
+
+
+def test_several_outputs_and_attributes(bridge_host: tf.Host) -> None:
+    a = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    u, s, vh = jax.jit(tf_jax.export("linalg.svd"))(jnp.asarray(a))
+    np.testing.assert_allclose(np.asarray(u) * np.asarray(s) @ np.asarray(vh), a, atol=1e-5)
+    summed = tf_jax.export("linalg.sum")(jnp.asarray(a), axis=(1,))
+    np.testing.assert_allclose(summed, a.sum(1), rtol=1e-5)
+
+
+def test_results_the_variant_did_not_write_in_place_are_copied(bridge_host: tf.Host) -> None:
+    x = jnp.arange(6, dtype=jnp.float32).reshape(2, 3)
+    np.testing.assert_array_equal(jax.jit(tf_jax.export("tfx.transpose"))(x), np.asarray(x).T)
+
+
+def test_an_op_error_reaches_the_caller_with_its_message(bridge_host: tf.Host) -> None:
+    with pytest.raises(Exception, match="read-only"):  # XLA's inputs are imported read-only
+        jax.block_until_ready(tf_jax.export("tfx.passthrough")(jnp.ones(2)))
+    add = tf_jax.export("ext_add_kernel.add")
+    with pytest.raises(Exception, match=r"ShapeError: \[ext_add_kernel.add\].*same shape"):
+        jax.block_until_ready(add(jnp.ones(2), jnp.ones((2, 1))))
+    with pytest.raises(tf.ValidationError, match="no attributes"):
+        tf_jax.export("tfx.scale")(jnp.ones(2), factr=1.0)
+    with pytest.raises(tf.ValidationError, match="takes 1 arrays"):
+        tf_jax.export("tfx.scale")(jnp.ones(2), jnp.ones(2))
+
+
+def test_export_arguments_are_checked(bridge_host: tf.Host) -> None:
+    with pytest.raises(tf.ValidationError, match="vmap_method must be one of"):
+        tf_jax.export("tfx.scale", vmap_method="loop")
+    tf_jax.export("tfx.scale")
+    with pytest.raises(tf.ValidationError, match="already exported"):
+        tf_jax.export("tfx.scale", vmap_method="broadcast_all")

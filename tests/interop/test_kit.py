@@ -1,0 +1,67 @@
+"""The kit's framework cases: the CLI flag, samples, and the skip when a framework is missing."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+import tenferro_host as tf
+from tenferro_host._cli import main
+from tenferro_host.interop._bridge import OutputAllocator
+from tenferro_host.testing import frameworks
+
+
+def test_check_frameworks_runs_the_bridge_cases(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    code = main(["check", "ext_add_kernel.add", "--frameworks", "--backends", "cpu", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    checks = {(c["check"], c["status"]) for c in report["cases"] if c["backend"] == "cpu"}
+    assert code == 0
+    assert ("torch-opcheck", "passed") in checks and ("jax", "passed") in checks
+
+
+def test_a_missing_framework_skips_naming_the_extra(
+    bridge_host: tf.Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(frameworks.importlib.util, "find_spec", lambda name: None)
+    outcomes = [c.run() for c in frameworks.framework_cases(bridge_host, "ext_add_kernel.add")]
+    cpu = [o for o in outcomes if o.case.backend == "cpu"]
+    assert [o.status for o in cpu] == ["skipped", "skipped"]
+    assert "tenferro-host[torch]" in cpu[0].message and "tenferro-host[jax]" in cpu[1].message
+
+
+def test_samples_follow_the_reference_and_say_when_none_fits(bridge_host: tf.Host) -> None:
+    spec = bridge_host.registry.op("linalg.matmul").spec
+    assert spec is not None
+    for arrays, _ in frameworks.samples(spec, {}):
+        assert arrays[0].shape[1] == arrays[1].shape[0]
+    einsum = bridge_host.registry.op("linalg.einsum").spec
+    assert einsum is not None and frameworks.samples(einsum, {}) == []
+    case = next(c for c in frameworks.framework_cases(bridge_host, "linalg.einsum"))
+    outcome = case.run()
+    assert outcome.status == "skipped" and "--attr" in outcome.message
+
+
+def test_output_allocator_is_scoped_to_its_thread_and_restored(bridge_host: tf.Host) -> None:
+    cpu = bridge_host.backend("cpu")
+    made = []
+
+    def make(nbytes: int, dt: tf.DType) -> np.ndarray:
+        made.append(np.zeros(nbytes // dt.itemsize, dt.numpy))
+        return made[-1]
+
+    other: list[tf.Tensor] = []
+    with OutputAllocator(cpu, make) as allocator:
+        mine = cpu.empty("float32", (4,))
+        worker = threading.Thread(target=lambda: other.append(cpu.empty("float32", (4,))))
+        worker.start()
+        worker.join()
+    assert len(made) == 1 and allocator.buffer_of(mine.storage) is made[0]
+    assert allocator.buffer_of(other[0].storage) is None  # the other thread kept the runtime's
+    assert "_allocate" not in vars(cpu)  # the runtime's own allocator again
+    cpu.empty("float32", (4,))
+    assert len(made) == 1

@@ -1,0 +1,98 @@
+"""The torch bridge on the CPU: schema, values, zero-copy outputs, compile, typed errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tenferro_host as tf
+
+torch = pytest.importorskip("torch", reason="torch is not installed (scripts/setup installs it)")
+
+from tenferro_host.interop import torch as tf_torch  # noqa: E402
+
+
+def test_schema_from_the_signature(bridge_host: tf.Host) -> None:
+    assert tf_torch.export("ext_add_kernel.add").schema == "add(Tensor lhs, Tensor rhs) -> Tensor"
+    scale = tf_torch.export("tfx.scale")
+    assert scale.schema == "scale(Tensor x, *, float? factor=None, str? axes=None) -> Tensor"
+    assert tf_torch.export("linalg.svd").schema.endswith("-> (Tensor, Tensor, Tensor)")
+
+
+def test_values_and_the_registered_operator(bridge_host: tf.Host) -> None:
+    add = tf_torch.export("ext_add_kernel.add", host=bridge_host)
+    a = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    assert torch.equal(add(a, a), a + a)
+    assert torch.equal(torch.ops.tf_ext_add_kernel.add(a.T, a.T), (a + a).T)
+    assert add(a, a).stride() == (1, 2)  # the host's compact layout, as the fake kernel says
+
+
+def test_outputs_are_torch_allocations_written_in_place(bridge_host: tf.Host) -> None:
+    a = torch.ones(1000)
+    out = tf_torch.export("ext_add_kernel.add")(a, a)
+    # a view of the buffer the runtime allocated through torch.empty: no copy was made
+    assert out._base is not None and out._base.numel() == 1000
+    assert torch.equal(out, a + a)
+
+
+def test_an_output_aliasing_its_input_is_copied(bridge_host: tf.Host) -> None:
+    op = tf_torch.export("tfx.passthrough")
+    x = torch.arange(5.0)
+    out = op(x)
+    assert torch.equal(out, x) and out.data_ptr() != x.data_ptr()
+    torch.library.opcheck(op.packet, (x,))
+
+
+def test_a_non_compact_output_is_copied_compact(bridge_host: tf.Host) -> None:
+    op = tf_torch.export("tfx.transpose")
+    x = torch.arange(6.0).reshape(2, 3)
+    out = op(x)
+    assert torch.equal(out, x.T) and out.stride() == (1, 3)
+    torch.library.opcheck(op.packet, (x,))
+
+
+def test_attributes_by_keyword_and_literals(bridge_host: tf.Host) -> None:
+    scale = tf_torch.export("tfx.scale")
+    x = torch.ones(3)
+    assert scale(x, factor=2.5).tolist() == [2.5, 2.5, 2.5]
+    assert scale(x, factor=2.0, axes=(0, 1)).tolist() == [2.0, 2.0, 2.0]
+    assert scale(x).tolist() == [1.0, 1.0, 1.0]  # left out: the variant's default
+    torch.library.opcheck(scale.packet, (x,), {"factor": 3.0, "axes": "(0,)"})
+
+
+def test_torch_compile_fullgraph(bridge_host: tf.Host) -> None:
+    add = tf_torch.export("ext_add_kernel.add")
+    sum_ = tf_torch.export("linalg.sum")
+
+    @torch.compile(fullgraph=True)
+    def f(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return sum_(add(a, b) * 2, axis=(0,))
+
+    a = torch.randn(4, 3)
+    torch.testing.assert_close(f(a, a), (4 * a).sum(0))
+
+
+def test_wrong_inputs_get_typed_errors(bridge_host: tf.Host) -> None:
+    add = tf_torch.export("ext_add_kernel.add")
+    with pytest.raises(tf.ShapeError, match="same shape"):
+        add(torch.ones(2), torch.ones(3))
+    with pytest.raises(tf.DTypeError, match="one dtype"):
+        add(torch.ones(2), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(tf.ValidationError, match="no attributes"):
+        tf_torch.export("tfx.scale")(torch.ones(2), factr=2.0)
+    with pytest.raises(tf.ValidationError, match="Python literal"):
+        tf_torch.export("tfx.scale").packet(torch.ones(2), axes="(0,")
+    with pytest.raises(tf.ValidationError, match="another Host"):
+        tf_torch.export("ext_add_kernel.add", host=tf.Host())
+    with pytest.raises(tf.ValidationError, match="no ops of package"):
+        tf_torch.export_package("no_such_package")
+
+
+def test_export_package_exports_every_op(bridge_host: tf.Host) -> None:
+    ops = tf_torch.export_package("linalg")
+    assert "linalg.matmul" in ops and all(n.startswith("linalg.") for n in ops)
+    a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64)
+    torch.testing.assert_close(ops["linalg.matmul"](a, b), a @ b)
+    np.testing.assert_allclose(
+        ops["linalg.einsum"](a, b, spec="ij,jk->ki").numpy(), (a @ b).T.numpy(), rtol=1e-12
+    )
