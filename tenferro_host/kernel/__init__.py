@@ -9,13 +9,13 @@ file into a typed IR (never executed by Python) and run by the CPU interpreter o
 CUDA C / WGSL. See :mod:`tenferro_host.kernel._lowering` for the typing rules.
 """
 
-from ._frontend import DeviceFunction
-from ._interpreter import (
+from ._cooperation import (
     CooperationError,
     DivergentBarrierError,
     SharedRaceError,
     UnwrittenSharedReadError,
 )
+from ._frontend import DeviceFunction
 from ._kernel import ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, func, kernel
 from .lang import (
     ABSOLUTE_POS,
