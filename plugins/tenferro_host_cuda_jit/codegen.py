@@ -65,144 +65,19 @@ from tenferro_host.dtypes import DType
 from tenferro_host.errors import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 
-_C_TYPE = {
-    "float32": "float",
-    "float64": "double",
-    "float16": "unsigned short",
-    "int32": "int",
-    "uint32": "unsigned int",
-    "int64": "long long",
-    "bool": "unsigned char",
-}
-"""Storage / ABI types. Inside the kernel a bool value is a C ``bool``."""
-
-_UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
-
-_F16_HELPERS = r"""
-__device__ __forceinline__ float tf_h2f(unsigned short h) {
-    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
-}
-__device__ __forceinline__ unsigned short tf_f2h(float f) {
-    unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
-}
-__device__ __forceinline__ unsigned short tf_d2h(double d) {
-    unsigned short h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(d)); return h;
-}
-"""
-
-_SATURATING_CASTS = {
-    # destination: (C type, its largest value, its smallest value); the bounds as doubles are
-    # exact or round outward, so every double beyond them saturates
-    "int32": ("int", "2147483647", "(-2147483647 - 1)"),
-    "uint32": ("unsigned int", "4294967295u", "0u"),
-    "int64": ("long long", "9223372036854775807LL", "(-9223372036854775807LL - 1)"),
-}
-
-
-def _saturating_cast(dst: str) -> str:
-    ctype, hi, lo = _SATURATING_CASTS[dst]
-    return (
-        f"__device__ __forceinline__ {ctype} tf_sat_{dst}(double x) {{\n"
-        f"    return x != x ? ({ctype})0 : x >= (double){hi} ? {hi} : x <= (double){lo} ? {lo}"
-        f" : ({ctype})x;\n"
-        "}\n"
-    )
-
-
-def _power(ctype: str) -> str:
-    """``tf_pow``/``tf_powf``: ``x ** y`` by the DSL's rule (:data:`ir.POW_SQUARING_MAX`),
-    unrolled squaring with rounded (never contracted) multiplies, C ``pow`` otherwise."""
-    f = "f" if ctype == "float" else ""
-    mul, one = ("__fmul_rn", "1.0f") if f else ("__dmul_rn", "1.0")
-    div = "__fdiv_rn" if f else "__ddiv_rn"
-    steps = []
-    for bit in range(ir.POW_SQUARING_BITS):
-        steps.append(f"        if (n & {1 << bit}u) p = {mul}(p, b);\n")
-        if bit + 1 < ir.POW_SQUARING_BITS:
-            steps.append(f"        b = {mul}(b, b);\n")
-    return (
-        f"__device__ __forceinline__ {ctype} tf_pow{f}({ctype} x, {ctype} y) {{\n"
-        f"    {ctype} ay = fabs{f}(y);\n"
-        f"    if (isfinite(x) && x != 0 && ay >= 1 && ay <= {ir.POW_SQUARING_MAX} "
-        f"&& trunc{f}(y) == y) {{\n"
-        "        unsigned int n = (unsigned int)ay;\n"
-        f"        {ctype} b = x, p = {one};\n"
-        + "".join(steps)
-        + f"        return y < 0 ? {div}({one}, p) : p;\n"
-        "    }\n"
-        f"    return pow{f}(x, y);\n"
-        "}\n"
-    )
-
-
-_SIGNED_ZERO_MIN_MAX = r"""
-__device__ __forceinline__ float tf_fminf(float a, float b) {
-    return (a == 0.0f && b == 0.0f) ? __int_as_float(__float_as_int(a) | __float_as_int(b))
-                                    : fminf(a, b);
-}
-__device__ __forceinline__ float tf_fmaxf(float a, float b) {
-    return (a == 0.0f && b == 0.0f) ? __int_as_float(__float_as_int(a) & __float_as_int(b))
-                                    : fmaxf(a, b);
-}
-__device__ __forceinline__ double tf_fmin(double a, double b) {
-    return (a == 0.0 && b == 0.0)
-        ? __longlong_as_double(__double_as_longlong(a) | __double_as_longlong(b)) : fmin(a, b);
-}
-__device__ __forceinline__ double tf_fmax(double a, double b) {
-    return (a == 0.0 && b == 0.0)
-        ? __longlong_as_double(__double_as_longlong(a) & __double_as_longlong(b)) : fmax(a, b);
-}
-"""
-"""Float ``K.min``/``K.max``: C ``fmin``/``fmax``, and of two zeros min is -0 if either is, max
-+0 if either is (C leaves that choice open; every target makes this one)."""
-
-_ROUNDED_OP = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
-
-_BITS = {
-    "float32": ("unsigned int", "__float_as_uint", "__uint_as_float", "float"),
-    "float64": (
-        "unsigned long long",
-        "(unsigned long long)__double_as_longlong",
-        "__longlong_as_double",
-        "double",
-    ),
-}
-"""A float type's same-size unsigned integer and the bit casts both ways."""
-
-_NATIVE_ATOMIC = {
-    "add": "atomicAdd",
-    "min": "atomicMin",
-    "max": "atomicMax",
-    "exchange": "atomicExch",
-    "compare_exchange": "atomicCAS",
-}
-
-
-def _cas_loop(op: str, dtype: DType) -> str:
-    """A float atomic through atomicCAS on the bit pattern (``tf_atomic_<op>_<type>``)."""
-    bits, to_bits, from_bits, ctype = _BITS[dtype.name]
-    suffix = "f" if dtype is dtypes.float32 else ""
-    if op == "compare_exchange":
-        return (
-            f"__device__ __forceinline__ {ctype} tf_atomic_{op}_{dtype.name}({ctype}* p, "
-            f"{ctype} cmp, {ctype} v) {{\n"
-            f"    return {from_bits}(atomicCAS(({bits}*)p, {to_bits}(cmp), {to_bits}(v)));\n}}\n"
-        )
-    update = {"min": f"tf_fmin{suffix}(x, v)", "max": f"tf_fmax{suffix}(x, v)", "exchange": "v"}[
-        op
-    ]  # K.min/K.max semantics (_SIGNED_ZERO_MIN_MAX)
-    return (
-        f"__device__ __forceinline__ {ctype} tf_atomic_{op}_{dtype.name}({ctype}* p, {ctype} v) "
-        "{\n"
-        f"    {bits}* q = ({bits}*)p;\n"
-        f"    {bits} old = *q, seen;\n"
-        "    do {\n"
-        f"        seen = old;\n        const {ctype} x = {from_bits}(seen);\n"
-        f"        old = atomicCAS(q, seen, {to_bits}({update}));\n"
-        "    } while (old != seen);\n"
-        f"    return {from_bits}(old);\n}}\n"
-    )
-
+from .c_numerics import (
+    C_TYPE,
+    F16_HELPERS,
+    NATIVE_ATOMIC,
+    ROUNDED_OP,
+    SIGNED_ZERO_MIN_MAX,
+    UNSIGNED,
+    c_literal,
+    cas_loop,
+    pow_helper,
+    saturating_cast,
+    wrapping,
+)
 
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 
@@ -276,7 +151,7 @@ def kernel_abi(spec: Specialization) -> tuple[AbiParam, ...]:
 
     for p in spec.params:
         name = c_name(p.name, False)
-        ctype = _C_TYPE[p.dtype.name]
+        ctype = C_TYPE[p.dtype.name]
         if p.kind == "array":
             assert p.ndim is not None
             const = "" if p.name in spec.ir.written else "const "
@@ -357,54 +232,9 @@ def generate(spec: Specialization, grid: str = GRID_FOLDED) -> CudaKernelSource:
     return _Emitter(spec, grid).emit()
 
 
-# ---------------------------------------------------------------- literals
-
-
-def _float_literal(value: float, dtype: DType) -> str:
-    if value != value:
-        return (
-            "__longlong_as_double(0x7ff8000000000000LL)"
-            if dtype is dtypes.float64
-            else "__int_as_float(0x7fc00000)"
-        )
-    if value in (float("inf"), float("-inf")):
-        sign = value < 0
-        if dtype is dtypes.float64:
-            return f"__longlong_as_double({'0xfff' if sign else '0x7ff'}0000000000000LL)"
-        return f"__int_as_float({'0xff800000' if sign else '0x7f800000'})"
-    text = repr(float(value))  # exact: the value is already representable in ``dtype``
-    return f"({text})" if dtype is dtypes.float64 else f"({text}f)"
-
-
-def c_literal(c: ir.Const) -> str:
-    """A constant as a C literal of its IR type (suffix and cast, ``true``/``false``)."""
-    t = c.type
-    if t is dtypes.bool_:
-        return "true" if c.value else "false"
-    if t.is_float:
-        lit = _float_literal(float(c.value), dtypes.float32 if t is dtypes.float16 else t)
-        return f"tf_f2h({lit})" if t is dtypes.float16 else lit
-    v = int(c.value)
-    if t is dtypes.uint32:
-        return f"{v}u"
-    suffix = "LL" if t is dtypes.int64 else ""
-    lo = -(2 ** (8 * t.itemsize - 1))
-    if v == lo:
-        return f"({lo + 1}{suffix} - 1)"
-    return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
-
-
 def _c_string(text: str) -> str:
     """``text`` escaped for a C string literal (a ``#line`` file name)."""
     return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _wrapping(op: str, a: str, b: str, t: DType) -> str:
-    """Integer ``a op b`` that wraps around: signed types compute in their unsigned twin."""
-    unsigned = _UNSIGNED.get(t.name)
-    if unsigned is None:
-        return f"({a} {op} {b})"
-    return f"(({_C_TYPE[t.name]})(({unsigned})({a}) {op} ({unsigned})({b})))"
 
 
 # ---------------------------------------------------------------- emitter
@@ -440,7 +270,7 @@ class _Emitter(ir.SourceEmitter):
         if name == "abs":
             name = "fabs"
         elif name in ("min", "max"):
-            self.helper("min_max", _SIGNED_ZERO_MIN_MAX)
+            self.helper("min_max", SIGNED_ZERO_MIN_MAX)
             name = "tf_f" + name
         return name if t is dtypes.float64 else name + "f"
 
@@ -475,8 +305,8 @@ class _Emitter(ir.SourceEmitter):
         t = e.type
         if t.is_float:
             return self.narrow(f"(-{self.f(e.operand)})", t)
-        ctype = _C_TYPE[t.name]
-        unsigned = _UNSIGNED.get(t.name, ctype)
+        ctype = C_TYPE[t.name]
+        unsigned = UNSIGNED.get(t.name, ctype)
         return f"(({ctype})(({unsigned})0 - ({unsigned})({self.expr(e.operand)})))"
 
     def visit_Compare(self, e: ir.Compare) -> str:
@@ -501,22 +331,22 @@ class _Emitter(ir.SourceEmitter):
         if t.is_float and not (e.op == "add" or (e.op == "exchange" and t is dtypes.float32)):
             name = f"tf_atomic_{e.op}_{t.name}"
             if e.op in ("min", "max"):
-                self.helper("min_max", _SIGNED_ZERO_MIN_MAX)  # sorts first
-            self.helper(name, _cas_loop(e.op, t))
+                self.helper("min_max", SIGNED_ZERO_MIN_MAX)  # sorts first
+            self.helper(name, cas_loop(e.op, t))
             return f"{name}({', '.join([address, *args])})"
         if t is dtypes.int64 and e.op != "min" and e.op != "max":
             ull = "unsigned long long"
             cast_args = ", ".join(f"({ull})({a})" for a in args)
-            return f"((long long){_NATIVE_ATOMIC[e.op]}(({ull}*){address}, {cast_args}))"
-        return f"{_NATIVE_ATOMIC[e.op]}({', '.join([address, *args])})"
+            return f"((long long){NATIVE_ATOMIC[e.op]}(({ull}*){address}, {cast_args}))"
+        return f"{NATIVE_ATOMIC[e.op]}({', '.join([address, *args])})"
 
     def visit_Binary(self, e: ir.Binary) -> str:
         t = e.type
         if t.is_float:
             a, b = self.f(e.lhs), self.f(e.rhs)
-            if e.op in _ROUNDED_OP:
+            if e.op in ROUNDED_OP:
                 prefix = "__d" if t is dtypes.float64 else "__f"
-                code = f"{prefix}{_ROUNDED_OP[e.op]}_rn({a}, {b})"
+                code = f"{prefix}{ROUNDED_OP[e.op]}_rn({a}, {b})"
             elif e.op == "floordiv":
                 # the quotient is rounded to t before truncation, as numpy's float16 does
                 quotient = f"({a} / {b})"
@@ -527,13 +357,13 @@ class _Emitter(ir.SourceEmitter):
                 code = f"{self.fn('fmod', t)}({a}, {b})"
             else:
                 ctype = "double" if t is dtypes.float64 else "float"
-                self.helper(f"pow_{ctype}", _power(ctype))
+                self.helper(f"pow_{ctype}", pow_helper(ctype))
                 code = f"tf_pow{'' if t is dtypes.float64 else 'f'}({a}, {b})"
             return self.narrow(code, t)
         a, b = self.expr(e.lhs), self.expr(e.rhs)
         if e.op in ("floordiv", "mod"):
             return f"({a} {'/' if e.op == 'floordiv' else '%'} {b})"
-        return _wrapping(_ARITH_C[e.op], a, b, t)
+        return wrapping(_ARITH_C[e.op], a, b, t)
 
     def visit_Cast(self, e: ir.Cast) -> str:
         src, dst = e.value.type, e.type
@@ -544,9 +374,9 @@ class _Emitter(ir.SourceEmitter):
                 return f"tf_f2h({self.expr(e.value)})"
             return f"tf_d2h((double)({self.expr(e.value)}))"
         if src.is_float and dst.is_integer:
-            self.helper(dst.name, _saturating_cast(dst.name))
+            self.helper(dst.name, saturating_cast(dst.name))
             return f"tf_sat_{dst.name}((double)({self.f(e.value)}))"
-        return f"(({_C_TYPE[dst.name]})({self.f(e.value)}))"
+        return f"(({C_TYPE[dst.name]})({self.f(e.value)}))"
 
     def visit_Math(self, e: ir.Math) -> str:
         t = e.type
@@ -582,7 +412,7 @@ class _Emitter(ir.SourceEmitter):
 
     def visit_For(self, s: ir.For) -> None:
         t = s.start.type
-        ctype = _C_TYPE[t.name]
+        ctype = C_TYPE[t.name]
         var = c_name(s.var, True)
         n = self.temp()
         stop, step = f"tf_stop{n}", f"tf_step{n}"
@@ -596,7 +426,7 @@ class _Emitter(ir.SourceEmitter):
                 cond = f"{step} > 0u && {var} < {stop}"
             else:
                 cond = f"({step} > 0 && {var} < {stop}) || ({step} < 0 && {var} > {stop})"
-            increment = _wrapping("+", var, step, t)
+            increment = wrapping("+", var, step, t)
             self.line(f"for ({var} = {self.expr(s.start)}; {cond}; {var} = {increment}) {{")
             self.block(s.body)
             self.line("}")
@@ -669,12 +499,12 @@ class _Emitter(ir.SourceEmitter):
         # the declarations go before the body, which they do not depend on
         head = list(self.prologue())
         for a in self.kernel.shared:
-            head.append(f"__shared__ {_C_TYPE[a.dtype.name]} {shared_name(a.name)}[{a.size}];")
+            head.append(f"__shared__ {C_TYPE[a.dtype.name]} {shared_name(a.name)}[{a.size}];")
         for name, t in self.kernel.locals:
             if t is dtypes.bool_:
                 head.append(f"bool {c_name(name, True)} = false;")
             else:
-                head.append(f"{_C_TYPE[t.name]} {c_name(name, True)} = 0;")
+                head.append(f"{C_TYPE[t.name]} {c_name(name, True)} = 0;")
         uses_f16 = dtypes.float16 in self.kernel.value_types
         symbol = kernel_symbol(self.spec)
         params = ",\n    ".join(p.c_decl for p in abi)
@@ -684,7 +514,7 @@ class _Emitter(ir.SourceEmitter):
         )
         source = (
             header
-            + (_F16_HELPERS if uses_f16 else "")
+            + (F16_HELPERS if uses_f16 else "")
             + "".join(self.helpers[k] for k in sorted(self.helpers))
             + f'\nextern "C" __global__ void {symbol}(\n    {params})\n{{\n'
             + "\n".join([self.INDENT * self.depth + text for text in head] + self.lines)
