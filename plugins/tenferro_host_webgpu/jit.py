@@ -23,7 +23,7 @@ from tenferro_host.kernel import Specialization
 from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession
 from tenferro_host.tensor import Tensor
 
-from . import wgsl, wgsl_cache
+from . import wgsl, wgsl_cache, wgsl_canary, wgsl_types
 from ._runtime import WebGpuRuntime, WebGpuStorage
 
 
@@ -35,8 +35,8 @@ class _Facts:
 
     def __init__(self, spec: Specialization) -> None:
         self.spec = spec  # keeps the id in the key from being reused
-        self.shared_bytes = wgsl.workgroup_bytes(spec.ir)
-        self.loops = wgsl.uses_loops(spec.ir.body)
+        self.shared_bytes = wgsl_types.workgroup_bytes(spec.ir)
+        self.loops = wgsl_canary.uses_loops(spec.ir.body)
         self.portable = False  # set once the dtypes passed the portability rule
 
 
@@ -111,8 +111,8 @@ class WebGpuJitSession(JitSession):
             )
         if facts.portable:
             return
-        for dt, where in wgsl.value_types(spec.ir).items():
-            wgsl.wgsl_type(dt, f"{where} of kernel {spec.kernel_name!r}")
+        for dt, where in wgsl_types.value_types(spec.ir).items():
+            wgsl_types.wgsl_type(dt, f"{where} of kernel {spec.kernel_name!r}")
             if dt.name == "float16" and not self.webgpu.device_info.shader_f16:
                 raise UnsupportedError(
                     f"kernel {spec.kernel_name!r} uses f16 ({where}), but the adapter does not "
