@@ -261,7 +261,12 @@ class CudaJitSession(JitSession):
                 kernel,
                 count,
                 dim,
-                tuple([(a.dtype, len(a.shape)) if type(a) is Tensor else _kind(a) for a in args]),
+                tuple(
+                    [
+                        (a.dtype, len(a.shape), a.is_compact()) if type(a) is Tensor else _kind(a)
+                        for a in args
+                    ]
+                ),
                 tuple(sorted((k, type(v), v) for k, v in constants.items())) if constants else (),
             )
             plan = self._plans.get(key)
@@ -423,12 +428,13 @@ class CudaJitSession(JitSession):
 
 
 def _kind(value: Any) -> Any:
-    """What of an argument selects a plan: dtype and ndim of a tensor, else its type."""
+    """What of an argument selects a plan: dtype, ndim and compactness of a tensor (they select
+    the specialization), else its type."""
     if type(value) is Tensor:
-        return (value.dtype, len(value.shape))
+        return (value.dtype, len(value.shape), value.is_compact())
     if type(value) is JitBinding:
         t = value.tensor
-        return (t.dtype, len(t.shape))
+        return (t.dtype, len(t.shape), t.is_compact())
     return type(value)
 
 

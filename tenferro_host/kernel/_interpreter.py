@@ -514,6 +514,12 @@ def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | 
                 feature="negative strides",
             )
         check_u32_array(param.name, arg.numel, arg.extent)
+        if param.compact and not layout.is_compact(arg.shape, arg.strides):
+            raise ValidationError(
+                f"array {param.name!r} was specialized for a compact view, got shape {arg.shape} "
+                f"with strides {arg.strides}; specialize with ArrayDesc(..., compact=False)",
+                argument=param.name,
+            )
         if arg.extent and (arg.offset < 0 or arg.offset + arg.extent > arg.storage.size):
             raise ValidationError(
                 f"array {param.name!r}: the view (offset {arg.offset}, shape {arg.shape}, "

@@ -350,7 +350,7 @@ class JitSession(Session):
             tensor = self._array_arg(decl.name, value)
             if tensor is not None:
                 values.append(tensor)
-                descs.append(ArrayDesc(tensor.dtype, tensor.ndim))
+                descs.append(ArrayDesc(tensor.dtype, tensor.ndim, tensor.is_compact()))
                 continue
             desc = _scalar_desc(value)
             if desc is None and (hasattr(value, "__array__") or hasattr(value, "__dlpack__")):

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 THREADS = 64
+STRIDED = {"y": 2}
+"""Inputs passed as a strided 1-D view (every ``step``-th element of a storage ``step`` times
+longer): the kernels read them with a linear ``y[i]``, which must follow the stride."""
 
 
 @dataclass(frozen=True)
@@ -424,10 +427,19 @@ def inputs(seed: int, profile: Profile) -> dict[str, np.ndarray | np.generic]:
         "fa": np.zeros(THREADS, fdt),
         "bo": np.zeros(THREADS, np.bool_),
         "x": floats(),
-        "y": floats(),
+        "y": np.stack([floats(), floats()], axis=1).reshape(-1),  # viewed as [::2]
         "m": ints(),
         "s": idt.type(rng.integers(0, 20)),
     }
 
 
-__all__ = ["APPROX", "PROFILES", "THREADS", "GeneratedKernel", "Profile", "generate", "inputs"]
+__all__ = [
+    "APPROX",
+    "PROFILES",
+    "STRIDED",
+    "THREADS",
+    "GeneratedKernel",
+    "Profile",
+    "generate",
+    "inputs",
+]

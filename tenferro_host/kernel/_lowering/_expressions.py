@@ -149,12 +149,26 @@ class ExpressionLowering(LowererBase):
         raise self.error(node, "only array parameters and shared arrays can be indexed")
 
     def index(self, node: ast.expr, array: ArrayRef) -> ir.Expr:
-        """A linear index relative to the view's offset: ``a[k]`` as written, ``a[i, j]``
-        (one index per dimension) as ``i * a.stride[0] + j * a.stride[1]`` in u32."""
+        """The storage index relative to the view's offset: ``a[i, j]`` (one index per
+        dimension) is ``i * a.stride[0] + j * a.stride[1]`` in u32; a linear ``a[k]`` is ``k`` on
+        a compact view or a shared array, ``k * a.stride[0]`` on a strided 1-D view, and refused
+        on a non-compact view of more dimensions (it would read storage the view skips)."""
         if isinstance(node, ast.Slice):
             raise self.error(node, "slices are not supported; index with a[i] or a[i, j]")
         if not isinstance(node, ast.Tuple):
-            return self.integer_index(node)
+            k = self.integer_index(node)
+            if array.shared_size is not None or array.compact:
+                return k
+            if array.ndim != 1:
+                axes = ", ".join("ijklmn"[d] for d in range(array.ndim))
+                raise self.error(
+                    node,
+                    f"linear index into {array.name!r}, a non-compact (strided or transposed) "
+                    f"{array.ndim}-D view in this specialization: a linear index counts elements "
+                    f"of a compact view only; index with one index per dimension, "
+                    f"{array.name}[{axes}], or pass a compact copy (backend.canonicalize(t))",
+                )
+            return self.strided(k, array, 0, self.line(node))
         if array.shared_size is not None or len(node.elts) != array.ndim:
             what = (
                 "a shared array takes one index"
@@ -170,15 +184,18 @@ class ExpressionLowering(LowererBase):
         line = self.line(node)
         total: ir.Expr | None = None
         for axis, elt in enumerate(node.elts):
-            k = self.integer_index(elt)
-            if k.type is not u32:
-                k = ir.Cast(k, type=u32, line=line)
-            term = ir.Binary(
-                "mul", k, ir.ArrayStride(array.name, axis, type=u32, line=line), type=u32, line=line
-            )
+            term = self.strided(self.integer_index(elt), array, axis, line)
             total = term if total is None else ir.Binary("add", total, term, type=u32, line=line)
         assert total is not None
         return total
+
+    def strided(self, k: ir.Expr, array: ArrayRef, axis: int, line: int) -> ir.Expr:
+        """``k * array.stride[axis]`` in u32."""
+        u32 = dtypes.uint32
+        if k.type is not u32:
+            k = ir.Cast(k, type=u32, line=line)
+        stride = ir.ArrayStride(array.name, axis, type=u32, line=line)
+        return ir.Binary("mul", k, stride, type=u32, line=line)
 
     def integer_index(self, node: ast.expr) -> ir.Expr:
         if isinstance(node, (ast.Tuple, ast.Slice)):

@@ -379,12 +379,15 @@ def in_file(node: Any, filename: str) -> Any:
 
 @dataclass(frozen=True)
 class Param:
-    """A runtime parameter: ``kind`` is ``"array"`` (``ndim`` set) or ``"scalar"``."""
+    """A runtime parameter: ``kind`` is ``"array"`` (``ndim`` set) or ``"scalar"``. ``compact``
+    (arrays): the specialization is for column-major dense views, so a linear index is an
+    element index of the view; otherwise the lowering follows or refuses it (``Load``)."""
 
     name: str
     kind: str
     dtype: DType
     ndim: int | None = None
+    compact: bool = True
 
 
 @dataclass(frozen=True)
