@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from tenferro_host import Tensor
 from tenferro_host.cuda import raw
 from tenferro_host.errors import TenferroError
-from tenferro_host.kernel import Kernel, Specialization
+from tenferro_host.kernel import Kernel, Specialization, ir
 from tenferro_host.provider import (
     ExecSession,
     Grid,
@@ -120,10 +120,14 @@ class _Template:
         self.function = function
         self.grid = grid_shape(launch.count, launch.grid, launch.dim)
         self.layout = _bounded(_LAYOUTS, spec.key, lambda: _Layout(spec))
+        _, dynamic = ir.dynamic_shared_layout(spec.ir, launch.shared_sizes)
         self.config, self.count = _bounded(
             _SHAPES,
-            (launch.grid, launch.dim, launch.count),
-            lambda: (raw.LaunchConfig(launch.grid, launch.dim), tuple(map(raw.u32, launch.count))),
+            (launch.grid, launch.dim, launch.count, dynamic),
+            lambda: (
+                raw.LaunchConfig(launch.grid, launch.dim, dynamic),
+                tuple(map(raw.u32, launch.count)),
+            ),
         )
 
 
@@ -268,6 +272,7 @@ class CudaJitSession(JitSession):
                     ]
                 ),
                 tuple(sorted((k, type(v), v) for k, v in constants.items())) if constants else (),
+                tuple([args[i] for i in kernel.shared_size_args]),  # dynamic shared memory
             )
             plan = self._plans.get(key)
         except TypeError:  # unhashable count, dim or constant: no plan, launch checked in full

@@ -47,7 +47,9 @@ are the ``__fadd_rn``-family intrinsics, which NVRTC never contracts into a fuse
 saturate, NaN -> 0 (the ``tf_sat_*`` helpers; a C cast out of range is undefined). Integer
 division by zero is undefined on the GPU (the interpreter raises).
 
-Cooperation: a shared array is a static ``__shared__`` array ``s_<name>``, ``K.sync_cube()`` is
+Cooperation: a shared array is a static ``__shared__`` array ``s_<name>`` (one sized at launch a
+pointer into the launch's dynamic shared memory, see :meth:`_Emitter.shared_declarations`; a
+multi-dimensional one is flat, the front-end having applied its strides), ``K.sync_cube()`` is
 ``__syncthreads()``; atomics are CUDA's ``atomicAdd/Min/Max/Exch/CAS`` where the type has them and
 a compare-and-swap loop on the bit pattern otherwise (float ``min``/``max``/``compare_exchange``,
 f64 ``exchange``). Every statement is preceded by a ``#line`` directive naming the DSL source
@@ -242,6 +244,8 @@ def _c_string(text: str) -> str:
 
 _ARITH_C = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _COMPARE_C = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_VECTOR_C = {"float32": "float4", "int32": "int4", "uint32": "uint4"}
+"""The 16-byte CUDA vector type of a 4-byte element type (``K.load4``/``K.store4``)."""
 _FLOAT_FN = {"sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "fma"}
 
 
@@ -404,6 +408,49 @@ class _Emitter(ir.SourceEmitter):
             value = f"(unsigned char)({value})"
         self.line(f"{self.memory(s.array)}[{self.expr(s.index)}] = {value};")
 
+    def visit_LoadVector(self, s: ir.LoadVector) -> None:
+        self.vector(s, [c_name(n, True) for n in s.names])
+
+    def visit_StoreVector(self, s: ir.StoreVector) -> None:
+        self.vector(s, [self.expr(v) for v in s.values])
+
+    def vector(self, s: ir.LoadVector | ir.StoreVector, operands: list[str]) -> None:
+        """One 16-byte access where the four elements' address is 16-byte aligned (checked at
+        run time: the same for every unit of a warp when the view's start is aligned), else the
+        four scalar accesses; elements of other sizes than 4 bytes always take the latter."""
+        element = self.kernel.element_type(s.array)
+        scalar = ir.scalar_accesses(s, element)
+        vector_type = _VECTOR_C.get(element.name)
+        if vector_type is None:
+            self.statements(scalar)
+            return
+        ctype = C_TYPE[element.name]
+        load = isinstance(s, ir.LoadVector)
+        n = self.temp()
+        at = f"tf_at{n}"
+        const = "const " if load and s.array not in self.kernel.written else ""
+        self.line("{")
+        with self.indented():
+            self.line(
+                f"{const}{ctype}* const {at} = {self.memory(s.array)} + {self.expr(s.index)};"
+            )
+            self.line(f"if ((reinterpret_cast<unsigned long long>({at}) & 15ull) == 0ull) {{")
+            with self.indented():
+                if load:
+                    cast = f"reinterpret_cast<const {vector_type}*>({at})"
+                    self.line(f"const {vector_type} tf_v{n} = *{cast};")
+                    for target, lane in zip(operands, "xyzw", strict=True):
+                        self.line(f"{target} = tf_v{n}.{lane};")
+                else:
+                    values = ", ".join(operands)
+                    self.line(
+                        f"*reinterpret_cast<{vector_type}*>({at}) = make_{vector_type}({values});"
+                    )
+            self.line("} else {")
+            self.block(scalar)
+            self.line("}")
+        self.line("}")
+
     def visit_Eval(self, s: ir.Eval) -> None:
         self.line(f"(void)({self.expr(s.value)});")
 
@@ -493,13 +540,30 @@ class _Emitter(ir.SourceEmitter):
         yield f"{u} tf_absolute_pos_y = tf_cube_pos_y * blockDim.y + threadIdx.y;"
         yield f"{u} tf_absolute_pos_z = tf_cube_pos_z * blockDim.z + threadIdx.z;"
 
+    def shared_declarations(self) -> Iterator[str]:
+        """Static arrays as ``__shared__`` arrays; arrays sized at launch as pointers into the
+        launch's dynamic shared memory, each at the offset :func:`ir.dynamic_shared_layout`
+        gives (the JIT session passes the bytes it computes)."""
+        align = ir.DYNAMIC_SHARED_ALIGN
+        if self.kernel.dynamic_shared:
+            yield f"extern __shared__ __align__({align}) unsigned char tf_dynamic_shared[];"
+        at = "0ull"
+        for a in self.kernel.shared:
+            ctype = C_TYPE[a.dtype.name]
+            if a.size_param is None:
+                yield f"__shared__ __align__({align}) {ctype} {shared_name(a.name)}[{a.size}];"
+                continue
+            yield f"{ctype}* const {shared_name(a.name)} = ({ctype}*)(tf_dynamic_shared + {at});"
+            n = f"(unsigned long long)(unsigned int){c_name(a.size_param, False)}"
+            nbytes = f"{n} * {a.dtype.itemsize}ull"
+            at = f"({at} + (({nbytes} + {align - 1}ull) & ~{align - 1}ull))"
+
     def emit(self) -> CudaKernelSource:
         abi = kernel_abi(self.spec)
         self.statements(self.kernel.body)
         # the declarations go before the body, which they do not depend on
         head = list(self.prologue())
-        for a in self.kernel.shared:
-            head.append(f"__shared__ {C_TYPE[a.dtype.name]} {shared_name(a.name)}[{a.size}];")
+        head += self.shared_declarations()
         for name, t in self.kernel.locals:
             if t is dtypes.bool_:
                 head.append(f"bool {c_name(name, True)} = false;")

@@ -100,15 +100,7 @@ class WebGpuJitSession(JitSession):
         device's, so that sum over the shared arrays is checked every time.
         """
         facts = _facts(spec)
-        limit = self.webgpu.device_info.max_compute_workgroup_storage_size
-        if facts.shared_bytes > limit:
-            raise UnsupportedError(
-                f"kernel {spec.kernel_name!r} declares {facts.shared_bytes} bytes of shared "
-                f"arrays; the adapter grants {limit} bytes of workgroup storage: use smaller "
-                "shared arrays",
-                backend=self.runtime.name,
-                feature="maxComputeWorkgroupStorageSize",
-            )
+        self._check_workgroup_bytes(spec, facts.shared_bytes)
         if facts.portable:
             return
         for dt, where in wgsl_types.value_types(spec.ir).items():
@@ -122,6 +114,18 @@ class WebGpuJitSession(JitSession):
                 )
         facts.portable = True
 
+    def _check_workgroup_bytes(self, spec: Specialization, nbytes: int) -> None:
+        """The shared arrays (at a launch's sizes) fit the adapter's workgroup storage."""
+        limit = self.webgpu.device_info.max_compute_workgroup_storage_size
+        if nbytes > limit:
+            raise UnsupportedError(
+                f"kernel {spec.kernel_name!r} declares {nbytes} bytes of shared arrays (at this "
+                f"launch's sizes); the adapter grants {limit} bytes of workgroup storage: use "
+                "smaller shared arrays",
+                backend=self.runtime.name,
+                feature="maxComputeWorkgroupStorageSize",
+            )
+
     def _dispatch(self, launch: JitLaunch) -> None:
         spec = launch.spec
         rt = self.webgpu
@@ -133,7 +137,10 @@ class WebGpuJitSession(JitSession):
             buffers.append(self._arm_loop_canary())
         # Specializations are cached objects: the pipeline keeps its own alive, so its id is a
         # key that cannot be reused while the entry exists (hashing the IR would cost each launch).
-        key = (id(spec), launch.dim, groups, folded, canary)
+        sizes = launch.shared_sizes
+        if sizes:
+            self._check_workgroup_bytes(spec, wgsl_types.workgroup_bytes(spec.ir, sizes))
+        key = (id(spec), launch.dim, groups, folded, canary, sizes)
         pipeline = rt.pipelines.lookup(key) or self._pipeline(key, spec, launch.dim)
         # The uniform block is determined by the specialization, the grid and ``block`` (views
         # as offset/shape/strides, scalars by their bits): one immutable buffer per distinct one.
@@ -160,16 +167,18 @@ class WebGpuJitSession(JitSession):
     # -- helpers ----------------------------------------------------------------------------------
     def _pipeline(self, key: tuple[Any, ...], spec: Specialization, dim: Grid) -> Any:
         """The pipeline of ``key`` on a miss of the fast lookup: loaded or built."""
-        _, _, groups, folded, canary = key
+        _, _, groups, folded, canary, sizes = key
         info = self.webgpu.device_info
         return self.webgpu.pipelines.get(
             key,
-            lambda: self._compile(spec, dim, groups, folded, canary),
+            lambda: self._compile(spec, dim, groups, folded, canary, sizes),
             what=f"kernel {spec.kernel_name!r}",
             keepalive=spec,
-            locate=lambda line: wgsl.generate(spec, dim, groups, folded, canary).locate(line),
+            locate=lambda line: wgsl.generate(spec, dim, groups, folded, canary, sizes).locate(
+                line
+            ),
             op=self.op,
-            stored=lambda: wgsl_cache.wgsl_key(spec, dim, groups, folded, canary, info),
+            stored=lambda: wgsl_cache.wgsl_key(spec, dim, groups, folded, canary, info, sizes),
         )
 
     @staticmethod
@@ -182,9 +191,14 @@ class WebGpuJitSession(JitSession):
 
     @staticmethod
     def _compile(
-        spec: Specialization, dim: Grid, groups: tuple[int, ...], folded: bool, canary: bool
+        spec: Specialization,
+        dim: Grid,
+        groups: tuple[int, ...],
+        folded: bool,
+        canary: bool,
+        sizes: tuple[int, ...],
     ) -> tuple[str, tuple[bool, ...]]:
-        program = wgsl.generate(spec, dim, groups, folded, loop_canary=canary)
+        program = wgsl.generate(spec, dim, groups, folded, canary, sizes)
         return program.source, program.writable
 
     def _arm_loop_canary(self) -> Any:

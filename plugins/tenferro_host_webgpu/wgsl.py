@@ -24,7 +24,8 @@ the helpers of :mod:`.wgsl_numerics`. Two more rules keep drivers from changing 
   evaluates it at shader creation (where an inf/NaN or overflowing result is an error): it is
   computed at run time like on every other target.
 
-Cooperation: a shared array is a module-scope ``var<workgroup> s_<name>: array<T, size>``,
+Cooperation: a shared array is a module-scope ``var<workgroup> s_<name>: array<T, size>`` (flat;
+one sized at launch gets the launch's size, a pipeline per size),
 ``K.sync_cube()`` is ``storageBarrier(); workgroupBarrier();`` (CUDA's ``__syncthreads`` orders
 both memories). Memory used by atomics — a storage binding or a shared array — is declared
 ``atomic<i32>``/``atomic<u32>`` (f32 as its ``u32`` bits) and every access to it goes through
@@ -361,6 +362,12 @@ class _Emitter(ir.SourceEmitter):
     def visit_Store(self, s: ir.Store) -> None:
         self.line(self.store(s.array, s.index, self.expr(s.value), s.value.type))
 
+    def visit_LoadVector(self, s: ir.LoadVector) -> None:
+        self.statements(ir.scalar_accesses(s, self.kernel.element_type(s.array)))
+
+    def visit_StoreVector(self, s: ir.StoreVector) -> None:
+        self.statements(ir.scalar_accesses(s, self.kernel.element_type(s.array)))
+
     def visit_Eval(self, s: ir.Eval) -> None:
         self.line(f"_ = {self.expr(s.value)};")
 
@@ -417,11 +424,14 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
     groups: Sequence[int],
     folded: bool,
     loop_canary: bool = False,
+    shared_sizes: Sequence[int] = (),
 ) -> WgslProgram:
     """WGSL for ``spec`` with workgroup size ``dim``; ``groups[i]`` numbers the storage of the
     i-th array parameter (equal numbers: views of one storage, bound once); ``folded`` when the
     grid is dispatched folded (:mod:`.dispatch`). ``loop_canary`` (software adapters): a kernel
-    with loops gets the canary and one more binding, ``WgslProgram.canary`` says which."""
+    with loops gets the canary and one more binding, ``WgslProgram.canary`` says which.
+    ``shared_sizes``: the element counts of the shared arrays sized at launch (WGSL sizes
+    workgroup arrays at pipeline creation, so each size is a pipeline of its own)."""
     k = spec.ir
     types = value_types(k)
     for dt, where in types.items():
@@ -462,9 +472,10 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
     if uses_f16:
         head.append("enable f16;")
     head += uniform_decl(layout.nwords).splitlines()
+    dynamic = dict(zip(k.dynamic_shared, shared_sizes, strict=True))
     for a in k.shared:
         t = atomic_type(a.dtype) if a.name in k.atomic else storage_type(a.dtype)
-        head.append(f"var<workgroup> s_{a.name}: array<{t}, {a.size}>;")
+        head.append(f"var<workgroup> s_{a.name}: array<{t}, {dynamic.get(a, a.size)}>;")
     for i in range(nslots):
         access = "read_write" if written[i] else "read"
         head.append(

@@ -54,6 +54,7 @@ def wgsl_key(
     folded: bool,
     canary: bool,
     device: WebGpuDeviceInfo,
+    shared_sizes: tuple[int, ...] = (),
 ) -> KernelKey | None:
     """The key of ``wgsl.generate(spec, dim, groups, folded, canary)`` on ``device``; None when
     the generator's modules cannot be read (then nothing is cached)."""
@@ -69,7 +70,7 @@ def wgsl_key(
     parts = {
         "ir": _sha(lowered),
         "specialization": repr((spec.constants, spec.target, spec.features)),
-        "launch": repr((dim, tuple(groups), folded, canary)),
+        "launch": repr((dim, tuple(groups), folded, canary, *shared_sizes)),
         "adapter": f"{device.name} ({device.api}, {device.vendor}, {device.adapter_type})",
         "features": "shader-f16" if device.shader_f16 else "none",
         "generator": generator,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tenferro_host.dtypes import DType
@@ -64,7 +64,9 @@ def atomic_type(dt: DType) -> str:
     return "atomic<u32>" if dt.name == "float32" else f"atomic<{wgsl_type(dt)}>"
 
 
-def workgroup_bytes(kernel: ir.KernelIR) -> int:
+def workgroup_bytes(kernel: ir.KernelIR, sizes: Sequence[int] = ()) -> int:
     """Bytes of workgroup memory the kernel's shared arrays take (elements of at least 4
-    bytes: atomics and bools are 32-bit, and f16 arrays may be padded)."""
-    return sum(a.size * max(4, a.dtype.itemsize) for a in kernel.shared)
+    bytes: atomics and bools are 32-bit, and f16 arrays may be padded); ``sizes``: those of the
+    arrays sized at launch (they count zero without)."""
+    dynamic = dict(zip(kernel.dynamic_shared, sizes, strict=False))
+    return sum(dynamic.get(a, a.size) * max(4, a.dtype.itemsize) for a in kernel.shared)

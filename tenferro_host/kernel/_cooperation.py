@@ -34,9 +34,10 @@ class SharedState:
     """One shared array of every cube, with who touched each element since the last barrier:
     ``-1`` nobody, ``-2`` several units, else the unit; and the line of that access."""
 
-    def __init__(self, decl: ir.SharedArray, ncubes: int) -> None:
+    def __init__(self, decl: ir.SharedArray, size: int, ncubes: int) -> None:
         self.decl = decl
-        n = ncubes * decl.size
+        self.size = size  # elements per cube: the declared size, or the launch's
+        n = ncubes * size
         self.data = np.zeros(n, decl.dtype.numpy)
         self.written = np.zeros(n, bool)
         self.access = {kind: np.full(n, NONE, np.int64) for kind in ("write", "read", "atomic")}
@@ -45,7 +46,7 @@ class SharedState:
     def reset(self, cubes: np.ndarray[Any, Any]) -> None:
         """A barrier of ``cubes`` (bool per cube) ends their accesses' epoch."""
         for state in self.access.values():
-            state.reshape(-1, self.decl.size)[cubes] = NONE
+            state.reshape(-1, self.size)[cubes] = NONE
 
     def record(
         self, kind: str, key: np.ndarray[Any, Any], units: np.ndarray[Any, Any], line: int

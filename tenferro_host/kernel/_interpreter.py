@@ -103,7 +103,10 @@ class _Machine(ir.Visitor[Any]):
         self.ncubes = math.prod(count)
         lane = np.arange(self.n, dtype=np.int64)
         self.cube_of, self.unit_of = lane // self.per_cube, lane % self.per_cube
-        self.shared = {d.name: SharedState(d, self.ncubes) for d in self.kernel.shared}
+        dynamic = dict(zip(self.kernel.dynamic_shared, self.kernel.shared_sizes(args), strict=True))
+        self.shared = {
+            d.name: SharedState(d, dynamic.get(d, d.size), self.ncubes) for d in self.kernel.shared
+        }
 
     # -------------------------------------------------------- errors
 
@@ -151,6 +154,12 @@ class _Machine(ir.Visitor[Any]):
         else:
             pos = self.address(s, s.array, index, active)
             self.arrays[s.array].storage[pos] = value
+
+    def visit_LoadVector(self, s: ir.LoadVector, active: np.ndarray[Any, Any]) -> None:
+        self.block(ir.scalar_accesses(s, self.kernel.element_type(s.array)), active)
+
+    def visit_StoreVector(self, s: ir.StoreVector, active: np.ndarray[Any, Any]) -> None:
+        self.block(ir.scalar_accesses(s, self.kernel.element_type(s.array)), active)
 
     def visit_Eval(self, s: ir.Eval, active: np.ndarray[Any, Any]) -> None:
         self.expr(s.value, active)
@@ -233,7 +242,7 @@ class _Machine(ir.Visitor[Any]):
         """Flat positions in ``name``'s storage of an access by the active lanes, after the
         bounds, initialisation and race checks; records the access."""
         state = self.shared[name]
-        size = state.decl.size
+        size = state.size
         idx = self.lanes(index)[active]
         where = np.flatnonzero(active)
         bad = (idx < 0) | (idx >= size)
@@ -535,6 +544,7 @@ def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | 
             "split the work",
             feature="2^32 or more threads per launch",
         )
+    ir.check_shared_sizes(spec.ir, spec.ir.shared_sizes(args))
     machine = _Machine(spec, count, dim, args)
     with np.errstate(all="ignore"):
         machine.block(spec.ir.body, np.ones(n, bool))

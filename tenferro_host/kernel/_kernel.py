@@ -146,6 +146,7 @@ class Kernel:
         functools.update_wrapper(self, fn)
         self.name = fn.__name__
         self.runtime_params = tuple(d for d in self.parsed.params if not d.is_const)
+        self.shared_size_args = self.parsed.shared_size_args(self.runtime_params)
         self.const_params = tuple(d for d in self.parsed.params if d.is_const)
         self._cache: OrderedDict[tuple[Any, ...], Specialization] = OrderedDict()
         self._cache_size = cache_size

@@ -10,8 +10,9 @@ pytest temporary directory so it can be run again.
 
 What must match, per generated kernel (``docs/dsl-guide.md``, "Numeric rules"):
 
-* ``io`` (ints), ``bo`` (bools) and ``fo`` (floats from correctly rounded operations,
-  comparisons, casts, control flow): identical (NaN = NaN, 0 = -0); a subnormal expected
+* ``io`` (ints), ``bo`` (bools), ``fo`` (floats from correctly rounded operations,
+  comparisons, casts, control flow) and ``vo`` (what ``K.store4`` wrote of ``K.load4``'s
+  values): identical (NaN = NaN, 0 = -0); a subnormal expected
   value may read as zero on WebGPU (WGSL lets implementations flush subnormals);
 * ``fa`` (one of ``/ sqrt exp log sin cos tanh ** fma`` applied last): within the target's
   tolerance for that operation, :data:`TOLERANCES`.
@@ -42,7 +43,7 @@ from tenferro_host.kernel._interpreter import ArrayArg, run
 
 COUNT = int(os.environ.get("TENFERRO_DIFF_KERNELS", "180"))
 SEED = int(os.environ.get("TENFERRO_DIFF_SEED", "2026"))
-OUTPUTS = ("fo", "io", "bo", "fa")
+OUTPUTS = ("fo", "io", "bo", "fa", "vo")
 CHUNK = 60
 """Kernels per test item: each item stays well inside a per-test timeout (the GPU runner's is
 120 s), however many kernels a run asks for."""
@@ -124,7 +125,7 @@ def mismatch(
     """Where ``got`` breaks the rule for output ``name``, or None."""
     if name in ("io", "bo"):
         bad = expected != got
-    elif name == "fo":
+    elif name in ("fo", "vo"):
         e, g = expected.astype(np.float64), got.astype(np.float64)
         same = (e == g) | (np.isnan(e) & np.isnan(g))
         tiny = float(np.finfo(expected.dtype).tiny)

@@ -28,12 +28,12 @@ RESERVED = re.compile(r"tf\d+_")
 @dataclass(frozen=True)
 class ArrayRef:
     """An array visible under some name: IR name, element type, ``ndim`` and ``compact`` for a
-    parameter, or ``size`` for a shared array."""
+    parameter, or the declaration of a shared array."""
 
     name: str
     dtype: DType
     ndim: int
-    shared_size: int | None = None
+    shared: ir.SharedArray | None = None
     compact: bool = True
 
 

@@ -89,8 +89,8 @@ class ExpressionLowering(LowererBase):
         if isinstance(node.value, ast.Name) and node.value.id in self.arrays:
             a = self.arrays[node.value.id]
             if node.attr == "len":
-                if a.shared_size is not None:
-                    return ir.Const(a.shared_size, type=dtypes.uint32, line=self.line(node))
+                if a.shared is not None:
+                    return self.shared_extent(a.shared, None, self.line(node))
                 return ir.ArrayLen(a.name, type=dtypes.uint32, line=self.line(node))
             if node.attr in ("shape", "stride"):
                 raise self.error(
@@ -115,9 +115,11 @@ class ExpressionLowering(LowererBase):
         ):
             a = self.arrays[value.value.id]
             axis = self.axis(node.slice, a)
-            if a.shared_size is not None:
-                size = a.shared_size if value.attr == "shape" else 1
-                return ir.Const(size, type=dtypes.uint32, line=self.line(node))
+            if a.shared is not None:
+                if value.attr == "shape":
+                    return self.shared_extent(a.shared, axis, self.line(node))
+                stride = math.prod(a.shared.shape[:axis])
+                return ir.Const(stride, type=dtypes.uint32, line=self.line(node))
             cls = ir.ArrayShape if value.attr == "shape" else ir.ArrayStride
             return cls(a.name, axis, type=dtypes.uint32, line=self.line(node))
         array = self.array_param(value)
@@ -157,7 +159,7 @@ class ExpressionLowering(LowererBase):
             raise self.error(node, "slices are not supported; index with a[i] or a[i, j]")
         if not isinstance(node, ast.Tuple):
             k = self.integer_index(node)
-            if array.shared_size is not None or array.compact:
+            if array.shared is not None or array.compact:
                 return k
             if array.ndim != 1:
                 axes = ", ".join("ijklmn"[d] for d in range(array.ndim))
@@ -169,10 +171,10 @@ class ExpressionLowering(LowererBase):
                     f"{array.name}[{axes}], or pass a compact copy (backend.canonicalize(t))",
                 )
             return self.strided(k, array, 0, self.line(node))
-        if array.shared_size is not None or len(node.elts) != array.ndim:
+        if len(node.elts) != array.ndim:
             what = (
-                "a shared array takes one index"
-                if array.shared_size is not None
+                f"shared array {array.name!r} has {array.ndim} dimension(s)"
+                if array.shared is not None
                 else f"{array.name!r} has {array.ndim} dimension(s) in this specialization"
             )
             raise self.error(
@@ -190,12 +192,30 @@ class ExpressionLowering(LowererBase):
         return total
 
     def strided(self, k: ir.Expr, array: ArrayRef, axis: int, line: int) -> ir.Expr:
-        """``k * array.stride[axis]`` in u32."""
+        """``k * array.stride[axis]`` in u32 (a shared array's strides are constants)."""
         u32 = dtypes.uint32
         if k.type is not u32:
             k = ir.Cast(k, type=u32, line=line)
-        stride = ir.ArrayStride(array.name, axis, type=u32, line=line)
+        stride: ir.Expr
+        if array.shared is not None:
+            step = math.prod(array.shared.shape[:axis])
+            if step == 1:
+                return k
+            stride = ir.Const(step, type=u32, line=line)
+        else:
+            stride = ir.ArrayStride(array.name, axis, type=u32, line=line)
         return ir.Binary("mul", k, stride, type=u32, line=line)
+
+    def shared_extent(self, decl: ir.SharedArray, axis: int | None, line: int) -> ir.Expr:
+        """``s.len`` (``axis`` None) or ``s.shape[axis]`` of a shared array, in u32: a constant,
+        or the size parameter of a dynamic array."""
+        u32 = dtypes.uint32
+        if decl.size_param is None:
+            size = decl.size if axis is None else decl.shape[axis]
+            return ir.Const(size, type=u32, line=line)
+        param = self.params[decl.size_param]
+        n: ir.Expr = ir.Var(param.name, type=param.dtype, line=line)
+        return n if n.type is u32 else ir.Cast(n, type=u32, line=line)
 
     def integer_index(self, node: ast.expr) -> ir.Expr:
         if isinstance(node, (ast.Tuple, ast.Slice)):

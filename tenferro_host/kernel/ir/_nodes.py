@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any
 
 from ...dtypes import DType
-from ...errors import UnsupportedError
+from ...errors import InvalidLaunchConfigError, UnsupportedError
 
 U32_MAX = 2**32 - 1
 """The largest u32: DSL kernels index and count launch units with u32."""
@@ -237,6 +237,54 @@ class Store(Stmt):
     value: Expr
 
 
+VECTOR_WIDTH = 4
+"""Elements of one vector access (``K.load4``/``K.store4``): 16 bytes of 32-bit elements."""
+
+
+@dataclass(frozen=True)
+class LoadVector(Stmt):
+    """``a, b, c, d = K.load4(array, k)``: local ``names[j]`` gets element ``index + j`` of the
+    array's storage (from the view's offset), j < :data:`VECTOR_WIDTH`. The front-end emits it
+    only for contiguous elements (a compact view or a shared array), with ``index`` (u32,
+    ``4 * k``) held in a local: a multiple of 4, free of effects. A target reads the four as one
+    16-byte access where the address is 16-byte aligned and otherwise as the four loads of
+    :func:`scalar_accesses`; the result is the same."""
+
+    array: str
+    index: Expr
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StoreVector(Stmt):
+    """``K.store4(array, k, a, b, c, d)``: element ``index + j`` of the array's storage gets
+    ``values[j]`` (the element type); the rules of :class:`LoadVector` apply."""
+
+    array: str
+    index: Expr
+    values: tuple[Expr, ...]
+
+
+def scalar_accesses(s: LoadVector | StoreVector, element: DType) -> tuple[Stmt, ...]:
+    """The vector access ``s`` as :data:`VECTOR_WIDTH` scalar loads or stores (the fallback of
+    every target, and the whole of it where a target has no vector access)."""
+    u32 = s.index.type
+    at = [
+        s.index
+        if j == 0
+        else Binary("add", s.index, Const(j, type=u32, line=s.line), type=u32, line=s.line)
+        for j in range(VECTOR_WIDTH)
+    ]
+    if isinstance(s, LoadVector):
+        return tuple(
+            Assign(name, Load(s.array, k, type=element, line=s.line), line=s.line, file=s.file)
+            for name, k in zip(s.names, at, strict=True)
+        )
+    return tuple(
+        Store(s.array, k, v, line=s.line, file=s.file) for k, v in zip(at, s.values, strict=True)
+    )
+
+
 @dataclass(frozen=True)
 class Eval(Stmt):
     """An expression evaluated for its effect (an atomic whose old value is not used)."""
@@ -301,6 +349,8 @@ class Return(Stmt):
 STATEMENTS: tuple[type[Stmt], ...] = (
     Assign,
     Store,
+    LoadVector,
+    StoreVector,
     Eval,
     SyncCube,
     If,
@@ -393,12 +443,17 @@ class Param:
 @dataclass(frozen=True)
 class SharedArray:
     """``name = K.shared(T, size)``: ``size`` elements of ``dtype`` per cube, uninitialised
-    (reading an element no unit wrote is an error in the interpreter)."""
+    (reading an element no unit wrote is an error in the interpreter). ``shape``: the
+    compile-time dimensions of ``K.shared(T, (d0, d1, ...))`` (column-major; ``(size,)`` for
+    one). A *dynamic* array (``K.shared(T, n)``, ``n`` a scalar parameter) has ``size_param``
+    ``n`` and ``size`` 0: the launch sizes it (:meth:`KernelIR.shared_sizes`)."""
 
     name: str
     dtype: DType
     size: int
     line: int = 0
+    shape: tuple[int, ...] = ()
+    size_param: str | None = None
 
 
 @dataclass(frozen=True)
@@ -439,6 +494,17 @@ class KernelIR:
                 found.setdefault(node.type, f"an expression at line {node.line}")
         return found
 
+    @cached_property
+    def dynamic_shared(self) -> tuple[SharedArray, ...]:
+        """The shared arrays sized at launch, in declaration order."""
+        return tuple(a for a in self.shared if a.size_param is not None)
+
+    def shared_sizes(self, values: Sequence[Any]) -> tuple[int, ...]:
+        """The element count of each dynamic shared array for a launch whose runtime arguments
+        (aligned with :attr:`params`) are ``values``."""
+        index = {p.name: k for k, p in enumerate(self.params)}
+        return tuple(int(values[index[str(a.size_param)]]) for a in self.dynamic_shared)
+
     def shared_array(self, name: str) -> SharedArray | None:
         """The shared-memory array ``name`` of the kernel, or None (a global array)."""
         for a in self.shared:
@@ -446,9 +512,41 @@ class KernelIR:
                 return a
         return None
 
+    def element_type(self, array: str) -> DType:
+        """The element type of the parameter or shared array ``array``."""
+        shared = self.shared_array(array)
+        return shared.dtype if shared is not None else self.param(array).dtype
+
     def param(self, name: str) -> Param:
         """The runtime parameter ``name`` (KeyError if there is none)."""
         for p in self.params:
             if p.name == name:
                 return p
         raise KeyError(name)
+
+
+DYNAMIC_SHARED_ALIGN = 16
+"""Byte alignment of each dynamic shared array in the cube's dynamic shared memory (enough for
+any element type and for 16-byte vector accesses)."""
+
+
+def dynamic_shared_layout(kernel: KernelIR, sizes: Sequence[int]) -> tuple[tuple[int, ...], int]:
+    """The byte offset of each dynamic shared array (declaration order, each aligned to
+    :data:`DYNAMIC_SHARED_ALIGN`) and the bytes they take together."""
+    offsets, total = [], 0
+    for a, n in zip(kernel.dynamic_shared, sizes, strict=True):
+        offsets.append(total)
+        nbytes = n * a.dtype.itemsize
+        total += -(-nbytes // DYNAMIC_SHARED_ALIGN) * DYNAMIC_SHARED_ALIGN
+    return tuple(offsets), total
+
+
+def check_shared_sizes(kernel: KernelIR, sizes: Sequence[int]) -> None:
+    """Each dynamic shared array gets 1 to ``U32_MAX`` elements (its size parameter's value)."""
+    for a, n in zip(kernel.dynamic_shared, sizes, strict=True):
+        if not 1 <= n <= U32_MAX:
+            raise InvalidLaunchConfigError(
+                f"shared array {a.name!r} of kernel {kernel.name!r} is sized by {a.size_param!r},"
+                f" which is {n} at this launch; it needs 1 to {U32_MAX} elements",
+                argument=a.size_param,
+            )
