@@ -4,7 +4,7 @@ Rows (each also on WebGPU, as a ratio to the CUDA JIT run of the same kernel obj
 
 * ``sum``: the DSL sum of 2^N float32 (N = 28) — a grid-stride loop per unit, a tree in shared
   memory per cube, one ``K.atomic_add`` per cube — against ``cupy.sum``, in GB/s of input read
-  (target: DSL >= 0.9x CuPy);
+  (target: DSL >= 0.9x CuPy); ``load4`` rows: the same with 16-byte ``K.load4`` loads;
 * ``matmul``: the register-blocked tiled DSL matmul of two M x M float32 matrices (M = 4096;
   64 x 64 tiles in shared memory, 4 x 4 outputs per unit, ``K.fma``) against ``cupy.matmul``
   (cuBLAS SGEMM; CuPy's default compute type, no TF32 unless CUPY_TF32 is set), in TFLOP/s
@@ -79,6 +79,38 @@ def dsl_sum(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-
         a0 += x[i]
         i += stride
     s[unit] = (a0 + a1) + (a2 + a3)
+    K.sync_cube()
+    tree_sum(s, unit, SUM_CUBE)
+    if unit == 0:
+        K.atomic_add(out, 0, s[0])
+
+
+@K.kernel
+def dsl_sum4(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-def]
+    """``dsl_sum`` with 16-byte loads: a grid-stride loop over ``K.load4`` vectors (two in
+    flight per unit), the ``x.len % 4`` tail by unit 0 of cube 0, then a tree per cube."""
+    s = K.shared(K.f32, SUM_CUBE)
+    unit = K.UNIT_POS
+    a0 = K.f32(0)
+    a1 = K.f32(0)
+    k = K.ABSOLUTE_POS
+    stride = K.CUBE_DIM * K.CUBE_COUNT
+    vectors = x.len // 4
+    bulk = vectors - K.min(vectors, stride)  # k < bulk: k + stride < vectors, no overflow
+    while k < bulk:
+        p0, p1, p2, p3 = K.load4(x, k)
+        q0, q1, q2, q3 = K.load4(x, k + stride)
+        a0 += (p0 + p1) + (p2 + p3)
+        a1 += (q0 + q1) + (q2 + q3)
+        k += 2 * stride
+    while k < vectors:
+        p0, p1, p2, p3 = K.load4(x, k)
+        a0 += (p0 + p1) + (p2 + p3)
+        k += stride
+    if K.ABSOLUTE_POS == 0:
+        for t in range(4 * vectors, x.len):
+            a1 += x[t]
+    s[unit] = a0 + a1
     K.sync_cube()
     tree_sum(s, unit, SUM_CUBE)
     if unit == 0:
@@ -201,12 +233,18 @@ def median_seconds(sample: Callable[[], float], repeats: int) -> float:
 
 
 def dsl_sum_seconds(
-    rt: Any, kind: str, x_host: np.ndarray, launches: int, repeats: int, cubes: int = SUM_CUBES
+    rt: Any,
+    kind: str,
+    x_host: np.ndarray,
+    launches: int,
+    repeats: int,
+    cubes: int = SUM_CUBES,
+    kernel: K.Kernel = dsl_sum,
 ) -> float:
     x = rt.upload(x_host)
     out = rt.upload(np.zeros(1, np.float32))
     with rt.session() as s, exec_session(kind, s).jit("bench.dsl_v2.sum") as js:
-        js.launch(dsl_sum, cubes, SUM_CUBE, out, x)
+        js.launch(kernel, cubes, SUM_CUBE, out, x)
     got = float(out.download()[0])
     want = float(x_host.sum(dtype=np.float64))
     if not abs(got - want) <= 1e-3 * float(np.abs(x_host).sum(dtype=np.float64)):
@@ -218,7 +256,7 @@ def dsl_sum_seconds(
             start = time.perf_counter()
             with ex.jit("bench.dsl_v2.sum") as js:
                 for _ in range(launches):
-                    js.launch(dsl_sum, cubes, SUM_CUBE, out, x)
+                    js.launch(kernel, cubes, SUM_CUBE, out, x)
             ex.synchronize()
             return (time.perf_counter() - start) / launches
 
@@ -363,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         if not status.available:
             reason = status.reason or "unavailable"
             rows.append(row("sum", f"DSL {kind}", None, gb, "GB/s", reason))
+            rows.append(row("sum", f"DSL {kind} load4", None, gb, "GB/s", reason))
             rows.append(row("matmul", f"DSL {kind}", None, tflop, "TFLOP/s", reason))
             continue
         rt = host.backend(kind)
@@ -374,6 +413,16 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             "GB/s",
             lambda rt=rt, kind=kind: dsl_sum_seconds(
                 rt, kind, x_host, args.launches, args.repeats, args.sum_cubes
+            ),
+        )
+        run_variant(
+            rows,
+            "sum",
+            f"DSL {kind} load4",
+            gb,
+            "GB/s",
+            lambda rt=rt, kind=kind: dsl_sum_seconds(
+                rt, kind, x_host, args.launches, args.repeats, args.sum_cubes, dsl_sum4
             ),
         )
         run_variant(
@@ -404,6 +453,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             "target": target,
             "DSL webgpu / DSL cuda": None if cuda is None or webgpu is None else webgpu / cuda,
         }
+        if name == "sum":
+            vec = rate(name, "DSL cuda load4")
+            ratios[name][f"DSL cuda load4 / {baseline}"] = (
+                None if vec is None or base is None else vec / base
+            )
     report = {
         "sum_elements": n,
         "matmul_m": m,

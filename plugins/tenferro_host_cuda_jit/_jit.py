@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from tenferro_host import TenferroError, Tensor
 from tenferro_host.cuda import raw
-from tenferro_host.kernel import Kernel, Specialization
+from tenferro_host.kernel import Kernel, Specialization, ir
 from tenferro_host.provider import (
     ExecSession,
     Grid,
@@ -116,9 +116,13 @@ class _Template:
         self.function = function
         self.grid = grid_shape(launch.count, launch.grid, launch.dim)
         self.layout = _LAYOUTS.get_or_make(spec.key, lambda: _Layout(spec))
+        _, dynamic = ir.dynamic_shared_layout(spec.ir, launch.shared_sizes)
         self.config, self.count = _SHAPES.get_or_make(
-            (launch.grid, launch.dim, launch.count),
-            lambda: (raw.LaunchConfig(launch.grid, launch.dim), tuple(map(raw.u32, launch.count))),
+            (launch.grid, launch.dim, launch.count, dynamic),
+            lambda: (
+                raw.LaunchConfig(launch.grid, launch.dim, dynamic),
+                tuple(map(raw.u32, launch.count)),
+            ),
         )
 
 
@@ -256,8 +260,14 @@ class CudaJitSession(JitSession):
                 kernel,
                 count,
                 dim,
-                tuple([(a.dtype, len(a.shape)) if type(a) is Tensor else _kind(a) for a in args]),
+                tuple(
+                    [
+                        (a.dtype, len(a.shape), a.is_compact()) if type(a) is Tensor else _kind(a)
+                        for a in args
+                    ]
+                ),
                 tuple(sorted((k, type(v), v) for k, v in constants.items())) if constants else (),
+                tuple([args[i] for i in kernel.shared_size_args]),  # dynamic shared memory
             )
             plan = self._plans.get(key)
         except TypeError:  # unhashable count, dim or constant: no plan, launch checked in full
@@ -416,12 +426,13 @@ class CudaJitSession(JitSession):
 
 
 def _kind(value: Any) -> Any:
-    """What of an argument selects a plan: dtype and ndim of a tensor, else its type."""
+    """What of an argument selects a plan: dtype, ndim and compactness of a tensor (they select
+    the specialization), else its type."""
     if type(value) is Tensor:
-        return (value.dtype, len(value.shape))
+        return (value.dtype, len(value.shape), value.is_compact())
     if type(value) is JitBinding:
         t = value.tensor
-        return (t.dtype, len(t.shape))
+        return (t.dtype, len(t.shape), t.is_compact())
     return type(value)
 
 

@@ -47,7 +47,9 @@ are the ``__fadd_rn``-family intrinsics, which NVRTC never contracts into a fuse
 saturate, NaN -> 0 (the ``tf_sat_*`` helpers; a C cast out of range is undefined). Integer
 division by zero is undefined on the GPU (the interpreter raises).
 
-Cooperation: a shared array is a static ``__shared__`` array ``s_<name>``, ``K.sync_cube()`` is
+Cooperation: a shared array is a static ``__shared__`` array ``s_<name>`` (one sized at launch a
+pointer into the launch's dynamic shared memory, see :meth:`_Emitter.shared_declarations`; a
+multi-dimensional one is flat, the front-end having applied its strides), ``K.sync_cube()`` is
 ``__syncthreads()``; atomics are CUDA's ``atomicAdd/Min/Max/Exch/CAS`` where the type has them and
 a compare-and-swap loop on the bit pattern otherwise (float ``min``/``max``/``compare_exchange``,
 f64 ``exchange``). Every statement is preceded by a ``#line`` directive naming the DSL source
@@ -60,147 +62,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tenferro_host import DType, UnsupportedError, bool_, float16, float32, float64, int64, uint32
+from tenferro_host import dtypes
+from tenferro_host.dtypes import DType
+from tenferro_host.errors import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 
-_C_TYPE = {
-    "float32": "float",
-    "float64": "double",
-    "float16": "unsigned short",
-    "int32": "int",
-    "uint32": "unsigned int",
-    "int64": "long long",
-    "bool": "unsigned char",
-}
-"""Storage / ABI types. Inside the kernel a bool value is a C ``bool``."""
-
-_UNSIGNED = {"int32": "unsigned int", "int64": "unsigned long long"}
-
-_F16_HELPERS = r"""
-__device__ __forceinline__ float tf_h2f(unsigned short h) {
-    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
-}
-__device__ __forceinline__ unsigned short tf_f2h(float f) {
-    unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
-}
-__device__ __forceinline__ unsigned short tf_d2h(double d) {
-    unsigned short h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(d)); return h;
-}
-"""
-
-_SATURATING_CASTS = {
-    # destination: (C type, its largest value, its smallest value); the bounds as doubles are
-    # exact or round outward, so every double beyond them saturates
-    "int32": ("int", "2147483647", "(-2147483647 - 1)"),
-    "uint32": ("unsigned int", "4294967295u", "0u"),
-    "int64": ("long long", "9223372036854775807LL", "(-9223372036854775807LL - 1)"),
-}
-
-
-def _saturating_cast(dst: str) -> str:
-    ctype, hi, lo = _SATURATING_CASTS[dst]
-    return (
-        f"__device__ __forceinline__ {ctype} tf_sat_{dst}(double x) {{\n"
-        f"    return x != x ? ({ctype})0 : x >= (double){hi} ? {hi} : x <= (double){lo} ? {lo}"
-        f" : ({ctype})x;\n"
-        "}\n"
-    )
-
-
-def _power(ctype: str) -> str:
-    """``tf_pow``/``tf_powf``: ``x ** y`` by the DSL's rule (:data:`ir.POW_SQUARING_MAX`),
-    unrolled squaring with rounded (never contracted) multiplies, C ``pow`` otherwise."""
-    f = "f" if ctype == "float" else ""
-    mul, one = ("__fmul_rn", "1.0f") if f else ("__dmul_rn", "1.0")
-    div = "__fdiv_rn" if f else "__ddiv_rn"
-    steps = []
-    for bit in range(ir.POW_SQUARING_BITS):
-        steps.append(f"        if (n & {1 << bit}u) p = {mul}(p, b);\n")
-        if bit + 1 < ir.POW_SQUARING_BITS:
-            steps.append(f"        b = {mul}(b, b);\n")
-    return (
-        f"__device__ __forceinline__ {ctype} tf_pow{f}({ctype} x, {ctype} y) {{\n"
-        f"    {ctype} ay = fabs{f}(y);\n"
-        f"    if (isfinite(x) && x != 0 && ay >= 1 && ay <= {ir.POW_SQUARING_MAX} "
-        f"&& trunc{f}(y) == y) {{\n"
-        "        unsigned int n = (unsigned int)ay;\n"
-        f"        {ctype} b = x, p = {one};\n"
-        + "".join(steps)
-        + f"        return y < 0 ? {div}({one}, p) : p;\n"
-        "    }\n"
-        f"    return pow{f}(x, y);\n"
-        "}\n"
-    )
-
-
-_SIGNED_ZERO_MIN_MAX = r"""
-__device__ __forceinline__ float tf_fminf(float a, float b) {
-    return (a == 0.0f && b == 0.0f) ? __int_as_float(__float_as_int(a) | __float_as_int(b))
-                                    : fminf(a, b);
-}
-__device__ __forceinline__ float tf_fmaxf(float a, float b) {
-    return (a == 0.0f && b == 0.0f) ? __int_as_float(__float_as_int(a) & __float_as_int(b))
-                                    : fmaxf(a, b);
-}
-__device__ __forceinline__ double tf_fmin(double a, double b) {
-    return (a == 0.0 && b == 0.0)
-        ? __longlong_as_double(__double_as_longlong(a) | __double_as_longlong(b)) : fmin(a, b);
-}
-__device__ __forceinline__ double tf_fmax(double a, double b) {
-    return (a == 0.0 && b == 0.0)
-        ? __longlong_as_double(__double_as_longlong(a) & __double_as_longlong(b)) : fmax(a, b);
-}
-"""
-"""Float ``K.min``/``K.max``: C ``fmin``/``fmax``, and of two zeros min is -0 if either is, max
-+0 if either is (C leaves that choice open; every target makes this one)."""
-
-_ROUNDED_OP = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
-
-_BITS = {
-    "float32": ("unsigned int", "__float_as_uint", "__uint_as_float", "float"),
-    "float64": (
-        "unsigned long long",
-        "(unsigned long long)__double_as_longlong",
-        "__longlong_as_double",
-        "double",
-    ),
-}
-"""A float type's same-size unsigned integer and the bit casts both ways."""
-
-_NATIVE_ATOMIC = {
-    "add": "atomicAdd",
-    "min": "atomicMin",
-    "max": "atomicMax",
-    "exchange": "atomicExch",
-    "compare_exchange": "atomicCAS",
-}
-
-
-def _cas_loop(op: str, dtype: DType) -> str:
-    """A float atomic through atomicCAS on the bit pattern (``tf_atomic_<op>_<type>``)."""
-    bits, to_bits, from_bits, ctype = _BITS[dtype.name]
-    suffix = "f" if dtype is float32 else ""
-    if op == "compare_exchange":
-        return (
-            f"__device__ __forceinline__ {ctype} tf_atomic_{op}_{dtype.name}({ctype}* p, "
-            f"{ctype} cmp, {ctype} v) {{\n"
-            f"    return {from_bits}(atomicCAS(({bits}*)p, {to_bits}(cmp), {to_bits}(v)));\n}}\n"
-        )
-    update = {"min": f"tf_fmin{suffix}(x, v)", "max": f"tf_fmax{suffix}(x, v)", "exchange": "v"}[
-        op
-    ]  # K.min/K.max semantics (_SIGNED_ZERO_MIN_MAX)
-    return (
-        f"__device__ __forceinline__ {ctype} tf_atomic_{op}_{dtype.name}({ctype}* p, {ctype} v) "
-        "{\n"
-        f"    {bits}* q = ({bits}*)p;\n"
-        f"    {bits} old = *q, seen;\n"
-        "    do {\n"
-        f"        seen = old;\n        const {ctype} x = {from_bits}(seen);\n"
-        f"        old = atomicCAS(q, seen, {to_bits}({update}));\n"
-        "    } while (old != seen);\n"
-        f"    return {from_bits}(old);\n}}\n"
-    )
-
+from .c_numerics import (
+    C_TYPE,
+    F16_HELPERS,
+    NATIVE_ATOMIC,
+    ROUNDED_OP,
+    SIGNED_ZERO_MIN_MAX,
+    UNSIGNED,
+    c_literal,
+    cas_loop,
+    pow_helper,
+    saturating_cast,
+    wrapping,
+)
 
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 
@@ -274,7 +153,7 @@ def kernel_abi(spec: Specialization) -> tuple[AbiParam, ...]:
 
     for p in spec.params:
         name = c_name(p.name, False)
-        ctype = _C_TYPE[p.dtype.name]
+        ctype = C_TYPE[p.dtype.name]
         if p.kind == "array":
             assert p.ndim is not None
             const = "" if p.name in spec.ir.written else "const "
@@ -355,54 +234,9 @@ def generate(spec: Specialization, grid: str = GRID_FOLDED) -> CudaKernelSource:
     return _Emitter(spec, grid).emit()
 
 
-# ---------------------------------------------------------------- literals
-
-
-def _float_literal(value: float, dtype: DType) -> str:
-    if value != value:
-        return (
-            "__longlong_as_double(0x7ff8000000000000LL)"
-            if dtype is float64
-            else "__int_as_float(0x7fc00000)"
-        )
-    if value in (float("inf"), float("-inf")):
-        sign = value < 0
-        if dtype is float64:
-            return f"__longlong_as_double({'0xfff' if sign else '0x7ff'}0000000000000LL)"
-        return f"__int_as_float({'0xff800000' if sign else '0x7f800000'})"
-    text = repr(float(value))  # exact: the value is already representable in ``dtype``
-    return f"({text})" if dtype is float64 else f"({text}f)"
-
-
-def c_literal(c: ir.Const) -> str:
-    """A constant as a C literal of its IR type (suffix and cast, ``true``/``false``)."""
-    t = c.type
-    if t is bool_:
-        return "true" if c.value else "false"
-    if t.is_float:
-        lit = _float_literal(float(c.value), float32 if t is float16 else t)
-        return f"tf_f2h({lit})" if t is float16 else lit
-    v = int(c.value)
-    if t is uint32:
-        return f"{v}u"
-    suffix = "LL" if t is int64 else ""
-    lo = -(2 ** (8 * t.itemsize - 1))
-    if v == lo:
-        return f"({lo + 1}{suffix} - 1)"
-    return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
-
-
 def _c_string(text: str) -> str:
     """``text`` escaped for a C string literal (a ``#line`` file name)."""
     return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _wrapping(op: str, a: str, b: str, t: DType) -> str:
-    """Integer ``a op b`` that wraps around: signed types compute in their unsigned twin."""
-    unsigned = _UNSIGNED.get(t.name)
-    if unsigned is None:
-        return f"({a} {op} {b})"
-    return f"(({_C_TYPE[t.name]})(({unsigned})({a}) {op} ({unsigned})({b})))"
 
 
 # ---------------------------------------------------------------- emitter
@@ -410,6 +244,8 @@ def _wrapping(op: str, a: str, b: str, t: DType) -> str:
 
 _ARITH_C = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _COMPARE_C = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_VECTOR_C = {"float32": "float4", "int32": "int4", "uint32": "uint4"}
+"""The 16-byte CUDA vector type of a 4-byte element type (``K.load4``/``K.store4``)."""
 _FLOAT_FN = {"sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "fma"}
 
 
@@ -425,22 +261,22 @@ class _Emitter(ir.SourceEmitter):
     def f(self, e: ir.Expr) -> str:
         """``e`` as a C float/double computation value (f16 widened to float)."""
         code = self.expr(e)
-        if e.type is float16:
+        if e.type is dtypes.float16:
             return f"tf_h2f({code})"
         return code
 
     def narrow(self, code: str, t: DType) -> str:
         """A float result of an f16 computation rounded back to f16."""
-        return f"tf_f2h({code})" if t is float16 else code
+        return f"tf_f2h({code})" if t is dtypes.float16 else code
 
     def fn(self, name: str, t: DType) -> str:
         """C math function name for type ``t`` (f16 computes in float)."""
         if name == "abs":
             name = "fabs"
         elif name in ("min", "max"):
-            self.helper("min_max", _SIGNED_ZERO_MIN_MAX)
+            self.helper("min_max", SIGNED_ZERO_MIN_MAX)
             name = "tf_f" + name
-        return name if t is float64 else name + "f"
+        return name if t is dtypes.float64 else name + "f"
 
     def visit_Const(self, e: ir.Const) -> str:
         return c_literal(e)
@@ -449,7 +285,7 @@ class _Emitter(ir.SourceEmitter):
         if e.name in self.locals:
             return c_name(e.name, True)
         name = c_name(e.name, False)
-        return f"({name} != 0)" if e.type is bool_ else name
+        return f"({name} != 0)" if e.type is dtypes.bool_ else name
 
     def visit_ThreadIndex(self, e: ir.ThreadIndex) -> str:
         return "tf_" + e.name.lower()
@@ -465,7 +301,7 @@ class _Emitter(ir.SourceEmitter):
 
     def visit_Load(self, e: ir.Load) -> str:
         code = f"{self.memory(e.array)}[{self.expr(e.index)}]"
-        return f"({code} != 0)" if e.type is bool_ else code
+        return f"({code} != 0)" if e.type is dtypes.bool_ else code
 
     def visit_Unary(self, e: ir.Unary) -> str:
         if e.op == "not":
@@ -473,8 +309,8 @@ class _Emitter(ir.SourceEmitter):
         t = e.type
         if t.is_float:
             return self.narrow(f"(-{self.f(e.operand)})", t)
-        ctype = _C_TYPE[t.name]
-        unsigned = _UNSIGNED.get(t.name, ctype)
+        ctype = C_TYPE[t.name]
+        unsigned = UNSIGNED.get(t.name, ctype)
         return f"(({ctype})(({unsigned})0 - ({unsigned})({self.expr(e.operand)})))"
 
     def visit_Compare(self, e: ir.Compare) -> str:
@@ -496,55 +332,55 @@ class _Emitter(ir.SourceEmitter):
         t = e.type
         address = f"&{self.memory(e.array)}[{self.expr(e.index)}]"
         args = [self.expr(a) for a in (e.compare, e.value) if a is not None]
-        if t.is_float and not (e.op == "add" or (e.op == "exchange" and t is float32)):
+        if t.is_float and not (e.op == "add" or (e.op == "exchange" and t is dtypes.float32)):
             name = f"tf_atomic_{e.op}_{t.name}"
             if e.op in ("min", "max"):
-                self.helper("min_max", _SIGNED_ZERO_MIN_MAX)  # sorts first
-            self.helper(name, _cas_loop(e.op, t))
+                self.helper("min_max", SIGNED_ZERO_MIN_MAX)  # sorts first
+            self.helper(name, cas_loop(e.op, t))
             return f"{name}({', '.join([address, *args])})"
-        if t is int64 and e.op != "min" and e.op != "max":
+        if t is dtypes.int64 and e.op != "min" and e.op != "max":
             ull = "unsigned long long"
             cast_args = ", ".join(f"({ull})({a})" for a in args)
-            return f"((long long){_NATIVE_ATOMIC[e.op]}(({ull}*){address}, {cast_args}))"
-        return f"{_NATIVE_ATOMIC[e.op]}({', '.join([address, *args])})"
+            return f"((long long){NATIVE_ATOMIC[e.op]}(({ull}*){address}, {cast_args}))"
+        return f"{NATIVE_ATOMIC[e.op]}({', '.join([address, *args])})"
 
     def visit_Binary(self, e: ir.Binary) -> str:
         t = e.type
         if t.is_float:
             a, b = self.f(e.lhs), self.f(e.rhs)
-            if e.op in _ROUNDED_OP:
-                prefix = "__d" if t is float64 else "__f"
-                code = f"{prefix}{_ROUNDED_OP[e.op]}_rn({a}, {b})"
+            if e.op in ROUNDED_OP:
+                prefix = "__d" if t is dtypes.float64 else "__f"
+                code = f"{prefix}{ROUNDED_OP[e.op]}_rn({a}, {b})"
             elif e.op == "floordiv":
                 # the quotient is rounded to t before truncation, as numpy's float16 does
                 quotient = f"({a} / {b})"
-                if t is float16:
+                if t is dtypes.float16:
                     quotient = f"tf_h2f({self.narrow(quotient, t)})"
                 code = f"{self.fn('trunc', t)}({quotient})"
             elif e.op == "mod":
                 code = f"{self.fn('fmod', t)}({a}, {b})"
             else:
-                ctype = "double" if t is float64 else "float"
-                self.helper(f"pow_{ctype}", _power(ctype))
-                code = f"tf_pow{'' if t is float64 else 'f'}({a}, {b})"
+                ctype = "double" if t is dtypes.float64 else "float"
+                self.helper(f"pow_{ctype}", pow_helper(ctype))
+                code = f"tf_pow{'' if t is dtypes.float64 else 'f'}({a}, {b})"
             return self.narrow(code, t)
         a, b = self.expr(e.lhs), self.expr(e.rhs)
         if e.op in ("floordiv", "mod"):
             return f"({a} {'/' if e.op == 'floordiv' else '%'} {b})"
-        return _wrapping(_ARITH_C[e.op], a, b, t)
+        return wrapping(_ARITH_C[e.op], a, b, t)
 
     def visit_Cast(self, e: ir.Cast) -> str:
         src, dst = e.value.type, e.type
-        if dst is bool_:
+        if dst is dtypes.bool_:
             return f"({self.f(e.value)} != 0)"
-        if dst is float16:
-            if src is float32:
+        if dst is dtypes.float16:
+            if src is dtypes.float32:
                 return f"tf_f2h({self.expr(e.value)})"
             return f"tf_d2h((double)({self.expr(e.value)}))"
         if src.is_float and dst.is_integer:
-            self.helper(dst.name, _saturating_cast(dst.name))
+            self.helper(dst.name, saturating_cast(dst.name))
             return f"tf_sat_{dst.name}((double)({self.f(e.value)}))"
-        return f"(({_C_TYPE[dst.name]})({self.f(e.value)}))"
+        return f"(({C_TYPE[dst.name]})({self.f(e.value)}))"
 
     def visit_Math(self, e: ir.Math) -> str:
         t = e.type
@@ -553,7 +389,7 @@ class _Emitter(ir.SourceEmitter):
             return self.narrow(f"{self.fn(e.func, t)}({args})", t)
         args = ", ".join(self.expr(a) for a in e.args)
         if e.func == "abs":
-            return f"{'llabs' if t is int64 else 'abs'}({args})"
+            return f"{'llabs' if t is dtypes.int64 else 'abs'}({args})"
         return f"{e.func}({args})"  # CUDA's integer min/max overloads
 
     # -------------------------------------------------------- statements
@@ -568,9 +404,52 @@ class _Emitter(ir.SourceEmitter):
 
     def visit_Store(self, s: ir.Store) -> None:
         value = self.expr(s.value)
-        if s.value.type is bool_:
+        if s.value.type is dtypes.bool_:
             value = f"(unsigned char)({value})"
         self.line(f"{self.memory(s.array)}[{self.expr(s.index)}] = {value};")
+
+    def visit_LoadVector(self, s: ir.LoadVector) -> None:
+        self.vector(s, [c_name(n, True) for n in s.names])
+
+    def visit_StoreVector(self, s: ir.StoreVector) -> None:
+        self.vector(s, [self.expr(v) for v in s.values])
+
+    def vector(self, s: ir.LoadVector | ir.StoreVector, operands: list[str]) -> None:
+        """One 16-byte access where the four elements' address is 16-byte aligned (checked at
+        run time: the same for every unit of a warp when the view's start is aligned), else the
+        four scalar accesses; elements of other sizes than 4 bytes always take the latter."""
+        element = self.kernel.element_type(s.array)
+        scalar = ir.scalar_accesses(s, element)
+        vector_type = _VECTOR_C.get(element.name)
+        if vector_type is None:
+            self.statements(scalar)
+            return
+        ctype = C_TYPE[element.name]
+        load = isinstance(s, ir.LoadVector)
+        n = self.temp()
+        at = f"tf_at{n}"
+        const = "const " if load and s.array not in self.kernel.written else ""
+        self.line("{")
+        with self.indented():
+            self.line(
+                f"{const}{ctype}* const {at} = {self.memory(s.array)} + {self.expr(s.index)};"
+            )
+            self.line(f"if ((reinterpret_cast<unsigned long long>({at}) & 15ull) == 0ull) {{")
+            with self.indented():
+                if load:
+                    cast = f"reinterpret_cast<const {vector_type}*>({at})"
+                    self.line(f"const {vector_type} tf_v{n} = *{cast};")
+                    for target, lane in zip(operands, "xyzw", strict=True):
+                        self.line(f"{target} = tf_v{n}.{lane};")
+                else:
+                    values = ", ".join(operands)
+                    self.line(
+                        f"*reinterpret_cast<{vector_type}*>({at}) = make_{vector_type}({values});"
+                    )
+            self.line("} else {")
+            self.block(scalar)
+            self.line("}")
+        self.line("}")
 
     def visit_Eval(self, s: ir.Eval) -> None:
         self.line(f"(void)({self.expr(s.value)});")
@@ -580,7 +459,7 @@ class _Emitter(ir.SourceEmitter):
 
     def visit_For(self, s: ir.For) -> None:
         t = s.start.type
-        ctype = _C_TYPE[t.name]
+        ctype = C_TYPE[t.name]
         var = c_name(s.var, True)
         n = self.temp()
         stop, step = f"tf_stop{n}", f"tf_step{n}"
@@ -594,7 +473,7 @@ class _Emitter(ir.SourceEmitter):
                 cond = f"{step} > 0u && {var} < {stop}"
             else:
                 cond = f"({step} > 0 && {var} < {stop}) || ({step} < 0 && {var} > {stop})"
-            increment = _wrapping("+", var, step, t)
+            increment = wrapping("+", var, step, t)
             self.line(f"for ({var} = {self.expr(s.start)}; {cond}; {var} = {increment}) {{")
             self.block(s.body)
             self.line("}")
@@ -661,19 +540,36 @@ class _Emitter(ir.SourceEmitter):
         yield f"{u} tf_absolute_pos_y = tf_cube_pos_y * blockDim.y + threadIdx.y;"
         yield f"{u} tf_absolute_pos_z = tf_cube_pos_z * blockDim.z + threadIdx.z;"
 
+    def shared_declarations(self) -> Iterator[str]:
+        """Static arrays as ``__shared__`` arrays; arrays sized at launch as pointers into the
+        launch's dynamic shared memory, each at the offset :func:`ir.dynamic_shared_layout`
+        gives (the JIT session passes the bytes it computes)."""
+        align = ir.DYNAMIC_SHARED_ALIGN
+        if self.kernel.dynamic_shared:
+            yield f"extern __shared__ __align__({align}) unsigned char tf_dynamic_shared[];"
+        at = "0ull"
+        for a in self.kernel.shared:
+            ctype = C_TYPE[a.dtype.name]
+            if a.size_param is None:
+                yield f"__shared__ __align__({align}) {ctype} {shared_name(a.name)}[{a.size}];"
+                continue
+            yield f"{ctype}* const {shared_name(a.name)} = ({ctype}*)(tf_dynamic_shared + {at});"
+            n = f"(unsigned long long)(unsigned int){c_name(a.size_param, False)}"
+            nbytes = f"{n} * {a.dtype.itemsize}ull"
+            at = f"({at} + (({nbytes} + {align - 1}ull) & ~{align - 1}ull))"
+
     def emit(self) -> CudaKernelSource:
         abi = kernel_abi(self.spec)
         self.statements(self.kernel.body)
         # the declarations go before the body, which they do not depend on
         head = list(self.prologue())
-        for a in self.kernel.shared:
-            head.append(f"__shared__ {_C_TYPE[a.dtype.name]} {shared_name(a.name)}[{a.size}];")
+        head += self.shared_declarations()
         for name, t in self.kernel.locals:
-            if t is bool_:
+            if t is dtypes.bool_:
                 head.append(f"bool {c_name(name, True)} = false;")
             else:
-                head.append(f"{_C_TYPE[t.name]} {c_name(name, True)} = 0;")
-        uses_f16 = float16 in self.kernel.value_types
+                head.append(f"{C_TYPE[t.name]} {c_name(name, True)} = 0;")
+        uses_f16 = dtypes.float16 in self.kernel.value_types
         symbol = kernel_symbol(self.spec)
         params = ",\n    ".join(p.c_decl for p in abi)
         header = (
@@ -682,7 +578,7 @@ class _Emitter(ir.SourceEmitter):
         )
         source = (
             header
-            + (_F16_HELPERS if uses_f16 else "")
+            + (F16_HELPERS if uses_f16 else "")
             + "".join(self.helpers[k] for k in sorted(self.helpers))
             + f'\nextern "C" __global__ void {symbol}(\n    {params})\n{{\n'
             + "\n".join([self.INDENT * self.depth + text for text in head] + self.lines)

@@ -41,11 +41,9 @@ def gemm_kernel(out: K.Array[K.F], a: K.Array[K.F], b: K.Array[K.F]):
         r = i % m
         c = (i // m) % n
         p = i // (m * n)
-        a_row = r * a.stride[0] + p * a.stride[2]
-        b_col = c * b.stride[1] + p * b.stride[2]
         acc = K.F(0)
         for j in range(a.shape[1]):
-            acc += a[a_row + j * a.stride[1]] * b[b_col + j * b.stride[0]]
+            acc += a[r, j, p] * b[j, c, p]
         out[i] = acc
 
 

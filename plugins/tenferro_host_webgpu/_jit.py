@@ -22,7 +22,7 @@ from tenferro_host import InvalidLaunchConfigError, LaunchError, Tensor, Unsuppo
 from tenferro_host.kernel import Specialization
 from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession, Memo, memo
 
-from . import wgsl, wgsl_cache
+from . import wgsl, wgsl_cache, wgsl_canary, wgsl_types
 from ._runtime import WebGpuRuntime, WebGpuStorage
 from ._uniforms import ArrayView, pack_uniforms
 
@@ -35,8 +35,8 @@ class _Facts:
 
     def __init__(self, spec: Specialization) -> None:
         self.spec = spec  # keeps the id in the key from being reused
-        self.shared_bytes = wgsl.workgroup_bytes(spec.ir)
-        self.loops = wgsl.uses_loops(spec.ir.body)
+        self.shared_bytes = wgsl_types.workgroup_bytes(spec.ir)
+        self.loops = wgsl_canary.uses_loops(spec.ir.body)
         self.portable = False  # set once the dtypes passed the portability rule
 
 
@@ -96,19 +96,11 @@ class WebGpuJitSession(JitSession):
         device's, so that sum over the shared arrays is checked every time.
         """
         facts = _facts(spec)
-        limit = self.webgpu.device_info.max_compute_workgroup_storage_size
-        if facts.shared_bytes > limit:
-            raise UnsupportedError(
-                f"kernel {spec.kernel_name!r} declares {facts.shared_bytes} bytes of shared "
-                f"arrays; the adapter grants {limit} bytes of workgroup storage: use smaller "
-                "shared arrays",
-                backend=self.runtime.name,
-                feature="maxComputeWorkgroupStorageSize",
-            )
+        self._check_workgroup_bytes(spec, facts.shared_bytes)
         if facts.portable:
             return
-        for dt, where in wgsl.value_types(spec.ir).items():
-            wgsl.wgsl_type(dt, f"{where} of kernel {spec.kernel_name!r}")
+        for dt, where in wgsl_types.value_types(spec.ir).items():
+            wgsl_types.wgsl_type(dt, f"{where} of kernel {spec.kernel_name!r}")
             if dt.name == "float16" and not self.webgpu.device_info.shader_f16:
                 raise UnsupportedError(
                     f"kernel {spec.kernel_name!r} uses f16 ({where}), but the adapter does not "
@@ -117,6 +109,18 @@ class WebGpuJitSession(JitSession):
                     feature="shader-f16",
                 )
         facts.portable = True
+
+    def _check_workgroup_bytes(self, spec: Specialization, nbytes: int) -> None:
+        """The shared arrays (at a launch's sizes) fit the adapter's workgroup storage."""
+        limit = self.webgpu.device_info.max_compute_workgroup_storage_size
+        if nbytes > limit:
+            raise UnsupportedError(
+                f"kernel {spec.kernel_name!r} declares {nbytes} bytes of shared arrays (at this "
+                f"launch's sizes); the adapter grants {limit} bytes of workgroup storage: use "
+                "smaller shared arrays",
+                backend=self.runtime.name,
+                feature="maxComputeWorkgroupStorageSize",
+            )
 
     def _dispatch(self, launch: JitLaunch) -> None:
         spec = launch.spec
@@ -129,7 +133,10 @@ class WebGpuJitSession(JitSession):
             buffers.append(self._arm_loop_canary())
         # Specializations are cached objects: the pipeline keeps its own alive, so its id is a
         # key that cannot be reused while the entry exists (hashing the IR would cost each launch).
-        key = (id(spec), launch.dim, groups, folded, canary)
+        sizes = launch.shared_sizes
+        if sizes:
+            self._check_workgroup_bytes(spec, wgsl_types.workgroup_bytes(spec.ir, sizes))
+        key = (id(spec), launch.dim, groups, folded, canary, sizes)
         pipeline = rt.pipelines.lookup(key) or self._pipeline(key, spec, launch.dim)
         # The uniform block is determined by the specialization, the grid and ``block`` (views
         # as offset/shape/strides, scalars by their bits): one immutable buffer per distinct one.
@@ -156,16 +163,18 @@ class WebGpuJitSession(JitSession):
     # -- helpers ----------------------------------------------------------------------------------
     def _pipeline(self, key: tuple[Any, ...], spec: Specialization, dim: Grid) -> Any:
         """The pipeline of ``key`` on a miss of the fast lookup: loaded or built."""
-        _, _, groups, folded, canary = key
+        _, _, groups, folded, canary, sizes = key
         info = self.webgpu.device_info
         return self.webgpu.pipelines.get(
             key,
-            lambda: self._compile(spec, dim, groups, folded, canary),
+            lambda: self._compile(spec, dim, groups, folded, canary, sizes),
             what=f"kernel {spec.kernel_name!r}",
             keepalive=spec,
-            locate=lambda line: wgsl.generate(spec, dim, groups, folded, canary).locate(line),
+            locate=lambda line: wgsl.generate(spec, dim, groups, folded, canary, sizes).locate(
+                line
+            ),
             op=self.op,
-            stored=lambda: wgsl_cache.wgsl_key(spec, dim, groups, folded, canary, info),
+            stored=lambda: wgsl_cache.wgsl_key(spec, dim, groups, folded, canary, info, sizes),
         )
 
     @staticmethod
@@ -178,9 +187,14 @@ class WebGpuJitSession(JitSession):
 
     @staticmethod
     def _compile(
-        spec: Specialization, dim: Grid, groups: tuple[int, ...], folded: bool, canary: bool
+        spec: Specialization,
+        dim: Grid,
+        groups: tuple[int, ...],
+        folded: bool,
+        canary: bool,
+        sizes: tuple[int, ...],
     ) -> tuple[str, tuple[bool, ...]]:
-        program = wgsl.generate(spec, dim, groups, folded, loop_canary=canary)
+        program = wgsl.generate(spec, dim, groups, folded, canary, sizes)
         return program.source, program.writable
 
     def _arm_loop_canary(self) -> Any:

@@ -24,7 +24,8 @@ the helpers of :mod:`.wgsl_numerics`. Two more rules keep drivers from changing 
   evaluates it at shader creation (where an inf/NaN or overflowing result is an error): it is
   computed at run time like on every other target.
 
-Cooperation: a shared array is a module-scope ``var<workgroup> s_<name>: array<T, size>``,
+Cooperation: a shared array is a module-scope ``var<workgroup> s_<name>: array<T, size>`` (flat;
+one sized at launch gets the launch's size, a pipeline per size),
 ``K.sync_cube()`` is ``storageBarrier(); workgroupBarrier();`` (CUDA's ``__syncthreads`` orders
 both memories). Memory used by atomics — a storage binding or a shared array — is declared
 ``atomic<i32>``/``atomic<u32>`` (f32 as its ``u32`` bits) and every access to it goes through
@@ -32,80 +33,29 @@ both memories). Memory used by atomics — a storage binding or a shared array �
 every ``compare_exchange`` are compare-exchange loops (``atomicCompareExchangeWeak`` may fail
 spuriously; the loop retries until the exchange happens or the old value differs).
 
-On a software adapter (``loop_canary``), Mesa's llvmpipe ends every loop of an invocation once
-65535 loop trips in total have run; a kernel with loops then runs a canary loop of
-:data:`LOOP_CANARY_TRIPS` trips after its body (from ``main``) and flags a cut one in the extra
-binding ``tf_diag`` (the JIT session reads it and raises).
+On a software adapter (``loop_canary``), a kernel with loops runs the canary loop of
+:mod:`.wgsl_canary` after its body (from ``main``) and flags a cut one in the extra binding
+``tf_diag`` (the JIT session reads it and raises).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from tenferro_host import DType, UnsupportedError
+from tenferro_host import DType
 from tenferro_host.kernel import Specialization, ir
 
 from . import wgsl_numerics
 from ._uniforms import UniformLayout, entry_point, grid_prelude, uniform_decl, word
+from .wgsl_canary import canary, uses_loops
+from .wgsl_types import atomic_type, literal, storage_type, value_types, wgsl_type
 
-_SCALAR = {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32", "bool": "bool"}
-_NEVER = {"float64": "shader-f64", "int64": "shader-int64"}
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "/", "mod": "%"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _VIA_F32 = ("sqrt", "exp", "log", "sin", "cos", "tanh", "fma")
 _ZERO = "tf_zero"
-LOOP_CANARY_TRIPS = 8
-"""Trips of the canary loop; fewer mean the driver cut the invocation's loops (more than 2, so a
-compiler that peels an iteration off the loop still leaves it several to be cut)."""
 _LOGICAL = {"and": "&&", "or": "||"}
-
-
-def value_types(kernel: ir.KernelIR) -> Mapping[DType, str]:
-    """Every type a value of ``kernel`` has (parameters, locals, every expression), with where
-    it first appears; what the portability rule and ``enable f16`` are decided on. Walked once
-    per kernel IR (:attr:`ir.KernelIR.value_types`)."""
-    return kernel.value_types
-
-
-def wgsl_type(dt: DType, what: str = "") -> str:
-    """The WGSL scalar type of ``dt``; f64/i64 are never requested (portability rule)."""
-    found = _SCALAR.get(dt.name)
-    if found is None:
-        feature = _NEVER.get(dt.name, dt.name)
-        raise UnsupportedError(
-            f"{what or dt.name} is {dt.name}, which WebGPU kernels do not support: the "
-            f"portability rule never requests {feature!r}; use a 32-bit type or run on cuda/cpu",
-            backend="webgpu",
-            feature=feature,
-        )
-    return found
-
-
-def storage_type(dt: DType) -> str:
-    """The element type of a storage buffer holding ``dt`` (bool -> u32)."""
-    return "u32" if dt.name == "bool" else wgsl_type(dt)
-
-
-def literal(value: Any, dt: DType) -> str:
-    """A WGSL literal of type ``dt``."""
-    t = wgsl_type(dt)
-    if t == "bool":
-        return "true" if value else "false"
-    if t == "u32":
-        return f"{int(value) % (1 << 32)}u"
-    if t == "i32":
-        v = int(value)
-        return f"({v + 1}i - 1i)" if v == -(1 << 31) else (f"({v}i)" if v < 0 else f"{v}i")
-    f = float(value)
-    suffix = "h" if t == "f16" else "f"
-    if f != f or f in (float("inf"), float("-inf")):
-        bits = {"nan": 0x7FC00000, "inf": 0x7F800000, "-inf": 0xFF800000}[repr(f)]
-        as_f32 = f"bitcast<f32>({bits}u)"
-        return f"{t}({as_f32})" if t == "f16" else as_f32
-    text = repr(f)
-    return f"({text}{suffix})" if f < 0 else f"{text}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -207,7 +157,7 @@ class _Emitter(ir.SourceEmitter):
             return f"bitcast<f32>(atomicExchange(&{memory}[{at}], bitcast<u32>({args[0]})))"
         name = f"tf_atomic_{e.op}_{memory}"
         if name not in self.helpers:
-            self.helper(name, _atomic_helper(name, e.op, memory, t))
+            self.helper(name, wgsl_numerics.atomic_helper(name, e.op, memory, t))
             if e.op in ("min", "max"):
                 for helper_name, source in wgsl_numerics.helper(f"tf_f{e.op}_f32"):
                     self.helper(helper_name, source)
@@ -365,6 +315,12 @@ class _Emitter(ir.SourceEmitter):
     def visit_Store(self, s: ir.Store) -> None:
         self.line(self.store(s.array, s.index, self.expr(s.value), s.value.type))
 
+    def visit_LoadVector(self, s: ir.LoadVector) -> None:
+        self.statements(ir.scalar_accesses(s, self.kernel.element_type(s.array)))
+
+    def visit_StoreVector(self, s: ir.StoreVector) -> None:
+        self.statements(ir.scalar_accesses(s, self.kernel.element_type(s.array)))
+
     def visit_Eval(self, s: ir.Eval) -> None:
         self.line(f"_ = {self.expr(s.value)};")
 
@@ -394,17 +350,6 @@ class _Emitter(ir.SourceEmitter):
         self.line("}")
 
 
-def workgroup_bytes(kernel: ir.KernelIR) -> int:
-    """Bytes of workgroup memory the kernel's shared arrays take (elements of at least 4
-    bytes: atomics and bools are 32-bit, and f16 arrays may be padded)."""
-    return sum(a.size * max(4, a.dtype.itemsize) for a in kernel.shared)
-
-
-def _atomic_type(dt: DType) -> str:
-    """The WGSL type of memory that atomics use: f32 travels as its u32 bits."""
-    return "atomic<u32>" if dt.name == "float32" else f"atomic<{wgsl_type(dt)}>"
-
-
 def _is_constant(e: ir.Expr) -> bool:
     """Whether ``e`` involves no run-time value (WGSL would evaluate it at shader creation)."""
     if isinstance(e, ir.Const):
@@ -414,67 +359,6 @@ def _is_constant(e: ir.Expr) -> bool:
     ):
         return False
     return all(isinstance(c, ir.Expr) and _is_constant(c) for c in ir.children(e))
-
-
-def _atomic_helper(name: str, op: str, memory: str, t: str) -> str:
-    """A compare-exchange loop on ``memory`` (f32 stored as u32 bits; ints as themselves)."""
-    ref = f"&{memory}[i]"
-    if op == "compare_exchange":
-        bits = "u32" if t == "f32" else t
-        to_bits = (lambda v: f"bitcast<u32>({v})") if t == "f32" else (lambda v: v)
-        back = "bitcast<f32>(r.old_value)" if t == "f32" else "r.old_value"
-        return (
-            f"fn {name}(i: u32, cmp: {t}, v: {t}) -> {t} {{\n"
-            f"    let want: {bits} = {to_bits('cmp')};\n"
-            "    loop {\n"
-            f"        let r = atomicCompareExchangeWeak({ref}, want, {to_bits('v')});\n"
-            f"        if (r.exchanged || r.old_value != want) {{ return {back}; }}\n"
-            "    }\n"
-            "    return cmp;  // not reached: naga wants a return after the loop\n"
-            "}\n"
-        )
-    update = {"add": "x + v", "min": "tf_fmin_f32(x, v)", "max": "tf_fmax_f32(x, v)"}[op]
-    return (
-        f"fn {name}(i: u32, v: f32) -> f32 {{\n"
-        f"    var old = atomicLoad({ref});\n"
-        "    loop {\n"
-        "        let x = bitcast<f32>(old);\n"
-        f"        let r = atomicCompareExchangeWeak({ref}, old, bitcast<u32>({update}));\n"
-        "        if (r.exchanged) { return x; }\n"
-        "        old = r.old_value;\n"
-        "    }\n"
-        "    return bitcast<f32>(old);  // not reached: naga wants a return after the loop\n"
-        "}\n"
-    )
-
-
-def uses_loops(stmts: Sequence[ir.Stmt]) -> bool:
-    """Whether a kernel body has a loop (only those get the loop canary)."""
-    for s in stmts:
-        if isinstance(s, (ir.For, ir.While)):
-            return True
-        if isinstance(s, ir.If) and (uses_loops(s.then) or uses_loops(s.orelse)):
-            return True
-    return False
-
-
-def _canary(diag: str) -> str:
-    """A loop of :data:`LOOP_CANARY_TRIPS` trips whose count the compiler cannot know; run last,
-    it is cut short exactly when the driver's per-invocation loop budget ran out."""
-    return (
-        "fn tf_loop_canary() {\n"
-        "    var trips = 0u;\n"
-        # an unbounded unknown (never taken: the physical grid is not empty), so no compiler
-        # unrolls the loop or folds the check below; on a condition of its own: sharing
-        # tf_zero's let Mesa specialise the kernel on it, and the zeros became constants again
-        f"    let want = select({LOOP_CANARY_TRIPS}u, {word(3)}, {word(4)} == 0u);\n"
-        "    loop {\n"
-        "        trips = trips + 1u;\n"
-        "        if (trips >= want) { break; }\n"
-        "    }\n"
-        f"    if (trips < want) {{ {diag}[0] = 1u; }}\n"
-        "}\n"
-    )
 
 
 def alias_slots(spec: Specialization, groups: Sequence[int]) -> tuple[dict[str, int], int]:
@@ -493,11 +377,14 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
     groups: Sequence[int],
     folded: bool,
     loop_canary: bool = False,
+    shared_sizes: Sequence[int] = (),
 ) -> WgslProgram:
     """WGSL for ``spec`` with workgroup size ``dim``; ``groups[i]`` numbers the storage of the
     i-th array parameter (equal numbers: views of one storage, bound once); ``folded`` when the
     grid is dispatched folded (:mod:`.dispatch`). ``loop_canary`` (software adapters): a kernel
-    with loops gets the canary and one more binding, ``WgslProgram.canary`` says which."""
+    with loops gets the canary and one more binding, ``WgslProgram.canary`` says which.
+    ``shared_sizes``: the element counts of the shared arrays sized at launch (WGSL sizes
+    workgroup arrays at pipeline creation, so each size is a pipeline of its own)."""
     k = spec.ir
     types = value_types(k)
     for dt, where in types.items():
@@ -530,7 +417,7 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
             slot = slots[p.name]
             written[slot - 1] |= p.name in k.written
             elem[slot - 1] = (
-                _atomic_type(p.dtype) if em.atomic_memory(p.name) else storage_type(p.dtype)
+                atomic_type(p.dtype) if em.atomic_memory(p.name) else storage_type(p.dtype)
             )
     uses_f16 = any(dt.name == "float16" for dt in types)
 
@@ -538,16 +425,17 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
     if uses_f16:
         head.append("enable f16;")
     head += uniform_decl(layout.nwords).splitlines()
+    dynamic = dict(zip(k.dynamic_shared, shared_sizes, strict=True))
     for a in k.shared:
-        t = _atomic_type(a.dtype) if a.name in k.atomic else storage_type(a.dtype)
-        head.append(f"var<workgroup> s_{a.name}: array<{t}, {a.size}>;")
+        t = atomic_type(a.dtype) if a.name in k.atomic else storage_type(a.dtype)
+        head.append(f"var<workgroup> s_{a.name}: array<{t}, {dynamic.get(a, a.size)}>;")
     for i in range(nslots):
         access = "read_write" if written[i] else "read"
         head.append(
             f"@group(0) @binding({i + 1}) var<storage, {access}> b{i + 1}: array<{elem[i]}>;"
         )
-    canary = loop_canary and uses_loops(k.body)
-    if canary:
+    with_canary = loop_canary and uses_loops(k.body)
+    if with_canary:
         written.append(True)
         head.append(
             f"@group(0) @binding({nslots + 1}) var<storage, read_write> tf_diag: array<u32>;"
@@ -557,13 +445,13 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
         head += helper.splitlines()
     # the canary runs after the body, in main: a ``return`` in the body ends only the body
     tail = entry_point(
-        "kernel_body();\n        tf_loop_canary()" if canary else "kernel_body()", dim
+        "kernel_body();\n        tf_loop_canary()" if with_canary else "kernel_body()", dim
     ).splitlines()
 
     outside = (0, "")
     text: list[tuple[str, tuple[int, str]]] = [(h, outside) for h in head]
-    if canary:
-        text += [(t, outside) for t in _canary("tf_diag").splitlines()]
+    if with_canary:
+        text += [(t, outside) for t in canary("tf_diag").splitlines()]
     text.append(("fn kernel_body() {", outside))
     text += zip(em.lines, em.origins, strict=True)
     text.append(("}", outside))
@@ -574,7 +462,7 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
         dsl_lines=tuple(line for _, (line, _) in text),
         filename=k.filename,
         kernel_name=k.name,
-        canary=canary,
+        canary=with_canary,
         dsl_files=tuple(file for _, (_, file) in text),
     )
 
@@ -583,10 +471,4 @@ __all__ = [
     "WgslProgram",
     "alias_slots",
     "generate",
-    "literal",
-    "storage_type",
-    "uses_loops",
-    "value_types",
-    "wgsl_type",
-    "workgroup_bytes",
 ]

@@ -27,9 +27,9 @@ from tenferro_host.provider import CachedKernel, KernelKey
 if TYPE_CHECKING:
     from .device import WebGpuDeviceInfo
 
-#: The modules whose code decides the generated text (beside the IR module, which holds the
+#: The modules whose code decides the generated text (beside the IR package, which holds the
 #: emitter base, ``ir.SourceEmitter``).
-_GENERATOR = ("wgsl.py", "wgsl_numerics.py", "_uniforms.py")
+_GENERATOR = ("wgsl.py", "wgsl_numerics.py", "wgsl_types.py", "wgsl_canary.py", "_uniforms.py")
 
 
 def _sha(text: str | bytes) -> str:
@@ -42,7 +42,7 @@ def generator_identity() -> str:
     from tenferro_host import __version__
 
     here = Path(__file__).parent
-    files = [here / name for name in _GENERATOR] + [Path(ir.__file__)]
+    files = [here / name for name in _GENERATOR] + sorted(Path(ir.__file__).parent.glob("*.py"))
     code = b"".join(_sha(path.read_bytes()).encode() for path in files)
     return f"tenferro-host {__version__} {_sha(code)[:16]}"
 
@@ -54,6 +54,7 @@ def wgsl_key(
     folded: bool,
     canary: bool,
     device: WebGpuDeviceInfo,
+    shared_sizes: tuple[int, ...] = (),
 ) -> KernelKey | None:
     """The key of ``wgsl.generate(spec, dim, groups, folded, canary)`` on ``device``; None when
     the generator's modules cannot be read (then nothing is cached)."""
@@ -69,7 +70,7 @@ def wgsl_key(
     parts = {
         "ir": _sha(lowered),
         "specialization": repr((spec.constants, spec.target, spec.features)),
-        "launch": repr((dim, tuple(groups), folded, canary)),
+        "launch": repr((dim, tuple(groups), folded, canary, *shared_sizes)),
         "adapter": f"{device.name} ({device.api}, {device.vendor}, {device.adapter_type})",
         "features": "shader-f16" if device.shader_f16 else "none",
         "generator": generator,

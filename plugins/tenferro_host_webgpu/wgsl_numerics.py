@@ -189,3 +189,35 @@ COMPARE_HELPERS = ("lt", "le", "gt", "ge", "eq", "ne")
 """Comparison ops with a NaN-exact helper ``tf_<op>_f32``."""
 
 __all__ = ["COMPARE_HELPERS", "helper"]
+
+
+def atomic_helper(name: str, op: str, memory: str, t: str) -> str:
+    """A compare-exchange loop on ``memory`` (f32 stored as u32 bits; ints as themselves)."""
+    ref = f"&{memory}[i]"
+    if op == "compare_exchange":
+        bits = "u32" if t == "f32" else t
+        to_bits = (lambda v: f"bitcast<u32>({v})") if t == "f32" else (lambda v: v)
+        back = "bitcast<f32>(r.old_value)" if t == "f32" else "r.old_value"
+        return (
+            f"fn {name}(i: u32, cmp: {t}, v: {t}) -> {t} {{\n"
+            f"    let want: {bits} = {to_bits('cmp')};\n"
+            "    loop {\n"
+            f"        let r = atomicCompareExchangeWeak({ref}, want, {to_bits('v')});\n"
+            f"        if (r.exchanged || r.old_value != want) {{ return {back}; }}\n"
+            "    }\n"
+            "    return cmp;  // not reached: naga wants a return after the loop\n"
+            "}\n"
+        )
+    update = {"add": "x + v", "min": "tf_fmin_f32(x, v)", "max": "tf_fmax_f32(x, v)"}[op]
+    return (
+        f"fn {name}(i: u32, v: f32) -> f32 {{\n"
+        f"    var old = atomicLoad({ref});\n"
+        "    loop {\n"
+        "        let x = bitcast<f32>(old);\n"
+        f"        let r = atomicCompareExchangeWeak({ref}, old, bitcast<u32>({update}));\n"
+        "        if (r.exchanged) { return x; }\n"
+        "        old = r.old_value;\n"
+        "    }\n"
+        "    return bitcast<f32>(old);  // not reached: naga wants a return after the loop\n"
+        "}\n"
+    )

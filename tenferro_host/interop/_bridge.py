@@ -27,8 +27,8 @@ from ..layout import compact_strides
 if TYPE_CHECKING:
     from .._host import Host
     from ..ops import OpSpec
-    from ..provider.runtime import Runtime
-    from ..provider.storage import Storage
+    from ..provider._runtime import Runtime
+    from ..provider._storage import Storage
 
 #: Attribute types a framework schema carries as themselves; any other travels as a literal.
 NATIVE_ATTRIBUTES = (bool, int, float, str)

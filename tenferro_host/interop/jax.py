@@ -47,7 +47,7 @@ from ._xla_ffi import BufferView, Call, handler_capsule
 
 if TYPE_CHECKING:
     from .._host import Host
-    from ..provider.runtime import Runtime
+    from ..provider._runtime import Runtime
     from ..tensor import Tensor
 
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")

@@ -44,7 +44,7 @@ from ._hosts import default_host
 
 if TYPE_CHECKING:
     from .._host import Host
-    from ..provider.runtime import Runtime
+    from ..provider._runtime import Runtime
     from ..tensor import Tensor
 
 _SCHEMA_TYPES = {bool: "bool", int: "int", float: "float", str: "str"}

@@ -9,13 +9,13 @@ file into a typed IR (never executed by Python) and run by the CPU interpreter o
 CUDA C / WGSL. See :mod:`tenferro_host.kernel._lowering` for the typing rules.
 """
 
-from ._frontend import DeviceFunction
-from ._interpreter import (
+from ._cooperation import (
     CooperationError,
     DivergentBarrierError,
     SharedRaceError,
     UnwrittenSharedReadError,
 )
+from ._frontend import DeviceFunction
 from ._kernel import ArgDesc, ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, func, kernel
 from .lang import (
     ABSOLUTE_POS,
@@ -59,6 +59,7 @@ from .lang import (
     fma,
     i32,
     i64,
+    load4,
     log,
     max,
     min,
@@ -66,6 +67,7 @@ from .lang import (
     shared,
     sin,
     sqrt,
+    store4,
     sync_cube,
     tanh,
     u32,
@@ -126,6 +128,7 @@ __all__ = [
     "i32",
     "i64",
     "kernel",
+    "load4",
     "log",
     "max",
     "min",
@@ -133,6 +136,7 @@ __all__ = [
     "shared",
     "sin",
     "sqrt",
+    "store4",
     "sync_cube",
     "tanh",
     "u32",

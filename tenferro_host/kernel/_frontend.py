@@ -9,7 +9,7 @@ import ast
 import functools
 import inspect
 from collections import ChainMap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +71,24 @@ class ParsedKernel:
         self.func = node
         self._fn = fn
         self.params = self._check_signature(fn)
+
+    def shared_size_args(self, runtime: Sequence[ParamDecl]) -> tuple[int, ...]:
+        """Positions in ``runtime`` of the parameters a top-level ``K.shared(T, n)`` sizes at
+        launch: their values select a launch's shared memory as its shape does (a superset:
+        a statement spelled like one counts)."""
+        names = [d.name for d in runtime]
+        found: set[int] = set()
+        for stmt in self.func.body:
+            call = stmt.value if isinstance(stmt, ast.Assign) else None
+            if (
+                isinstance(call, ast.Call)
+                and len(call.args) == 2
+                and isinstance(call.args[1], ast.Name)
+                and call.args[1].id in names
+                and getattr(call.func, "attr", getattr(call.func, "id", None)) == "shared"
+            ):
+                found.add(names.index(call.args[1].id))
+        return tuple(sorted(found))
 
     def namespace(self) -> Mapping[str, Any]:
         """The function's closure and globals as they are now: a specialization reads them

@@ -23,16 +23,27 @@ the cube wrote (:class:`UnwrittenSharedReadError`). Atomics on one element apply
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .. import dtypes, layout
-from ..dtypes import DType
+from .. import layout
 from ..errors import UnsupportedError, ValidationError
 from . import ir
+from ._cooperation import (
+    MANY,
+    NONE,
+    PAST,
+    PRESENT,
+    DivergentBarrierError,
+    SharedRaceError,
+    SharedState,
+    UnwrittenSharedReadError,
+    several_units,
+)
+from ._interpreter_numerics import COMPARE, FLOAT_OPS, INT_OPS, cast, math_func, read_modify_write
 from ._kernel import Specialization
 from .ir import U32_MAX, check_u32_array
 
@@ -57,67 +68,6 @@ class ArrayArg:
         """Elements from the view's first to its last element (0 for an empty view)."""
         lo, hi = layout.span(self.shape, self.strides, 0)
         return hi - lo
-
-
-class CooperationError(ValidationError):
-    """A cube's units misuse shared memory or barriers (detected by the interpreter)."""
-
-
-class DivergentBarrierError(CooperationError):
-    """``K.sync_cube()`` reached by some but not all units of a cube."""
-
-
-class SharedRaceError(CooperationError):
-    """Two units touch one shared element between barriers and one of them writes."""
-
-
-class UnwrittenSharedReadError(CooperationError):
-    """A read (or atomic) of a shared element no unit of the cube has written."""
-
-
-_NONE, _MANY = -1, -2
-
-
-class _SharedState:
-    """One shared array of every cube, with who touched each element since the last barrier:
-    ``-1`` nobody, ``-2`` several units, else the unit; and the line of that access."""
-
-    def __init__(self, decl: ir.SharedArray, ncubes: int) -> None:
-        self.decl = decl
-        n = ncubes * decl.size
-        self.data = np.zeros(n, decl.dtype.numpy)
-        self.written = np.zeros(n, bool)
-        self.access = {kind: np.full(n, _NONE, np.int64) for kind in ("write", "read", "atomic")}
-        self.lines = {kind: np.zeros(n, np.int64) for kind in ("write", "read", "atomic")}
-
-    def reset(self, cubes: np.ndarray[Any, Any]) -> None:
-        """A barrier of ``cubes`` (bool per cube) ends their accesses' epoch."""
-        for state in self.access.values():
-            state.reshape(-1, self.decl.size)[cubes] = _NONE
-
-    def record(
-        self, kind: str, key: np.ndarray[Any, Any], units: np.ndarray[Any, Any], line: int
-    ) -> None:
-        """Merge an access by ``units`` of elements ``key`` (keys may repeat)."""
-        state = self.access[kind]
-        uniq, inverse = np.unique(key, return_inverse=True)
-        lo = np.full(len(uniq), np.iinfo(np.int64).max)
-        hi = np.full(len(uniq), -1)
-        np.minimum.at(lo, inverse, units)
-        np.maximum.at(hi, inverse, units)
-        old = state[uniq]
-        single = lo == hi
-        merged = np.where(single & ((old == _NONE) | (old == lo)), lo, _MANY)
-        state[uniq] = merged
-        self.lines[kind][uniq] = line
-
-
-def _several_units(key: np.ndarray[Any, Any], units: np.ndarray[Any, Any]) -> Any:
-    """Per access: whether another unit accesses the same key in this statement."""
-    order = np.lexsort((units, key))
-    k, u = key[order], units[order]
-    differ = (k[1:] == k[:-1]) & (u[1:] != u[:-1])
-    return np.isin(key, k[1:][differ])
 
 
 class _Loop:
@@ -153,7 +103,10 @@ class _Machine(ir.Visitor[Any]):
         self.ncubes = math.prod(count)
         lane = np.arange(self.n, dtype=np.int64)
         self.cube_of, self.unit_of = lane // self.per_cube, lane % self.per_cube
-        self.shared = {d.name: _SharedState(d, self.ncubes) for d in self.kernel.shared}
+        dynamic = dict(zip(self.kernel.dynamic_shared, self.kernel.shared_sizes(args), strict=True))
+        self.shared = {
+            d.name: SharedState(d, dynamic.get(d, d.size), self.ncubes) for d in self.kernel.shared
+        }
 
     # -------------------------------------------------------- errors
 
@@ -201,6 +154,12 @@ class _Machine(ir.Visitor[Any]):
         else:
             pos = self.address(s, s.array, index, active)
             self.arrays[s.array].storage[pos] = value
+
+    def visit_LoadVector(self, s: ir.LoadVector, active: np.ndarray[Any, Any]) -> None:
+        self.block(ir.scalar_accesses(s, self.kernel.element_type(s.array)), active)
+
+    def visit_StoreVector(self, s: ir.StoreVector, active: np.ndarray[Any, Any]) -> None:
+        self.block(ir.scalar_accesses(s, self.kernel.element_type(s.array)), active)
 
     def visit_Eval(self, s: ir.Eval, active: np.ndarray[Any, Any]) -> None:
         self.expr(s.value, active)
@@ -283,7 +242,7 @@ class _Machine(ir.Visitor[Any]):
         """Flat positions in ``name``'s storage of an access by the active lanes, after the
         bounds, initialisation and race checks; records the access."""
         state = self.shared[name]
-        size = state.decl.size
+        size = state.size
         idx = self.lanes(index)[active]
         where = np.flatnonzero(active)
         bad = (idx < 0) | (idx >= size)
@@ -315,10 +274,10 @@ class _Machine(ir.Visitor[Any]):
         }[kind]
         for other in conflicts:
             seen = state.access[other][key]
-            clash = (seen != _NONE) & (seen != units)
+            clash = (seen != NONE) & (seen != units)
             if clash.any():
                 k = int(np.flatnonzero(clash)[0])
-                by = "several units" if seen[k] == _MANY else f"unit {seen[k]}"
+                by = "several units" if seen[k] == MANY else f"unit {seen[k]}"
                 line = state.lines[other][key[k]]
                 raise self.race(
                     node,
@@ -327,11 +286,11 @@ class _Machine(ir.Visitor[Any]):
                     idx[k],
                     units[k],
                     self.cube_of[where[k]],
-                    f"{by} {_PAST[other]} it at line {line}",
+                    f"{by} {PAST[other]} it at line {line}",
                     where[clash],
                 )
         if kind == "write":
-            clash = _several_units(key, units)
+            clash = several_units(key, units)
             if clash.any():
                 k = int(np.flatnonzero(clash)[0])
                 raise self.race(
@@ -362,7 +321,7 @@ class _Machine(ir.Visitor[Any]):
         return self.fail(
             node,
             f"shared-memory race on {name}[{index}] in cube {cube}: unit {unit} "
-            f"{_PRESENT[kind]} it while {other}, with no K.sync_cube() between; put a "
+            f"{PRESENT[kind]} it while {other}, with no K.sync_cube() between; put a "
             "barrier between the two accesses (or use atomics for both)",
             self._lanes_of(where),
             error=SharedRaceError,
@@ -450,7 +409,7 @@ class _Machine(ir.Visitor[Any]):
 
     def visit_Compare(self, e: ir.Compare, active: np.ndarray[Any, Any]) -> Any:
         a, b = self.expr(e.lhs, active), self.expr(e.rhs, active)
-        return _COMPARE[e.op](a, b)
+        return COMPARE[e.op](a, b)
 
     def visit_Logical(self, e: ir.Logical, active: np.ndarray[Any, Any]) -> Any:
         a = self.lanes(self.expr(e.lhs, active))
@@ -474,7 +433,7 @@ class _Machine(ir.Visitor[Any]):
         a, b = self.expr(e.lhs, active), self.expr(e.rhs, active)
         t = e.type
         if t.is_float:
-            result = _FLOAT_OPS[e.op](a, b)
+            result = FLOAT_OPS[e.op](a, b)
         elif e.op in ("floordiv", "mod"):
             zero = active & (self.lanes(b) == 0)
             if zero.any():
@@ -483,7 +442,7 @@ class _Machine(ir.Visitor[Any]):
             r = np.fmod(a, b)
             result = r if e.op == "mod" else (a - r) // b
         else:
-            result = _INT_OPS[e.op](a, b)
+            result = INT_OPS[e.op](a, b)
         return np.asarray(result).astype(t.numpy, copy=False)
 
     def thread_index(self, name: str) -> Any:
@@ -530,158 +489,6 @@ class _Machine(ir.Visitor[Any]):
         return value.astype(np.uint32)
 
 
-def power(a: Any, b: Any) -> Any:
-    """``a ** b`` by :data:`~.ir.POW_SQUARING_MAX`: small integer exponents by repeated
-    squaring (as WebGPU and CUDA compute them), all others numpy's C ``pow``."""
-    dt = np.result_type(a, b)
-    work = np.float32 if dt == np.float16 else dt
-    x, y = np.asarray(a, work), np.asarray(b, work)
-    out = np.power(x, y)
-    n = np.abs(y)
-    squaring = (
-        np.isfinite(x) & (x != 0) & (y == np.trunc(y)) & (n >= 1) & (n <= ir.POW_SQUARING_MAX)
-    )
-    if squaring.any():
-        k = np.where(squaring, n, 0).astype(np.int64)
-        r, base = np.ones_like(x), x
-        for bit in range(ir.POW_SQUARING_BITS):
-            r = np.where((k >> bit) & 1 == 1, r * base, r)
-            base = base * base
-        out = np.where(squaring, np.where(y < 0, 1 / r, r), out)
-    return out.astype(dt) if out.ndim else dt.type(out)
-
-
-_COMPARE: dict[str, Callable[..., Any]] = {
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-    "eq": np.equal,
-    "ne": np.not_equal,
-}
-_INT_OPS: dict[str, Callable[..., Any]] = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
-_FLOAT_OPS: dict[str, Callable[..., Any]] = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "floordiv": lambda a, b: np.trunc(np.divide(a, b)),
-    "mod": np.fmod,
-    "pow": power,
-}
-
-
-_PAST = {"write": "wrote", "read": "read", "atomic": "updated (atomically)"}
-_PRESENT = {"write": "writes", "read": "reads", "atomic": "updates (atomically)"}
-
-
-def read_modify_write(
-    memory: np.ndarray[Any, Any],
-    pos: np.ndarray[Any, Any],
-    op: str,
-    value: np.ndarray[Any, Any],
-    compare: np.ndarray[Any, Any] | None,
-) -> Any:
-    """Atomics of one statement, applied to ``memory[pos]`` in lane order; the old values."""
-    old = np.empty(len(pos), memory.dtype)
-    if len(pos) == 0:
-        return old
-    order = np.argsort(pos, kind="stable")
-    sorted_pos = pos[order]
-    first = np.r_[True, sorted_pos[1:] != sorted_pos[:-1]]
-    start = np.maximum.accumulate(np.where(first, np.arange(len(pos)), 0))
-    if op == "add" and memory.dtype.kind in "iu":
-        # integers wrap: a running sum per element in int64 (modular), cast back
-        vals = value[order].astype(np.int64)
-        total = np.cumsum(vals)
-        before = total - vals - (total - vals)[start]
-        base = memory[sorted_pos].astype(np.int64)
-        old[order] = (base + before).astype(memory.dtype)
-        last = np.r_[first[1:], True]
-        memory[sorted_pos[last]] = (base + before + vals)[last].astype(memory.dtype)
-        return old
-    rank = np.arange(len(pos)) - start
-    for r in range(int(rank.max()) + 1):
-        lanes = order[rank == r]  # distinct positions
-        at = pos[lanes]
-        current = memory[at].copy()
-        old[lanes] = current
-        memory[at] = _atomic_result(
-            op, current, value[lanes], None if compare is None else compare[lanes]
-        )
-    return old
-
-
-def _atomic_result(op: str, current: Any, value: Any, compare: Any) -> Any:
-    if op == "add":
-        return current + value
-    if op in ("min", "max"):  # as K.min/K.max
-        return math_func(op, [current, value], dtypes.dtype(current.dtype))
-    if op == "exchange":
-        return value
-    bits = f"u{current.dtype.itemsize}"
-    return np.where(current.view(bits) == compare.view(bits), value, current)
-
-
-def cast(value: Any, source: DType, target: DType) -> Any:
-    """To bool is ``!= 0``; float -> int truncates and saturates (NaN -> 0), as every target
-    does; int -> int wraps; int -> float rounds to nearest."""
-    if target is dtypes.bool_:
-        return np.not_equal(value, 0)
-    if source.is_float and target.is_integer:
-        return saturate(value, target)
-    return np.asarray(value).astype(target.numpy)
-
-
-def saturate(value: Any, target: DType) -> Any:
-    """Float -> int: truncate toward zero, clamp to ``target``'s range, NaN -> 0 (WGSL's and
-    PTX ``cvt.rzi``'s rule; numpy's own conversion gives x86 garbage out of range)."""
-    info = np.iinfo(target.numpy)
-    x = np.trunc(np.asarray(value, np.float64))
-    lo, hi = float(info.min), float(info.max)  # hi rounds up to 2^63 for i64: compare >=
-    inside = np.where(np.isnan(x) | (x < lo) | (x >= hi), 0.0, x)
-    out = inside.astype(target.numpy)
-    out = np.where(x >= hi, target.numpy.type(info.max), out)
-    return np.where(x < lo, target.numpy.type(info.min), out).astype(target.numpy, copy=False)
-
-
-def math_func(func: str, args: list[Any], t: DType) -> Any:
-    """One math intrinsic on arguments of type ``t``; the result has type ``t``."""
-    if func == "fma":
-        if t is dtypes.float64:
-            result = args[0] * args[1] + args[2]
-        else:  # exact product and sum in f64, one rounding: what a fused multiply-add gives
-            a, b, c = (np.asarray(x, np.float64) for x in args)
-            result = a * b + c
-    elif func in ("min", "max"):
-        if t.is_float:  # C fmin/fmax, and of two zeros: min -0 if either is, max +0 if either is
-            a, b = (np.asarray(x) for x in args)
-            result = (np.fmin if func == "min" else np.fmax)(a, b)
-            sign = (np.logical_or if func == "min" else np.logical_and)(
-                np.signbit(a), np.signbit(b)
-            )
-            zeros = (a == 0) & (b == 0)
-            result = np.where(zeros, np.where(sign, -0.0, 0.0).astype(result.dtype), result)
-        else:
-            result = (np.minimum if func == "min" else np.maximum)(*args)
-    else:
-        result = _UNARY_MATH[func](args[0])
-    return np.asarray(result).astype(t.numpy, copy=False)
-
-
-_UNARY_MATH: dict[str, Callable[..., Any]] = {
-    "sqrt": np.sqrt,
-    "exp": np.exp,
-    "log": np.log,
-    "sin": np.sin,
-    "cos": np.cos,
-    "tanh": np.tanh,
-    "abs": np.abs,
-    "floor": np.floor,
-    "ceil": np.ceil,
-}
-
-
 def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | Any]) -> None:
     """Run ``spec`` over the grid ``count`` x ``dim``, reading and writing the array storages.
 
@@ -716,6 +523,12 @@ def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | 
                 feature="negative strides",
             )
         check_u32_array(param.name, arg.numel, arg.extent)
+        if param.compact and not layout.is_compact(arg.shape, arg.strides):
+            raise ValidationError(
+                f"array {param.name!r} was specialized for a compact view, got shape {arg.shape} "
+                f"with strides {arg.strides}; specialize with ArrayDesc(..., compact=False)",
+                argument=param.name,
+            )
         if arg.extent and (arg.offset < 0 or arg.offset + arg.extent > arg.storage.size):
             raise ValidationError(
                 f"array {param.name!r}: the view (offset {arg.offset}, shape {arg.shape}, "
@@ -731,6 +544,7 @@ def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | 
             "split the work",
             feature="2^32 or more threads per launch",
         )
+    ir.check_shared_sizes(spec.ir, spec.ir.shared_sizes(args))
     machine = _Machine(spec, count, dim, args)
     with np.errstate(all="ignore"):
         machine.block(spec.ir.body, np.ones(n, bool))

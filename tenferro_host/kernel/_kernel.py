@@ -30,10 +30,13 @@ DEFAULT_CACHE_SIZE = 64
 
 @dataclass(frozen=True)
 class ArrayDesc:
-    """What specialization needs to know about an array argument."""
+    """What specialization needs to know about an array argument: element type, rank and
+    whether the view is compact (column-major dense, :meth:`Tensor.is_compact`), which decides
+    what a linear index ``a[k]`` means (see the DSL guide, "Indexing")."""
 
     dtype: DType
     ndim: int
+    compact: bool = True
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,7 @@ class Kernel:
         functools.update_wrapper(self, fn)
         self.name = fn.__name__
         self.runtime_params = tuple(d for d in self.parsed.params if not d.is_const)
+        self.shared_size_args = self.parsed.shared_size_args(self.runtime_params)
         self.const_params = tuple(d for d in self.parsed.params if d.is_const)
         self._cache: Memo[tuple[Any, ...], Specialization] = SPECIALIZATIONS.new(cache_size)
         self._cache_size = cache_size
@@ -246,7 +250,7 @@ class Kernel:
                 dtype = element.dtype
             if isinstance(ann, lang.ArrayType):
                 assert isinstance(desc, ArrayDesc)
-                params.append(Param(decl.name, "array", dtype, desc.ndim))
+                params.append(Param(decl.name, "array", dtype, desc.ndim, desc.compact))
             else:
                 params.append(Param(decl.name, "scalar", dtype))
         return tuple(params), generics, self._constants(constants)
@@ -322,7 +326,7 @@ class Kernel:
         const_key = tuple((k, type(v).__name__, v) for k, v in sorted(values.items()))
         key = (
             self._token,
-            tuple((p.kind, p.dtype.name, p.ndim) for p in params),
+            tuple((p.kind, p.dtype.name, p.ndim, p.compact) for p in params),
             const_key,
             target,
             tuple(sorted(features)),

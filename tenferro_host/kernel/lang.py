@@ -202,6 +202,11 @@ atomic_max = Intrinsic("atomic_max", 3)
 atomic_exchange = Intrinsic("atomic_exchange", 3)
 atomic_compare_exchange = Intrinsic("atomic_compare_exchange", 4)
 
+# vector accesses: ``a, b, c, d = K.load4(x, k)`` reads elements 4k .. 4k+3 of x,
+# ``K.store4(x, k, a, b, c, d)`` writes them (ir.LoadVector / ir.StoreVector)
+load4 = Intrinsic("load4", 2)
+store4 = Intrinsic("store4", 6)
+
 THREAD_INDEX_NAMES: tuple[str, ...] = tuple(
     base + suffix
     for base in ("ABSOLUTE_POS", "UNIT_POS", "CUBE_POS", "CUBE_DIM", "CUBE_COUNT")

@@ -32,7 +32,7 @@ from ..errors import (
     ValidationError,
 )
 from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
-from ..kernel.ir import U32_MAX, check_u32_array
+from ..kernel.ir import U32_MAX, check_shared_sizes, check_u32_array
 from ..tensor import Tensor
 from ._residency import require_resident
 from ._session import ExecSession, Session, SessionHandle
@@ -76,7 +76,8 @@ class JitLaunch:
     ``count`` is the logical cube count (what ``CUBE_COUNT*`` report), ``grid`` the physical one
     (equal to ``count`` unless folded; see :func:`fold_grid`), ``dim`` the units per cube.
     ``args`` align with ``spec.params``: a :class:`Tensor` for an array (resident, any layout),
-    a numpy scalar of the parameter's dtype for a scalar.
+    a numpy scalar of the parameter's dtype for a scalar. ``shared_sizes``: the element count of
+    each shared array sized at launch (``spec.ir.dynamic_shared``), checked.
     """
 
     spec: Specialization
@@ -84,6 +85,7 @@ class JitLaunch:
     grid: Grid
     dim: Grid
     args: tuple[Tensor | np.generic, ...]
+    shared_sizes: tuple[int, ...] = ()
 
 
 def as_grid(value: Any, what: str) -> Grid:
@@ -350,7 +352,7 @@ class JitSession(Session):
             tensor = self._array_arg(decl.name, value)
             if tensor is not None:
                 values.append(tensor)
-                descs.append(ArrayDesc(tensor.dtype, tensor.ndim))
+                descs.append(ArrayDesc(tensor.dtype, tensor.ndim, tensor.is_compact()))
                 continue
             desc = _scalar_desc(value)
             if desc is None and (hasattr(value, "__array__") or hasattr(value, "__dlpack__")):
@@ -387,8 +389,10 @@ class JitSession(Session):
                 feature="2^32 or more units per launch",
             )
         check_written_bindings(spec, converted)
+        shared = spec.ir.shared_sizes(converted)
+        check_shared_sizes(spec.ir, shared)
         grid = fold_grid(count_xyz, self.max_grid)
-        self._dispatch(JitLaunch(spec, count_xyz, grid, dim_xyz, tuple(converted)))
+        self._dispatch(JitLaunch(spec, count_xyz, grid, dim_xyz, tuple(converted), shared))
 
 
 __all__ = ["JitBinding", "JitLaunch", "JitSession", "as_grid", "convert_scalar", "fold_grid"]

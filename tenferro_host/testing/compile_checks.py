@@ -78,7 +78,7 @@ class _LaunchRecorder:
         for a in args:
             t = a.tensor if hasattr(a, "tensor") and not isinstance(a, Tensor) else a
             if isinstance(t, Tensor):
-                descs.append(ArrayDesc(t.dtype, t.ndim))
+                descs.append(ArrayDesc(t.dtype, t.ndim, t.is_compact()))
             elif isinstance(a, np.generic):
                 descs.append(ScalarDesc(resolve_dtype(a.dtype)))
             else:

@@ -14,7 +14,7 @@ from support import coop_remote
 from support.webgpu_harness import View, on_interpreter
 
 from tenferro_host.errors import ValidationError
-from tenferro_host.kernel._interpreter import (
+from tenferro_host.kernel._cooperation import (
     CooperationError,
     DivergentBarrierError,
     SharedRaceError,

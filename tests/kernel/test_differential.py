@@ -10,11 +10,15 @@ pytest temporary directory so it can be run again.
 
 What must match, per generated kernel (``docs/dsl-guide.md``, "Numeric rules"):
 
-* ``io`` (ints), ``bo`` (bools) and ``fo`` (floats from correctly rounded operations,
-  comparisons, casts, control flow): identical (NaN = NaN, 0 = -0); a subnormal expected
+* ``io`` (ints), ``bo`` (bools), ``fo`` (floats from correctly rounded operations,
+  comparisons, casts, control flow) and ``vo`` (what ``K.store4`` wrote of ``K.load4``'s
+  values): identical (NaN = NaN, 0 = -0); a subnormal expected
   value may read as zero on WebGPU (WGSL lets implementations flush subnormals);
 * ``fa`` (one of ``/ sqrt exp log sin cos tanh ** fma`` applied last): within the target's
   tolerance for that operation, :data:`TOLERANCES`.
+
+Input ``y`` is a strided 1-D view (``dsl_fuzz.STRIDED``), so every target's linear ``y[i]``
+must follow the stride (a read of raw storage gives other values).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from tenferro_host.kernel._interpreter import ArrayArg, run
 
 COUNT = int(os.environ.get("TENFERRO_DIFF_KERNELS", "180"))
 SEED = int(os.environ.get("TENFERRO_DIFF_SEED", "2026"))
-OUTPUTS = ("fo", "io", "bo", "fa")
+OUTPUTS = ("fo", "io", "bo", "fa", "vo")
 CHUNK = 60
 """Kernels per test item: each item stays well inside a per-test timeout (the GPU runner's is
 120 s), however many kernels a run asks for."""
@@ -85,18 +89,21 @@ def generated(tmp_path_factory: pytest.TempPathFactory):
 
 def _descs(args: dict[str, Any]) -> list[Any]:
     return [
-        K.ArrayDesc(dtypes.dtype(v.dtype), 1)
+        K.ArrayDesc(dtypes.dtype(v.dtype), 1, k not in dsl_fuzz.STRIDED)
         if isinstance(v, np.ndarray)
         else K.ScalarDesc(dtypes.dtype(v.dtype))
-        for v in args.values()
+        for k, v in args.items()
     ]
+
+
+def _view(name: str, storage: np.ndarray) -> ArrayArg:
+    step = dsl_fuzz.STRIDED.get(name, 1)
+    return ArrayArg(storage, 0, (storage.size // step,), (step,))
 
 
 def on_interpreter(kernel: K.Kernel, args: dict[str, Any]) -> dict[str, np.ndarray]:
     copies = {k: v.copy() for k, v in args.items()}
-    converted = [
-        ArrayArg(v, 0, v.shape, (1,)) if isinstance(v, np.ndarray) else v for v in copies.values()
-    ]
+    converted = [_view(k, v) if isinstance(v, np.ndarray) else v for k, v in copies.items()]
     spec = kernel.specialize(_descs(args), {}, "cpu")
     run(spec, (2, 1, 1), (dsl_fuzz.THREADS // 2, 1, 1), converted)
     return {k: copies[k] for k in OUTPUTS}
@@ -106,8 +113,9 @@ def on_runtime(
     rt: Any, jit: Callable[[], Any], kernel: K.Kernel, args: dict[str, Any]
 ) -> dict[str, np.ndarray]:
     tensors = {k: rt.upload(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    views = [t[:: dsl_fuzz.STRIDED[k]] if k in dsl_fuzz.STRIDED else t for k, t in tensors.items()]
     with jit() as js:
-        js.launch(kernel, 2, dsl_fuzz.THREADS // 2, *tensors.values())
+        js.launch(kernel, 2, dsl_fuzz.THREADS // 2, *views)
     return {k: tensors[k].download() for k in OUTPUTS}
 
 
@@ -117,7 +125,7 @@ def mismatch(
     """Where ``got`` breaks the rule for output ``name``, or None."""
     if name in ("io", "bo"):
         bad = expected != got
-    elif name == "fo":
+    elif name in ("fo", "vo"):
         e, g = expected.astype(np.float64), got.astype(np.float64)
         same = (e == g) | (np.isnan(e) & np.isnan(g))
         tiny = float(np.finfo(expected.dtype).tiny)

@@ -16,10 +16,12 @@ from tenferro_host import kernel as K
 RNG = np.random.default_rng(28)
 
 
-def test_bench_sum_equals_numpy() -> None:
-    x = RNG.standard_normal(100_003).astype(np.float32)
+@pytest.mark.parametrize("kern", [bench.dsl_sum, bench.dsl_sum4], ids=["scalar", "load4"])
+@pytest.mark.parametrize("n", [100_003, 4096, 3])
+def test_bench_sum_equals_numpy(kern: K.Kernel, n: int) -> None:
+    x = RNG.standard_normal(n).astype(np.float32)
     (out, _) = on_interpreter(
-        bench.dsl_sum, 7, bench.SUM_CUBE, View.compact(np.zeros(1, np.float32)), View.compact(x)
+        kern, 7, bench.SUM_CUBE, View.compact(np.zeros(1, np.float32)), View.compact(x)
     )
     np.testing.assert_allclose(out[0], x.sum(dtype=np.float64), rtol=1e-5)
 
@@ -40,7 +42,9 @@ def test_bench_matmul_equals_numpy(n: int, k: int, m: int) -> None:
     np.testing.assert_allclose(c.reshape(m, n).T, a @ b, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("kern", [bench.dsl_sum, bench.dsl_matmul], ids=["sum", "matmul"])
+@pytest.mark.parametrize(
+    "kern", [bench.dsl_sum, bench.dsl_sum4, bench.dsl_matmul], ids=["sum", "sum4", "matmul"]
+)
 def test_bench_kernels_compile_for_sm90(kern: K.Kernel) -> None:
     ndim = 2 if kern is bench.dsl_matmul else 1
     descs = [K.ArrayDesc(dtypes.float32, ndim)] * len(kern.runtime_params)

@@ -59,7 +59,9 @@ def test_transpose_of_a_strided_view_into_compact_output():
     storage = m.ravel(order="F")  # column-major 5x7
     view = ArrayArg(storage, 0, (7, 5), (5, 1))  # its transpose, non-compact
     out = np.zeros(35)
-    spec = kernels.transpose_2d.specialize([K.ArrayDesc(_dt(out), 1), K.ArrayDesc(_dt(storage), 2)])
+    spec = kernels.transpose_2d.specialize(
+        [K.ArrayDesc(_dt(out), 1), K.ArrayDesc(_dt(storage), 2, compact=False)]
+    )
     run(spec, (2, 1, 1), (32, 1, 1), [ArrayArg(out, 0, (35,), (1,)), view])
     np.testing.assert_array_equal(out, m.T.ravel(order="F"))
 

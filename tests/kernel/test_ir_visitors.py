@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 from support import kernels
 from tenferro_host_cuda_jit import codegen
-from tenferro_host_webgpu import wgsl
+from tenferro_host_webgpu import wgsl, wgsl_types
 
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
@@ -93,8 +93,8 @@ def test_dispatching_an_unknown_node_names_it() -> None:
 def test_value_types_are_walked_once_per_kernel_ir() -> None:
     descs = [K.ArrayDesc(dtypes.float32, 1)] * 3 + [K.ScalarDesc()]
     spec = kernels.saxpy.specialize(descs, {}, "webgpu")
-    first = wgsl.value_types(spec.ir)
-    assert first is wgsl.value_types(spec.ir) is spec.ir.value_types
+    first = wgsl_types.value_types(spec.ir)
+    assert first is wgsl_types.value_types(spec.ir) is spec.ir.value_types
     assert dtypes.float32 in first
 
 

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 THREADS = 64
+STRIDED = {"y": 2}
+"""Inputs passed as a strided 1-D view (every ``step``-th element of a storage ``step`` times
+longer): the kernels read them with a linear ``y[i]``, which must follow the stride."""
 
 
 @dataclass(frozen=True)
@@ -286,13 +289,14 @@ def _device_function(name: str, rng: random.Random) -> str:
 
 
 def _cooperation(profile: Profile, rng: random.Random) -> list[str]:
-    """The cooperative prelude: ``c1`` (a neighbour's staged float) and ``k0`` (the cube's
-    counter of ``m`` values in one of 4 slots)."""
+    """The cooperative prelude: ``c1`` (a neighbour's staged float, through a shared array
+    sized at launch) and ``k0`` (the cube's counter of ``m`` values in one of 4 slots of a 2-D
+    shared array)."""
     F, I = profile.float_type, profile.int_type  # noqa: E741
     op = rng.choice(["+", "-", "*"])
     return [
-        f"sh = K.shared(K.{F}, {CUBE})",
-        f"ish = K.shared(K.{I}, 4)",
+        "sh = K.shared(K." + F + ", ns)",  # sized at launch: ns == CUBE
+        f"ish = K.shared(K.{I}, (2, 2))",
         "u = K.UNIT_POS",
         f"c0 = K.{F}(0)",
         "if K.ABSOLUTE_POS < x.len:",
@@ -304,7 +308,7 @@ def _cooperation(profile: Profile, rng: random.Random) -> list[str]:
         f"c1 = sh[(u + {rng.randint(1, CUBE - 1)}) % K.CUBE_DIM]",
         "K.atomic_add(ish, u % 4, m[K.ABSOLUTE_POS % m.len])",
         "K.sync_cube()",
-        "k0 = ish[u % 4]",
+        "k0 = ish[u % 2, (u // 2) % 2]",  # column-major: the element u % 4
     ]
 
 
@@ -329,6 +333,8 @@ def _kernel_source(
         "n1 = s",
         f"n2 = K.{I}(1)",
         "b0 = f0 < f1",
+        "w0, w1, w2, w3 = K.load4(x, i // 4)",  # a vector load of a compact view
+        "z0, z1, z2, z3 = K.load4(y, i // 4)",  # of a strided one: through its stride
     ):
         body.emit(1, line)
     body.block(1, rng.randint(3, 7), False)
@@ -340,11 +346,18 @@ def _kernel_source(
     body.emit(1, f"io[i] = {io}")
     body.emit(1, f"fa[i] = {body.approx(approx)}")
     body.emit(1, f"bo[i] = {body.cond(2)}")
+    # the vector lanes stored: drawn apart, so the kernels' other choices stay as they were
+    picks = random.Random(f"{name}-store4").sample(
+        ["w0", "w1", "w2", "w3", "z0", "z1", "z2", "z3", "f0", "f1"], 4
+    )
+    lanes = ", ".join(picks)
+    body.emit(1, f"K.store4(vo, i, {lanes})")
     header = (
         "@K.kernel\n"
         f"def {name}(fo: K.Array[K.{F}], io: K.Array[K.{I}], fa: K.Array[K.{F}], "
+        f"vo: K.Array[K.{F}], "
         f"bo: K.Array[K.bool_], x: K.Array[K.{F}], y: K.Array[K.{F}], m: K.Array[K.{I}], "
-        f"s: K.{I}):\n"
+        f"s: K.{I}, ns: K.u32):\n"
     )
     return helper + header + "\n".join(body.lines) + "\n"
 
@@ -422,12 +435,23 @@ def inputs(seed: int, profile: Profile) -> dict[str, np.ndarray | np.generic]:
         "fo": np.zeros(THREADS, fdt),
         "io": np.zeros(THREADS, idt),
         "fa": np.zeros(THREADS, fdt),
+        "vo": np.zeros(4 * THREADS, fdt),  # K.store4(vo, i, ...): four per thread
         "bo": np.zeros(THREADS, np.bool_),
         "x": floats(),
-        "y": floats(),
+        "y": np.stack([floats(), floats()], axis=1).reshape(-1),  # viewed as [::2]
         "m": ints(),
         "s": idt.type(rng.integers(0, 20)),
+        "ns": np.uint32(CUBE),
     }
 
 
-__all__ = ["APPROX", "PROFILES", "THREADS", "GeneratedKernel", "Profile", "generate", "inputs"]
+__all__ = [
+    "APPROX",
+    "PROFILES",
+    "STRIDED",
+    "THREADS",
+    "GeneratedKernel",
+    "Profile",
+    "generate",
+    "inputs",
+]

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tenferro_host import dtypes
+from tenferro_host import dtypes, layout
 from tenferro_host import kernel as K
 from tenferro_host.kernel._interpreter import ArrayArg, run
 
@@ -21,7 +21,8 @@ def as_arg(value: Any) -> Any:
 
 def desc(value: Any) -> K.ArrayDesc | K.ScalarDesc:
     if isinstance(value, ArrayArg):
-        return K.ArrayDesc(dtypes.dtype(value.storage.dtype), len(value.shape))
+        compact = layout.is_compact(value.shape, value.strides)
+        return K.ArrayDesc(dtypes.dtype(value.storage.dtype), len(value.shape), compact)
     if isinstance(value, np.generic):
         return K.ScalarDesc(dtypes.dtype(value.dtype))
     return K.ScalarDesc()

@@ -25,7 +25,7 @@ from tenferro_host_cuda_jit.codegen import CudaKernelSource, kernel_abi
 from tenferro_host import Tensor
 from tenferro_host.cuda import raw
 from tenferro_host.errors import AliasingError
-from tenferro_host.kernel import Specialization
+from tenferro_host.kernel import Specialization, ir
 from tenferro_host.kernel._interpreter import ArrayArg, run
 from tenferro_host.provider import BackendSession, ExecSession, Session
 
@@ -200,6 +200,9 @@ def execute(
         if storage is None:  # an empty tensor owns no memory
             storage = np.empty(0, param.dtype.numpy)
         run_args.append(ArrayArg(storage, a["ref"].base + a["offset"], shape, strides))
+    # the launch asks for exactly the dynamic shared memory the kernel's arrays take
+    _, dynamic = ir.dynamic_shared_layout(spec.ir, spec.ir.shared_sizes(run_args))
+    assert config.shared_mem_bytes == dynamic, (config.shared_mem_bytes, dynamic)
     run(spec, (count[0], count[1], count[2]), config.block, run_args)
 
 

@@ -27,7 +27,7 @@ def transpose_2d(out: K.Array[K.F], src: K.Array[K.F]):
         rows = src.shape[0]
         r = i % rows
         c = i // rows
-        out[i] = src[r * src.stride[0] + c * src.stride[1]]
+        out[i] = src[r, c]
 
 
 @K.kernel
@@ -37,5 +37,5 @@ def row_sums(out: K.Array[K.F], m: K.Array[K.F]):
     if r < m.shape[0]:
         acc = K.F(0)
         for c in range(m.shape[1]):
-            acc += m[r * m.stride[0] + c * m.stride[1]]
+            acc += m[r, c]
         out[r] = acc

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import tenferro_host as tf
-from tenferro_host import dtypes
+from tenferro_host import dtypes, layout
 from tenferro_host import kernel as K
 from tenferro_host.kernel._interpreter import ArrayArg, run
 from tenferro_host.tensor import Tensor
@@ -43,7 +43,8 @@ class View:
 
 def _desc(arg: Any) -> Any:
     if isinstance(arg, View):
-        return K.ArrayDesc(dtypes.dtype(arg.storage.dtype), len(arg.shape))
+        compact = layout.is_compact(arg.shape, arg.strides)
+        return K.ArrayDesc(dtypes.dtype(arg.storage.dtype), len(arg.shape), compact)
     if isinstance(arg, np.generic):
         return K.ScalarDesc(dtypes.dtype(arg.dtype))
     return K.ScalarDesc()

@@ -27,13 +27,14 @@ RESERVED = re.compile(r"tf\d+_")
 
 @dataclass(frozen=True)
 class ArrayRef:
-    """An array visible under some name: IR name, element type, ``ndim`` for a parameter, or
-    ``size`` for a shared array."""
+    """An array visible under some name: IR name, element type, ``ndim`` and ``compact`` for a
+    parameter, or the declaration of a shared array."""
 
     name: str
     dtype: DType
     ndim: int
-    shared_size: int | None = None
+    shared: ir.SharedArray | None = None
+    compact: bool = True
 
 
 @dataclass
@@ -151,7 +152,9 @@ class LowererBase:
             if decl.is_const:
                 self.constants[decl.name] = self._constant(decl, constants[decl.name])
         self.arrays = {
-            p.name: ArrayRef(p.name, p.dtype, p.ndim or 0) for p in params if p.kind == "array"
+            p.name: ArrayRef(p.name, p.dtype, p.ndim or 0, compact=p.compact)
+            for p in params
+            if p.kind == "array"
         }
         self.locals: dict[str, DType] = {}  # Python name -> type, in this frame
         self.decls: dict[str, DType] = {}  # IR name -> type, every frame of the kernel

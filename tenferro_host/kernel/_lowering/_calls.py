@@ -55,6 +55,12 @@ class CallLowering(ExpressionLowering):
                 )
             if fn.name == "sync_cube":
                 raise self.error(node, "K.sync_cube() is a statement of its own; it has no value")
+            if fn.name == "load4":
+                raise self.error(
+                    node, "K.load4 gives four values: write 'a, b, c, d = K.load4(x, k)'"
+                )
+            if fn.name == "store4":
+                raise self.error(node, "K.store4(x, k, a, b, c, d) is a statement; it has no value")
             return self.intrinsic(node, fn.name, [self.expr(a) for a in node.args])
         if fn is range:
             raise self.error(node, "range(...) is only supported as 'for i in range(...)'")
@@ -84,7 +90,7 @@ class CallLowering(ExpressionLowering):
             )
         index = self.index(node.args[1], array)
         operands = [self.materialize(a, self.expr(a), array.dtype) for a in node.args[2:]]
-        if array.shared_size is None:
+        if array.shared is None:
             self.written.add(array.name)
         self.atomic.add(array.name)
         compare = operands[0] if op == "compare_exchange" else None
@@ -124,18 +130,58 @@ class CallLowering(ExpressionLowering):
                 call.args[0],
                 "shared arrays of bool are not supported; store 0/1 in a K.u32 shared array",
             )
-        size = self.expr(call.args[1])
+        size = call.args[1]
+        line = self.line(node)
+        if isinstance(size, ast.Name) and size.id in self.params:
+            decl = self.dynamic_shared_decl(name, dtype, size, line)
+        else:
+            dims = size.elts if isinstance(size, ast.Tuple) else [size]
+            shape = tuple(self.shared_dim(d, isinstance(size, ast.Tuple)) for d in dims)
+            total = math.prod(shape)
+            if not shape or total > U32_MAX:
+                raise self.error(
+                    size,
+                    f"a shared array holds 1 to {U32_MAX} elements (u32 indices); "
+                    f"{ast.unparse(size)} gives {total}",
+                )
+            decl = ir.SharedArray(name, dtype, total, line=line, shape=shape)
+        self.shared.append(decl)
+        self.arrays[name] = ArrayRef(name, dtype, len(decl.shape), decl)
+        return []
+
+    def shared_dim(self, node: ast.expr, in_tuple: bool) -> int:
+        """One compile-time dimension of a shared array."""
+        if isinstance(node, ast.Name) and node.id in self.params:
+            raise self.error(
+                node,
+                f"{node.id!r} is a runtime parameter: a shared array sized at launch has one "
+                f"dimension, K.shared(T, {node.id}); give the others as compile-time ints",
+            )
+        size = self.expr(node)
         value = size.value if isinstance(size, (Untyped, ir.Const)) else None
         if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= U32_MAX:
+            what = "each dimension of a shared array" if in_tuple else "the size of a shared array"
             raise self.error(
-                call.args[1],
-                "the size of a shared array is a positive compile-time "
-                "int (a literal, a K.Const[int] or a module constant)",
+                node,
+                f"{what} is a positive compile-time int (a literal, a K.Const[int] or a module "
+                "constant), or, for an array sized at launch, a runtime integer parameter: "
+                "K.shared(K.f32, n)",
             )
-        decl = ir.SharedArray(name, dtype, value, line=self.line(node))
-        self.shared.append(decl)
-        self.arrays[name] = ArrayRef(name, dtype, 1, value)
-        return []
+        return value
+
+    def dynamic_shared_decl(
+        self, name: str, dtype: DType, size: ast.Name, line: int
+    ) -> ir.SharedArray:
+        """``K.shared(T, n)`` with ``n`` a runtime integer parameter: sized at each launch."""
+        param = self.params[size.id]
+        if param.kind != "scalar" or not param.dtype.is_integer:
+            raise self.error(
+                size,
+                f"a shared array sized at launch takes its size from an integer scalar "
+                f"parameter; {size.id!r} is "
+                + ("an array" if param.kind != "scalar" else type_name(param.dtype)),
+            )
+        return ir.SharedArray(name, dtype, 0, line=line, shape=(0,), size_param=size.id)
 
     # -------------------------------------------------------- device functions
 

@@ -89,8 +89,8 @@ class ExpressionLowering(LowererBase):
         if isinstance(node.value, ast.Name) and node.value.id in self.arrays:
             a = self.arrays[node.value.id]
             if node.attr == "len":
-                if a.shared_size is not None:
-                    return ir.Const(a.shared_size, type=dtypes.uint32, line=self.line(node))
+                if a.shared is not None:
+                    return self.shared_extent(a.shared, None, self.line(node))
                 return ir.ArrayLen(a.name, type=dtypes.uint32, line=self.line(node))
             if node.attr in ("shape", "stride"):
                 raise self.error(
@@ -115,9 +115,11 @@ class ExpressionLowering(LowererBase):
         ):
             a = self.arrays[value.value.id]
             axis = self.axis(node.slice, a)
-            if a.shared_size is not None:
-                size = a.shared_size if value.attr == "shape" else 1
-                return ir.Const(size, type=dtypes.uint32, line=self.line(node))
+            if a.shared is not None:
+                if value.attr == "shape":
+                    return self.shared_extent(a.shared, axis, self.line(node))
+                stride = math.prod(a.shared.shape[:axis])
+                return ir.Const(stride, type=dtypes.uint32, line=self.line(node))
             cls = ir.ArrayShape if value.attr == "shape" else ir.ArrayStride
             return cls(a.name, axis, type=dtypes.uint32, line=self.line(node))
         array = self.array_param(value)
@@ -149,16 +151,30 @@ class ExpressionLowering(LowererBase):
         raise self.error(node, "only array parameters and shared arrays can be indexed")
 
     def index(self, node: ast.expr, array: ArrayRef) -> ir.Expr:
-        """A linear index relative to the view's offset: ``a[k]`` as written, ``a[i, j]``
-        (one index per dimension) as ``i * a.stride[0] + j * a.stride[1]`` in u32."""
+        """The storage index relative to the view's offset: ``a[i, j]`` (one index per
+        dimension) is ``i * a.stride[0] + j * a.stride[1]`` in u32; a linear ``a[k]`` is ``k`` on
+        a compact view or a shared array, ``k * a.stride[0]`` on a strided 1-D view, and refused
+        on a non-compact view of more dimensions (it would read storage the view skips)."""
         if isinstance(node, ast.Slice):
             raise self.error(node, "slices are not supported; index with a[i] or a[i, j]")
         if not isinstance(node, ast.Tuple):
-            return self.integer_index(node)
-        if array.shared_size is not None or len(node.elts) != array.ndim:
+            k = self.integer_index(node)
+            if array.shared is not None or array.compact:
+                return k
+            if array.ndim != 1:
+                axes = ", ".join("ijklmn"[d] for d in range(array.ndim))
+                raise self.error(
+                    node,
+                    f"linear index into {array.name!r}, a non-compact (strided or transposed) "
+                    f"{array.ndim}-D view in this specialization: a linear index counts elements "
+                    f"of a compact view only; index with one index per dimension, "
+                    f"{array.name}[{axes}], or pass a compact copy (backend.canonicalize(t))",
+                )
+            return self.strided(k, array, 0, self.line(node))
+        if len(node.elts) != array.ndim:
             what = (
-                "a shared array takes one index"
-                if array.shared_size is not None
+                f"shared array {array.name!r} has {array.ndim} dimension(s)"
+                if array.shared is not None
                 else f"{array.name!r} has {array.ndim} dimension(s) in this specialization"
             )
             raise self.error(
@@ -170,15 +186,36 @@ class ExpressionLowering(LowererBase):
         line = self.line(node)
         total: ir.Expr | None = None
         for axis, elt in enumerate(node.elts):
-            k = self.integer_index(elt)
-            if k.type is not u32:
-                k = ir.Cast(k, type=u32, line=line)
-            term = ir.Binary(
-                "mul", k, ir.ArrayStride(array.name, axis, type=u32, line=line), type=u32, line=line
-            )
+            term = self.strided(self.integer_index(elt), array, axis, line)
             total = term if total is None else ir.Binary("add", total, term, type=u32, line=line)
         assert total is not None
         return total
+
+    def strided(self, k: ir.Expr, array: ArrayRef, axis: int, line: int) -> ir.Expr:
+        """``k * array.stride[axis]`` in u32 (a shared array's strides are constants)."""
+        u32 = dtypes.uint32
+        if k.type is not u32:
+            k = ir.Cast(k, type=u32, line=line)
+        stride: ir.Expr
+        if array.shared is not None:
+            step = math.prod(array.shared.shape[:axis])
+            if step == 1:
+                return k
+            stride = ir.Const(step, type=u32, line=line)
+        else:
+            stride = ir.ArrayStride(array.name, axis, type=u32, line=line)
+        return ir.Binary("mul", k, stride, type=u32, line=line)
+
+    def shared_extent(self, decl: ir.SharedArray, axis: int | None, line: int) -> ir.Expr:
+        """``s.len`` (``axis`` None) or ``s.shape[axis]`` of a shared array, in u32: a constant,
+        or the size parameter of a dynamic array."""
+        u32 = dtypes.uint32
+        if decl.size_param is None:
+            size = decl.size if axis is None else decl.shape[axis]
+            return ir.Const(size, type=u32, line=line)
+        param = self.params[decl.size_param]
+        n: ir.Expr = ir.Var(param.name, type=param.dtype, line=line)
+        return n if n.type is u32 else ir.Cast(n, type=u32, line=line)
 
     def integer_index(self, node: ast.expr) -> ir.Expr:
         if isinstance(node, (ast.Tuple, ast.Slice)):

@@ -62,6 +62,8 @@ class Lowerer(CallLowering):
             if isinstance(fn, DeviceFunction):
                 self.call_function(call, fn)
                 return []
+            if isinstance(fn, lang.Intrinsic) and fn.name == "store4":
+                return self.vector_access(node, call, None)
             if isinstance(fn, lang.Intrinsic) and fn.name in ATOMICS:
                 value = self.expr(call)
                 assert isinstance(value, ir.Expr)
@@ -151,7 +153,7 @@ class Lowerer(CallLowering):
                 f"storing a {type_name(value.type)} into {array.name!r} whose elements are "
                 f"{type_name(array.dtype)}; cast with K.{type_name(array.dtype)}(...)",
             )
-        if array.shared_size is None:
+        if array.shared is None:
             self.written.add(array.name)
         return ir.Store(
             array.name,
@@ -172,6 +174,13 @@ class Lowerer(CallLowering):
             fn = self.static(call.func)
             if isinstance(fn, lang.Intrinsic) and fn.name == "shared":
                 return self.shared_decl(node, call)
+            target = node.targets[0]
+            if isinstance(fn, lang.Intrinsic) and fn.name == "load4":
+                if not isinstance(target, ast.Tuple) or len(target.elts) != ir.VECTOR_WIDTH:
+                    raise self.error(
+                        target, "K.load4 gives four values: write 'a, b, c, d = K.load4(x, k)'"
+                    )
+                return self.vector_access(node, call, list(target.elts))
         return [self.assign_to(node.targets[0], self.expr(node.value), node.value)]
 
     def assign_to(self, target: ast.expr, value: ExprResult, value_node: ast.AST) -> ir.Stmt:
@@ -281,3 +290,71 @@ class Lowerer(CallLowering):
         finally:
             self.loop_vars.pop()
         return [ir.For(self.prefix + name, start, stop, step, body, line=self.line(node))]
+
+    # -------------------------------------------------------- vector accesses
+
+    def vector_access(
+        self, node: ast.stmt, call: ast.Call, targets: list[ast.expr] | None
+    ) -> list[ir.Stmt]:
+        """``a, b, c, d = K.load4(x, k)`` (``targets``) or ``K.store4(x, k, a, b, c, d)``:
+        elements ``4k .. 4k+3``. Contiguous ones (a compact view, a shared array) become one
+        :class:`ir.LoadVector`/:class:`ir.StoreVector`, those of a strided 1-D view four scalar
+        accesses through its stride; a non-compact view of more dimensions is refused like a
+        linear index."""
+        width = ir.VECTOR_WIDTH
+        if call.keywords or len(call.args) != (2 if targets is not None else 2 + width):
+            raise self.error(
+                call, "write 'a, b, c, d = K.load4(x, k)' or 'K.store4(x, k, a, b, c, d)'"
+            )
+        array = self.array_param(call.args[0])
+        line = self.line(node)
+        u32 = dtypes.uint32
+        k = self.integer_index(call.args[1])
+        first = ir.Binary(
+            "mul",
+            k if k.type is u32 else ir.Cast(k, type=u32, line=line),
+            ir.Const(width, type=u32, line=line),
+            type=u32,
+            line=line,
+        )
+        contiguous = array.shared is not None or array.compact
+        if not contiguous and array.ndim != 1:
+            raise self.error(
+                call.args[1],
+                f"K.{'load4' if targets is not None else 'store4'} reads consecutive elements; "
+                f"{array.name!r} is a non-compact {array.ndim}-D view in this specialization: "
+                "index it element by element with one index per dimension, or pass a compact "
+                "copy (backend.canonicalize(t))",
+            )
+        self.inlined[0] += 1
+        at = f"tf{self.inlined[0]}_vector"
+        self.decls[at] = u32
+        out: list[ir.Stmt] = [ir.Assign(at, first, line=line)]
+        index = ir.Var(at, type=u32, line=line)
+        element: list[ir.Expr] = [
+            index
+            if j == 0
+            else ir.Binary("add", index, ir.Const(j, type=u32, line=line), type=u32, line=line)
+            for j in range(width)
+        ]
+        if not contiguous:
+            element = [self.strided(e, array, 0, line) for e in element]
+        if targets is not None:
+            loads = [
+                self.assign_to(t, ir.Load(array.name, e, type=array.dtype, line=line), node)
+                for t, e in zip(targets, element, strict=True)
+            ]
+            if not contiguous:
+                return out + loads
+            names = tuple(s.name for s in loads if isinstance(s, ir.Assign))
+            if len(names) != width:
+                raise self.error(node, "K.load4 assigns four locals: a, b, c, d = K.load4(x, k)")
+            return [*out, ir.LoadVector(array.name, index, names, line=line)]
+        values = [self.materialize(v, self.expr(v), array.dtype) for v in call.args[2:]]
+        if array.shared is None:
+            self.written.add(array.name)
+        if not contiguous:
+            return out + [
+                ir.Store(array.name, e, v, line=line) for e, v in zip(element, values, strict=True)
+            ]
+        return [*out, ir.StoreVector(array.name, index, tuple(values), line=line)]

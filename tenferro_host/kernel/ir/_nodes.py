@@ -1,30 +1,14 @@
-"""The typed IR every target consumes (CPU interpreter, CUDA C, WGSL).
-
-The front-end produces it fully typed and resolved: generics are concrete dtypes, compile-time
-constants are folded into :class:`Const`, untyped literals have a type, every binary operation
-has operands of one type. Targets therefore never infer anything; see ``docs/dsl-ir.md``.
-
-Nodes are frozen dataclasses. Every node carries ``line``, the absolute source line it came from
-(for runtime diagnostics such as an out-of-bounds access reported by the interpreter), and
-``file`` when that line is in another file than the kernel's (:func:`source_file`).
-
-Every target walks the IR through one :class:`Visitor`: a subclass defines ``visit_<Node>``
-for each class of :data:`STATEMENTS` and :data:`EXPRESSIONS`, and the dispatch table from node
-class to method is built once, when the subclass is created (a missing method is a TypeError
-there, naming the node classes; ``tests/kernel/test_ir_visitors.py`` checks every target).
-Source emitters derive from :class:`SourceEmitter`, the scaffolding they share.
-"""
+"""The IR's nodes, operator tables and the specialized kernel (:class:`KernelIR`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any
 
-from ..dtypes import DType
-from ..errors import UnsupportedError
+from ...dtypes import DType
+from ...errors import InvalidLaunchConfigError, UnsupportedError
 
 U32_MAX = 2**32 - 1
 """The largest u32: DSL kernels index and count launch units with u32."""
@@ -253,6 +237,54 @@ class Store(Stmt):
     value: Expr
 
 
+VECTOR_WIDTH = 4
+"""Elements of one vector access (``K.load4``/``K.store4``): 16 bytes of 32-bit elements."""
+
+
+@dataclass(frozen=True)
+class LoadVector(Stmt):
+    """``a, b, c, d = K.load4(array, k)``: local ``names[j]`` gets element ``index + j`` of the
+    array's storage (from the view's offset), j < :data:`VECTOR_WIDTH`. The front-end emits it
+    only for contiguous elements (a compact view or a shared array), with ``index`` (u32,
+    ``4 * k``) held in a local: a multiple of 4, free of effects. A target reads the four as one
+    16-byte access where the address is 16-byte aligned and otherwise as the four loads of
+    :func:`scalar_accesses`; the result is the same."""
+
+    array: str
+    index: Expr
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StoreVector(Stmt):
+    """``K.store4(array, k, a, b, c, d)``: element ``index + j`` of the array's storage gets
+    ``values[j]`` (the element type); the rules of :class:`LoadVector` apply."""
+
+    array: str
+    index: Expr
+    values: tuple[Expr, ...]
+
+
+def scalar_accesses(s: LoadVector | StoreVector, element: DType) -> tuple[Stmt, ...]:
+    """The vector access ``s`` as :data:`VECTOR_WIDTH` scalar loads or stores (the fallback of
+    every target, and the whole of it where a target has no vector access)."""
+    u32 = s.index.type
+    at = [
+        s.index
+        if j == 0
+        else Binary("add", s.index, Const(j, type=u32, line=s.line), type=u32, line=s.line)
+        for j in range(VECTOR_WIDTH)
+    ]
+    if isinstance(s, LoadVector):
+        return tuple(
+            Assign(name, Load(s.array, k, type=element, line=s.line), line=s.line, file=s.file)
+            for name, k in zip(s.names, at, strict=True)
+        )
+    return tuple(
+        Store(s.array, k, v, line=s.line, file=s.file) for k, v in zip(at, s.values, strict=True)
+    )
+
+
 @dataclass(frozen=True)
 class Eval(Stmt):
     """An expression evaluated for its effect (an atomic whose old value is not used)."""
@@ -317,6 +349,8 @@ class Return(Stmt):
 STATEMENTS: tuple[type[Stmt], ...] = (
     Assign,
     Store,
+    LoadVector,
+    StoreVector,
     Eval,
     SyncCube,
     If,
@@ -370,167 +404,6 @@ def walk(nodes: Iterable[Node]) -> Iterator[Node]:
         yield from walk(children(node))
 
 
-def dispatch_table(
-    owner: type, prefix: str, nodes: Iterable[type[Node]] = NODES
-) -> dict[type[Node], Callable[..., Any]]:
-    """``{node class: owner.<prefix><NodeName>}`` for each of ``nodes``; a TypeError naming
-    every node class ``owner`` has no method for."""
-    nodes = tuple(nodes)
-    missing = [n.__name__ for n in nodes if not callable(getattr(owner, prefix + n.__name__, None))]
-    if missing:
-        raise TypeError(
-            f"{owner.__qualname__} handles no IR node {', '.join(missing)}: define "
-            + ", ".join(prefix + name for name in missing)
-        )
-    return {n: getattr(owner, prefix + n.__name__) for n in nodes}
-
-
-R = TypeVar("R")
-
-
-class Visitor(Generic[R]):
-    """Base of a walk over the IR (the interpreter, each emitter): one ``visit_<Node>`` method
-    per class of :data:`NODES`, looked up in a table built once per subclass (pass
-    ``abstract=True`` for a base that other visitors complete). :meth:`stmt` and :meth:`expr`
-    dispatch a node with the walk's extra arguments; an expression's handler returns ``R``."""
-
-    PREFIX: ClassVar[str] = "visit_"
-    _handlers: ClassVar[dict[type[Node], Callable[..., Any]]] = {}
-
-    def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if not abstract:
-            cls._handlers = dispatch_table(cls, cls.PREFIX)
-
-    def _unknown(self, node: Node) -> TypeError:
-        kind = "statement" if isinstance(node, Stmt) else "expression"
-        return TypeError(
-            f"{type(self).__qualname__}: unknown IR {kind} {type(node).__name__}: {node!r}"
-        )
-
-    def stmt(self, s: Stmt, *args: Any) -> None:
-        """Run the handler of statement ``s``'s node class (one dict lookup)."""
-        try:
-            handler = self._handlers[type(s)]
-        except KeyError:
-            raise self._unknown(s) from None
-        handler(self, s, *args)
-
-    def expr(self, e: Expr, *args: Any) -> R:
-        """The value of expression ``e``'s handler (one dict lookup)."""
-        try:
-            handler = self._handlers[type(e)]
-        except KeyError:
-            raise self._unknown(e) from None
-        result: R = handler(self, e, *args)
-        return result
-
-
-class SourceEmitter(Visitor[str], abstract=True):
-    """What every source emitter (CUDA C, WGSL) shares: output lines at an indentation depth,
-    each with its DSL origin; helper definitions by name, each kept once; numbered temporaries.
-    A target defines ``visit_<Node>`` for every node class; expression handlers return source
-    text, statement handlers append lines with :meth:`line`.
-
-    ``lines[i]`` came from the statement at ``origins[i]`` (``(line, file)``: ``file`` empty
-    when the line is the kernel's own file, ``(0, "")`` outside any statement). The body of the
-    generated function starts at ``depth``; :meth:`block` indents one more level.
-    """
-
-    INDENT: ClassVar[str] = "    "
-    FIRST_TEMP: ClassVar[int] = 0
-    """The number of the first temporary :meth:`temp` hands out."""
-
-    def __init__(self, kernel: KernelIR, depth: int = 1) -> None:
-        self.kernel = kernel
-        self.depth = depth
-        self.lines: list[str] = []
-        self.origins: list[tuple[int, str]] = []
-        self.origin: tuple[int, str] = (0, "")
-        self.helpers: dict[str, str] = {}
-        self.temps = self.FIRST_TEMP
-
-    # -------------------------------------------------------- output
-
-    def line(self, text: str) -> None:
-        """Append ``text`` at the current depth."""
-        self.lines.append(self.INDENT * self.depth + text)
-        self.origins.append(self.origin)
-
-    def raw(self, text: str) -> None:
-        """Append ``text`` unindented (a preprocessor directive)."""
-        self.lines.append(text)
-        self.origins.append(self.origin)
-
-    @contextmanager
-    def indented(self) -> Iterator[None]:
-        """Lines emitted inside the block are indented one level more."""
-        self.depth += 1
-        try:
-            yield
-        finally:
-            self.depth -= 1
-
-    def helper(self, name: str, source: str) -> None:
-        """Define helper ``name`` once (the first definition wins)."""
-        self.helpers.setdefault(name, source)
-
-    def temp(self) -> int:
-        """A fresh number for the temporaries of one construct."""
-        n = self.temps
-        self.temps += 1
-        return n
-
-    # -------------------------------------------------------- statements
-
-    def statements(self, stmts: Iterable[Stmt]) -> None:
-        """``stmts`` at the current depth."""
-        for s in stmts:
-            self.stmt(s)
-
-    def block(self, stmts: Iterable[Stmt]) -> None:
-        """``stmts`` one level deeper."""
-        with self.indented():
-            self.statements(stmts)
-
-    def stmt(self, s: Stmt, *args: Any) -> None:
-        """Emit ``s``, its lines tagged with its source line and file."""
-        outer, self.origin = self.origin, (s.line, s.file)
-        try:
-            super().stmt(s, *args)
-        finally:
-            self.origin = outer
-
-    # -------------------------------------------------------- control flow
-    # It reads the same in C and WGSL (braces, ``break;``): one definition for both targets.
-    def visit_If(self, s: If) -> None:
-        """``if (cond) { then } else { orelse }``."""
-        self.line(f"if ({self.expr(s.cond)}) {{")
-        self.block(s.then)
-        if s.orelse:
-            self.line("} else {")
-            self.block(s.orelse)
-        self.line("}")
-
-    def visit_While(self, s: While) -> None:
-        """``while (cond) { body }``."""
-        self.line(f"while ({self.expr(s.cond)}) {{")
-        self.block(s.body)
-        self.line("}")
-
-    def visit_Break(self, s: Break) -> None:
-        """``break;``."""
-        self.line("break;")
-
-    def visit_Continue(self, s: Continue) -> None:
-        """``continue;``."""
-        self.line("continue;")
-
-    def visit_Return(self, s: Return) -> None:
-        """``return;``."""
-        self.line("return;")
-
-
 # ---------------------------------------------------------------- kernel
 
 
@@ -556,23 +429,31 @@ def in_file(node: Any, filename: str) -> Any:
 
 @dataclass(frozen=True)
 class Param:
-    """A runtime parameter: ``kind`` is ``"array"`` (``ndim`` set) or ``"scalar"``."""
+    """A runtime parameter: ``kind`` is ``"array"`` (``ndim`` set) or ``"scalar"``. ``compact``
+    (arrays): the specialization is for column-major dense views, so a linear index is an
+    element index of the view; otherwise the lowering follows or refuses it (``Load``)."""
 
     name: str
     kind: str
     dtype: DType
     ndim: int | None = None
+    compact: bool = True
 
 
 @dataclass(frozen=True)
 class SharedArray:
     """``name = K.shared(T, size)``: ``size`` elements of ``dtype`` per cube, uninitialised
-    (reading an element no unit wrote is an error in the interpreter)."""
+    (reading an element no unit wrote is an error in the interpreter). ``shape``: the
+    compile-time dimensions of ``K.shared(T, (d0, d1, ...))`` (column-major; ``(size,)`` for
+    one). A *dynamic* array (``K.shared(T, n)``, ``n`` a scalar parameter) has ``size_param``
+    ``n`` and ``size`` 0: the launch sizes it (:meth:`KernelIR.shared_sizes`)."""
 
     name: str
     dtype: DType
     size: int
     line: int = 0
+    shape: tuple[int, ...] = ()
+    size_param: str | None = None
 
 
 @dataclass(frozen=True)
@@ -613,6 +494,17 @@ class KernelIR:
                 found.setdefault(node.type, f"an expression at line {node.line}")
         return found
 
+    @cached_property
+    def dynamic_shared(self) -> tuple[SharedArray, ...]:
+        """The shared arrays sized at launch, in declaration order."""
+        return tuple(a for a in self.shared if a.size_param is not None)
+
+    def shared_sizes(self, values: Sequence[Any]) -> tuple[int, ...]:
+        """The element count of each dynamic shared array for a launch whose runtime arguments
+        (aligned with :attr:`params`) are ``values``."""
+        index = {p.name: k for k, p in enumerate(self.params)}
+        return tuple(int(values[index[str(a.size_param)]]) for a in self.dynamic_shared)
+
     def shared_array(self, name: str) -> SharedArray | None:
         """The shared-memory array ``name`` of the kernel, or None (a global array)."""
         for a in self.shared:
@@ -620,9 +512,41 @@ class KernelIR:
                 return a
         return None
 
+    def element_type(self, array: str) -> DType:
+        """The element type of the parameter or shared array ``array``."""
+        shared = self.shared_array(array)
+        return shared.dtype if shared is not None else self.param(array).dtype
+
     def param(self, name: str) -> Param:
         """The runtime parameter ``name`` (KeyError if there is none)."""
         for p in self.params:
             if p.name == name:
                 return p
         raise KeyError(name)
+
+
+DYNAMIC_SHARED_ALIGN = 16
+"""Byte alignment of each dynamic shared array in the cube's dynamic shared memory (enough for
+any element type and for 16-byte vector accesses)."""
+
+
+def dynamic_shared_layout(kernel: KernelIR, sizes: Sequence[int]) -> tuple[tuple[int, ...], int]:
+    """The byte offset of each dynamic shared array (declaration order, each aligned to
+    :data:`DYNAMIC_SHARED_ALIGN`) and the bytes they take together."""
+    offsets, total = [], 0
+    for a, n in zip(kernel.dynamic_shared, sizes, strict=True):
+        offsets.append(total)
+        nbytes = n * a.dtype.itemsize
+        total += -(-nbytes // DYNAMIC_SHARED_ALIGN) * DYNAMIC_SHARED_ALIGN
+    return tuple(offsets), total
+
+
+def check_shared_sizes(kernel: KernelIR, sizes: Sequence[int]) -> None:
+    """Each dynamic shared array gets 1 to ``U32_MAX`` elements (its size parameter's value)."""
+    for a, n in zip(kernel.dynamic_shared, sizes, strict=True):
+        if not 1 <= n <= U32_MAX:
+            raise InvalidLaunchConfigError(
+                f"shared array {a.name!r} of kernel {kernel.name!r} is sized by {a.size_param!r},"
+                f" which is {n} at this launch; it needs 1 to {U32_MAX} elements",
+                argument=a.size_param,
+            )
