@@ -105,7 +105,7 @@ class HostPool:
             kind = parse_backend_name(backend)[0]
             placements = [(f"{kind}:0", o) for o in _placements(ray, kind, actors)]
         else:
-            placements = [(b, {}) for b in backend]
+            placements = [("{}:{}".format(*parse_backend_name(b)), {}) for b in backend]
             kind = parse_backend_name(placements[0][0])[0] if placements else ""
         if not placements:
             raise ValidationError("a pool needs at least one backend", argument="backend")

@@ -41,7 +41,8 @@ def translate(exc: BaseException, actor: str, what: str, timeout_s: float | None
     if isinstance(exc, rex.RayTaskError):
         cause = exc.cause
         if isinstance(cause, Exception) and not isinstance(cause, rex.RayError):
-            cause.add_note(f"raised in host actor {actor} by {what}:\n{exc.traceback_str}")
+            remote = getattr(exc, "traceback_str", None) or str(exc)  # Ray's own text of it
+            cause.add_note(f"raised in host actor {actor} by {what}:\n{remote}")
             return cause
     if isinstance(exc, rex.GetTimeoutError):
         return ActorUnavailableError(

@@ -88,3 +88,13 @@ def test_a_rank_outside_the_communicator_is_refused(install):
     rt = install.make(0, tf.Host())
     with pytest.raises(tf.ValidationError, match=r"rank 2 is outside 0\.\.1"):
         NcclCommunicator(rt, 2, 2, b"uid", binding=DriverNccl(None))
+
+
+def test_node_resources_count_the_gpus_by_arch(install):
+    from tenferro_host.distributed import arch_resource, node_resources
+
+    install(2)
+    host = tf.Host()
+    arch = host.backend_status("cuda").devices[0]["arch"]
+    assert node_resources(host) == {arch_resource(arch): 2.0}
+    assert arch_resource("sm_90") == "tenferro.arch.sm_90"

@@ -6,7 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
-from support.fake_nccl import FakeNccl
+from support.fake_nccl import DriverNccl, FakeNccl
 
 import tenferro_host as tf
 from tenferro_host import errors
@@ -62,7 +62,7 @@ def test_collectives_need_a_communicator_and_a_known_name(worker):
 
 def test_collectives_on_a_cpu_runtime_are_unsupported():
     rt = tf.Host().backend("cpu")
-    comm = NcclCommunicator(rt, 1, 0, b"", binding=FakeNccl())
+    comm = NcclCommunicator(rt, 1, 0, b"", binding=DriverNccl(None))
     with pytest.raises(tf.UnsupportedError, match="run on CUDA runtimes") as info:
         comm.all_reduce(rt.upload(np.ones(2, np.float32)))
     assert info.value.feature == "collectives"
@@ -102,3 +102,10 @@ def test_every_typed_error_pickles_with_its_type_fields_and_message(name):
 def test_a_subclass_with_its_own_required_fields_pickles():
     back = pickle.loads(pickle.dumps(CodedError("bad", code=7)))
     assert type(back) is CodedError and back.code == 7 and str(back) == "bad"
+
+
+def test_node_resources_are_empty_without_cuda():
+    from tenferro_host.distributed import node_resources
+
+    host = tf.Host(disabled=["cuda"])
+    assert node_resources(host) == {}
