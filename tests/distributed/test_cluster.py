@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray")
-
 import tenferro_host as tf
 from tenferro_host.distributed import HostPool
+
+ray = pytest.importorskip("ray")
 
 TESTS = Path(__file__).resolve().parents[1]
 STAND_IN = "support.fake_nccl:FakeNccl"
