@@ -107,13 +107,12 @@ class HostWorker:
     def run(self, op: str, *args: Any, **attrs: Any) -> Any:
         """Run a registered op on the actor's runtime; tensor results come back as handles."""
         tensors = [self._tensor(a) if isinstance(a, TensorHandle) else a for a in args]
-        backend = None if tensors else self.backend
-        return self._output(self.host.run(op, *tensors, backend=backend, **attrs))
+        return self._output(self.host.run(op, *tensors, backend=self.backend, **attrs))
 
     def run_arrays(self, op: str, arrays: tuple[np.ndarray, ...], attrs: dict[str, Any]) -> Any:
         """Upload a shard's arrays and run ``op`` on them in one call; only its result stays."""
         tensors = [self.runtime.upload(a) for a in arrays]
-        return self._output(self.host.run(op, *tensors, **attrs))
+        return self._output(self.host.run(op, *tensors, backend=self.backend, **attrs))
 
     def ping(self) -> str:
         """The actor's id (the ``owner`` of its handles)."""

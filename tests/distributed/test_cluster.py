@@ -1,8 +1,9 @@
 """A real two-actor Ray cluster on this machine: placement, ops, typed errors, a killed actor,
 collectives bootstrapped through the pool, and a shutdown that leaves no process behind.
 
-One cluster for the module (starting Ray costs seconds): 2 CPUs and 2 logical GPUs, one CPU and
-one WebGPU actor, each given a GPU by Ray. Nothing here waits without a bound.
+One cluster for the module (starting Ray costs seconds; the bench's, bench/distributed_bench.py):
+2 CPUs and 2 logical GPUs, one CPU and one WebGPU actor, each given a GPU by Ray. Nothing here
+waits without a bound.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytest.importorskip("ray")
+
+import ray
+from distributed_bench import start_local_cluster
+
 import tenferro_host as tf
 from tenferro_host.distributed import HostPool
-
-ray = pytest.importorskip("ray")
 
 TESTS = Path(__file__).resolve().parents[1]
 STAND_IN = "support.fake_nccl:FakeNccl"
@@ -29,15 +33,7 @@ def cluster(tmp_path_factory):
     # Workers import the stand-in NCCL from tests/support and inherit this environment.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), saved.get("PYTHONPATH")]))
     os.environ["FAKE_NCCL_DIR"] = str(tmp_path_factory.mktemp("fake-nccl"))
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(
-        num_cpus=2,
-        num_gpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level="ERROR",
-        object_store_memory=100 << 20,
-    )
+    start_local_cluster()
     try:
         yield Path(os.environ["FAKE_NCCL_DIR"])
     finally:
@@ -130,7 +126,8 @@ def test_collectives_are_bootstrapped_through_the_pool(pool, cluster):
 
 
 def test_an_actor_that_hangs_times_out_and_one_killed_mid_call_is_a_typed_error(cluster):
-    with HostPool.start("cpu", actors=1) as lone:
+    with HostPool.start("cpu") as lone:  # one actor per node: this one
+        assert len(lone) == 1
         host = lone[0]
         unique_id = host.submit("collective_unique_id", STAND_IN).result()
         # Joining a two-rank communicator alone blocks in the actor: a call surely mid-run.
