@@ -102,7 +102,13 @@ class HostPool:
                 "before HostPool.start, and ray.shutdown() after the pool's shutdown"
             )
         if isinstance(backend, str):
-            kind = parse_backend_name(backend)[0]
+            kind, index = parse_backend_name(backend)
+            if index != 0:
+                raise ValidationError(
+                    f"each actor owns device 0 of its process (Ray gives an actor its own GPU as "
+                    f"cuda:0); pass {kind!r}, not {backend!r}",
+                    argument="backend",
+                )
             placements = [(f"{kind}:0", o) for o in _placements(ray, kind, actors)]
         else:
             placements = [("{}:{}".format(*parse_backend_name(b)), {}) for b in backend]
@@ -115,11 +121,10 @@ class HostPool:
             wanted[arch_resource(arch)] = wanted.get(arch_resource(arch), 0.0) + 1.0
         _check_feasible(ray, {"GPU": gpus, "CPU": num_cpus, **wanted}, len(placements))
         actor_class = ray.remote(max_restarts=0, max_task_retries=0)(HostWorker)
-        node = ray.get_runtime_context().get_node_id()
         started = [
             actor_class.options(
                 num_gpus=gpus, num_cpus=num_cpus, resources=wanted or None, **options
-            ).remote(name, node, probe_p2p=probe_p2p)
+            ).remote(name, probe_p2p=probe_p2p)
             for name, options in placements
         ]
         pings = [Pending(a.ping.remote(), f"actor {i}", "start") for i, a in enumerate(started)]

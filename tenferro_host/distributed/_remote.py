@@ -51,9 +51,10 @@ def translate(exc: BaseException, actor: str, what: str, timeout_s: float | None
             actor=actor,
             reason="timed out",
         )
+    said = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return ActorUnavailableError(
-        f"host actor {actor} died before {what} finished ({type(exc).__name__}); its tensors "
-        "are lost: start a new pool",
+        f"host actor {actor} died before {what} finished ({type(exc).__name__}: "
+        f"{said[-1] if said else 'no reason given'}); its tensors are lost: start a new pool",
         actor=actor,
         reason="died",
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from ..errors import (
     ForeignRuntimeError,
     RuntimeStateError,
     SessionClosedError,
+    TenferroError,
     ValidationError,
 )
 from ..tensor import Tensor
@@ -42,19 +44,33 @@ class TensorHandle:
     backend: str
 
 
+def _node_id() -> str:
+    """The Ray node this process runs on; empty outside Ray (which this module never imports)."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return ""
+    return str(ray.get_runtime_context().get_node_id())
+
+
 class HostWorker:
     """One host actor's state: ``Host()``, the runtime ``backend`` and the tensors it holds."""
 
-    def __init__(self, backend: str, node_id: str = "", *, probe_p2p: bool = False) -> None:
-        self.host = Host()
-        self.runtime = self.host.backend(backend)
+    def __init__(self, backend: str, *, probe_p2p: bool = False) -> None:
         self.backend = backend
-        self.node_id = node_id
-        self.id = f"{backend}@{node_id[:8] or 'local'}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        self.node_id = _node_id()
+        self.id = f"{backend}@{self.node_id[:8] or 'local'}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
         self._probe_p2p = probe_p2p
         self._tensors: dict[int, Tensor] = {}
         self._keys = itertools.count()
         self._communicator: NcclCommunicator | None = None
+        # Ray keeps only the text of an error raised while an actor is made: a typed one is
+        # kept here and raised by ping(), so that the pool's start raises it as itself.
+        self._unusable: TenferroError | None = None
+        try:
+            self.host = Host()
+            self.runtime = self.host.backend(backend)
+        except TenferroError as exc:
+            self._unusable = exc
 
     # -- tensors -------------------------------------------------------------------------------
     def _handle(self, t: Tensor) -> TensorHandle:
@@ -115,7 +131,9 @@ class HostWorker:
         return self._output(self.host.run(op, *tensors, backend=self.backend, **attrs))
 
     def ping(self) -> str:
-        """The actor's id (the ``owner`` of its handles)."""
+        """The actor's id (the ``owner`` of its handles), or the error that made it unusable."""
+        if self._unusable is not None:
+            raise self._unusable
         return self.id
 
     def caps(self) -> ActorCaps:

@@ -52,6 +52,7 @@ def test_each_actor_owns_its_backend_and_its_own_logical_gpu(pool):
     caps = pool.caps()
     assert [c.backend for c in caps] == ["cpu:0", "webgpu:0"]
     assert sorted(c.visible_devices for c in caps) == ["0", "1"]
+    assert {c.node_id for c in caps} == {ray.get_runtime_context().get_node_id()}
     assert len({h.id for h in pool}) == 2
 
 
@@ -87,6 +88,14 @@ def test_what_the_cluster_lacks_is_refused_at_once(cluster):
         HostPool.start("cpu", actors=1, arch="sm_90")
     with pytest.raises(tf.UnsupportedError, match="need 3 of Ray resource 'GPU'"):
         HostPool.start("cpu", actors=3, num_gpus=1)
+    with pytest.raises(tf.ValidationError, match="pass 'cuda', not 'cuda:1'"):
+        HostPool.start("cuda:1")
+
+
+def test_an_actor_that_cannot_make_its_runtime_fails_start_with_that_typed_error(cluster):
+    with pytest.raises(tf.UnsupportedError, match="backend 'rocm' is unavailable") as info:
+        HostPool.start(["rocm"])
+    assert info.value.backend == "rocm"
 
 
 def test_a_typed_error_arrives_as_itself(pool):
