@@ -157,14 +157,16 @@ def test_an_actor_that_hangs_times_out_and_one_killed_mid_call_is_a_typed_error(
             host.upload(np.ones(2, np.float32), timeout_s=30)
 
 
-def _children(pid: int) -> set[int]:
+def _ray_children(pid: int) -> set[int]:
+    """The live processes ``pid`` started that are Ray's (GCS, raylet, agents)."""
     found = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == pid and fields[0] != "Z":
+        if int(fields[1]) == pid and fields[0] != "Z" and b"ray" in command:
             found.add(int(stat.parent.name))
     return found
 
@@ -177,7 +179,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_shutdown_leaves_no_process_behind(pool):
-    ray_processes = _children(os.getpid())
+    ray_processes = _ray_children(os.getpid())
     workers = {int(h.id.split("/")[1]) for h in pool}
     assert ray_processes and workers
     pool.shutdown()
