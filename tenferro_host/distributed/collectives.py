@@ -154,7 +154,15 @@ def load_binding(spec: str) -> Binding:
         raise ValidationError(
             f"a collectives binding is named 'module:Class', got {spec!r}", argument="binding"
         )
-    binding: Binding = getattr(importlib.import_module(module), name)()
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValidationError(
+            f"collectives binding {spec!r} cannot be loaded here ({type(exc).__name__}: {exc}); "
+            "install its module on every node",
+            argument="binding",
+        ) from exc
+    binding: Binding = factory()
     return binding
 
 

@@ -81,6 +81,10 @@ def test_load_binding_names_module_and_class():
     assert isinstance(load_binding("support.fake_nccl:FakeNccl"), FakeNccl)
     with pytest.raises(tf.ValidationError, match="'module:Class'"):
         load_binding("support.fake_nccl")
+    with pytest.raises(tf.ValidationError, match="cannot be loaded here"):
+        load_binding("support.fake_nccl:NoSuchBinding")
+    with pytest.raises(tf.ValidationError, match="cannot be loaded here"):
+        load_binding("no_such_module:Binding")
 
 
 class CodedError(errors.BackendError):
