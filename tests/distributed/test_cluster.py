@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("ray")
 
 import ray
-from distributed_bench import start_local_cluster
+from distributed_bench import ray_children, start_local_cluster
 
 import tenferro_host as tf
 from tenferro_host.distributed import HostPool
@@ -157,20 +157,6 @@ def test_an_actor_that_hangs_times_out_and_one_killed_mid_call_is_a_typed_error(
             host.upload(np.ones(2, np.float32), timeout_s=30)
 
 
-def _ray_children(pid: int) -> set[int]:
-    """The live processes ``pid`` started that are Ray's (GCS, raylet, agents)."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            command = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z" and b"ray" in command:
-            found.add(int(stat.parent.name))
-    return found
-
-
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -179,7 +165,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_shutdown_leaves_no_process_behind(pool):
-    ray_processes = _ray_children(os.getpid())
+    ray_processes = ray_children()
     workers = {int(h.id.split("/")[1]) for h in pool}
     assert ray_processes and workers
     pool.shutdown()
