@@ -24,6 +24,18 @@ class TenferroError(Exception):
     def __str__(self) -> str:
         return f"[{self.op}] {self.message}" if self.op else self.message
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its fields, not by calling __init__ again: a subclass's own required
+        # keyword arguments survive pickling (a Ray actor's error reaches its caller this way).
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[TenferroError], args: tuple[Any, ...], fields: dict[str, Any]) -> Any:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(fields)
+    return error
+
 
 class ValidationError(TenferroError, ValueError):
     """A wrong argument; ``argument`` names it."""
@@ -59,6 +71,18 @@ class ShapeError(ValidationError):
 
 class RuntimeStateError(TenferroError, RuntimeError):
     """The call is valid but the runtime or session state forbids it now."""
+
+
+class ActorUnavailableError(RuntimeStateError):
+    """A remote host actor that died or did not answer in time; ``actor`` names it and
+    ``reason`` says which (``"died"`` or ``"timed out"``). Start a new pool."""
+
+    def __init__(
+        self, message: str, *, actor: str | None = None, reason: str = "died", op: str | None = None
+    ) -> None:
+        super().__init__(message, op=op)
+        self.actor = actor
+        self.reason = reason
 
 
 class ForeignRuntimeError(RuntimeStateError):
@@ -192,6 +216,7 @@ class DslError(TenferroError):
 
 
 __all__ = [
+    "ActorUnavailableError",
     "AliasingError",
     "ArgumentMismatchError",
     "BackendError",

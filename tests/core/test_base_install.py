@@ -1,4 +1,5 @@
-"""The base configuration (no extras) works on its own: host, CLI, CPU backend and DSL.
+"""The base configuration (no extras) works on its own: host, CLI, CPU backend and DSL; the
+distributed package imports and says which extra a pool needs.
 
 ``scripts/test`` creates ``.venv-base`` from uv.lock without extras before pytest runs; GPU
 backends must be listed unavailable with a reason naming the extra, and no GPU library loads.
@@ -35,9 +36,14 @@ x = cpu.upload(np.arange(5, dtype=np.float32))
 with cpu.session() as s, s.exec_session().jit("base.twice") as js:
     out = js.alloc_output(tf.float32, (5,))
     js.launch(twice, 1, 8, out, x)
+from tenferro_host.distributed import HostPool
+try:
+    HostPool.start("cpu")
+except tf.UnsupportedError as exc:
+    ray_error = exc.message
 gpu_modules = sorted(m for m in sys.modules if m.split(".")[0] in ("cuda", "cupy", "wgpu", "torch"))
 print(json.dumps({"caps": caps_report(host), "out": out.download().tolist(),
-                  "gpu_modules": gpu_modules}))
+                  "gpu_modules": gpu_modules, "ray_error": ray_error}))
 """
 
 
@@ -59,6 +65,7 @@ def test_base_configuration_without_extras(tmp_path):
     found = json.loads(proc.stdout)
     assert found["out"] == [0.0, 2.0, 4.0, 6.0, 8.0]
     assert found["gpu_modules"] == []
+    assert "tenferro-host[ray]" in found["ray_error"]
     backends = {b["kind"]: b for b in found["caps"]["backends"]}
     assert backends["cpu"]["available"]
     assert not backends["cuda"]["available"] and "tenferro-host[cuda]" in backends["cuda"]["reason"]

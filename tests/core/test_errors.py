@@ -21,6 +21,7 @@ HIERARCHY = {
     "SessionClosedError": "RuntimeStateError",
     "WrongThreadError": "RuntimeStateError",
     "ContextPoisonedError": "RuntimeStateError",
+    "ActorUnavailableError": "RuntimeStateError",
     "UnsupportedError": "TenferroError",
     "BackendError": "TenferroError",
     "CompileError": "BackendError",

@@ -1,0 +1,115 @@
+"""The host actor's state without Ray: handles, their owner, the error rules, pickled errors."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from support.fake_nccl import DriverNccl, FakeNccl
+
+import tenferro_host as tf
+from tenferro_host import errors
+from tenferro_host.distributed import HostWorker
+from tenferro_host.distributed.collectives import NcclBinding, NcclCommunicator, load_binding
+
+
+@pytest.fixture(scope="module")
+def worker():
+    return HostWorker("cpu:0")
+
+
+def test_an_op_runs_on_handles_and_its_result_stays_as_a_handle(worker):
+    a, b = worker.upload(np.ones(3, np.float32), np.arange(3, dtype=np.float32))
+    out = worker.run("ext_add_kernel.add", a, b)
+    assert (out.owner, out.shape, out.dtype, out.backend) == (worker.id, (3,), "float32", "cpu:0")
+    np.testing.assert_array_equal(worker.download(out), [1, 2, 3])
+    held = worker.held()
+    worker.free(a, b, out)
+    assert worker.held() == held - 3
+    with pytest.raises(tf.SessionClosedError, match="was freed"):
+        worker.download(out)
+
+
+def test_a_shard_is_uploaded_and_run_in_one_call(worker):
+    out = worker.run_arrays("ext_add_kernel.add", (np.ones(2, np.int32),) * 2, {})
+    np.testing.assert_array_equal(worker.download(out), [2, 2])
+
+
+def test_a_handle_of_another_actor_is_a_foreign_runtime_error(worker):
+    other = HostWorker("cpu:0")
+    h = other.upload(np.ones(2, np.float32))
+    with pytest.raises(tf.ForeignRuntimeError, match=f"lives in host actor {other.id}"):
+        worker.run("ext_add_kernel.add", h, h)
+
+
+def test_caps_report_the_runtime_and_what_can_run_there(worker):
+    caps = worker.caps()
+    assert caps.backend == "cpu:0" and caps.kind == "cpu" and caps.arch is None
+    assert "cpu" in caps.backends and caps.device["index"] == 0
+    assert caps.can_run("ext_add_kernel.add") and not caps.can_run("ext_add_kernel.add", "rocm")
+    assert not caps.can_run("no_such.op")
+    assert caps.peer_pairs == ()
+
+
+def test_collectives_need_a_communicator_and_a_known_name(worker):
+    h = worker.upload(np.ones(2, np.float32))
+    with pytest.raises(tf.ValidationError, match="not one of all_reduce"):
+        worker.collective("reduce_scatter", h)
+    with pytest.raises(tf.RuntimeStateError, match="init_collectives"):
+        worker.collective("all_reduce", h)
+
+
+def test_collectives_on_a_cpu_runtime_are_unsupported():
+    rt = tf.Host().backend("cpu")
+    comm = NcclCommunicator(rt, 1, 0, b"", binding=DriverNccl(None))
+    with pytest.raises(tf.UnsupportedError, match="run on CUDA runtimes") as info:
+        comm.all_reduce(rt.upload(np.ones(2, np.float32)))
+    assert info.value.feature == "collectives"
+
+
+def test_nccl_binding_without_nccl_says_what_to_install():
+    try:
+        binding = NcclBinding()
+    except tf.UnsupportedError as exc:
+        assert "nccl4py" in exc.message and exc.feature == "collectives"
+    else:  # a machine with the NCCL library: a unique id is 128 bytes
+        assert len(binding.unique_id()) == 128
+
+
+def test_load_binding_names_module_and_class():
+    assert isinstance(load_binding("support.fake_nccl:FakeNccl"), FakeNccl)
+    with pytest.raises(tf.ValidationError, match="'module:Class'"):
+        load_binding("support.fake_nccl")
+    with pytest.raises(tf.ValidationError, match="cannot be loaded here"):
+        load_binding("support.fake_nccl:NoSuchBinding")
+    with pytest.raises(tf.ValidationError, match="cannot be loaded here"):
+        load_binding("no_such_module:Binding")
+
+
+class CodedError(errors.BackendError):
+    def __init__(self, message: str, *, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@pytest.mark.parametrize("name", errors.__all__)
+def test_every_typed_error_pickles_with_its_type_fields_and_message(name):
+    cls = getattr(errors, name)
+    error = cls("what was wrong; what to do", op="pkg.op")
+    error.add_note("a note")
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is cls
+    assert back.__dict__ == error.__dict__ and str(back) == str(error) and back.args == error.args
+
+
+def test_a_subclass_with_its_own_required_fields_pickles():
+    back = pickle.loads(pickle.dumps(CodedError("bad", code=7)))
+    assert type(back) is CodedError and back.code == 7 and str(back) == "bad"
+
+
+def test_node_resources_are_empty_without_cuda():
+    from tenferro_host.distributed import node_resources
+
+    host = tf.Host(disabled=["cuda"])
+    assert node_resources(host) == {}

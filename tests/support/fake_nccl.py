@@ -1,0 +1,80 @@
+"""Stand-in NCCL bindings for the collectives tests that run without a GPU.
+
+``FakeNccl``: ranks rendezvous through files in the directory its unique id names (under
+``$FAKE_NCCL_DIR``), so a bootstrap that joined ranks one at a time, or with different ids, would
+time out here as it would hang with NCCL. ``DriverNccl``: one rank whose collectives move bytes in
+the memory of the fake CUDA driver, recording the stream each was enqueued on.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tenferro_host.errors import BackendError
+
+JOIN_TIMEOUT_S = 30.0
+ITEMSIZE = {"Float16": 2, "Float32": 4, "Float64": 8, "Int32": 4, "Int64": 8, "Uint32": 4}
+
+
+class FakeNccl:
+    """Ranks that join through files; every collective call is recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def unique_id(self) -> bytes:
+        return tempfile.mkdtemp(prefix="uid-", dir=os.environ.get("FAKE_NCCL_DIR")).encode()
+
+    def join(self, runtime: Any, nranks: int, rank: int, unique_id: bytes) -> Any:
+        where = Path(unique_id.decode())
+        (where / f"rank{rank}").write_text(f"{runtime.name} {nranks} {os.getpid()}")
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        while len(list(where.glob("rank*"))) < nranks:
+            if time.monotonic() > deadline:
+                raise BackendError(f"fake NCCL: rank {rank} waited for {nranks} ranks in vain")
+            time.sleep(0.01)
+        return ("comm", rank, nranks)
+
+    def all_reduce(self, comm, send, recv, count, dtype, op, stream) -> None:
+        self.calls.append(("all_reduce", comm, send, recv, count, dtype, op, stream))
+
+    def all_gather(self, comm, send, recv, count, dtype, stream) -> None:
+        self.calls.append(("all_gather", comm, send, recv, count, dtype, stream))
+
+    def broadcast(self, comm, send, recv, count, dtype, root, stream) -> None:
+        self.calls.append(("broadcast", comm, send, recv, count, dtype, root, stream))
+
+    def close(self, comm) -> None:
+        self.calls.append(("close", comm))
+
+
+class DriverNccl(FakeNccl):
+    """One rank on the fake CUDA driver ``driver``: a collective copies ``send`` to ``recv``."""
+
+    def __init__(self, driver: Any) -> None:
+        super().__init__()
+        self.driver = driver
+
+    def join(self, runtime: Any, nranks: int, rank: int, unique_id: bytes) -> Any:
+        assert nranks == 1, "the driver stand-in has one rank"
+        return ("comm", rank, nranks)
+
+    def _copy(self, send: int, recv: int, nbytes: int) -> None:
+        (src, so), (dst, do) = self.driver._find(send, nbytes), self.driver._find(recv, nbytes)
+        dst.data[do : do + nbytes] = src.data[so : so + nbytes]
+
+    def all_reduce(self, comm, send, recv, count, dtype, op, stream) -> None:
+        super().all_reduce(comm, send, recv, count, dtype, op, stream)
+        self._copy(send, recv, count * ITEMSIZE[dtype])
+
+    def all_gather(self, comm, send, recv, count, dtype, stream) -> None:
+        super().all_gather(comm, send, recv, count, dtype, stream)
+        self._copy(send, recv, count * ITEMSIZE[dtype])
+
+    def broadcast(self, comm, send, recv, count, dtype, root, stream) -> None:
+        super().broadcast(comm, send, recv, count, dtype, root, stream)
+        self._copy(send, recv, count * ITEMSIZE[dtype])
