@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import _cli
 from .._host import Host, parse_backend_name
-from ..provider.kernel_cache import active_kernel_cache
+from ..provider import active_kernel_cache
 
 #: Prefix of the custom Ray resources :func:`node_resources` declares.
 RESOURCE_PREFIX = "tenferro"
