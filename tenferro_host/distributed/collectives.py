@@ -28,7 +28,7 @@ from ..errors import (
     UnsupportedError,
     ValidationError,
 )
-from ..provider.runtime import Runtime
+from ..provider._runtime import Runtime
 from ..tensor import Tensor
 
 #: tenferro dtype name -> NCCL data type name (``nccl.bindings.nccl.DataType``).
