@@ -125,14 +125,15 @@ def test_host_run_of_a_cuda_raw_op_touches_few_files(setup):
     the structure and op-call work, 17 files (the stand-in driver among them) and 46 switches
     after it, 18 and 44 since lifetimes moved into the provider (the first call's output, collected
     during the second, queues its release in ``provider/deferred.py``; its free list is
-    ``provider/free_list.py``); printed with -s."""
+    ``provider/free_list.py``), 19 and 49 since the raw session's handles have their own module
+    (``_handles.py``, splitting ``raw.py``); printed with -s."""
     host, rt, *_ = setup
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
     host.run(ADD, a, b)
     files, switches = call_trace_files(lambda: host.run(ADD, a, b))
     distinct = sorted({str(Path(f).relative_to(Path(f).parents[1])) for f in files})
     print(f"{len(distinct)} files, {switches} switches: {distinct}")
-    assert len(distinct) <= 18 and switches <= 50
+    assert len(distinct) <= 19 and switches <= 50
 
 
 def test_release_ends_a_borrow_whoever_still_holds_the_ref(setup):

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tenferro_host_cuda import _driver as driver
-from tenferro_host_cuda import raw
+from tenferro_host_cuda import _launch
 from tenferro_host_cuda._runtime import CudaRuntime
 from tenferro_host_cuda.module import Function
 
@@ -177,8 +177,8 @@ class StandInModule:
 def recorded_launches() -> Iterator[list[tuple[Any, ...]]]:
     """cuda.core's ``launch`` replaced by a recorder for the block."""
     launches: list[tuple[Any, ...]] = []
-    saved, raw._launch_fn = raw._launch_fn, lambda *call: launches.append(call)
+    saved, _launch.launch_fn = _launch.launch_fn, lambda *call: launches.append(call)
     try:
         yield launches
     finally:
-        raw._launch_fn = saved
+        _launch.launch_fn = saved
