@@ -234,6 +234,8 @@ class PreparedLaunch(SessionHandle):
             raise s._launch_failed(exc, self._function, self._config) from exc
         if s._debug:
             s._debug_wait(self._function, self._config)
+        if s._rec is not None:
+            s._record(self._function, self._config, self._args, self._call[3:])
 
 
 class _Launch:

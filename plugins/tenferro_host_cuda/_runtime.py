@@ -39,6 +39,7 @@ from .storage import CudaStorage
 
 if TYPE_CHECKING:
     from tenferro_host.provider import BackendSession, HostServices
+    from tenferro_host.provider._op_plan import OpRecording
 
     from .module import Function
 
@@ -423,6 +424,14 @@ class CudaRuntime(Runtime):
                 raise _launch.launch_failed(self, op, exc, fn, config) from exc
             if self.debug_sync:
                 _launch.debug_wait(self, op, self._stream, fn, config)
+
+    def op_replay(self, recording: OpRecording) -> Any:
+        """A recorded op call replayed with ``cuLaunchKernel`` (:mod:`._replay`)."""
+        from ._replay import RawReplay
+
+        if not recording.outputs or not all(t.numel for t in recording.outputs):
+            return None  # an empty output has no storage to allocate the way the seam did
+        return RawReplay(self, recording)
 
     # -- events and synchronization ----------
     def record_event(self, *, context_current: bool = False) -> Any:

@@ -31,6 +31,7 @@ from tenferro_host.errors import (
     ValidationError,
 )
 from tenferro_host.provider import Session, require_resident, require_writable
+from tenferro_host.provider._op_plan import current as _recording
 
 from . import _launch
 from ._driver import POISONED
@@ -102,6 +103,8 @@ class RawSession(Session):
         #: storage -> shared borrow count, or EXCLUSIVE; a ref's death gives its borrow back
         self._borrows: dict[Any, int] = {}
         self._workspaces: list[CudaStorage] | None = None
+        #: the op call being recorded for a plan on this thread (provider._op_plan), or None
+        self._rec = getattr(_recording, "rec", None)
 
     # -- enter / exit ----------
     def _on_enter(self) -> None:
@@ -274,11 +277,16 @@ class RawSession(Session):
         """A fresh compact tensor of this runtime (stream-ordered, uninitialised)."""
         if self._owner != _get_ident():
             self._check()
-        return self.runtime.empty(dtype, shape)  # which checks dtype and shape
+        out = self.runtime.empty(dtype, shape)  # which checks dtype and shape
+        if self._rec is not None:
+            self._rec.outputs.append(out)
+        return out
 
     def workspace(self, nbytes: int) -> DeviceBytes:
         """Scratch memory freed stream-ordered when the session ends."""
         self._check()
+        if self._rec is not None:
+            self._rec.refuse("a workspace (rs.workspace)")
         nbytes = check_positive_bytes(nbytes, "nbytes", self.op)
         if nbytes == 0:
             return DeviceBytes(self, 0, 0)
@@ -292,6 +300,8 @@ class RawSession(Session):
     def stream(self) -> StreamRef:
         """The session's stream (the runtime's only stream)."""
         self._check()
+        if self._rec is not None:
+            self._rec.refuse("the stream handed out (rs.stream)")
         return StreamRef(self, int(self._stream))
 
     # -- modules ----------
@@ -424,6 +434,8 @@ class RawSession(Session):
             raise self._launch_failed(exc, function, config) from exc
         if self._debug:
             self._debug_wait(function, config)
+        if self._rec is not None:
+            self._record(function, config, args, values)
 
     def prepare(
         self, function: Function, config: LaunchConfig, args: Sequence[Any]
@@ -434,6 +446,32 @@ class RawSession(Session):
         plan = self._plan(function, config, codes)
         return PreparedLaunch(self, function, plan, tuple(args), values)
 
+    def _record(
+        self, function: Function, config: LaunchConfig, args: Sequence[Any], values: Sequence[Any]
+    ) -> None:
+        """Add this launch to the op call's recording: each argument an input or output slot
+        (its storage's address plus a byte offset fixed by the call's key) or a constant;
+        anything else refuses the recording."""
+        rec = self._rec
+        assert rec is not None
+        slots = []
+        consts = []
+        for i, (arg, value) in enumerate(zip(args, values, strict=True)):
+            if isinstance(arg, Scalar):
+                consts.append((i, value.tobytes()))
+                continue
+            t: Any = arg.tensor if isinstance(arg, TensorRef) else None
+            slot = rec.slot(t, isinstance(arg, TensorMut)) if t is not None else None
+            if slot is None or not t.numel:
+                rec.refuse(f"launch argument {i} is not a non-empty input or output tensor")
+                return
+            delta = (t.offset - arg.offset) * t.dtype.itemsize  # the view is part of the key
+            if value != t.storage.ptr + delta:
+                rec.refuse(f"launch argument {i} points elsewhere than its tensor's storage")
+                return
+            slots.append((i, *slot, delta))
+        rec.launches.append((self.op, function, config, tuple(slots), tuple(consts)))
+
     def _launch_failed(self, exc: Exception, function: Function, config: LaunchConfig) -> Exception:
         return launch_failed(self.runtime, self.op, exc, function, config)
 
@@ -443,6 +481,8 @@ class RawSession(Session):
     def synchronize(self) -> None:
         """Wait for the stream (counted in ``synchronizations``)."""
         self._check()
+        if self._rec is not None:
+            self._rec.refuse("a synchronization (rs.synchronize)")
         self.runtime.synchronize()
 
 

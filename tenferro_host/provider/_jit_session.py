@@ -34,6 +34,7 @@ from ..errors import (
 from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 from ..kernel.ir import U32_MAX, check_u32_array
 from ..tensor import Tensor
+from ._op_plan import current as _recording
 from .residency import require_resident
 from .session import ExecSession, Session, SessionHandle
 from .storage import require_writable
@@ -267,7 +268,13 @@ class JitSession(Session):
     def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
         """A fresh compact tensor of this runtime, uninitialised (stream-ordered on GPUs)."""
         self._check()
-        return self.runtime.empty(dtype, shape)
+        out = self.runtime.empty(dtype, shape)
+        rec = getattr(
+            _recording, "rec", None
+        )  # an op call recorded for a plan: its outputs are slots
+        if rec is not None:
+            rec.outputs.append(out)
+        return out
 
     def cube_dim_1d(self) -> Grid:
         """The backend's default 1-D cube shape."""
