@@ -130,6 +130,12 @@ class World:
         return out
 
 
+@pytest.fixture(autouse=True)
+def plans_on(monkeypatch):
+    """These tests are about plans: on, whatever TENFERRO_OP_PLAN says (both paths compared)."""
+    monkeypatch.setattr(_op_plan, "ENABLED", True)
+
+
 @pytest.fixture(scope="module")
 def world():
     with recording_driver() as fake, recorded_launches() as launches:
