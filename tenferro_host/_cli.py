@@ -73,8 +73,7 @@ def backend_report(host: Host, status: BackendStatus) -> dict[str, Any]:
     reason = status.reason
     if status.available:
         try:
-            runtime = host.backend(f"{status.kind}:0")
-            caps.update({c.name: bool(v) for c, v in runtime.capabilities().items()})
+            caps.update({c.name: v for c, v in host.backend_capabilities(status).items()})
         except Exception as exc:  # a provider's bug must not take `caps` down
             reason = f"could not create a runtime: {type(exc).__name__}: {exc}"
     return {
