@@ -14,6 +14,7 @@ next call never races a launch in flight.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from threading import get_ident as _get_ident
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +136,28 @@ class RawReplay:
         finally:
             rt.primary.exit(saved)
         return tuple(outs) if self._several else outs[0]
+
+    def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
+        """Each step of a replay of ``tensors`` on its own, for the bench (a kept output is
+        written into the first launch's block, so the launch step launches valid work)."""
+        rt, packed = self.runtime, self._launches[0]
+        primary, stream, launch = rt.primary, rt._stream, self._cu_launch
+        words, slots, nbytes, single = packed.words, packed.slots, self._nbytes, self._single
+        kept = [Tensor(rt.allocate_bytes(nbytes), *single)]
+
+        def slot_writes() -> None:
+            for param, which, index, delta in slots:
+                t: Any = tensors[index] if which == 0 else kept[index]
+                words[param] = t.storage.ptr + delta
+
+        slot_writes()
+        return {
+            "enter/exit": lambda: primary.exit(primary.enter()),
+            "allocation": lambda: Tensor(rt.allocate_bytes(nbytes), *single),
+            "slot writes": slot_writes,
+            "launch": lambda: launch(*packed.args, stream, packed.address, None),
+            "replay": lambda: self(tensors),
+        }
 
     def _failed(self, err: Any, packed: _Packed) -> Exception:
         at = where(packed.op, packed.function, packed.config)

@@ -87,6 +87,9 @@ NVRTC_HIT = "NVRTC compile_source, same source again"
 MODULE_HIT = "compiled module from the runtime's cache (rs.resource hit)"
 CUPY_COLD = "CuPy RawModule compile, cold (unique source)"
 
+PLAN_STEPS = ("replay", "enter/exit", "allocation", "slot writes", "launch")
+PLAN_ROWS = tuple(f"op plan of the cuda-raw add: {step}" for step in PLAN_STEPS)
+
 CUDA_CALL_ROWS = (
     CORE_LAUNCH,
     PREPARED,
@@ -107,6 +110,7 @@ CUDA_CALL_ROWS = (
     BORROW_MUT,
     HOST_RUN_RAW,
     HANDLE_RAW,
+    *PLAN_ROWS,
     HOST_RUN_DSL,
     DSL_SESSION_OP,
     DSL_CACHED,
@@ -124,6 +128,22 @@ def _not_run(key: str, title: str, rows: tuple[str, ...], why: str, unit: str = 
 
 def _has_op(host: Host, name: str) -> bool:
     return name in host.registry.ops and host.registry.ops[name].status == "ok"
+
+
+def _plan_steps(host: Host, a: Any, b: Any) -> tuple[list[Case], str]:
+    """Each step of the add's planned call on its own (``steps()`` of the handle's replay), and
+    what the handle says of its plans — or the rows not run, saying why."""
+    if not _has_op(host, EXT_ADD):
+        return [Case(r, None, "ext-add-kernel not installed") for r in PLAN_ROWS], ""
+    handle = host.op(EXT_ADD)
+    for _ in range(3):  # two equal recordings plan the call; the third replays
+        host.run(EXT_ADD, a, b)
+    state = "; ".join(f"{k}: {v}" for k, v in handle.plans().items())
+    replay = next((p for p in handle._plans.values() if hasattr(p, "steps")), None)
+    if replay is None:
+        return [Case(r, None, f"no op plan: {state or 'off'}") for r in PLAN_ROWS], state
+    steps = replay.steps((a, b))
+    return [Case(row, steps[step]) for row, step in zip(PLAN_ROWS, PLAN_STEPS, strict=True)], state
 
 
 def _ext_add_calls(host: Host, a: Any, b: Any, run_row: str, handle_row: str) -> list[Case]:
@@ -300,6 +320,8 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         Case(BORROW_MUT, lambda: rs.tensor_mut(im)),
     ]
     cases += _ext_add_calls(host, a, b, HOST_RUN_RAW, HANDLE_RAW)
+    steps, plan_state = _plan_steps(host, a, b)
+    cases += steps
     cases += [
         Case(HOST_RUN_DSL, lambda: host.run(DSL_OP, a, b)),
         Case(DSL_SESSION_OP, dsl_session_op),
@@ -328,12 +350,14 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
             BORROW_MUT,
             HOST_RUN_RAW,
             HANDLE_RAW,
+            *PLAN_ROWS,
             HOST_RUN_DSL,
             DSL_SESSION_OP,
             DSL_CACHED,
         ),
     )
     group.notes.append(f"device: {rt.device_info.name}")
+    group.notes.append(f"op plans of {EXT_ADD}: {plan_state or 'none'}")
     return group
 
 

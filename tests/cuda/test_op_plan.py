@@ -338,3 +338,23 @@ def test_no_plan_when_switched_off(world, monkeypatch):
     for _ in range(4):
         world.host.run(ADD, a, a)
     assert handle.plans() == {}
+
+
+def test_the_steps_of_a_replay_run_alone_for_the_bench(world):
+    rt = world.rt
+    a, b = rt.empty("float32", (72,)), rt.empty("float32", (72,))
+    world.observe(True, ADD, a, b)
+    handle = world.host.op(ADD)
+    (replay,) = [p for p in handle._plans.values() if hasattr(p, "steps")][-1:]
+    steps = replay.steps((a, b))
+    assert set(steps) == {"replay", "enter/exit", "allocation", "slot writes", "launch"}
+    world.fake.calls.clear()
+    steps["enter/exit"]()
+    assert steps["allocation"]().shape == (72,)
+    steps["slot writes"]()
+    steps["launch"]()
+    assert steps["replay"]().shape == (72,)
+    launched = [arg for name, arg in world.fake.calls if name == "cuLaunchKernel"]
+    assert len(launched) == 2
+    words = launch_words(launched[0][4])
+    assert words[1:3] == [a.storage.ptr, b.storage.ptr] and words[3] == 72
