@@ -39,6 +39,7 @@ from .errors import (
 )
 from .provider import _op_plan
 from .provider._op_plan import MISS, OpRecording, record_into
+from .provider.runtime import Runtime as _Runtime
 from .provider.session import _per_thread
 from .provider.storage import require_writable
 from .tensor import Tensor
@@ -93,7 +94,7 @@ class OpHandle:
     def __repr__(self) -> str:
         return f"<OpHandle {self.name}>"
 
-    def __call__(self, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:  # noqa: C901
+    def __call__(self, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:
         """Run the op on the backend its first tensor lives on (or ``backend``), in a session.
 
         A call whose key was planned replays (see :mod:`tenferro_host.provider._op_plan`);
@@ -114,20 +115,20 @@ class OpHandle:
                     plan = self._plans.get(key)
                 except TypeError:  # an unhashable attribute: never planned
                     plan = _UNPLANNED
-                if type(plan) is not _Learning:
-                    if plan is not None and plan is not _UNPLANNED:
-                        if (
-                            runtime not in getattr(_per_thread, "runtimes", ())
-                            and not runtime.host.observes_sessions
-                        ):  # no session of it open here (the full path refuses), no observer
-                            result = plan(tensors)
-                            if result is not MISS:
-                                return result
-                        return self._call_full(runtime, tensors, attrs)
-                    if plan is None:
-                        return self._call_recorded(runtime, tensors, attrs, key, None)
-                elif plan.tries < _TRIES:
-                    return self._call_recorded(runtime, tensors, attrs, key, plan)
+                if type(plan) is _Learning:
+                    if plan.tries < _TRIES:
+                        return self._call_recorded(runtime, tensors, attrs, key, plan)
+                elif plan is None:
+                    return self._call_recorded(runtime, tensors, attrs, key, None)
+                elif (
+                    plan is not _UNPLANNED
+                    and runtime not in getattr(_per_thread, "runtimes", ())
+                    and not runtime.host.observes_sessions
+                ):  # no session of it open here (the full path refuses), no observer
+                    result = plan(tensors)
+                    if result is not MISS:
+                        return result
+                return self._call_full(runtime, tensors, attrs)
         return self._call_full(self._runtime_of(tensors, backend), tensors, attrs)
 
     def _runtime_of(self, tensors: Sequence[Any], backend: str | None) -> Runtime:
@@ -158,6 +159,13 @@ class OpHandle:
     ) -> Any:
         """The full path, with the backend's seam recording what the variant does; a clean
         recording whose replay repeats the previous one's signature plans ``key``."""
+        if type(runtime).op_replay is _NO_REPLAY:  # nothing to record for: full path from now
+            learning = learning or _Learning()
+            learning.tries, learning.why = _TRIES, f"backend {runtime.kind!r} has no op replay"
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = learning
+            return self._call_full(runtime, tensors, attrs)
         rec = OpRecording(tensors)
         before = runtime.counters.snapshot()
         previous = record_into(rec)
@@ -378,6 +386,7 @@ class OpHandle:
 #: recordings of one key before it stays on the full path; plans kept per handle
 _TRIES, _MAX_PLANS = 4, 64
 _UNPLANNED: Any = object()
+_NO_REPLAY = _Runtime.op_replay
 
 
 class _Learning:

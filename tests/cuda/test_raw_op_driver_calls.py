@@ -6,14 +6,12 @@ session) and no allocation reaching the driver, and it stays within its Python-c
 from __future__ import annotations
 
 import cProfile
-import itertools
 import pstats
-import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
+from support.call_budget import call_trace
 from support.driver_stand_in import (
     StandInModule,
     launch_words,
@@ -129,30 +127,6 @@ def test_a_dsl_op_on_cuda_reuses_plans_across_jit_sessions(setup):
     assert args[0] == out.storage.ptr and len(args) == len(module.param_sizes)
 
 
-def call_trace_files(fn: Any) -> tuple[list[str], int]:
-    """The source files of every Python-level call ``fn()`` makes, in call order, and how
-    often consecutive calls switch file (C functions and this module are left out)."""
-    files: list[str] = []
-
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code.co_filename != __file__:
-            files.append(frame.f_code.co_filename)
-
-    sys.setprofile(record)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    switches = sum(1 for a, b in itertools.pairwise(files) if a != b)
-    return files, switches
-
-
-def entries(files: list[str]) -> Counter[str]:
-    """How often the trace enters each file (a run of consecutive calls in it is one entry)."""
-    runs = [f for i, f in enumerate(files) if i == 0 or files[i - 1] != f]
-    return Counter(str(Path(f).relative_to(Path(f).parents[1])) for f in runs)
-
-
 def test_host_run_of_a_cuda_raw_op_touches_few_files(setup):
     """The second host.run of the cuda-raw add, traced call by call (every Python-level call
     event, sys.setprofile): 21 files and 110 switches between consecutive calls' files before
@@ -165,10 +139,8 @@ def test_host_run_of_a_cuda_raw_op_touches_few_files(setup):
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
     host.run(ADD, a, b)
     host.run(ADD, a, b)  # planned from here on (two equal recordings)
-    files, switches = call_trace_files(lambda: host.run(ADD, a, b))
-    distinct = Counter(str(Path(f).relative_to(Path(f).parents[1])) for f in files)
-    entered = entries(files)
-    print(f"{len(distinct)} files, {switches} switches, entries {entered}")
+    distinct, switches, entered = call_trace(lambda: host.run(ADD, a, b), __file__)
+    print(f"{len(distinct)} files, {switches} switches, entries {dict(entered)}")
     if _op_plan.ENABLED:
         assert len(distinct) <= 12 and switches <= 25 and max(entered.values()) <= 3
     else:
