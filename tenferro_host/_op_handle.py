@@ -38,7 +38,7 @@ from .errors import (
     ValidationError,
 )
 from .provider import _op_plan
-from .provider._op_plan import MISS, OpRecording, record_into
+from .provider._op_plan import REPLAY_MISS, OpRecording, record_into
 from .provider.runtime import Runtime as _Runtime
 from .provider.session import _per_thread
 from .provider.storage import require_writable
@@ -126,7 +126,7 @@ class OpHandle:
                     and not runtime.host.observes_sessions
                 ):  # no session of it open here (the full path refuses), no observer
                     result = plan(tensors)
-                    if result is not MISS:
+                    if result is not REPLAY_MISS:
                         return result
                 return self._call_full(runtime, tensors, attrs)
         return self._call_full(self._runtime_of(tensors, backend), tensors, attrs)

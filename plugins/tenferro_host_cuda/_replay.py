@@ -22,7 +22,7 @@ import numpy as np
 
 from tenferro_host import Tensor
 from tenferro_host.errors import LaunchError
-from tenferro_host.provider._op_plan import MISS, OpRecording
+from tenferro_host.provider import REPLAY_MISS, OpRecording
 
 from ._driver import POISONED, drv, failure
 from ._launch import where
@@ -105,14 +105,14 @@ class RawReplay:
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         rt = self.runtime
         if rt._closed or POISONED or rt.debug_sync or _get_ident() != self._thread:
-            return MISS  # the full path raises (or waits and attributes) as it always does
+            return REPLAY_MISS  # the full path raises (or waits and attributes) as it always does
         for i in self.exclusive:
             storage = tensors[i].storage
             if storage.read_only:
-                return MISS
+                return REPLAY_MISS
             for j, other in enumerate(tensors):
                 if j != i and other.storage is storage:
-                    return MISS  # the full path raises the AliasingError
+                    return REPLAY_MISS  # the full path raises the AliasingError
         outs: list[Any] = (
             [  # rt.empty without its checks
                 Tensor(rt.allocate_bytes(nbytes), dt, shape, strides, 0, True)

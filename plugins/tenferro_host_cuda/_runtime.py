@@ -38,8 +38,7 @@ from .exec_session import CudaExecSession
 from .storage import CudaStorage
 
 if TYPE_CHECKING:
-    from tenferro_host.provider import BackendSession, HostServices
-    from tenferro_host.provider._op_plan import OpRecording
+    from tenferro_host.provider import BackendSession, HostServices, OpRecording
 
     from .module import Function
 

@@ -30,8 +30,7 @@ from tenferro_host.errors import (
     InvalidLayoutError,
     ValidationError,
 )
-from tenferro_host.provider import Session, require_resident, require_writable
-from tenferro_host.provider._op_plan import current as _recording
+from tenferro_host.provider import RECORDING, Session, require_resident, require_writable
 
 from . import _launch
 from ._driver import POISONED
@@ -104,7 +103,7 @@ class RawSession(Session):
         self._borrows: dict[Any, int] = {}
         self._workspaces: list[CudaStorage] | None = None
         #: the op call being recorded for a plan on this thread (provider._op_plan), or None
-        self._rec = getattr(_recording, "rec", None)
+        self._rec = getattr(RECORDING, "rec", None)
 
     # -- enter / exit ----------
     def _on_enter(self) -> None:

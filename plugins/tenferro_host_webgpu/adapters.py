@@ -208,7 +208,7 @@ def _driver_files() -> list[str]:
 def adapters() -> list[AdapterInfo]:
     """Every WebGPU adapter, in device index order (selection applied), from the probe cache
     when the driver files did not change."""
-    from tenferro_host.provider._probe_cache import cached_probe
+    from tenferro_host.provider import cached_probe
 
     def enumerate_now() -> list[Any]:
         return [

@@ -8,7 +8,10 @@ authority) and uses :class:`Session`/:class:`SessionHandle` for everything it is
 here: a collected :class:`DeviceStorage` queues its release on its runtime's
 :class:`DeferredReleases`, carried out at the next drain point; a :class:`FreeList` keeps freed
 blocks for reuse; the :class:`RetirementQueue` holds each :class:`Lease` (an object, and how it
-is let go) until its event completes.
+is let go) until its event completes. An op call's seam fills the thread's
+:class:`OpRecording` (``RECORDING.rec``) and :meth:`Runtime.op_replay` turns it into a replay
+(answering :data:`REPLAY_MISS` when its guard fails); :func:`cached_probe` keeps a probe's answer
+across processes, keyed on driver files.
 A DSL (JIT) provider subclasses :class:`JitSession` and reads the typed IR of
 :mod:`tenferro_host.kernel.ir`. Registration goes through :mod:`.registry`
 (:class:`~.registry.RegistrationView`) and :mod:`.hookspecs` (``hookimpl``). A plugin declares
@@ -17,6 +20,7 @@ major differs or whose minor is newer than :data:`SPI_VERSION`.
 """
 
 from ..facade import lazy_names
+from ._op_plan import RECORDING, REPLAY_MISS, OpRecording
 from .cache import ResourceCache
 from .counters import STAT_KEYS, Counters, TransferRecord
 from .deferred import DeferredReleases, DeviceStorage, Release
@@ -41,9 +45,11 @@ _LAZY = {
             "KernelCacheWarning",
             "KernelKey",
             "active_kernel_cache",
+            "cached_probe",
             "convert_scalar",
         )
     },
+    "cached_probe": f"{__name__}._probe_cache",
     **{
         name: f"{__name__}._jit_session"
         for name in ("Grid", "JitBinding", "JitLaunch", "JitSession", "convert_scalar", "fold_grid")
@@ -52,6 +58,8 @@ _LAZY = {
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
+    "RECORDING",
+    "REPLAY_MISS",
     "SPI_VERSION",
     "STAT_KEYS",
     "BackendSession",
@@ -70,6 +78,7 @@ __all__ = [
     "KernelCacheWarning",
     "KernelKey",
     "Lease",
+    "OpRecording",
     "Release",
     "ResourceCache",
     "RetirementQueue",
@@ -79,6 +88,7 @@ __all__ = [
     "Storage",
     "TransferRecord",
     "active_kernel_cache",
+    "cached_probe",
     "convert_scalar",
     "exec_session_of",
     "fold_grid",

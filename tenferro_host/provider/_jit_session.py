@@ -34,7 +34,7 @@ from ..errors import (
 from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 from ..kernel.ir import U32_MAX, check_u32_array
 from ..tensor import Tensor
-from ._op_plan import current as _recording
+from ._op_plan import RECORDING
 from .residency import require_resident
 from .session import ExecSession, Session, SessionHandle
 from .storage import require_writable
@@ -269,9 +269,7 @@ class JitSession(Session):
         """A fresh compact tensor of this runtime, uninitialised (stream-ordered on GPUs)."""
         self._check()
         out = self.runtime.empty(dtype, shape)
-        rec = getattr(
-            _recording, "rec", None
-        )  # an op call recorded for a plan: its outputs are slots
+        rec = getattr(RECORDING, "rec", None)  # an op call being recorded: outputs are slots
         if rec is not None:
             rec.outputs.append(out)
         return out

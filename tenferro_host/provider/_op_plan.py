@@ -10,8 +10,8 @@ recordings give the same replay signature (a variant that decides on something o
 never repeats its signature and stays on the full path). A replay is a guard, the outputs'
 allocation, slot writes and one driver call per launch; when its guard fails (the thread has a
 session of the runtime open, the runtime is closed or poisoned, debug waits, a session observer,
-an exclusively borrowed input aliased by another) it answers :data:`MISS` and the call takes the
-full path, which raises the typed error.
+an exclusively borrowed input aliased by another) it answers :data:`REPLAY_MISS` and the call
+takes the full path, which raises the typed error.
 
 What a recording refuses (``why``): anything the seam cannot replay — a workspace, the stream, a
 tensor that is neither an input nor an output, a synchronization, a counted
@@ -27,11 +27,11 @@ from typing import Any
 #: Whether op handles plan (``TENFERRO_OP_PLAN=0`` forces the full path on every call).
 ENABLED: bool = os.environ.get("TENFERRO_OP_PLAN", "1") != "0"
 #: A replay's answer when its per-call guard fails: take the full path.
-MISS: Any = object()
+REPLAY_MISS: Any = object()
 
-#: ``current.rec``: the recording of the op call running on this thread (absent: none). A seam
-#: reads it with ``getattr(current, "rec", None)`` (one C call, no call into this module).
-current = threading.local()
+#: ``RECORDING.rec``: the recording of the op call running on this thread (absent: none). A seam
+#: reads it with ``getattr(RECORDING, "rec", None)`` (one C call, no call into this module).
+RECORDING = threading.local()
 
 
 class OpRecording:
@@ -70,15 +70,15 @@ class OpRecording:
 
 def recording() -> OpRecording | None:
     """The recording of the op call running on this thread, if one is being recorded."""
-    rec: OpRecording | None = getattr(current, "rec", None)
+    rec: OpRecording | None = getattr(RECORDING, "rec", None)
     return rec
 
 
 def record_into(rec: OpRecording | None) -> OpRecording | None:
     """Make ``rec`` this thread's recording; returns the one it replaces (restore it after)."""
-    previous = getattr(current, "rec", None)
-    current.rec = rec
+    previous = getattr(RECORDING, "rec", None)
+    RECORDING.rec = rec
     return previous
 
 
-__all__ = ["ENABLED", "MISS", "OpRecording", "current", "record_into", "recording"]
+__all__ = ["ENABLED", "RECORDING", "REPLAY_MISS", "OpRecording", "record_into", "recording"]
