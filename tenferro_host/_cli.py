@@ -160,10 +160,13 @@ def _table(title: str, columns: Sequence[str], rows: list[list[Any]]) -> Table:
 
 
 def _device_summary(devices: list[Any]) -> str:
-    """Device names with their counts, e.g. ``2 x llvmpipe``; ``-`` for none."""
+    """Device names with their counts, e.g. ``2 x llvmpipe``; ``-`` for none; a device the
+    probe cache described says so."""
     counts: dict[str, int] = {}
     for d in devices:
         name = str(d.get("name", d)) if isinstance(d, dict) else str(d)
+        if isinstance(d, dict) and d.get("probe") == "cache":
+            name += " (from the probe cache)"
         counts[name] = counts.get(name, 0) + 1
     return ", ".join(f"{n} x {name}" if n > 1 else name for name, n in counts.items()) or "-"
 
