@@ -25,6 +25,7 @@ from ._loader import (
     plugin_output_to_stderr,
 )
 from ._op_handle import OpHandle
+from .capability import ExtensionCapability
 from .errors import (
     PluginError,
     TenferroError,
@@ -163,6 +164,34 @@ class Host:
         """Every installed backend kind, in default-preference order."""
         providers = sorted(self.registry.providers.values(), key=lambda p: -p[1].priority)
         return [self.backend_status(p.kind) for _, p in providers]
+
+    def backend_capabilities(self, status: BackendStatus) -> dict[ExtensionCapability, bool]:
+        """The capabilities of an available backend kind's first device, for ``caps``.
+
+        They come from the probe cache when the status's devices did (``"probe": "cache"`` in
+        each device entry: the driver files are unchanged) and the plugins are the same, so
+        ``caps`` creates no runtime then; else from a runtime, and stored for next time.
+        """
+        from .provider._probe_cache import cached_probe
+
+        def live() -> dict[str, bool]:
+            rt = self.backend(f"{status.kind}:0")
+            return {c.name: bool(v) for c, v in rt.capabilities().items()}
+
+        devices = status.devices
+        cached = bool(devices) and all(
+            isinstance(d, dict) and d.get("probe") == "cache" for d in devices
+        )
+        names, _ = cached_probe(
+            f"capabilities-{status.kind}", (), self._probe_facts(status), live, refresh=not cached
+        )
+        return {c: bool(names.get(c.name, False)) for c in ExtensionCapability}
+
+    def _probe_facts(self, status: BackendStatus) -> Any:
+        """What a backend's cached capabilities depend on besides its drivers."""
+        live = [{k: v for k, v in d.items() if k != "probe"} for d in status.devices]
+        plugins = [(r.name, r.version, r.status) for r in self.plugins.records]
+        return [live, plugins]
 
     def default_backend(self) -> str:
         """The best available backend: highest priority with a hardware device, else CPU."""

@@ -37,6 +37,10 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
+from .provider import _op_plan
+from .provider._op_plan import REPLAY_MISS, OpRecording, record_into
+from .provider._runtime import Runtime as _Runtime
+from .provider._session import _per_thread
 from .provider._storage import require_writable
 from .tensor import Tensor
 
@@ -61,6 +65,7 @@ class OpHandle:
         "_host",
         "_inputs",
         "_outputs",
+        "_plans",
         "_same",
         "_variants",
         "name",
@@ -83,29 +88,118 @@ class OpHandle:
         )
         #: runtime kind -> (variant kind, variant callable)
         self._variants: dict[str, tuple[str, Callable[..., Any]]] = {}
+        #: call key -> its replay, or what the key's recordings gave so far (provider._op_plan)
+        self._plans: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return f"<OpHandle {self.name}>"
 
     def __call__(self, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:
-        """Run the op on the backend its first tensor lives on (or ``backend``), in a session."""
+        """Run the op on the backend its first tensor lives on (or ``backend``), in a session.
+
+        A call whose key was planned replays (see :mod:`tenferro_host.provider._op_plan`);
+        any other takes the full path below, recorded so that its key can be planned.
+        """
+        if backend is None and tensors and _op_plan.ENABLED and type(tensors[0]) is Tensor:
+            runtime = tensors[0].storage.runtime
+            key: Any = (runtime,)
+            for t in tensors:  # the key inline: no call per tensor
+                if type(t) is not Tensor:
+                    break
+                key += (t.dtype.name, t.shape, t.strides, t.offset, t.storage.runtime)
+            else:
+                if attrs:
+                    for item in attrs.items():
+                        key += (*item, type(item[1]))
+                try:
+                    plan = self._plans.get(key)
+                except TypeError:  # an unhashable attribute: never planned
+                    plan = _UNPLANNED
+                if type(plan) is _Learning:
+                    if plan.tries < _TRIES:
+                        return self._call_recorded(runtime, tensors, attrs, key, plan)
+                elif plan is None:
+                    return self._call_recorded(runtime, tensors, attrs, key, None)
+                elif (
+                    plan is not _UNPLANNED
+                    and runtime not in getattr(_per_thread, "runtimes", ())
+                    and not runtime.host.observes_sessions
+                ):  # no session of it open here (the full path refuses), no observer
+                    result = plan(tensors)
+                    if result is not REPLAY_MISS:
+                        return result
+                return self._call_full(runtime, tensors, attrs)
+        return self._call_full(self._runtime_of(tensors, backend), tensors, attrs)
+
+    def _runtime_of(self, tensors: Sequence[Any], backend: str | None) -> Runtime:
         if backend is not None:
-            runtime = self._host.backend(backend)
-        elif tensors:
+            return self._host.backend(backend)
+        if tensors:
             first = tensors[0]
-            runtime = (
-                first.storage.runtime
-                if type(first) is Tensor
-                else owner(first, self._inputs[0] if self._inputs else "tensors", self.name)
-            )
-        else:
-            raise ValidationError(
-                f"op {self.name!r} got no tensors; pass tensors or backend=...",
-                argument="tensors",
-                op=self.name,
-            )
+            if type(first) is Tensor:
+                return first.storage.runtime
+            return owner(first, self._inputs[0] if self._inputs else "tensors", self.name)
+        raise ValidationError(
+            f"op {self.name!r} got no tensors; pass tensors or backend=...",
+            argument="tensors",
+            op=self.name,
+        )
+
+    def _call_full(self, runtime: Runtime, tensors: Sequence[Any], attrs: dict[str, Any]) -> Any:
         with runtime.session() as s:
             return self.run_in(s._exec, tensors, attrs)  # just opened: no check to repeat
+
+    def _call_recorded(
+        self,
+        runtime: Runtime,
+        tensors: tuple[Any, ...],
+        attrs: dict[str, Any],
+        key: Any,
+        learning: _Learning | None,
+    ) -> Any:
+        """The full path, with the backend's seam recording what the variant does; a clean
+        recording whose replay repeats the previous one's signature plans ``key``."""
+        if type(runtime).op_replay is _NO_REPLAY:  # nothing to record for: full path from now
+            learning = learning or _Learning()
+            learning.tries, learning.why = _TRIES, f"backend {runtime.kind!r} has no op replay"
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = learning
+            return self._call_full(runtime, tensors, attrs)
+        rec = OpRecording(tensors)
+        before = runtime.counters.snapshot()
+        previous = record_into(rec)
+        try:
+            result = self._call_full(runtime, tensors, attrs)
+        finally:
+            record_into(previous)
+        if learning is None:
+            learning = _Learning()
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = learning
+        learning.tries += 1
+        why = rec.why or _result_refusal(rec, result, runtime, before)
+        replay = runtime.op_replay(rec) if why is None else None
+        if replay is None:
+            learning.why = why or f"backend {runtime.kind!r} has no op replay"
+            learning.signature = None
+        elif replay.signature == learning.signature:
+            self._plans[key] = replay
+        else:
+            learning.signature = replay.signature
+            learning.why = "its first recording (planned when the next one repeats it)"
+        return result
+
+    def plans(self) -> dict[str, str]:
+        """Each call key's state, for the bench and ``ops``: "replay" or why the full path."""
+        out = {}
+        for key, plan in self._plans.items():
+            what = ", ".join(key[1::5]) or "no inputs"
+            out[f"{key[0].name}({what})"] = (
+                f"full path: {plan.why}" if type(plan) is _Learning else "replay"
+            )
+        return out
 
     def run_in(self, ex: ExecSession, tensors: Sequence[Any], attrs: dict[str, Any]) -> Any:
         """Run the op inside the open exec session ``ex``; check inputs, attributes, outputs."""
@@ -287,6 +381,45 @@ class OpHandle:
                     argument=out_name,
                     op=self.name,
                 )
+
+
+#: recordings of one key before it stays on the full path; plans kept per handle
+_TRIES, _MAX_PLANS = 4, 64
+_UNPLANNED: Any = object()
+_NO_REPLAY = _Runtime.op_replay
+
+
+class _Learning:
+    """A call key not planned yet: how often it was recorded, the last replay signature, why."""
+
+    __slots__ = ("signature", "tries", "why")
+
+    def __init__(self) -> None:
+        self.tries = 0
+        self.signature: Any = None
+        self.why: str | None = None
+
+
+def _result_refusal(
+    rec: OpRecording, result: Any, runtime: Runtime, before: dict[str, int]
+) -> str | None:
+    """Why a recorded call cannot be replayed beyond what its seam saw, or None."""
+    outputs = rec.outputs
+    if not rec.launches:
+        return "it launched nothing through the backend's seam"
+    if len(outputs) == 1 and result is outputs[0]:
+        pass
+    elif (
+        type(result) is not tuple
+        or len(result) != len(outputs)
+        or any(r is not o for r, o in zip(result, outputs, strict=True))
+    ):
+        return "it returned something other than the outputs it allocated, in order"
+    after = runtime.counters.snapshot()
+    moved = sorted(k for k, v in after.items() if before.get(k) != v)
+    if moved:
+        return f"it did counted work besides its launches ({', '.join(moved)})"
+    return None
 
 
 _REFUSED = object()

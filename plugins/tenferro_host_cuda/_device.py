@@ -128,13 +128,19 @@ def placement(dev: Any) -> dict[str, Any]:
 
 def probe() -> BackendStatus:
     """Whether CUDA runs here; never raises (a missing driver or library is a reason)."""
-    try:
-        import cuda.bindings.driver  # noqa: F401
-    except ImportError as exc:
+    import importlib.util
+
+    try:  # found, not imported: without a driver, drv() answers before importing it
+        found = importlib.util.find_spec("cuda.bindings.driver") is not None
+    except (ImportError, ValueError) as exc:
+        found, why = False, str(exc)
+    else:
+        why = "No module named 'cuda.bindings'"
+    if not found:
         return BackendStatus(
             "cuda",
             False,
-            reason=f"cuda-python is not installed ({exc}); pip install 'tenferro-host[cuda]'",
+            reason=f"cuda-python is not installed ({why}); pip install 'tenferro-host[cuda]'",
         )
     try:
         d = drv()

@@ -9,6 +9,8 @@ faults: after one, the device's primary context is poisoned for every runtime in
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -54,23 +56,31 @@ def drv() -> ModuleType:
     """``cuda.bindings.driver``, imported and initialised on first use."""
     global _driver
     if _driver is None:
+        if sys.platform.startswith("linux"):  # no libcuda: say so before importing the bindings
+            try:
+                ctypes.CDLL("libcuda.so.1")
+            except OSError as exc:
+                raise _no_driver() from exc
         from cuda.bindings import driver
         from cuda.pathfinder import DynamicLibNotFoundError
 
         try:
             (err,) = driver.cuInit(0)
         except DynamicLibNotFoundError as exc:  # the loader's words stay in __cause__
-            raise UnsupportedError(
-                f"{NO_DRIVER}; install the NVIDIA driver to use the cuda backend, or use "
-                "another backend",
-                backend="cuda",
-                feature="driver",
-                reason=NO_DRIVER,
-            ) from exc
+            raise _no_driver() from exc
         if int(err) != 0:
             raise BackendError(f"cuInit failed: {error_name(err, driver)}")
         _driver = driver
     return _driver
+
+
+def _no_driver() -> UnsupportedError:
+    return UnsupportedError(
+        f"{NO_DRIVER}; install the NVIDIA driver to use the cuda backend, or use another backend",
+        backend="cuda",
+        feature="driver",
+        reason=NO_DRIVER,
+    )
 
 
 def nvrtc_bindings() -> ModuleType:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tenferro_host import BackendError, DType, OutOfMemoryError, Tensor, UnsupportedError
+from tenferro_host import DType, OutOfMemoryError, Tensor, UnsupportedError
 from tenferro_host.provider import FreeList, Lease, Release, ResourceCache, Runtime, Storage
 
 from ._args import LaunchConfig
@@ -36,7 +36,7 @@ from ._exec_session import CudaExecSession
 from ._storage import CudaStorage
 
 if TYPE_CHECKING:
-    from tenferro_host.provider import BackendSession, HostServices
+    from tenferro_host.provider import BackendSession, HostServices, OpRecording
 
     from ._module import Function
 
@@ -400,18 +400,35 @@ class CudaRuntime(Runtime):
             fn = self._copy_functions[itemsize] = self._copy_module.function(f"gather_{itemsize}")
         return fn
 
-    def launch_internal(self, fn: Function, config: LaunchConfig, values: tuple[Any, ...]) -> None:
-        """Launch a host-internal kernel (canonicalize's gather) through the one launch path
-        raw sessions use — cuda.core's ``launch`` — with the function's checks."""
-        from cuda.core import launch
+    def launch_internal(
+        self, fn: Function, config: LaunchConfig, values: tuple[Any, ...], op: str = "canonicalize"
+    ) -> None:
+        """Launch a host-internal kernel (canonicalize's gather) by the rules of every launch:
+        the function's checks, cuda.core's ``launch``, a sticky fault poisons the context, and
+        debug mode waits and names the kernel."""
+        from . import _launch
 
-        fn.check_config(config, "canonicalize")
-        fn.check_arguments(_COPY_CODES, "canonicalize")
+        if self._closed or POISONED:  # a poisoned context launches nothing more
+            self.check_usable()
+        fn.check_config(config, op)
+        fn.check_arguments(_COPY_CODES, op)
         with self.primary:
             try:
-                launch(self.core_stream, fn.core_config(config), fn.core_kernel, *values)
+                (_launch.launch_fn or _launch.core_launch())(
+                    self.core_stream, fn.core_config(config), fn.core_kernel, *values
+                )
             except Exception as exc:
-                raise BackendError(f"launching {fn.name} failed: {exc}") from exc
+                raise _launch.launch_failed(self, op, exc, fn, config) from exc
+            if self.debug_sync:
+                _launch.debug_wait(self, op, self._stream, fn, config)
+
+    def op_replay(self, recording: OpRecording) -> Any:
+        """A recorded op call replayed with ``cuLaunchKernel`` (:mod:`._replay`)."""
+        from ._replay import RawReplay
+
+        if not recording.outputs or not all(t.numel for t in recording.outputs):
+            return None  # an empty output has no storage to allocate the way the seam did
+        return RawReplay(self, recording)
 
     # -- events and synchronization ----------
     def record_event(self, *, context_current: bool = False) -> Any:

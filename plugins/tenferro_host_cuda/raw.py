@@ -20,20 +20,19 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from tenferro_host import (
     AliasingError,
     ArgumentMismatchError,
     ForeignRuntimeError,
     InvalidLayoutError,
-    LaunchError,
-    SessionClosedError,
     Tensor,
     ValidationError,
 )
-from tenferro_host.provider import Session, SessionHandle, require_resident, require_writable
+from tenferro_host.provider import RECORDING, Session, require_resident, require_writable
 
+from . import _launch
 from ._args import (
     LaunchConfig,
     Scalar,
@@ -46,16 +45,21 @@ from ._args import (
     u32,
     u64,
 )
-from ._driver import (
-    POISONED,
-    STICKY_FAULT_NAMES,
-    STICKY_FAULTS,
-    drv,
-    error_name,
-    failure,
-    poison,
+from ._driver import POISONED
+from ._handles import (
+    _RELEASED,
+    EXCLUSIVE,
+    DeviceBytes,
+    PreparedLaunch,
+    StreamRef,
+    TensorMut,
+    TensorRef,
+    _give_back,
+    _Launch,
+    _PointerArg,
 )
 from ._images import as_bytes, check_binary, check_ptx
+from ._launch import core_launch, debug_wait, launch_failed
 from ._module import Function, Module, load_image
 from ._nvrtc import CompiledImage, NvrtcOptions, compile_source
 from ._storage import CudaStorage, check_positive_bytes
@@ -66,251 +70,7 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger("tenferro_host_cuda")
 _get_ident = threading.get_ident
-_EXCLUSIVE = -1
-_STICKY_CODE = 719  # CUDA_ERROR_LAUNCH_FAILED: stands for any sticky fault named in the text
 _arg_of = attrgetter("_arg")
-
-
-def _core_launch() -> Callable[..., Any]:
-    """``cuda.core.launch``, imported once (a ``from`` import of a package costs calls)."""
-    global _launch_fn
-    if _launch_fn is None:
-        from cuda.core import launch
-
-        _launch_fn = launch
-    return _launch_fn
-
-
-_launch_fn: Callable[..., Any] | None = None
-
-
-class _Released:
-    """The owner of a ref that ``rs.release`` ended: every use of it is refused."""
-
-    __slots__ = ()
-    runtime = None
-
-    def _check(self) -> None:
-        raise SessionClosedError(
-            "this ref was released (rs.release); borrow the tensor again to use it"
-        )
-
-
-_RELEASED = _Released()
-
-
-def _give_back(borrows: dict[Any, int], storage: Any) -> None:
-    """End one borrow of ``storage`` in a session's borrow counts (a ref died or was released)."""
-    held = borrows.get(storage)
-    if held is not None:
-        if held == _EXCLUSIVE or held <= 1:
-            del borrows[storage]
-        else:
-            borrows[storage] = held - 1
-
-
-class _PointerArg(SessionHandle):
-    """A device address valid inside its session; passed to kernels as a pointer."""
-
-    __slots__ = ("_arg", "_value")
-    _arg: tuple[str, int, Any]  # (struct code, value, owner: the session, or _RELEASED)
-
-    def __init__(self, session: RawSession, ptr: int) -> None:
-        self._session = session
-        self._value = ptr
-        self._arg = ("Q", ptr, session)  # (struct code, value, owner): one lookup per launch
-
-    def _check(self) -> None:
-        """Raise unless the session is open on this thread and the ref was not released."""
-        owner = self._arg[2]
-        if owner is not self._session and owner is not None:
-            owner._check()  # a released ref: its owner is _RELEASED, which refuses
-        self._session._check()
-
-    def data_ptr_unsafe(self) -> int:
-        """The device address, for foreign libraries; valid inside the session only."""
-        self._check()
-        return self._value
-
-
-class TensorRef(_PointerArg):
-    """A shared (read) borrow of a tensor.
-
-    From ``tensor(t)`` the pointer is the first element and the layout compact; from
-    ``tensor_strided(t)`` the pointer is the storage's element 0 and ``offset``, ``shape`` and
-    ``strides`` (in elements) describe the view — the kernel takes them explicitly. The borrow
-    lasts as long as the ref (or its session): dropping the ref releases it.
-    """
-
-    __slots__ = ("offset", "tensor")
-    #: Whether the borrow is read-only (a class fact: TensorMut says False).
-    readonly: ClassVar[bool] = True
-
-    def __init__(self, session: RawSession, tensor: Tensor, ptr: int, offset: int) -> None:
-        self._session = session
-        self._value = ptr
-        self._arg = ("Q", ptr, session)
-        self.tensor = tensor
-        self.offset = offset
-
-    def __del__(self) -> None:
-        if self._arg[2] is not self._session:
-            return  # released by rs.release: its borrow already ended
-        _give_back(self._session._borrows, self.tensor.storage)
-
-    @property
-    def dtype(self) -> Any:
-        """The borrowed tensor's dtype."""
-        return self.tensor.dtype
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The borrowed tensor's shape."""
-        return self.tensor.shape
-
-    @property
-    def strides(self) -> tuple[int, ...]:
-        """The borrowed tensor's strides, in elements."""
-        return self.tensor.strides
-
-    @property
-    def numel(self) -> int:
-        """The borrowed tensor's number of elements."""
-        return self.tensor.numel
-
-    @property
-    def nbytes(self) -> int:
-        """The borrowed tensor's size in bytes."""
-        return self.tensor.nbytes
-
-    @property
-    def __cuda_array_interface__(self) -> dict[str, Any]:
-        """CUDA Array Interface v3 of the view; valid inside the session only."""
-        self._check()
-        isz = self.dtype.itemsize
-        return {
-            "version": 3,
-            "shape": self.shape,
-            "strides": tuple(s * isz for s in self.strides),
-            "typestr": self.dtype.numpy.str,
-            "data": (self._value + self.offset * isz if self.numel else 0, self.readonly),
-        }
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.dtype.name}{list(self.shape)}>"
-
-
-class TensorMut(TensorRef):
-    """An exclusive (write) borrow: no other borrow of the same storage in the session."""
-
-    __slots__ = ()
-    readonly: ClassVar[bool] = False
-
-
-class DeviceBytes(_PointerArg):
-    """Scratch device memory from ``workspace(nbytes)``; freed stream-ordered at session exit."""
-
-    __slots__ = ("nbytes",)
-
-    def __init__(self, session: RawSession, ptr: int, nbytes: int) -> None:
-        super().__init__(session, ptr)
-        self.nbytes = nbytes
-
-
-class StreamRef(SessionHandle):
-    """The session's stream, for foreign libraries (CuPy, cuBLAS ...) inside the session only."""
-
-    __slots__ = ("_handle",)
-
-    def __init__(self, session: RawSession, handle: int) -> None:
-        self._session = session
-        self._handle = handle
-
-    def native_handle_unsafe(self) -> int:
-        """The ``CUstream`` as an int; never keep it past the session, never destroy it."""
-        self._check()
-        return self._handle
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        """The cuda.core stream protocol (version 0, handle)."""
-        self._check()
-        return (0, self._handle)
-
-
-class PreparedLaunch(SessionHandle):
-    """A launch validated once: ``launch()`` re-enqueues it, ``launch(args=...)`` swaps refs.
-
-    It keeps its arguments (and so their borrows) until the next swap or the session's end.
-    """
-
-    __slots__ = ("_args", "_call", "_codes", "_config", "_function")
-
-    def __init__(
-        self,
-        session: RawSession,
-        function: Function,
-        entry: _Launch,
-        args: tuple[Any, ...],
-        values: tuple[Any, ...],
-    ) -> None:
-        self._session = session
-        self._args = args
-        self._function = function
-        self._config = entry.config
-        self._codes = entry.codes
-        self._call = (*entry.call, *values)
-
-    @property
-    def function(self) -> Function:
-        """The kernel this launch runs."""
-        return self._function
-
-    @property
-    def config(self) -> LaunchConfig:
-        """The grid, block and shared memory of this launch."""
-        return self._config
-
-    def launch(self, args: Sequence[Any] | None = None) -> None:
-        """Enqueue again (with ``args`` of the same kinds and sizes swapped in, if given)."""
-        s: RawSession = self._session  # type: ignore[assignment]
-        if s._owner != _get_ident():
-            s._check()
-        if args is not None:
-            codes, values = s._unpack(args)
-            if codes != self._codes:
-                raise ArgumentMismatchError(
-                    f"launch(args=...) must keep the argument kinds and sizes of prepare() "
-                    f"({self._codes}), got {codes}; prepare a new launch for other arguments",
-                    argument="args",
-                    op=s.op,
-                )
-            self._call = (*self._call[:3], *values)
-            self._args = tuple(args)
-        try:
-            s._cu_launch(*self._call)
-        except Exception as exc:
-            raise s._launch_failed(exc, self._function, self._config) from exc
-        if s._debug:
-            s._debug_wait(self._function, self._config)
-
-
-class _Launch:
-    """A validated (function, config, argument kinds) and the head of its cuda.core call.
-
-    Kept by the function (``Function.launches``, keyed by the config's identity and the
-    argument codes), so every later session of the runtime reuses it; it holds its config, so
-    the identity stays unique while it is cached, and not its function (no cycle: a dropped
-    function, and so its module, is freed by reference counting).
-    """
-
-    __slots__ = ("call", "codes", "config")
-
-    def __init__(
-        self, function: Function, config: LaunchConfig, codes: tuple[str, ...], stream: Any
-    ) -> None:
-        self.config = config
-        self.codes = codes
-        self.call = (stream, function.core_config(config), function.core_kernel)
 
 
 def nvrtc_compile(source: str | bytes, options: NvrtcOptions) -> CompiledImage:
@@ -339,9 +99,11 @@ class RawSession(Session):
         self.runtime: CudaRuntime
         self._ex = ex
         self._saved_context: Any = None
-        #: storage -> shared borrow count, or _EXCLUSIVE; a ref's death gives its borrow back
+        #: storage -> shared borrow count, or EXCLUSIVE; a ref's death gives its borrow back
         self._borrows: dict[Any, int] = {}
         self._workspaces: list[CudaStorage] | None = None
+        #: the op call being recorded for a plan on this thread (provider._op_plan), or None
+        self._rec = getattr(RECORDING, "rec", None)
 
     # -- enter / exit ----------
     def _on_enter(self) -> None:
@@ -351,7 +113,7 @@ class RawSession(Session):
         self._saved_context = rt.primary.enter()
         self._stream = rt._stream
         self._domain = rt.domain
-        self._cu_launch = _launch_fn or _core_launch()
+        self._cu_launch = _launch.launch_fn or core_launch()
         self._debug = rt.debug_sync
 
     def _on_exit(self, error: BaseException | None) -> None:
@@ -379,8 +141,8 @@ class RawSession(Session):
     def _borrow(self, storage: Any, exclusive: bool, argument: str) -> None:
         held = self._borrows.get(storage)
         if held is None:
-            self._borrows[storage] = _EXCLUSIVE if exclusive else 1
-        elif held == _EXCLUSIVE or exclusive:
+            self._borrows[storage] = EXCLUSIVE if exclusive else 1
+        elif held == EXCLUSIVE or exclusive:
             raise self._aliasing(held, argument)
         else:
             self._borrows[storage] = held + 1
@@ -388,7 +150,7 @@ class RawSession(Session):
     def _aliasing(self, held: int, argument: str) -> AliasingError:
         return AliasingError(
             f"{argument} shares storage with a tensor already borrowed "
-            f"{'exclusively' if held == _EXCLUSIVE else 'in this session'}; an exclusive "
+            f"{'exclusively' if held == EXCLUSIVE else 'in this session'}; an exclusive "
             "borrow (tensor_mut) conflicts with every other borrow of that storage, views "
             "included — write into a fresh alloc_output instead",
             argument=argument,
@@ -424,7 +186,7 @@ class RawSession(Session):
             held = self._borrows.get(storage)
             if held is None:
                 self._borrows[storage] = 1
-            elif held == _EXCLUSIVE:
+            elif held == EXCLUSIVE:
                 raise self._aliasing(held, "t")
             else:
                 self._borrows[storage] = held + 1
@@ -442,7 +204,7 @@ class RawSession(Session):
             held = self._borrows.get(storage)
             if held is None:
                 self._borrows[storage] = 1
-            elif held == _EXCLUSIVE:
+            elif held == EXCLUSIVE:
                 raise self._aliasing(held, "t")
             else:
                 self._borrows[storage] = held + 1
@@ -464,7 +226,7 @@ class RawSession(Session):
             held = self._borrows.get(storage)
             if held is not None:
                 raise self._aliasing(held, "t")
-            self._borrows[storage] = _EXCLUSIVE
+            self._borrows[storage] = EXCLUSIVE
             ptr = getattr(storage, "ptr", 0)  # an empty tensor's storage holds none
             return TensorMut(self, t, ptr + t.offset * t.dtype.itemsize if ptr else 0, 0)
         t = self._resident(t, "t", compact=True, write=True)
@@ -488,7 +250,7 @@ class RawSession(Session):
             held = self._borrows.get(storage)
             if held is not None:
                 raise self._aliasing(held, "t")
-            self._borrows[storage] = _EXCLUSIVE
+            self._borrows[storage] = EXCLUSIVE
             return TensorMut(self, t, getattr(storage, "ptr", 0), t.offset)
         t = self._resident(t, "t", compact=False, write=True)
         self._borrow(t.storage, True, "t")
@@ -514,11 +276,16 @@ class RawSession(Session):
         """A fresh compact tensor of this runtime (stream-ordered, uninitialised)."""
         if self._owner != _get_ident():
             self._check()
-        return self.runtime.empty(dtype, shape)  # which checks dtype and shape
+        out = self.runtime.empty(dtype, shape)  # which checks dtype and shape
+        if self._rec is not None:
+            self._rec.outputs.append(out)
+        return out
 
     def workspace(self, nbytes: int) -> DeviceBytes:
         """Scratch memory freed stream-ordered when the session ends."""
         self._check()
+        if self._rec is not None:
+            self._rec.refuse("a workspace (rs.workspace)")
         nbytes = check_positive_bytes(nbytes, "nbytes", self.op)
         if nbytes == 0:
             return DeviceBytes(self, 0, 0)
@@ -532,6 +299,8 @@ class RawSession(Session):
     def stream(self) -> StreamRef:
         """The session's stream (the runtime's only stream)."""
         self._check()
+        if self._rec is not None:
+            self._rec.refuse("the stream handed out (rs.stream)")
         return StreamRef(self, int(self._stream))
 
     # -- modules ----------
@@ -664,6 +433,8 @@ class RawSession(Session):
             raise self._launch_failed(exc, function, config) from exc
         if self._debug:
             self._debug_wait(function, config)
+        if self._rec is not None:
+            self._record(function, config, args, values)
 
     def prepare(
         self, function: Function, config: LaunchConfig, args: Sequence[Any]
@@ -674,43 +445,43 @@ class RawSession(Session):
         plan = self._plan(function, config, codes)
         return PreparedLaunch(self, function, plan, tuple(args), values)
 
-    def _where(self, function: Function, config: LaunchConfig) -> str:
-        plugin = self.op.split(".", 1)[0] if self.op else "?"
-        return f"kernel {function.name!r} (plugin {plugin!r}, op {self.op!r}, {config})"
+    def _record(
+        self, function: Function, config: LaunchConfig, args: Sequence[Any], values: Sequence[Any]
+    ) -> None:
+        """Add this launch to the op call's recording: each argument an input or output slot
+        (its storage's address plus a byte offset fixed by the call's key) or a constant;
+        anything else refuses the recording."""
+        rec = self._rec
+        assert rec is not None
+        slots = []
+        consts = []
+        for i, (arg, value) in enumerate(zip(args, values, strict=True)):
+            if isinstance(arg, Scalar):
+                consts.append((i, value.tobytes()))
+                continue
+            t: Any = arg.tensor if isinstance(arg, TensorRef) else None
+            slot = rec.slot(t, isinstance(arg, TensorMut)) if t is not None else None
+            if slot is None or not t.numel:
+                rec.refuse(f"launch argument {i} is not a non-empty input or output tensor")
+                return
+            delta = (t.offset - arg.offset) * t.dtype.itemsize  # the view is part of the key
+            if value != t.storage.ptr + delta:
+                rec.refuse(f"launch argument {i} points elsewhere than its tensor's storage")
+                return
+            slots.append((i, *slot, delta))
+        rec.launches.append((self.op, function, config, tuple(slots), tuple(consts)))
 
     def _launch_failed(self, exc: Exception, function: Function, config: LaunchConfig) -> Exception:
-        """The typed error for a launch cuda.core refused (poisoning on a sticky fault)."""
-        text = str(exc)
-        sticky = next((name for name in STICKY_FAULT_NAMES if name in text), None)
-        if sticky is not None:
-            poison(self.runtime.uuid_bytes, f"{sticky} at {self._where(function, config)}")
-            return failure(
-                _STICKY_CODE,
-                f"launching {self._where(function, config)}",
-                uuid=self.runtime.uuid_bytes,
-                op=self.op,
-            )
-        return LaunchError(f"launching {self._where(function, config)} failed: {text}", op=self.op)
+        return launch_failed(self.runtime, self.op, exc, function, config)
 
     def _debug_wait(self, function: Function, config: LaunchConfig) -> None:
-        """Debug mode: wait after the launch and name the kernel that faulted."""
-        self.runtime.counters.add("debug_waits")
-        result = drv().cuStreamSynchronize(self._stream)
-        code = int(result[0])
-        if code == 0:
-            return
-        name = error_name(result[0])
-        if code in STICKY_FAULTS:
-            poison(self.runtime.uuid_bytes, f"{name} in {self._where(function, config)}")
-        raise LaunchError(
-            f"{self._where(function, config)} faulted: {name}. The device's primary context is "
-            "now poisoned for every runtime in this process; fix the kernel and restart",
-            op=self.op,
-        )
+        debug_wait(self.runtime, self.op, self._stream, function, config)
 
     def synchronize(self) -> None:
         """Wait for the stream (counted in ``synchronizations``)."""
         self._check()
+        if self._rec is not None:
+            self._rec.refuse("a synchronization (rs.synchronize)")
         self.runtime.synchronize()
 
 

@@ -6,8 +6,7 @@ uses."""
 
 from __future__ import annotations
 
-from tenferro_host import dtypes
-from tenferro_host.dtypes import DType
+from tenferro_host import DType, bool_, float16, float32, float64, int64, uint32
 from tenferro_host.kernel import ir
 
 C_TYPE = {
@@ -128,7 +127,7 @@ NATIVE_ATOMIC = {
 def cas_loop(op: str, dtype: DType) -> str:
     """A float atomic through atomicCAS on the bit pattern (``tf_atomic_<op>_<type>``)."""
     bits, to_bits, from_bits, ctype = _BITS[dtype.name]
-    suffix = "f" if dtype is dtypes.float32 else ""
+    suffix = "f" if dtype is float32 else ""
     if op == "compare_exchange":
         return (
             f"__device__ __forceinline__ {ctype} tf_atomic_{op}_{dtype.name}({ctype}* p, "
@@ -155,30 +154,30 @@ def _float_literal(value: float, dtype: DType) -> str:
     if value != value:
         return (
             "__longlong_as_double(0x7ff8000000000000LL)"
-            if dtype is dtypes.float64
+            if dtype is float64
             else "__int_as_float(0x7fc00000)"
         )
     if value in (float("inf"), float("-inf")):
         sign = value < 0
-        if dtype is dtypes.float64:
+        if dtype is float64:
             return f"__longlong_as_double({'0xfff' if sign else '0x7ff'}0000000000000LL)"
         return f"__int_as_float({'0xff800000' if sign else '0x7f800000'})"
     text = repr(float(value))  # exact: the value is already representable in ``dtype``
-    return f"({text})" if dtype is dtypes.float64 else f"({text}f)"
+    return f"({text})" if dtype is float64 else f"({text}f)"
 
 
 def c_literal(c: ir.Const) -> str:
     """A constant as a C literal of its IR type (suffix and cast, ``true``/``false``)."""
     t = c.type
-    if t is dtypes.bool_:
+    if t is bool_:
         return "true" if c.value else "false"
     if t.is_float:
-        lit = _float_literal(float(c.value), dtypes.float32 if t is dtypes.float16 else t)
-        return f"tf_f2h({lit})" if t is dtypes.float16 else lit
+        lit = _float_literal(float(c.value), float32 if t is float16 else t)
+        return f"tf_f2h({lit})" if t is float16 else lit
     v = int(c.value)
-    if t is dtypes.uint32:
+    if t is uint32:
         return f"{v}u"
-    suffix = "LL" if t is dtypes.int64 else ""
+    suffix = "LL" if t is int64 else ""
     lo = -(2 ** (8 * t.itemsize - 1))
     if v == lo:
         return f"({lo + 1}{suffix} - 1)"

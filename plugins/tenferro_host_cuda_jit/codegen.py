@@ -62,9 +62,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tenferro_host import dtypes
-from tenferro_host.dtypes import DType
-from tenferro_host.errors import UnsupportedError
+from tenferro_host import DType, UnsupportedError, bool_, float16, float32, float64, int64
 from tenferro_host.kernel import Specialization, ir
 
 from .c_numerics import (
@@ -261,13 +259,13 @@ class _Emitter(ir.SourceEmitter):
     def f(self, e: ir.Expr) -> str:
         """``e`` as a C float/double computation value (f16 widened to float)."""
         code = self.expr(e)
-        if e.type is dtypes.float16:
+        if e.type is float16:
             return f"tf_h2f({code})"
         return code
 
     def narrow(self, code: str, t: DType) -> str:
         """A float result of an f16 computation rounded back to f16."""
-        return f"tf_f2h({code})" if t is dtypes.float16 else code
+        return f"tf_f2h({code})" if t is float16 else code
 
     def fn(self, name: str, t: DType) -> str:
         """C math function name for type ``t`` (f16 computes in float)."""
@@ -276,7 +274,7 @@ class _Emitter(ir.SourceEmitter):
         elif name in ("min", "max"):
             self.helper("min_max", SIGNED_ZERO_MIN_MAX)
             name = "tf_f" + name
-        return name if t is dtypes.float64 else name + "f"
+        return name if t is float64 else name + "f"
 
     def visit_Const(self, e: ir.Const) -> str:
         return c_literal(e)
@@ -285,7 +283,7 @@ class _Emitter(ir.SourceEmitter):
         if e.name in self.locals:
             return c_name(e.name, True)
         name = c_name(e.name, False)
-        return f"({name} != 0)" if e.type is dtypes.bool_ else name
+        return f"({name} != 0)" if e.type is bool_ else name
 
     def visit_ThreadIndex(self, e: ir.ThreadIndex) -> str:
         return "tf_" + e.name.lower()
@@ -301,7 +299,7 @@ class _Emitter(ir.SourceEmitter):
 
     def visit_Load(self, e: ir.Load) -> str:
         code = f"{self.memory(e.array)}[{self.expr(e.index)}]"
-        return f"({code} != 0)" if e.type is dtypes.bool_ else code
+        return f"({code} != 0)" if e.type is bool_ else code
 
     def visit_Unary(self, e: ir.Unary) -> str:
         if e.op == "not":
@@ -332,13 +330,13 @@ class _Emitter(ir.SourceEmitter):
         t = e.type
         address = f"&{self.memory(e.array)}[{self.expr(e.index)}]"
         args = [self.expr(a) for a in (e.compare, e.value) if a is not None]
-        if t.is_float and not (e.op == "add" or (e.op == "exchange" and t is dtypes.float32)):
+        if t.is_float and not (e.op == "add" or (e.op == "exchange" and t is float32)):
             name = f"tf_atomic_{e.op}_{t.name}"
             if e.op in ("min", "max"):
                 self.helper("min_max", SIGNED_ZERO_MIN_MAX)  # sorts first
             self.helper(name, cas_loop(e.op, t))
             return f"{name}({', '.join([address, *args])})"
-        if t is dtypes.int64 and e.op != "min" and e.op != "max":
+        if t is int64 and e.op != "min" and e.op != "max":
             ull = "unsigned long long"
             cast_args = ", ".join(f"({ull})({a})" for a in args)
             return f"((long long){NATIVE_ATOMIC[e.op]}(({ull}*){address}, {cast_args}))"
@@ -349,20 +347,20 @@ class _Emitter(ir.SourceEmitter):
         if t.is_float:
             a, b = self.f(e.lhs), self.f(e.rhs)
             if e.op in ROUNDED_OP:
-                prefix = "__d" if t is dtypes.float64 else "__f"
+                prefix = "__d" if t is float64 else "__f"
                 code = f"{prefix}{ROUNDED_OP[e.op]}_rn({a}, {b})"
             elif e.op == "floordiv":
                 # the quotient is rounded to t before truncation, as numpy's float16 does
                 quotient = f"({a} / {b})"
-                if t is dtypes.float16:
+                if t is float16:
                     quotient = f"tf_h2f({self.narrow(quotient, t)})"
                 code = f"{self.fn('trunc', t)}({quotient})"
             elif e.op == "mod":
                 code = f"{self.fn('fmod', t)}({a}, {b})"
             else:
-                ctype = "double" if t is dtypes.float64 else "float"
+                ctype = "double" if t is float64 else "float"
                 self.helper(f"pow_{ctype}", pow_helper(ctype))
-                code = f"tf_pow{'' if t is dtypes.float64 else 'f'}({a}, {b})"
+                code = f"tf_pow{'' if t is float64 else 'f'}({a}, {b})"
             return self.narrow(code, t)
         a, b = self.expr(e.lhs), self.expr(e.rhs)
         if e.op in ("floordiv", "mod"):
@@ -371,10 +369,10 @@ class _Emitter(ir.SourceEmitter):
 
     def visit_Cast(self, e: ir.Cast) -> str:
         src, dst = e.value.type, e.type
-        if dst is dtypes.bool_:
+        if dst is bool_:
             return f"({self.f(e.value)} != 0)"
-        if dst is dtypes.float16:
-            if src is dtypes.float32:
+        if dst is float16:
+            if src is float32:
                 return f"tf_f2h({self.expr(e.value)})"
             return f"tf_d2h((double)({self.expr(e.value)}))"
         if src.is_float and dst.is_integer:
@@ -389,7 +387,7 @@ class _Emitter(ir.SourceEmitter):
             return self.narrow(f"{self.fn(e.func, t)}({args})", t)
         args = ", ".join(self.expr(a) for a in e.args)
         if e.func == "abs":
-            return f"{'llabs' if t is dtypes.int64 else 'abs'}({args})"
+            return f"{'llabs' if t is int64 else 'abs'}({args})"
         return f"{e.func}({args})"  # CUDA's integer min/max overloads
 
     # -------------------------------------------------------- statements
@@ -404,7 +402,7 @@ class _Emitter(ir.SourceEmitter):
 
     def visit_Store(self, s: ir.Store) -> None:
         value = self.expr(s.value)
-        if s.value.type is dtypes.bool_:
+        if s.value.type is bool_:
             value = f"(unsigned char)({value})"
         self.line(f"{self.memory(s.array)}[{self.expr(s.index)}] = {value};")
 
@@ -565,11 +563,11 @@ class _Emitter(ir.SourceEmitter):
         head = list(self.prologue())
         head += self.shared_declarations()
         for name, t in self.kernel.locals:
-            if t is dtypes.bool_:
+            if t is bool_:
                 head.append(f"bool {c_name(name, True)} = false;")
             else:
                 head.append(f"{C_TYPE[t.name]} {c_name(name, True)} = 0;")
-        uses_f16 = dtypes.float16 in self.kernel.value_types
+        uses_f16 = float16 in self.kernel.value_types
         symbol = kernel_symbol(self.spec)
         params = ",\n    ".join(p.c_decl for p in abi)
         header = (

@@ -6,10 +6,15 @@ discrete before integrated before virtual, native APIs (Vulkan, Metal, D3D12) be
 adapter's name or API) moves the chosen adapter to index 0, so ``webgpu`` means it.
 
 wgpu is imported here only inside functions: importing the plugin loads no GPU library.
+:func:`adapters` (what ``caps`` lists) answers from the probe cache when the driver files are
+unchanged (wgpu's native library, the Vulkan ICD files and the drivers they name, the GPU
+device nodes); :func:`adapter` always enumerates, since a runtime needs the live adapter.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import tempfile
 import threading
@@ -39,6 +44,8 @@ class AdapterInfo:
     software: bool
     features: frozenset[str]
     limits: dict[str, int] = field(compare=False, hash=False)
+    #: whether this description came from the probe cache rather than a live enumeration
+    from_cache: bool = field(default=False, compare=False)
 
     def describe(self) -> dict[str, Any]:
         """The device entry of ``caps --json``."""
@@ -50,6 +57,7 @@ class AdapterInfo:
             "api": self.backend,
             "software": self.software,
             "shader_f16": "shader-f16" in self.features,
+            "probe": "cache" if self.from_cache else "live",
         }
 
 
@@ -116,7 +124,7 @@ def _private_runtime_dir() -> Iterator[None]:
                 os.environ["XDG_RUNTIME_DIR"] = current
 
 
-def _choose(pairs: list[tuple[dict[str, Any], Any]]) -> list[tuple[dict[str, Any], Any]]:
+def _choose(pairs: list[Any]) -> list[Any]:
     """Apply ``TENFERRO_WEBGPU_ADAPTER``: the chosen adapter first, the rest in order."""
     wanted = os.environ.get(ADAPTER_ENV, "").strip()
     if not wanted:
@@ -133,12 +141,12 @@ def _choose(pairs: list[tuple[dict[str, Any], Any]]) -> list[tuple[dict[str, Any
         needle = wanted.lower()
         hits = [
             i
-            for i, (info, _) in enumerate(pairs)
+            for i, (info, *_) in enumerate(pairs)
             if needle in f"{info.get('device', '')} {info.get('backend_type', '')}".lower()
         ]
         if not hits:
             names = "; ".join(
-                f"{info.get('device', '?')} ({info.get('backend_type', '?')})" for info, _ in pairs
+                f"{info.get('device', '?')} ({info.get('backend_type', '?')})" for info, *_ in pairs
             )
             raise ValidationError(
                 f"{ADAPTER_ENV}={wanted!r} matches no adapter; adapters: {names or 'none'}",
@@ -148,31 +156,72 @@ def _choose(pairs: list[tuple[dict[str, Any], Any]]) -> list[tuple[dict[str, Any
     return [pairs[at], *pairs[:at], *pairs[at + 1 :]]
 
 
+def _describe(
+    index: int, info: dict[str, Any], features: Any, limits: Any, from_cache: bool = False
+) -> AdapterInfo:
+    return AdapterInfo(
+        index=index,
+        name=str(info.get("device", "")),
+        vendor=str(info.get("vendor", "")),
+        adapter_type=str(info.get("adapter_type", "Unknown")),
+        backend=str(info.get("backend_type", "")),
+        software=_is_software(info),
+        features=frozenset(features),
+        limits=dict(limits),
+        from_cache=from_cache,
+    )
+
+
 def _selected() -> list[tuple[AdapterInfo, Any]]:
     chosen = _choose(_discovery.ordered())
-    out = []
-    for index, (info, adapter) in enumerate(chosen):
-        out.append(
-            (
-                AdapterInfo(
-                    index=index,
-                    name=str(info.get("device", "")),
-                    vendor=str(info.get("vendor", "")),
-                    adapter_type=str(info.get("adapter_type", "Unknown")),
-                    backend=str(info.get("backend_type", "")),
-                    software=_is_software(info),
-                    features=frozenset(adapter.features),
-                    limits=dict(adapter.limits),
-                ),
-                adapter,
-            )
-        )
-    return out
+    return [
+        (_describe(i, info, adapter.features, adapter.limits), adapter)
+        for i, (info, adapter) in enumerate(chosen)
+    ]
+
+
+def _driver_files() -> list[str]:
+    """The files an enumeration's answer depends on (see the module docstring)."""
+    import glob
+    import importlib.util
+
+    files: list[str] = []
+    spec = importlib.util.find_spec("wgpu")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        files += glob.glob(os.path.join(root, "resources", "*wgpu_native*"))
+        files.append(os.path.join(root, "__init__.py"))  # its version
+    icds = [
+        p
+        for var in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES")
+        for p in os.environ.get(var, "").split(os.pathsep)
+        if p
+    ]
+    for d in ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d"):
+        icds += glob.glob(os.path.join(d, "*.json"))
+    for icd in icds:
+        files.append(icd)
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError), open(icd) as f:
+            files.append(str(json.load(f)["ICD"]["library_path"]))
+    return files + glob.glob("/dev/dri/*") + glob.glob("/dev/nvidia*")
 
 
 def adapters() -> list[AdapterInfo]:
-    """Every WebGPU adapter, in device index order (selection applied)."""
-    return [info for info, _ in _selected()]
+    """Every WebGPU adapter, in device index order (selection applied), from the probe cache
+    when the driver files did not change."""
+    from tenferro_host.provider import cached_probe
+
+    def enumerate_now() -> list[Any]:
+        return [
+            [info, sorted(adapter.features), dict(adapter.limits)]
+            for info, adapter in _discovery.ordered()
+        ]
+
+    facts = {k: v for k, v in os.environ.items() if k.startswith("WGPU_")}
+    found, from_cache = cached_probe("webgpu-adapters", _driver_files(), facts, enumerate_now)
+    return [
+        _describe(i, info, features, limits, from_cache)
+        for i, (info, features, limits) in enumerate(_choose(found))
+    ]
 
 
 def adapter(index: int) -> tuple[AdapterInfo, Any]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tenferro_host.dtypes import DType
-from tenferro_host.errors import UnsupportedError
+from tenferro_host import DType, UnsupportedError
 from tenferro_host.kernel import ir
 
 _SCALAR = {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32", "bool": "bool"}

@@ -23,8 +23,7 @@ def backend_report(host: Host, status: BackendStatus) -> dict[str, Any]:
     reason = status.reason
     if status.available:
         try:
-            runtime = host.backend(f"{status.kind}:0")
-            caps.update({c.name: bool(v) for c, v in runtime.capabilities().items()})
+            caps.update({c.name: v for c, v in host.backend_capabilities(status).items()})
         except Exception as exc:  # a provider's bug must not take `caps` down
             reason = f"could not create a runtime: {type(exc).__name__}: {exc}"
     return {
@@ -103,10 +102,13 @@ def caps_report(host: Host) -> dict[str, Any]:
 
 
 def _device_summary(devices: list[Any]) -> str:
-    """Device names with their counts, e.g. ``2 x llvmpipe``; ``-`` for none."""
+    """Device names with their counts, e.g. ``2 x llvmpipe``; ``-`` for none; a device the
+    probe cache described says so."""
     counts: dict[str, int] = {}
     for d in devices:
         name = str(d.get("name", d)) if isinstance(d, dict) else str(d)
+        if isinstance(d, dict) and d.get("probe") == "cache":
+            name += " (from the probe cache)"
         counts[name] = counts.get(name, 0) + 1
     return ", ".join(f"{n} x {name}" if n > 1 else name for name, n in counts.items()) or "-"
 

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from .._host import Host
+from . import baselines
+from .baselines import BLOCK, N
 from .kernels import CUDA_ADD, DSL_OP, WGSL_ADD, dsl_add, register_dsl_op
-from .timing import Case, Group
+from .timing import Case, Group, try_case
 
-N = 1024
-BLOCK = 256
 EXT_ADD = "ext_add_kernel.add"
 
 
@@ -87,6 +87,9 @@ NVRTC_HIT = "NVRTC compile_source, same source again"
 MODULE_HIT = "compiled module from the runtime's cache (rs.resource hit)"
 CUPY_COLD = "CuPy RawModule compile, cold (unique source)"
 
+PLAN_STEPS = ("replay", "enter/exit", "allocation", "slot writes", "launch")
+PLAN_ROWS = tuple(f"op plan of the cuda-raw add: {step}" for step in PLAN_STEPS)
+
 CUDA_CALL_ROWS = (
     CORE_LAUNCH,
     PREPARED,
@@ -107,6 +110,7 @@ CUDA_CALL_ROWS = (
     BORROW_MUT,
     HOST_RUN_RAW,
     HANDLE_RAW,
+    *PLAN_ROWS,
     HOST_RUN_DSL,
     DSL_SESSION_OP,
     DSL_CACHED,
@@ -126,6 +130,22 @@ def _has_op(host: Host, name: str) -> bool:
     return name in host.registry.ops and host.registry.ops[name].status == "ok"
 
 
+def _plan_steps(host: Host, a: Any, b: Any) -> tuple[list[Case], str]:
+    """Each step of the add's planned call on its own (``steps()`` of the handle's replay), and
+    what the handle says of its plans — or the rows not run, saying why."""
+    if not _has_op(host, EXT_ADD):
+        return [Case(r, None, "ext-add-kernel not installed") for r in PLAN_ROWS], ""
+    handle = host.op(EXT_ADD)
+    for _ in range(3):  # two equal recordings plan the call; the third replays
+        host.run(EXT_ADD, a, b)
+    state = "; ".join(f"{k}: {v}" for k, v in handle.plans().items())
+    replay = next((p for p in handle._plans.values() if hasattr(p, "steps")), None)
+    if replay is None:
+        return [Case(r, None, f"no op plan: {state or 'off'}") for r in PLAN_ROWS], state
+    steps = replay.steps((a, b))
+    return [Case(row, steps[step]) for row, step in zip(PLAN_ROWS, PLAN_STEPS, strict=True)], state
+
+
 def _ext_add_calls(host: Host, a: Any, b: Any, run_row: str, handle_row: str) -> list[Case]:
     """The example add through ``host.run`` and through its op handle, or both not run."""
     if not _has_op(host, EXT_ADD):
@@ -135,16 +155,6 @@ def _ext_add_calls(host: Host, a: Any, b: Any, run_row: str, handle_row: str) ->
         Case(run_row, lambda: host.run(EXT_ADD, a, b)),
         Case(handle_row, lambda: handle(a, b)),
     ]
-
-
-def _try(name: str, setup: Callable[[], Callable[[], Any]], nbytes: int = 0) -> Case:
-    """A case whose setup may fail (a missing or broken baseline library): then not run."""
-    try:
-        return Case(name, setup(), nbytes=nbytes)
-    except ImportError as exc:
-        return Case(name, None, f"not installed: {exc}", nbytes=nbytes)
-    except Exception as exc:
-        return Case(name, None, f"setup failed: {type(exc).__name__}: {exc}"[:300], nbytes=nbytes)
 
 
 # -- CPU ------------------------------------------------------------------------------------------
@@ -289,28 +299,30 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
             o = j.alloc_output(tf.float32, (N,))
             j.launch(dsl_add, count, dim, o, ia, ib)
 
-    cases = [_try(CORE_LAUNCH, lambda: _core_launch(rt, ptrs, syncs))]
+    cases = [try_case(CORE_LAUNCH, lambda: baselines.core_launch(rt, ptrs, syncs))]
     cases += [
         Case(PREPARED, prepared.launch),
         Case(RS_LAUNCH, lambda: rs.launch(function, config, args)),
     ]
-    cases += _cupy_cases(syncs)
+    cases += baselines.cupy_cases(syncs)
     cases += [
-        _try("torch.add(a, b)", lambda: _torch_add(syncs)),
-        _try("Triton add (preallocated output)", lambda: _triton_add(syncs)),
-        _try("cupyx.jit add", lambda: _cupyx_jit_add(syncs)),
-        _try("numba-cuda add", lambda: _numba_add(syncs)),
+        try_case("torch.add(a, b)", lambda: baselines.torch_add(syncs)),
+        try_case("Triton add (preallocated output)", lambda: baselines.triton_add(syncs)),
+        try_case("cupyx.jit add", lambda: baselines.cupyx_jit_add(syncs)),
+        try_case("numba-cuda add", lambda: baselines.numba_add(syncs)),
     ]
     cases += [
         Case(BACKEND_SESSION, backend_session),
         Case(RAW_SESSION, raw_session),
         Case(RAW_BODY, raw_body),
         Case(ALLOC_OUTPUT, lambda: rs.alloc_output(tf.float32, (N,))),
-        _try(CP_EMPTY, _cupy_empty),
+        try_case(CP_EMPTY, baselines.cupy_empty),
         Case(BORROW, lambda: rs.tensor(ia)),
         Case(BORROW_MUT, lambda: rs.tensor_mut(im)),
     ]
     cases += _ext_add_calls(host, a, b, HOST_RUN_RAW, HANDLE_RAW)
+    steps, plan_state = _plan_steps(host, a, b)
+    cases += steps
     cases += [
         Case(HOST_RUN_DSL, lambda: host.run(DSL_OP, a, b)),
         Case(DSL_SESSION_OP, dsl_session_op),
@@ -339,12 +351,14 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
             BORROW_MUT,
             HOST_RUN_RAW,
             HANDLE_RAW,
+            *PLAN_ROWS,
             HOST_RUN_DSL,
             DSL_SESSION_OP,
             DSL_CACHED,
         ),
     )
     group.notes.append(f"device: {rt.device_info.name}")
+    group.notes.append(f"op plans of {EXT_ADD}: {plan_state or 'none'}")
     return group
 
 
@@ -356,106 +370,6 @@ def _call_each(syncs: list[Callable[[], None]]) -> Callable[[], None]:
             fn()
 
     return sync
-
-
-def _core_launch(rt: Any, ptrs: list[int], syncs: list[Callable[[], None]]) -> Callable[[], Any]:
-    from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
-
-    device = Device(rt.index)
-    device.set_current()
-    stream = device.create_stream()
-    kernel = (
-        Program(CUDA_ADD, "c++", ProgramOptions(arch=rt.device_info.arch))
-        .compile("cubin")
-        .get_kernel("add_kernel")
-    )
-    config = LaunchConfig(grid=N // BLOCK, block=BLOCK)
-    n32 = np.int32(N)
-    syncs.append(stream.sync)
-    return lambda: launch(stream, config, kernel, *ptrs, n32)
-
-
-def _cupy_cases(syncs: list[Callable[[], None]]) -> list[Case]:
-    names = ("CuPy RawKernel", "CuPy RawKernel with cp.empty output", "CuPy a + b")
-    try:
-        import cupy
-    except ImportError as exc:
-        return [Case(n, None, f"not installed: {exc}") for n in names]
-    kernel = cupy.RawKernel(CUDA_ADD, "add_kernel")
-    ca, cb = cupy.ones(N, cupy.float32), cupy.ones(N, cupy.float32)
-    cout = cupy.empty(N, cupy.float32)
-    grid, block, n32 = (N // BLOCK,), (BLOCK,), np.int32(N)
-    syncs.append(cupy.cuda.Device().synchronize)
-
-    def with_empty() -> None:
-        o = cupy.empty(N, cupy.float32)
-        kernel(grid, block, (o, ca, cb, n32))
-
-    return [
-        _try(names[0], lambda: lambda: kernel(grid, block, (cout, ca, cb, n32))),
-        _try(names[1], lambda: with_empty),
-        _try(names[2], lambda: lambda: ca + cb),
-    ]
-
-
-def _cupy_empty() -> Callable[[], Any]:
-    import cupy
-
-    return lambda: cupy.empty(N, cupy.float32)
-
-
-def _torch_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
-    import torch
-
-    ta, tb = torch.ones(N, device="cuda"), torch.ones(N, device="cuda")
-    syncs.append(torch.cuda.synchronize)
-    return lambda: torch.add(ta, tb)
-
-
-def _triton_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
-    import torch
-
-    from .triton_add import add
-
-    if add is None:
-        raise ImportError("No module named 'triton'")
-    ta, tb = torch.ones(N, device="cuda"), torch.ones(N, device="cuda")
-    to = torch.empty(N, device="cuda")
-    add(ta, tb, to)  # compile outside the timing
-    syncs.append(torch.cuda.synchronize)
-    return lambda: add(ta, tb, to)
-
-
-def _cupyx_jit_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
-    import cupy
-    from cupyx import jit
-
-    @jit.rawkernel()
-    def add(out: Any, lhs: Any, rhs: Any, n: Any) -> None:
-        i = jit.blockIdx.x * jit.blockDim.x + jit.threadIdx.x
-        if i < n:
-            out[i] = lhs[i] + rhs[i]
-
-    ca, cb = cupy.ones(N, cupy.float32), cupy.ones(N, cupy.float32)
-    cout = cupy.empty(N, cupy.float32)
-    grid, block, n32 = (N // BLOCK,), (BLOCK,), np.int32(N)
-    add(grid, block, (cout, ca, cb, n32))  # compile outside the timing
-    syncs.append(cupy.cuda.Device().synchronize)
-    return lambda: add(grid, block, (cout, ca, cb, n32))
-
-
-def _numba_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
-    from numba import cuda
-
-    from .numba_add import make_add
-
-    add = make_add()
-    ones = np.ones(N, np.float32)
-    da, db, do = cuda.to_device(ones), cuda.to_device(ones), cuda.device_array(N, np.float32)
-    launch = add[N // BLOCK, BLOCK]
-    launch(do, da, db)  # compile outside the timing
-    syncs.append(cuda.synchronize)
-    return lambda: launch(do, da, db)
 
 
 # -- CUDA bandwidth -------------------------------------------------------------------------------
@@ -504,10 +418,10 @@ def cuda_bandwidth(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         return lambda: dst.data.copy_from_device_async(src.data, 4 * n)
 
     cases = [
-        _try(BW_CUPY, cupy_add, add_bytes),
+        try_case(BW_CUPY, cupy_add, add_bytes),
         Case(BW_SEAM, prepared.launch, nbytes=add_bytes),
         Case(BW_DSL, lambda: js.launch(dsl_add, count, dim, dsl_out, x, y), nbytes=add_bytes),
-        _try(BW_COPY, cupy_copy, 2 * 4 * n),
+        try_case(BW_COPY, cupy_copy, 2 * 4 * n),
     ]
 
     sync = _call_each(syncs)
@@ -543,7 +457,7 @@ def dsl_cross_backend(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
             cases.append(Case(name, None, why, nbytes=3 * 4 * n * launches))
             continue
         cases.append(
-            _try(
+            try_case(
                 name,
                 partial(_dsl_sessions, host, stack, kind, n, launches, syncs),
                 3 * 4 * n * launches,
@@ -619,7 +533,7 @@ def compile_times(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
             MODULE_HIT,
             lambda: rs.resource(("tenferro_bench", "add"), lambda: rs.compile_nvrtc(CUDA_ADD)),
         ),
-        _try(CUPY_COLD, cupy_cold),
+        try_case(CUPY_COLD, cupy_cold),
     ]
     return Group(key, title, cases, rt.synchronize, unit="ms", batch=1, rounds=sizes.compile_rounds)
 

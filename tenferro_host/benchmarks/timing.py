@@ -161,4 +161,14 @@ def measure(group: Group, advance: Callable[[], None] = lambda: None) -> list[Re
     return results
 
 
-__all__ = ["Case", "Group", "Result", "measure"]
+def try_case(name: str, setup: Callable[[], Callable[[], Any]], nbytes: int = 0) -> Case:
+    """A case whose setup may fail (a missing or broken baseline library): then not run."""
+    try:
+        return Case(name, setup(), nbytes=nbytes)
+    except ImportError as exc:
+        return Case(name, None, f"not installed: {exc}", nbytes=nbytes)
+    except Exception as exc:
+        return Case(name, None, f"setup failed: {type(exc).__name__}: {exc}"[:300], nbytes=nbytes)
+
+
+__all__ = ["Case", "Group", "Result", "measure", "try_case"]

@@ -9,7 +9,10 @@ authority) and uses :class:`Session`/:class:`SessionHandle` for everything it is
 here: a collected :class:`DeviceStorage` queues its release on its runtime's
 :class:`DeferredReleases`, carried out at the next drain point; a :class:`FreeList` keeps freed
 blocks for reuse; the :class:`RetirementQueue` holds each :class:`Lease` (an object, and how it
-is let go) until its event completes.
+is let go) until its event completes. An op call's seam fills the thread's
+:class:`OpRecording` (``RECORDING.rec``) and :meth:`Runtime.op_replay` turns it into a replay
+(answering :data:`REPLAY_MISS` when its guard fails); :func:`cached_probe` keeps a probe's answer
+across processes, keyed on driver files.
 A DSL (JIT) provider subclasses :class:`JitSession` and reads the typed IR of
 :mod:`tenferro_host.kernel.ir` (the DSL's one public SPI module). A plugin marks its hooks with
 :data:`hookimpl` and registers a :class:`BackendProvider` (whose probe answers a
@@ -30,6 +33,7 @@ from ._deferred import DeferredReleases, DeviceStorage, Release
 from ._free_list import FreeList
 from ._hookspecs import hookimpl
 from ._host_services import HostServices
+from ._op_plan import RECORDING, REPLAY_MISS, OpRecording
 from ._registry import BackendProvider, BackendStatus, RegistrationView
 from ._residency import require_resident
 from ._retirement import Lease, RetirementQueue
@@ -46,15 +50,13 @@ _LAZY = {
         name: f"{__name__}._kernel_cache"
         for name in (
             "CachedKernel",
-            "CompileFn",
-            "CompileOptions",
-            "CompiledKernel",
             "KernelCache",
             "KernelCacheWarning",
             "KernelKey",
             "active_kernel_cache",
         )
     },
+    "cached_probe": f"{__name__}._probe_cache",
     **{
         name: f"{__name__}._jit_session"
         for name in ("Grid", "JitBinding", "JitLaunch", "JitSession", "convert_scalar", "fold_grid")
@@ -63,6 +65,8 @@ _LAZY = {
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
+    "RECORDING",
+    "REPLAY_MISS",
     "SPI_VERSION",
     "STAT_KEYS",
     "BackendProvider",
@@ -89,6 +93,7 @@ __all__ = [
     "Memo",
     "MemoKind",
     "MemoStats",
+    "OpRecording",
     "RegistrationView",
     "Release",
     "ResourceCache",
@@ -100,6 +105,7 @@ __all__ = [
     "Storage",
     "TransferRecord",
     "active_kernel_cache",
+    "cached_probe",
     "compact_strides",
     "convert_scalar",
     "exec_session_of",

@@ -34,6 +34,7 @@ from ..errors import (
 from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 from ..kernel.ir import U32_MAX, check_shared_sizes, check_u32_array
 from ..tensor import Tensor
+from ._op_plan import RECORDING
 from ._residency import require_resident
 from ._session import ExecSession, Session, SessionHandle
 from ._storage import require_writable
@@ -269,7 +270,11 @@ class JitSession(Session):
     def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
         """A fresh compact tensor of this runtime, uninitialised (stream-ordered on GPUs)."""
         self._check()
-        return self.runtime.empty(dtype, shape)
+        out = self.runtime.empty(dtype, shape)
+        rec = getattr(RECORDING, "rec", None)  # an op call being recorded: outputs are slots
+        if rec is not None:
+            rec.outputs.append(out)
+        return out
 
     def cube_dim_1d(self) -> Grid:
         """The backend's default 1-D cube shape."""

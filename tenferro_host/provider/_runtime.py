@@ -27,6 +27,7 @@ from ._storage import Storage
 
 if TYPE_CHECKING:
     from ._host_services import HostServices
+    from ._op_plan import OpRecording
 
 
 _INT_ONLY = frozenset({int})
@@ -144,6 +145,12 @@ class Runtime(ABC):
 
     def check_usable(self) -> None:
         """Raise if the runtime can no longer run work (e.g. a poisoned context)."""
+
+    def op_replay(self, recording: OpRecording) -> Any:
+        """Provider hook: a replay of the recorded op call (called with the call's tensors, it
+        returns the outputs or ``MISS``; its ``signature`` compares recordings), or None when
+        this backend cannot replay it (the op then stays on the full path)."""
+        return None
 
     # -- sessions ------------------------------------------------------------------------------
     def session(self) -> BackendSession:

@@ -72,6 +72,7 @@ LAYERS = [
             "tensor",
             "facade",
             "_memo",
+            "_shapes",
         ),
     ),
     (
@@ -100,7 +101,10 @@ LAYERS = [
             "webgpu",
         ),
     ),
-    ("tools", ("testing", "benchmarks", "_cli", "scaffold", "__main__")),
+    (
+        "tools",
+        ("testing", "benchmarks", "_cli", "scaffold", "__main__", "interop", "distributed"),
+    ),
 ]
 
 

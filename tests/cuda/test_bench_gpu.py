@@ -82,3 +82,17 @@ def test_a_quick_cuda_run_measures_every_tenferro_row(tmp_path):
     assert {name for name in OURS if rows[name][0] != "ok"} == set()
     assert all(note for status, note in rows.values() if status == "not run")
     assert done["verdicts"][cases.HOST_RUN_RAW] in ("met", "missed")
+
+
+def test_the_first_call_bench_runs_and_reports_its_floor():
+    """bench/first_call.py: fresh processes of both kinds, the floor and the imports named."""
+    from pathlib import Path
+
+    cuda_runtime()  # skips without a device
+    script = Path(__file__).parents[2] / "bench" / "first_call.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--runs", "2"], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "above the bare load + launch floor" in proc.stdout
+    assert "modules the first call imported" in proc.stdout

@@ -241,7 +241,8 @@ def test_without_the_driver_the_reason_is_one_line_and_a_runtime_is_unsupported(
     assert proc.returncode == 0, proc.stderr
     reason, backend, feature, again, cause = json.loads(proc.stdout)
     assert reason == again == "no NVIDIA driver found (libcuda.so.1)"
-    assert (backend, feature, cause) == ("cuda", "driver", "loader: libcuda.so.1 not found")
+    assert (backend, feature) == ("cuda", "driver")
+    assert "libcuda.so.1" in cause  # the loader's words: dlopen's (checked first) or cuda.bindings'
 
 
 def test_caps_reason_when_no_gpu():

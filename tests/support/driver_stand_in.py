@@ -7,6 +7,7 @@ cProfile counts Python calls of a whole cuda-raw op. Only what those paths call 
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import types
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tenferro_host_cuda import _driver as driver
-from tenferro_host_cuda import raw
+from tenferro_host_cuda import _launch
 from tenferro_host_cuda._module import CHECKED_CONFIGS, CORE_CONFIGS, Function
 from tenferro_host_cuda._runtime import CudaRuntime
 
@@ -26,6 +27,9 @@ from tenferro_host.provider._runtime import _EMPTY_PLANS
 
 CTX = 7
 STREAM = 0x5000
+#: the parameter count of each stand-in kernel, by handle (what cuLaunchKernel reads)
+PARAM_COUNTS: dict[int, int] = {}
+_handles = itertools.count(0x9000)
 
 
 class RecordingDriver:
@@ -45,6 +49,8 @@ class RecordingDriver:
         self.live: dict[int, int] = {}
         self.next = 0x10000
         self.oom = 0
+        self.launch_result = 0
+        self._blocks: dict[int, Any] = {}
         self._events = itertools.count(1)
 
     def names(self) -> list[str]:
@@ -95,6 +101,35 @@ class RecordingDriver:
 
     def CUresult(self, code):
         return code
+
+    def CUfunction(self, handle):
+        return handle
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        """An op replay's launch, recorded with its pointer array and a copy of the words it
+        points at now, as the driver reads them (decoded by :func:`launch_words`). The views
+        are made once per parameter block, so a recorded launch costs few Python calls."""
+        views = self._blocks.get(params)
+        if views is None:
+            views = self._blocks[params] = _block_views(params, PARAM_COUNTS[f])
+        self.calls.append(("cuLaunchKernel", (f, (gx, gy, gz), (bx, by, bz), shared, views)))
+        return (self.launch_result,)
+
+
+def _block_views(params: int, n: int) -> tuple[Any, Any]:
+    """ctypes views of a parameter block: its pointer array and the words it points at."""
+    if not n:
+        return (), ()
+    pointers = (ctypes.c_uint64 * n).from_address(params)
+    return pointers, (ctypes.c_uint64 * n).from_address(pointers[0])
+
+
+def launch_words(views: tuple[Any, Any]) -> list[int]:
+    """The 8-byte parameter words of the last launch of a parameter block; checks that its
+    pointer array points at them one after the other (how an op replay packs its block)."""
+    pointers, words = views
+    assert all(p == pointers[0] + 8 * i for i, p in enumerate(pointers))
+    return list(words)
 
 
 @contextmanager
@@ -161,7 +196,8 @@ class StandInModule:
         found = self._functions.get(name)
         if found is None:
             found = object.__new__(Function)
-            found.name, found.runtime, found.handle = name, self.runtime, 0
+            found.name, found.runtime, found.handle = name, self.runtime, next(_handles)
+            PARAM_COUNTS[found.handle] = len(self.param_sizes)
             found.owner = StandInOwner()
             found.core_kernel = ("kernel", name)
             found.param_sizes = self.param_sizes
@@ -178,8 +214,8 @@ class StandInModule:
 def recorded_launches() -> Iterator[list[tuple[Any, ...]]]:
     """cuda.core's ``launch`` replaced by a recorder for the block."""
     launches: list[tuple[Any, ...]] = []
-    saved, raw._launch_fn = raw._launch_fn, lambda *call: launches.append(call)
+    saved, _launch.launch_fn = _launch.launch_fn, lambda *call: launches.append(call)
     try:
         yield launches
     finally:
-        raw._launch_fn = saved
+        _launch.launch_fn = saved

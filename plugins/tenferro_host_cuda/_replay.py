@@ -1,0 +1,168 @@
+"""The CUDA op replay: a recorded op call (raw or DSL) re-enqueued with ``cuLaunchKernel``.
+
+The raw seam records each launch of an op call as (op, function, config, pointer slots,
+constants); :class:`RawReplay` keeps, per launch, a pre-packed parameter block — a numpy array
+of 8-byte words the driver reads (never an immutable object) and the array of pointers to them
+— so a call writes the slots (its tensors' addresses) and makes one driver call per launch.
+A replay holds its functions, and so their modules, for as long as it is planned; launches in
+flight are covered as always (a module is unloaded behind an event recorded after its last
+reference went). Errors follow the launch fault rules (a sticky fault poisons the context). The
+blocks are written per call, so a replay runs on the thread that recorded it (another thread
+takes the full path); the driver copies the parameters at the call, so rewriting them for the
+next call never races a launch in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from threading import get_ident as _get_ident
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tenferro_host import LaunchError, Tensor
+from tenferro_host.provider import REPLAY_MISS, OpRecording
+
+from ._driver import POISONED, drv, failure
+from ._launch import where
+
+if TYPE_CHECKING:
+    from ._args import LaunchConfig
+    from ._module import Function
+    from ._runtime import CudaRuntime
+
+#: One recorded launch: (op, function, config, pointer slots (param, 0 input / 1 output,
+#: index, byte offset), constants (param, value bytes)).
+LaunchRecord = tuple[
+    str, "Function", "LaunchConfig", tuple[tuple[int, int, int, int], ...], tuple[Any, ...]
+]
+
+
+class _Packed:
+    """One launch with its parameter block packed: constants written once, slots per call."""
+
+    __slots__ = (
+        "address",
+        "args",
+        "config",
+        "function",
+        "handle",
+        "op",
+        "pointers",
+        "slots",
+        "words",
+    )
+
+    def __init__(self, record: LaunchRecord, nparams: int) -> None:
+        self.op, self.function, self.config, self.slots, consts = record
+        words = np.zeros(max(nparams, 1), np.uint64)
+        raw = words.view(np.uint8)
+        for index, data in consts:
+            raw[8 * index : 8 * index + len(data)] = np.frombuffer(data, np.uint8)
+        self.pointers = words.ctypes.data + 8 * np.arange(max(nparams, 1), dtype=np.uint64)
+        self.address = int(self.pointers.ctypes.data) if nparams else 0
+        self.handle = drv().CUfunction(int(self.function.handle))
+        c = self.config
+        #: the argument head of cuLaunchKernel; the block (``words``) is written per call
+        self.args = (self.handle, *c.grid, *c.block, c.shared_mem_bytes)
+        self.words = words
+
+
+class RawReplay:
+    """A recorded CUDA op call, replayed: guard, outputs, slot writes, ``cuLaunchKernel``."""
+
+    __slots__ = (
+        "_cu_launch",
+        "_launches",
+        "_nbytes",
+        "_outputs",
+        "_several",
+        "_single",
+        "_thread",
+        "exclusive",
+        "runtime",
+        "signature",
+    )
+
+    def __init__(self, runtime: CudaRuntime, rec: OpRecording) -> None:
+        self.runtime = runtime
+        self._thread = _get_ident()  # its parameter blocks are written per call: one thread
+        self._outputs = tuple((t.dtype, t.shape, t.strides, t.storage.nbytes) for t in rec.outputs)
+        self._cu_launch = drv().cuLaunchKernel
+        self._several = len(self._outputs) > 1
+        dt, shape, strides, self._nbytes = self._outputs[0]
+        self._single = (dt, shape, strides, 0, True)  # Tensor's arguments after the storage
+        self.exclusive = tuple(sorted(rec.exclusive))
+        records: list[LaunchRecord] = rec.launches
+        self._launches = tuple(_Packed(r, len(r[1].param_sizes)) for r in records)
+        self.signature = (
+            self._outputs,
+            self.exclusive,
+            tuple((op, fn, cfg, slots, consts) for op, fn, cfg, slots, consts in records),
+        )
+
+    def __call__(self, tensors: tuple[Any, ...]) -> Any:
+        rt = self.runtime
+        if rt._closed or POISONED or rt.debug_sync or _get_ident() != self._thread:
+            return REPLAY_MISS  # the full path raises (or waits and attributes) as it always does
+        for i in self.exclusive:
+            storage = tensors[i].storage
+            if storage.read_only:
+                return REPLAY_MISS
+            for j, other in enumerate(tensors):
+                if j != i and other.storage is storage:
+                    return REPLAY_MISS  # the full path raises the AliasingError
+        outs: list[Any] = (
+            [  # rt.empty without its checks
+                Tensor(rt.allocate_bytes(nbytes), dt, shape, strides, 0, True)
+                for dt, shape, strides, nbytes in self._outputs
+            ]
+            if self._several
+            else [Tensor(rt.allocate_bytes(self._nbytes), *self._single)]
+        )
+        stream = rt._stream
+        launch = self._cu_launch
+        saved = rt.primary.enter()
+        try:
+            for packed in self._launches:
+                words = packed.words
+                for param, which, index, delta in packed.slots:
+                    t = tensors[index] if which == 0 else outs[index]
+                    words[param] = t.storage.ptr + delta
+                result = launch(*packed.args, stream, packed.address, None)
+                if result[0]:
+                    raise self._failed(result[0], packed)
+        finally:
+            rt.primary.exit(saved)
+        return tuple(outs) if self._several else outs[0]
+
+    def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
+        """Each step of a replay of ``tensors`` on its own, for the bench (a kept output is
+        written into the first launch's block, so the launch step launches valid work)."""
+        rt, packed = self.runtime, self._launches[0]
+        primary, stream, launch = rt.primary, rt._stream, self._cu_launch
+        words, slots, nbytes, single = packed.words, packed.slots, self._nbytes, self._single
+        kept = [Tensor(rt.allocate_bytes(nbytes), *single)]
+
+        def slot_writes() -> None:
+            for param, which, index, delta in slots:
+                t: Any = tensors[index] if which == 0 else kept[index]
+                words[param] = t.storage.ptr + delta
+
+        slot_writes()
+        return {
+            "enter/exit": lambda: primary.exit(primary.enter()),
+            "allocation": lambda: Tensor(rt.allocate_bytes(nbytes), *single),
+            "slot writes": slot_writes,
+            "launch": lambda: launch(*packed.args, stream, packed.address, None),
+            "replay": lambda: self(tensors),
+        }
+
+    def _failed(self, err: Any, packed: _Packed) -> Exception:
+        at = where(packed.op, packed.function, packed.config)
+        return failure(
+            err, f"launching {at}", uuid=self.runtime.uuid_bytes, op=packed.op, error=LaunchError
+        )
+
+
+__all__ = ["LaunchRecord", "RawReplay"]

@@ -1,0 +1,124 @@
+"""The same 1024-element add outside the host, beside which the op-call figures are read:
+cuda.core's bare ``launch``, CuPy, torch, Triton, cupyx.jit and numba-cuda. Each setup returns the
+timed call and appends its library's wait to ``syncs``; one that is not installed raises
+ImportError, which the case reports as not run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .kernels import CUDA_ADD
+from .timing import Case, try_case
+
+N = 1024
+BLOCK = 256
+
+
+def core_launch(rt: Any, ptrs: list[int], syncs: list[Callable[[], None]]) -> Callable[[], Any]:
+    """cuda.core's ``launch`` of the add on a stream of its own (the 1.00 of every ratio)."""
+    from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+
+    device = Device(rt.index)
+    device.set_current()
+    stream = device.create_stream()
+    kernel = (
+        Program(CUDA_ADD, "c++", ProgramOptions(arch=rt.device_info.arch))
+        .compile("cubin")
+        .get_kernel("add_kernel")
+    )
+    config = LaunchConfig(grid=N // BLOCK, block=BLOCK)
+    n32 = np.int32(N)
+    syncs.append(stream.sync)
+    return lambda: launch(stream, config, kernel, *ptrs, n32)
+
+
+def cupy_cases(syncs: list[Callable[[], None]]) -> list[Case]:
+    """CuPy's RawKernel (into a kept and a fresh output) and ``a + b``."""
+    names = ("CuPy RawKernel", "CuPy RawKernel with cp.empty output", "CuPy a + b")
+    try:
+        import cupy
+    except ImportError as exc:
+        return [Case(n, None, f"not installed: {exc}") for n in names]
+    kernel = cupy.RawKernel(CUDA_ADD, "add_kernel")
+    ca, cb = cupy.ones(N, cupy.float32), cupy.ones(N, cupy.float32)
+    cout = cupy.empty(N, cupy.float32)
+    grid, block, n32 = (N // BLOCK,), (BLOCK,), np.int32(N)
+    syncs.append(cupy.cuda.Device().synchronize)
+
+    def with_empty() -> None:
+        o = cupy.empty(N, cupy.float32)
+        kernel(grid, block, (o, ca, cb, n32))
+
+    return [
+        try_case(names[0], lambda: lambda: kernel(grid, block, (cout, ca, cb, n32))),
+        try_case(names[1], lambda: with_empty),
+        try_case(names[2], lambda: lambda: ca + cb),
+    ]
+
+
+def cupy_empty() -> Callable[[], Any]:
+    """CuPy's allocation of the output alone."""
+    import cupy
+
+    return lambda: cupy.empty(N, cupy.float32)
+
+
+def torch_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
+    """``torch.add`` of two device tensors."""
+    import torch
+
+    ta, tb = torch.ones(N, device="cuda"), torch.ones(N, device="cuda")
+    syncs.append(torch.cuda.synchronize)
+    return lambda: torch.add(ta, tb)
+
+
+def triton_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
+    """The Triton add into a preallocated output (compiled outside the timing)."""
+    import torch
+
+    from .triton_add import add
+
+    if add is None:
+        raise ImportError("No module named 'triton'")
+    ta, tb = torch.ones(N, device="cuda"), torch.ones(N, device="cuda")
+    to = torch.empty(N, device="cuda")
+    add(ta, tb, to)  # compile outside the timing
+    syncs.append(torch.cuda.synchronize)
+    return lambda: add(ta, tb, to)
+
+
+def cupyx_jit_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
+    """cupyx.jit's raw kernel add (compiled outside the timing)."""
+    import cupy
+    from cupyx import jit
+
+    @jit.rawkernel()
+    def add(out: Any, lhs: Any, rhs: Any, n: Any) -> None:
+        i = jit.blockIdx.x * jit.blockDim.x + jit.threadIdx.x
+        if i < n:
+            out[i] = lhs[i] + rhs[i]
+
+    ca, cb = cupy.ones(N, cupy.float32), cupy.ones(N, cupy.float32)
+    cout = cupy.empty(N, cupy.float32)
+    grid, block, n32 = (N // BLOCK,), (BLOCK,), np.int32(N)
+    add(grid, block, (cout, ca, cb, n32))  # compile outside the timing
+    syncs.append(cupy.cuda.Device().synchronize)
+    return lambda: add(grid, block, (cout, ca, cb, n32))
+
+
+def numba_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
+    """numba-cuda's add (compiled outside the timing)."""
+    from numba import cuda
+
+    from .numba_add import make_add
+
+    add = make_add()
+    ones = np.ones(N, np.float32)
+    da, db, do = cuda.to_device(ones), cuda.to_device(ones), cuda.device_array(N, np.float32)
+    launch = add[N // BLOCK, BLOCK]
+    launch(do, da, db)  # compile outside the timing
+    syncs.append(cuda.synchronize)
+    return lambda: launch(do, da, db)

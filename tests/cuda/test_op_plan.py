@@ -1,0 +1,360 @@
+"""Op plans on CUDA, without a GPU (the driver and cuda.core's launch are recording stand-ins):
+a replayed call launches what the full path launches, raises what it raises, and a plan is
+only made for what it can replay. Every launch is normalized (kernel, grid, block, each
+argument as a tensor and byte offset or a masked constant) so that both paths compare."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.driver_stand_in import (
+    StandInModule,
+    launch_words,
+    recorded_launches,
+    recording_driver,
+    stand_in_runtime,
+)
+from tenferro_host_cuda import _driver as driver
+from tenferro_host_cuda._runtime import _COPY_CODES
+
+import tenferro_host as tf
+from tenferro_host.cuda import raw
+from tenferro_host.provider import _op_plan
+
+ADD = "ext_add_kernel.add"
+ACC = "tests_plan.accumulate"
+SIZES = {"Q": 8, "q": 8, "i": 4}
+
+
+def _accumulate(ex: Any, acc: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    """``out = acc + x`` and ``acc += x``: an exclusive borrow of an input beside an output."""
+    with ex.raw(ACC) as rs:
+        out = rs.alloc_output(acc.dtype, acc.shape)
+        function = rs.resource((ACC, "module"), lambda: None).function("add_kernel")
+        rs.launch(
+            function,
+            raw.LaunchConfig.flat(acc.numel, 256),
+            [rs.tensor_mut(out), rs.tensor_mut(acc), rs.tensor(x), raw.i32(acc.numel)],
+        )
+        return out
+
+
+class World:
+    """One host and stand-in runtime with the add module, the gather of canonicalize and the
+    accumulate op; ``observe`` runs a call and says what it launched or raised."""
+
+    def __init__(self, host: tf.Host, fake: Any, launches: list[Any]) -> None:
+        self.host, self.fake, self.launches = host, fake, launches
+        self.rt = rt = stand_in_runtime(host)
+        self.module = StandInModule(rt, (8, 8, 8, 4))
+        rt.resources.get((ADD, "module"), lambda: self.module)
+        rt.resources.get((ACC, "module"), lambda: self.module)
+        gather = StandInModule(rt, tuple(SIZES[c] for c in _COPY_CODES))
+        rt._copy_module = gather
+        rt._copy_functions = {n: gather.function(f"gather_{n}") for n in (2, 4, 8)}
+        view = host.registry.staging("tests_plan")
+        view.add_op(
+            tf.OpSpec(
+                name=ACC,
+                signature=tf.Signature(inputs=("acc", "x")),
+                reference=lambda acc, x: acc + x,
+                variants={"cuda-raw": _accumulate},
+            )
+        )
+        view.commit()
+
+    def names(self) -> dict[Any, str]:
+        out = {}
+        for module in (self.module, self.rt._copy_module):
+            for name, fn in module._functions.items():
+                out[fn.handle] = out[("kernel", name)] = name
+        return out
+
+    def observe(self, planned: bool, name: str, *tensors: Any, calls: int = 3) -> Any:
+        """What the last of ``calls`` calls did: ("raised", type, message) or ("ran", output
+        layout, launches). Planned, the earlier calls record (and the third replays)."""
+        saved, _op_plan.ENABLED = _op_plan.ENABLED, planned
+        try:
+            for _ in range(calls):
+                self.fake.calls.clear()
+                self.launches.clear()
+                try:
+                    out = self.host.run(name, *tensors)
+                except tf.TenferroError as exc:
+                    return ("raised", type(exc).__name__, str(exc))
+        finally:
+            _op_plan.ENABLED = saved
+        known = [*tensors, out]
+        return ("ran", (out.dtype.name, out.shape, out.strides), self._normalized(known))
+
+    def _normalized(self, known: list[Any]) -> list[Any]:
+        names = self.names()
+        done = []
+        for _stream, config, kernel, *args in self.launches:
+            sizes = [8] * len(args)
+            done.append((names[kernel], config.grid, config.block, self._args(args, sizes, known)))
+        for call, arg in self.fake.calls:
+            if call == "cuLaunchKernel":
+                handle, grid, block, _shared, views = arg
+                words = launch_words(views)
+                sizes = self._sizes(handle, len(words))
+                done.append((names[handle], grid, block, self._args(words, sizes, known)))
+        return done
+
+    def _sizes(self, handle: Any, n: int) -> list[int]:
+        for module in (self.module, self.rt._copy_module):
+            for fn in module._functions.values():
+                if fn.handle == handle:
+                    return list(fn.param_sizes)
+        return [8] * n
+
+    @staticmethod
+    def _args(values: list[Any], sizes: list[int], known: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        for value, size in zip(values, sizes, strict=True):
+            v = int(value)
+            where = next(
+                (
+                    (i, v - t.storage.ptr)
+                    for i, t in enumerate(known)
+                    if t.numel and size == 8 and 0 <= v - t.storage.ptr < t.storage.nbytes
+                ),
+                None,
+            )
+            out.append(("ptr", *where) if where else ("const", v & ((1 << (8 * size)) - 1)))
+        return out
+
+
+@pytest.fixture(autouse=True)
+def plans_on(monkeypatch):
+    """These tests are about plans: on, whatever TENFERRO_OP_PLAN says (both paths compared)."""
+    monkeypatch.setattr(_op_plan, "ENABLED", True)
+
+
+@pytest.fixture(scope="module")
+def world():
+    with recording_driver() as fake, recorded_launches() as launches:
+        yield World(tf.Host(), fake, launches)
+
+
+DTYPES = ("float32", "float64", "int32")
+
+
+@st.composite
+def operands(draw: Any, world: World) -> tuple[Any, Any]:
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    dt = draw(st.sampled_from(DTYPES))
+    rt = world.rt
+    lhs = rt.empty(dt, shape)
+    kind = draw(st.sampled_from(["same", "alias", "other dtype", "other shape", "view"]))
+    if kind == "alias":
+        return lhs, lhs
+    if kind == "other dtype":
+        return lhs, rt.empty(draw(st.sampled_from(DTYPES)), shape)
+    if kind == "other shape":
+        return lhs, rt.empty(dt, (*shape, 2))
+    rhs = rt.empty(dt, shape)
+    if kind == "view":
+        big = rt.empty(dt, (shape[0] + 1, *shape[1:]))
+        view = draw(st.sampled_from(["offset", "transpose"]))
+        if view == "offset":  # a compact view at an offset: the last axis sliced
+            big = rt.empty(dt, (*shape[:-1], shape[-1] + 1))
+            rhs = big[(slice(None),) * (len(shape) - 1) + (slice(1, None),)]
+        elif len(shape) >= 2:
+            rhs = rt.empty(dt, shape[::-1]).transpose() if len(shape) == 2 else rhs
+        if draw(st.booleans()):
+            lhs, rhs = rhs, lhs
+    return lhs, rhs
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_plan_and_full_path_launch_and_raise_the_same(world, data):
+    """For random shapes, dtypes, views and aliasing, of the add (which canonicalizes views)
+    and of accumulate (an exclusive input): the replayed call equals the full path's."""
+    name = data.draw(st.sampled_from([ADD, ACC]))
+    lhs, rhs = data.draw(operands(world))
+    full = world.observe(False, name, lhs, rhs, calls=1)
+    planned = world.observe(True, name, lhs, rhs)
+    assert planned == full
+
+
+def test_the_add_is_replayed_and_says_so(world):
+    rt = world.rt
+    a, b = rt.empty("float32", (64,)), rt.empty("float32", (64,))
+    assert world.observe(True, ADD, a, b) == world.observe(False, ADD, a, b, calls=1)
+    assert [n for n, _ in world.fake.calls] == ["cuCtxGetCurrent"]  # the full path, observed
+    world.observe(True, ADD, a, b)
+    assert [n for n, _ in world.fake.calls] == ["cuCtxGetCurrent", "cuLaunchKernel"]
+    assert "replay" in world.host.op(ADD).plans().values()
+
+
+def test_an_aliased_exclusive_input_takes_the_full_path_and_its_error(world):
+    rt = world.rt
+    acc, x = rt.empty("float32", (32,)), rt.empty("float32", (32,))
+    world.observe(True, ACC, acc, x)  # planned
+    world.fake.calls.clear()
+    with pytest.raises(tf.AliasingError):
+        world.host.run(ACC, acc, acc)
+    assert "cuLaunchKernel" not in [n for n, _ in world.fake.calls]
+
+
+def test_a_variant_that_is_not_replayable_stays_on_the_full_path(world):
+    """A workspace, and a decision outside the key (a scalar that changes every call)."""
+    rt = world.rt
+    counter = iter(range(1, 10**6))
+
+    def with_workspace(ex: Any, x: tf.Tensor) -> tf.Tensor:
+        with ex.raw("tests_plan.ws") as rs:
+            out = rs.alloc_output(x.dtype, x.shape)
+            rs.workspace(64)
+            fn = world.module.function("add_kernel")
+            rs.launch(
+                fn,
+                raw.LaunchConfig.flat(x.numel, 256),
+                [rs.tensor_mut(out), rs.tensor(x), rs.tensor(x), raw.i32(1)],
+            )
+            return out
+
+    def drifting(ex: Any, x: tf.Tensor) -> tf.Tensor:
+        with ex.raw("tests_plan.drift") as rs:
+            out = rs.alloc_output(x.dtype, x.shape)
+            fn = world.module.function("add_kernel")
+            rs.launch(
+                fn,
+                raw.LaunchConfig.flat(x.numel, 256),
+                [rs.tensor_mut(out), rs.tensor(x), rs.tensor(x), raw.i32(next(counter))],
+            )
+            return out
+
+    view = world.host.registry.staging("tests_plan2")
+    for op, variant in (("tests_plan2.ws", with_workspace), ("tests_plan2.drift", drifting)):
+        view.add_op(
+            tf.OpSpec(
+                name=op,
+                signature=tf.Signature(inputs=("x",)),
+                reference=lambda x: x,
+                variants={"cuda-raw": variant},
+            )
+        )
+    view.commit()
+    x = rt.empty("float32", (16,))
+    for op, why in (("tests_plan2.ws", "workspace"), ("tests_plan2.drift", "first recording")):
+        for _ in range(6):
+            world.fake.calls.clear()
+            world.host.run(op, x)
+            assert "cuLaunchKernel" not in [n for n, _ in world.fake.calls]
+        (state,) = world.host.op(op).plans().values()
+        assert state.startswith("full path") and why in state
+
+
+def test_guards_send_the_call_to_the_full_path(world):
+    """A session of the runtime open on this thread, another thread, debug waits."""
+    rt = world.rt
+    a, b = rt.empty("float32", (48,)), rt.empty("float32", (48,))
+    world.observe(True, ADD, a, b)
+    with rt.session(), pytest.raises(tf.RuntimeStateError, match="already open"):
+        world.host.run(ADD, a, b)
+    world.fake.calls.clear()
+    thread = threading.Thread(target=lambda: world.host.run(ADD, a, b))
+    thread.start()
+    thread.join()
+    assert "cuLaunchKernel" not in [n for n, _ in world.fake.calls]
+    rt.debug_sync = True
+    world.fake.cuStreamSynchronize = lambda stream: (0,)
+    try:
+        world.fake.calls.clear()
+        world.launches.clear()
+        world.host.run(ADD, a, b)
+        assert len(world.launches) == 1  # cuda.core's launch, then the debug wait
+    finally:
+        rt.debug_sync = False
+        del world.fake.cuStreamSynchronize
+
+
+def test_a_replayed_launch_fault_poisons_and_is_typed(world):
+    rt = world.rt
+    a, b = rt.empty("float32", (80,)), rt.empty("float32", (80,))
+    world.observe(True, ADD, a, b)
+    world.fake.launch_result = 1  # CUDA_ERROR_INVALID_VALUE
+    try:
+        with pytest.raises(tf.LaunchError, match="add_kernel"):
+            world.host.run(ADD, a, b)
+        assert rt.uuid_bytes not in driver.poisoned_devices()
+        world.fake.launch_result = 700  # CUDA_ERROR_ILLEGAL_ADDRESS: sticky
+        with pytest.raises(tf.ContextPoisonedError):
+            world.host.run(ADD, a, b)
+        assert rt.uuid_bytes in driver.poisoned_devices()
+        with pytest.raises(tf.ContextPoisonedError):
+            world.host.run(ADD, a, b)  # the full path refuses the poisoned runtime
+    finally:
+        world.fake.launch_result = 0
+        driver.POISONED.pop(rt.uuid_bytes, None)
+
+
+def test_a_plan_keeps_its_module_after_the_cache_dropped_it(world, monkeypatch):
+    monkeypatch.setattr(_op_plan, "ENABLED", True)
+    rt = world.rt
+    modules = [StandInModule(rt, (8, 8, 8, 4))]
+    owner = weakref.ref(modules[0].function("add_kernel").owner)
+    rt.resources.clear()
+    rt.resources.get((ADD, "module"), lambda: modules[0])
+    a = rt.empty("float32", (96,))
+    world.host.op(ADD)._plans.clear()
+    for _ in range(3):
+        world.host.run(ADD, a, a)
+    assert "replay" in world.host.op(ADD).plans().values()
+    rt.resources.clear()
+    modules.clear()
+    assert owner() is not None  # the plan's function holds its module's library
+    world.host.op(ADD)._plans.clear()
+    assert owner() is None
+    rt.resources.get((ADD, "module"), lambda: world.module)
+    rt.resources.get((ACC, "module"), lambda: world.module)
+
+
+def test_plans_are_bounded_per_handle(world):
+    from tenferro_host import _op_handle
+
+    rt = world.rt
+    for n in range(1, _op_handle._MAX_PLANS + 8):
+        a = rt.empty("float32", (n,))
+        world.host.run(ADD, a, a)
+    assert len(world.host.op(ADD)._plans) <= _op_handle._MAX_PLANS
+
+
+def test_no_plan_when_switched_off(world, monkeypatch):
+    monkeypatch.setattr(_op_plan, "ENABLED", False)
+    a = world.rt.empty("float32", (40,))
+    handle = world.host.op(ADD)
+    handle._plans.clear()
+    for _ in range(4):
+        world.host.run(ADD, a, a)
+    assert handle.plans() == {}
+
+
+def test_the_steps_of_a_replay_run_alone_for_the_bench(world):
+    rt = world.rt
+    a, b = rt.empty("float32", (72,)), rt.empty("float32", (72,))
+    world.observe(True, ADD, a, b)
+    handle = world.host.op(ADD)
+    (replay,) = [p for p in handle._plans.values() if hasattr(p, "steps")][-1:]
+    steps = replay.steps((a, b))
+    assert set(steps) == {"replay", "enter/exit", "allocation", "slot writes", "launch"}
+    world.fake.calls.clear()
+    steps["enter/exit"]()
+    assert steps["allocation"]().shape == (72,)
+    steps["slot writes"]()
+    steps["launch"]()
+    assert steps["replay"]().shape == (72,)
+    launched = [arg for name, arg in world.fake.calls if name == "cuLaunchKernel"]
+    assert len(launched) == 2
+    words = launch_words(launched[0][4])
+    assert words[1:3] == [a.storage.ptr, b.storage.ptr] and words[3] == 72
