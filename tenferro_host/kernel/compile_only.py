@@ -55,7 +55,7 @@ def arg_desc(item: Any) -> ArgDesc:
     """One argument description from an ArrayDesc/ScalarDesc or its string form.
 
     >>> arg_desc("float32[2]"), arg_desc("number")
-    (ArrayDesc(dtype=tenferro_host.float32, ndim=2), ScalarDesc(dtype=None))
+    (ArrayDesc(dtype=tenferro_host.float32, ndim=2, compact=True), ScalarDesc(dtype=None))
     """
     if isinstance(item, (ArrayDesc, ScalarDesc)):
         return item
