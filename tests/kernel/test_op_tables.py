@@ -13,23 +13,23 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tenferro_host_cuda_jit import codegen
+from tenferro_host_cuda_jit import c_numerics, codegen
 from tenferro_host_webgpu import wgsl, wgsl_numerics
 
 import tenferro_host as tf
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
-from tenferro_host.kernel import _interpreter, ir
+from tenferro_host.kernel import _interpreter_numerics, ir
 
 #: (table, the IR tuple it maps, whether it must map all of it)
 TABLES = {
-    "interpreter float arithmetic": (_interpreter._FLOAT_OPS, ir.ARITH_OPS, True),
-    "interpreter int arithmetic": (_interpreter._INT_OPS, ir.ARITH_OPS, False),
-    "interpreter comparisons": (_interpreter._COMPARE, ir.COMPARE_OPS, True),
+    "interpreter float arithmetic": (_interpreter_numerics.FLOAT_OPS, ir.ARITH_OPS, True),
+    "interpreter int arithmetic": (_interpreter_numerics.INT_OPS, ir.ARITH_OPS, False),
+    "interpreter comparisons": (_interpreter_numerics.COMPARE, ir.COMPARE_OPS, True),
     "cuda arithmetic": (codegen._ARITH_C, ir.ARITH_OPS, False),
-    "cuda rounded arithmetic": (codegen._ROUNDED_OP, ir.ARITH_OPS, False),
+    "cuda rounded arithmetic": (c_numerics.ROUNDED_OP, ir.ARITH_OPS, False),
     "cuda comparisons": (codegen._COMPARE_C, ir.COMPARE_OPS, True),
-    "cuda atomics": (codegen._NATIVE_ATOMIC, ir.ATOMIC_OPS, True),
+    "cuda atomics": (c_numerics.NATIVE_ATOMIC, ir.ATOMIC_OPS, True),
     "wgsl arithmetic": (wgsl._BINARY, ir.ARITH_OPS, False),
     "wgsl comparisons": (wgsl._COMPARE, ir.COMPARE_OPS, True),
     "wgsl logical": (wgsl._LOGICAL, ir.LOGICAL_OPS, True),
