@@ -43,7 +43,7 @@ dev = Device(0); dev.set_current(); stream = dev.create_stream()
 t2 = time.perf_counter()
 kernel = ObjectCode.from_cubin(cubin).get_kernel("first_call_add")
 t3 = time.perf_counter()
-kernel.attributes.max_threads_per_block()
+kernel.attributes.max_threads_per_block
 buf = dev.allocate(3 * 4 * 1024, stream=stream)
 p = int(buf.handle)
 launch(stream, LaunchConfig(grid=4, block=256), kernel, p, p + 4096, p + 8192, np.int32(1024))

@@ -129,7 +129,7 @@ class RawReplay:
                 for param, which, index, delta in packed.slots:
                     t = tensors[index] if which == 0 else outs[index]
                     words[param] = t.storage.ptr + delta
-                result = launch(*packed.args, stream, packed.address, None)
+                result = launch(*packed.args, stream, packed.address, 0)
                 if result[0]:
                     raise self._failed(result[0], packed)
         finally:
@@ -154,7 +154,7 @@ class RawReplay:
             "enter/exit": lambda: primary.exit(primary.enter()),
             "allocation": lambda: Tensor(rt.allocate_bytes(nbytes), *single),
             "slot writes": slot_writes,
-            "launch": lambda: launch(*packed.args, stream, packed.address, None),
+            "launch": lambda: launch(*packed.args, stream, packed.address, 0),
             "replay": lambda: self(tensors),
         }
 

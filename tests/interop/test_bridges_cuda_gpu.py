@@ -74,7 +74,7 @@ def test_torch_opcheck_on_cuda(cuda_host: tf.Host) -> None:
     torch.library.opcheck(add.packet, (a, a))
 
 
-def test_torch_compile_fullgraph_and_cuda_graphs(cuda_host: tf.Host) -> None:
+def test_torch_compile_fullgraph(cuda_host: tf.Host) -> None:
     torch = _torch_cuda()
     from tenferro_host.interop import torch as tf_torch
 
@@ -84,10 +84,30 @@ def test_torch_compile_fullgraph_and_cuda_graphs(cuda_host: tf.Host) -> None:
         return add(a, b) * 2
 
     full = torch.compile(f, fullgraph=True)
+    for step in range(3):
+        a = torch.full((1024,), float(step), device="cuda")
+        torch.testing.assert_close(full(a, a), 4 * a)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (H200, 2026-12-01): while torch captures, the host's session entry "
+    "polls its retirement queue (cuEventQuery) on an event of the captured stream, which CUDA "
+    "refuses (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); the runtime must know it is captured",
+)
+def test_torch_compile_reduce_overhead_cuda_graphs(cuda_host: tf.Host) -> None:
+    torch = _torch_cuda()
+    from tenferro_host.interop import torch as tf_torch
+
+    add = tf_torch.export("ext_add_kernel.add")
+
+    def f(a: Any, b: Any) -> Any:
+        return add(a, b) * 2
+
     graphed = torch.compile(f, mode="reduce-overhead", fullgraph=True)
     for step in range(4):  # warm-up, capture, then replays with new values
         a = torch.full((1024,), float(step), device="cuda")
-        torch.testing.assert_close(full(a, a), 4 * a)
         torch.testing.assert_close(graphed(a, a).clone(), 4 * a)
     assert any(pin[3] for pin in add.graph_pins), "the capture kept no module alive"
     # Evict every cached module: the graph's replays must still find the kernel loaded.

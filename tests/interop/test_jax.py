@@ -13,6 +13,14 @@ jnp = jax.numpy
 from tenferro_host.interop import jax as tf_jax  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _on_the_cpu_platform():
+    """These tests are of the CPU path: on a GPU machine JAX would place arrays on the GPU,
+    where the test ops (cpu variants only) rightly raise UnsupportedError."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 def test_eager_jit_and_vmap(bridge_host: tf.Host) -> None:
     add = tf_jax.export("ext_add_kernel.add")
     x = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
