@@ -103,10 +103,14 @@ class OpHandle:
         if backend is None and tensors and _op_plan.ENABLED and type(tensors[0]) is Tensor:
             runtime = tensors[0].storage.runtime
             key: Any = (runtime,)
-            for t in tensors:  # the key inline: no call per tensor
+            seen: tuple[Any, ...] = ()  # the storages so far: which inputs share one is keyed
+            for t in tensors:  # the key inline: no call per tensor (index only when shared)
                 if type(t) is not Tensor:
                     break
-                key += (t.dtype.name, t.shape, t.strides, t.offset, t.storage.runtime)
+                storage = t.storage
+                shared = seen.index(storage) if storage in seen else -1
+                key += (t.dtype.name, t.shape, t.strides, t.offset, storage.runtime, shared)
+                seen += (storage,)
             else:
                 if attrs:
                     for item in attrs.items():
@@ -195,7 +199,7 @@ class OpHandle:
         """Each call key's state, for the bench and ``ops``: "replay" or why the full path."""
         out = {}
         for key, plan in self._plans.items():
-            what = ", ".join(key[1::5]) or "no inputs"
+            what = ", ".join(key[1::6]) or "no inputs"
             out[f"{key[0].name}({what})"] = (
                 f"full path: {plan.why}" if type(plan) is _Learning else "replay"
             )

@@ -196,6 +196,17 @@ def test_the_add_is_replayed_and_says_so(world):
     assert "replay" in world.host.op(ADD).plans().values()
 
 
+def test_a_plan_recorded_on_one_tensor_twice_is_not_replayed_for_two(world):
+    """Which inputs share a storage is part of the call key: a plan learned from add(a, a)
+    writes a's address into both slots, so add(a, b) must not replay it (it would read a
+    twice: a wrong answer, found by the property test above)."""
+    rt = world.rt
+    a, b = rt.empty("float64", (1,)), rt.empty("float64", (1,))
+    world.observe(True, ADD, a, a)  # planned for the aliased call
+    assert world.observe(True, ADD, a, b, calls=1) == world.observe(False, ADD, a, b, calls=1)
+    assert world.observe(True, ADD, a, b) == world.observe(False, ADD, a, b, calls=1)
+
+
 def test_an_aliased_exclusive_input_takes_the_full_path_and_its_error(world):
     rt = world.rt
     acc, x = rt.empty("float32", (32,)), rt.empty("float32", (32,))
