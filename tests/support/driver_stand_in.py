@@ -109,7 +109,7 @@ class RecordingDriver:
         """An op replay's launch, recorded with its pointer array and a copy of the words it
         points at now, as the driver reads them (decoded by :func:`launch_words`). The views
         are made once per parameter block, so a recorded launch costs few Python calls."""
-        if not isinstance(extra, int):  # as cuda.bindings: ``extra`` is a void* (0, not None)
+        if extra is None:  # as cuda.bindings: ``extra`` is a void* (0, not None); no call
             raise TypeError("an integer is required")
         views = self._blocks.get(params)
         if views is None:
