@@ -23,6 +23,7 @@ from tenferro_host.errors import (
     SymbolLookupError,
     ValidationError,
 )
+from tenferro_host.provider import refuse_in_capture
 
 from ._driver import NOT_FOUND, check, drv, failure
 from .args import LaunchConfig
@@ -74,6 +75,12 @@ def load_image(
     lowered: Mapping[str, str] | None = None,
 ) -> Module:
     """Load an already validated image into the runtime's primary context, eagerly."""
+    refuse_in_capture(
+        runtime,
+        f"loading a {kind} module",
+        f"load it once before the capture: call op {op!r} with the same inputs first (a warm-up)",
+        op,
+    )
     d = drv()
     with runtime.primary:
         result = d.cuLibraryLoadData(data, [], [], 0, [], [], 0)

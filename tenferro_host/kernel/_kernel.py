@@ -128,6 +128,17 @@ def _shown(value: Any) -> str:
 _kernel_tokens = itertools.count(1)
 
 
+def _given(
+    arg_descs: Sequence[ArgDesc],
+    constants: Mapping[str, Any] | None,
+    target: str,
+    features: Sequence[str],
+) -> tuple[Any, ...]:
+    """The specialization cache's key for the arguments as given."""
+    consts = tuple((k, type(v), v) for k, v in constants.items()) if constants else ()
+    return (tuple(arg_descs), consts, target, tuple(features))
+
+
 class Kernel:
     """A DSL kernel: launch it through a JIT session; Python never runs its body."""
 
@@ -287,12 +298,7 @@ class Kernel:
         the resolved key, so a repeated launch costs two dict lookups (the LRU order and bound
         are the resolved cache's).
         """
-        given = (
-            tuple(arg_descs),
-            tuple((k, type(v), v) for k, v in constants.items()) if constants else (),
-            target,
-            tuple(features),
-        )
+        given = _given(arg_descs, constants, target, features)
         try:
             key = self._keys.get(given)
             hashable = True
@@ -308,6 +314,22 @@ class Kernel:
                 self._keys.clear()
             self._keys[given] = spec.key
         return spec
+
+    def is_specialized(
+        self,
+        arg_descs: Sequence[ArgDesc],
+        constants: Mapping[str, Any] | None,
+        target: str,
+        features: Sequence[str] = (),
+    ) -> bool:
+        """Whether :meth:`specialize` of these arguments is a cache hit (a capture asks)."""
+        given = _given(arg_descs, constants, target, features)
+        try:
+            key = self._keys.get(given)
+        except TypeError:
+            return False
+        with self._lock:
+            return key is not None and key in self._cache
 
     def _hit(self, key: Any, count_miss: bool = False) -> Specialization | None:
         """The cached specialization under ``key`` (made most recent), counted as a hit."""

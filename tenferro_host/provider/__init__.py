@@ -22,6 +22,7 @@ major differs or whose minor is newer than :data:`SPI_VERSION`.
 from ..facade import lazy_names
 from ._op_plan import RECORDING, REPLAY_MISS, OpRecording
 from .cache import ResourceCache
+from .capture import Capture, CapturedGraph, Slot, refuse_in_capture
 from .counters import STAT_KEYS, Counters, TransferRecord
 from .deferred import DeferredReleases, DeviceStorage, Release
 from .free_list import FreeList
@@ -64,6 +65,8 @@ __all__ = [
     "STAT_KEYS",
     "BackendSession",
     "CachedKernel",
+    "Capture",
+    "CapturedGraph",
     "Counters",
     "DeferredReleases",
     "DeviceStorage",
@@ -85,6 +88,7 @@ __all__ = [
     "Runtime",
     "Session",
     "SessionHandle",
+    "Slot",
     "Storage",
     "TransferRecord",
     "active_kernel_cache",
@@ -93,6 +97,7 @@ __all__ = [
     "exec_session_of",
     "fold_grid",
     "normalize_shape",
+    "refuse_in_capture",
     "require_resident",
     "require_writable",
 ]

@@ -18,6 +18,7 @@ from ..dtypes import DType, dtype
 from ..errors import BackendError, ShapeError, UnsupportedError, ValidationError
 from ..identity import AllocationDomainId, RuntimeIdentity
 from ..tensor import Tensor
+from .capture import refuse_in_capture
 from .counters import Counters, TransferRecord
 from .deferred import DeferredReleases, Release
 from .retirement import RetirementQueue
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 
 _INT_ONLY = frozenset({int})
+_AFTER = "do it after the capture's block (or replay the graph, then download)"
 #: Compact strides of recently allocated shapes (normalized: tuples of ints only).
 _COMPACT_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
@@ -72,6 +74,9 @@ class Runtime(ABC):
             "complex128",
         }
     )
+
+    #: The capture open on this runtime (``ex.capture()``), which locks it; None: none.
+    _capture: Any = None
 
     def __init__(
         self, host: HostServices, kind: str, index: int, *, software: bool = False
@@ -144,6 +149,10 @@ class Runtime(ABC):
         """Provider hook: a replay of the recorded op call (called with the call's tensors, it
         returns the outputs or ``MISS``; its ``signature`` compares recordings), or None when
         this backend cannot replay it (the op then stays on the full path)."""
+        return None
+
+    def capture_refusal(self) -> str | None:
+        """Provider hook: why this runtime cannot open a capture now (e.g. debug waits)."""
         return None
 
     # -- sessions ------------------------------------------------------------------------------
@@ -234,6 +243,8 @@ class Runtime(ABC):
             raise ValidationError(
                 f"tensor belongs to {t.storage.runtime.name!r}, not {self.name!r}", argument="t"
             )
+        if self._capture is not None:
+            refuse_in_capture(self, "a download (a host wait)", _AFTER)
         npd = t.dtype.numpy
         if t.numel == 0:
             return np.empty(t.shape, dtype=npd)
@@ -265,6 +276,8 @@ class Runtime(ABC):
 
     def synchronize(self) -> None:
         """Wait for all work on this runtime (counted in ``synchronizations``)."""
+        if self._capture is not None:
+            refuse_in_capture(self, "a synchronization", _AFTER)
         self.counters.add("synchronizations")
         self._synchronize()
         self.retirement.poll()
