@@ -93,9 +93,10 @@ def ops(capture_host: tf.Host) -> None:
 
 
 @pytest.fixture(autouse=True)
-def warm(capture_host: tf.Host, rt: Any) -> None:
-    """The warm-up every capture needs: the add's kernel specialized on this backend."""
-    x = up(rt, [1, 2, 3, 4])
+def warm(capture_host: tf.Host, request: Any) -> None:
+    """The warm-up every capture needs: the add's kernel specialized on the test's backend."""
+    rt = request.getfixturevalue("rt") if "rt" in request.fixturenames else None
+    x = up(rt or capture_host.backend("cpu"), [1, 2, 3, 4])
     capture_host.run(ADD, x, x)
 
 
@@ -375,6 +376,25 @@ def test_a_borrowed_tensor_that_is_not_an_input_is_leased_to_the_graph(capture_h
     np.testing.assert_array_equal(
         graph.replay(up(rt, [1, 1, 1, 1])).download(), [101, 201, 301, 401]
     )
+    graph.close()
+    gc.collect()
+    assert held() is None
+
+
+def test_a_tensor_imported_inside_a_capture_is_leased_to_the_graph(capture_host):
+    rt = capture_host.backend("cpu")  # a numpy import: the CPU's DLPack (CUDA's: a GPU test)
+    x = up(rt, [1, 2, 3, 4])
+    foreign = np.array([5, 6, 7, 8], np.float32)
+    held = weakref.ref(foreign)
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            out = ex.run(ADD, x, rt.from_dlpack(foreign))
+    graph = cap.graph(inputs=(x,), outputs=(out,))
+    del foreign, cap
+    gc.collect()
+    assert held() is not None  # the graph holds the import, not the capture's session
+    np.testing.assert_array_equal(graph.replay(x).download(), [6, 8, 10, 12])
     graph.close()
     gc.collect()
     assert held() is None
