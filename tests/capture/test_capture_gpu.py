@@ -1,6 +1,6 @@
 """``ex.capture()`` on a real CUDA device (the replayed form today): replays equal eager runs of
-the cuda-raw and DSL adds on new pointers, a sticky fault during a replay names the node's op,
-the lock holds against another thread, and the bench rows run beside cuda.core's graph."""
+the cuda-raw and DSL adds on new pointers, the lock holds against another thread, and the bench
+rows run beside cuda.core's graph."""
 
 from __future__ import annotations
 
