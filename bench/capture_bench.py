@@ -68,19 +68,11 @@ def eager_chain(host: tf.Host, a: tf.Tensor, b: tf.Tensor, ops: int) -> tf.Tenso
 
 def core_graph(rt: Any, ptrs: list[int], ops: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """cuda.core's graph of ``ops`` launches of the add (``launch`` into a graph builder)."""
-    from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+    from cuda.core import launch
 
-    from tenferro_host.benchmarks.kernels import CUDA_ADD
+    from tenferro_host.benchmarks.baselines import core_add
 
-    device = Device(rt.index)
-    device.set_current()
-    stream = device.create_stream()
-    kernel = (
-        Program(CUDA_ADD, "c++", ProgramOptions(arch=rt.device_info.arch))
-        .compile("cubin")
-        .get_kernel("add_kernel")
-    )
-    config = LaunchConfig(grid=N // 256, block=256)
+    stream, kernel, config = core_add(rt)
     builder = stream.create_graph_builder().begin_building()
     for _ in range(ops):
         launch(builder, config, kernel, *ptrs, np.int32(N))

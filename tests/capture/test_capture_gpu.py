@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.capture_support import while_capturing
 from support.cuda_support import cuda_runtime, shared_host
 
 import tenferro_host as tf
@@ -71,27 +71,8 @@ def test_the_lock_holds_against_another_thread_on_the_device(rt):
     a = rt.upload(np.ones(256, np.float32))
     for _ in range(3):
         host.run(ADD, a, a)  # planned: the replay path is the one that must not slip through
-    errors: list[BaseException] = []
-    started, done = threading.Event(), threading.Event()
-
-    def other():
-        started.wait()
-        try:
-            host.run(ADD, a, a)
-        except tf.CaptureError as exc:
-            errors.append(exc)
-        done.set()
-
-    worker = threading.Thread(target=other)
-    worker.start()
-    with rt.session() as s:
-        ex = s.exec_session()
-        with ex.capture() as cap:
-            ex.run(ADD, a, a)
-            started.set()
-            done.wait()
-    worker.join()
-    assert errors and "locked" in str(errors[0])
+    cap, seen = while_capturing(rt, lambda ex: ex.run(ADD, a, a), lambda: host.run(ADD, a, a))
+    assert isinstance(seen[0], tf.CaptureError) and "locked" in str(seen[0])
     assert cap.graph(inputs=(a,)).ops == (ADD,)
 
 

@@ -5,11 +5,11 @@ another thread, a raw session outside an op) are typed errors."""
 
 from __future__ import annotations
 
-import threading
 import types
 from typing import Any
 
 import pytest
+from support.capture_support import while_capturing
 from support.driver_stand_in import (
     StandInModule,
     launch_words,
@@ -136,28 +136,13 @@ def test_a_planned_call_from_another_thread_is_refused_not_launched(world, monke
     for _ in range(3):
         host.run(ADD, x, x)
     assert "replay" in host.op(ADD).plans().values()
-    seen: list[Any] = []
-    ready, done = threading.Event(), threading.Event()
 
-    def other() -> None:
-        ready.wait()
-        try:
-            seen.append(host.run(ADD, x, x))
-        except tf.CaptureError as exc:
-            seen.append(exc)
-        done.set()
+    def body(ex: Any) -> None:
+        ex.run(ADD, x, x)
+        fake.calls.clear()
 
-    thread = threading.Thread(target=other)
-    thread.start()
-    with rt.session() as s:
-        ex = s.exec_session()
-        with ex.capture() as cap:
-            ex.run(ADD, x, x)
-            fake.calls.clear()
-            ready.set()
-            done.wait()
-            assert "cuLaunchKernel" not in fake.names()
-    thread.join()
+    cap, seen = while_capturing(rt, body, lambda: host.run(ADD, x, x))
+    assert "cuLaunchKernel" not in fake.names()
     assert isinstance(seen[0], tf.CaptureError) and "locked" in str(seen[0])
     assert cap.graph(inputs=(x,)).ops == (ADD,)
 

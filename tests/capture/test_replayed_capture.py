@@ -8,12 +8,12 @@ typed error (docs/capture.md)."""
 from __future__ import annotations
 
 import gc
-import threading
 import weakref
 from typing import Any
 
 import numpy as np
 import pytest
+from support.capture_support import while_capturing
 from support.kernels import saxpy
 
 import tenferro_host as tf
@@ -198,35 +198,15 @@ def test_replay_repeats_the_aliasing_it_was_captured_with(capture_host, rt):
 
 def test_a_capture_locks_its_runtime_against_other_threads(capture_host, rt):
     x = up(rt, [1, 2, 3, 4])
-    capture_host.run(ADD, x, x)
-    seen: dict[str, BaseException | None] = {}
-    ready, done = threading.Event(), threading.Event()
-
-    def other() -> None:
-        ready.wait()
-        for what, call in (
-            ("session", lambda: rt.session().__enter__()),
-            ("host.run", lambda: capture_host.run(ADD, x, x)),
-        ):
-            try:
-                call()
-                seen[what] = None
-            except tf.TenferroError as exc:
-                seen[what] = exc
-        done.set()
-
-    thread = threading.Thread(target=other)
-    thread.start()
-    with rt.session() as s:
-        ex = s.exec_session()
-        with ex.capture() as cap:
-            ex.run(ADD, x, x)
-            ready.set()
-            done.wait()
-    thread.join()
-    for what in ("session", "host.run"):
-        assert isinstance(seen[what], tf.CaptureError), what
-        assert "locked by a capture on another thread" in str(seen[what])
+    cap, seen = while_capturing(
+        rt,
+        lambda ex: ex.run(ADD, x, x),
+        lambda: rt.session().__enter__(),
+        lambda: capture_host.run(ADD, x, x),
+    )
+    for what, got in zip(("session", "host.run"), seen, strict=True):
+        assert isinstance(got, tf.CaptureError), what
+        assert "locked by a capture on another thread" in str(got)
     assert len(cap.graph(inputs=(x,)).ops) == 1  # nothing of the other thread was captured
     with rt.session():  # the lock ends with the capture
         pass
