@@ -21,6 +21,7 @@ HIERARCHY = {
     "SessionClosedError": "RuntimeStateError",
     "WrongThreadError": "RuntimeStateError",
     "ContextPoisonedError": "RuntimeStateError",
+    "CaptureError": "RuntimeStateError",
     "UnsupportedError": "TenferroError",
     "BackendError": "TenferroError",
     "CompileError": "BackendError",
