@@ -39,6 +39,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 COLLIDE = "tf_fixture_collide"
 #: The persistent kernel cache of a test run: a fresh directory, never the user's cache.
 KERNEL_CACHE_DIR = "TENFERRO_CACHE_DIR"
+#: The probe cache of a test run, likewise (a backend's discovery answers, provider._probe_cache).
+PROBE_CACHE_DIR = "TENFERRO_PROBE_CACHE_DIR"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,15 +48,17 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.is_registered(pytest_plugin):
         config.pluginmanager.register(pytest_plugin, "tenferro_host.testing")
     os.environ[KERNEL_CACHE_DIR] = tempfile.mkdtemp(prefix="tenferro-test-kernel-cache-")
+    os.environ[PROBE_CACHE_DIR] = tempfile.mkdtemp(prefix="tenferro-test-probe-cache-")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(os.environ.pop(KERNEL_CACHE_DIR, ""), ignore_errors=True)
+    shutil.rmtree(os.environ.pop(PROBE_CACHE_DIR, ""), ignore_errors=True)
 
 
 class Subprocess:
     """Fresh interpreters of this environment, without TENFERRO_* settings from the caller
-    (but with the test run's kernel cache directory)."""
+    (but with the test run's kernel and probe cache directories)."""
 
     @staticmethod
     def env(paths: tuple[Path, ...] = (), **extra: str) -> dict[str, str]:
@@ -66,7 +70,7 @@ class Subprocess:
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith("TENFERRO_") or k == KERNEL_CACHE_DIR
+            if not k.startswith("TENFERRO_") or k in (KERNEL_CACHE_DIR, PROBE_CACHE_DIR)
         }
         inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         if paths or inherited:

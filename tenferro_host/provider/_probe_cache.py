@@ -2,7 +2,7 @@
 
 Discovery can be slow (wgpu parses its C header and asks every Vulkan driver for adapters:
 about 1.5 s), and ``caps`` only needs what discovery found. :func:`cached_probe` stores a
-JSON-serializable answer in ``<kernel cache dir>/probes/`` under a key made of each named
+JSON-serializable answer in its own directory (:func:`probe_dir`) under a key made of each named
 file's path, size and modification time and the given facts (versions, environment), so a
 changed or reinstalled driver is probed again. ``TENFERRO_PROBE_CACHE=0`` turns it off. A
 failing probe is never stored.
@@ -20,14 +20,18 @@ from pathlib import Path
 from typing import Any
 
 ENV_SWITCH = "TENFERRO_PROBE_CACHE"
+ENV_DIR = "TENFERRO_PROBE_CACHE_DIR"
 _FORMAT = 1
 
 
 def probe_dir() -> Path:
-    """Where probe answers are kept: ``probes/`` in the kernel cache's directory."""
-    from .kernel_cache import default_dir
-
-    return default_dir() / "probes"
+    """``$TENFERRO_PROBE_CACHE_DIR``, else ``$XDG_CACHE_HOME/tenferro-host/probes`` (beside the
+    kernel cache's default directory, never inside the kernel cache)."""
+    explicit = os.environ.get(ENV_DIR, "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "tenferro-host" / "probes"
 
 
 def file_facts(paths: Iterable[str | os.PathLike[str]]) -> list[list[Any]]:
@@ -83,4 +87,4 @@ def _store(path: Path, text: str) -> None:
         raise
 
 
-__all__ = ["ENV_SWITCH", "cached_probe", "file_facts", "probe_dir"]
+__all__ = ["ENV_DIR", "ENV_SWITCH", "cached_probe", "file_facts", "probe_dir"]
