@@ -126,6 +126,7 @@ class OpHandle:
                     return self._call_recorded(runtime, tensors, attrs, key, None)
                 elif (
                     plan is not _UNPLANNED
+                    and runtime._capture is None  # a capture records the call (or is locked)
                     and runtime not in getattr(_per_thread, "runtimes", ())
                     and not runtime.host.observes_sessions
                 ):  # no session of it open here (the full path refuses), no observer
@@ -150,6 +151,9 @@ class OpHandle:
         )
 
     def _call_full(self, runtime: Runtime, tensors: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        capture = runtime._capture
+        if capture is not None:
+            return capture.routed(self, tuple(tensors), attrs)
         with runtime.session() as s:
             return self.run_in(s._exec, tensors, attrs)  # just opened: no check to repeat
 

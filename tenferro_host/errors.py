@@ -105,6 +105,15 @@ class ContextPoisonedError(RuntimeStateError):
         self.device_uuid = device_uuid
 
 
+class CaptureError(RuntimeStateError):
+    """Something a capture cannot hold: a blocking point, a compile, another thread's session,
+    a replay tensor that does not fit its slot. ``fix`` says what to do instead."""
+
+    def __init__(self, message: str, *, op: str | None = None, fix: str | None = None) -> None:
+        super().__init__(message if fix is None else f"{message}; {fix}", op=op)
+        self.fix = fix
+
+
 class UnsupportedError(TenferroError, NotImplementedError):
     """A backend that cannot do something: ``feature`` names it, ``reason`` says why."""
 
@@ -220,6 +229,7 @@ __all__ = [
     "AliasingError",
     "ArgumentMismatchError",
     "BackendError",
+    "CaptureError",
     "CompileError",
     "ContextPoisonedError",
     "DTypeError",

@@ -179,7 +179,16 @@ class Tensor:
         return self.storage.runtime.download(self)
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
-        return self.storage.runtime.export_dlpack(self, stream, **kwargs)
+        runtime = self.storage.runtime
+        if runtime._capture is not None:
+            from .errors import CaptureError
+
+            raise CaptureError(
+                f"a DLPack export of a tensor of {runtime.name!r} inside its capture: the "
+                "consumer could read it before the captured work ran",
+                fix="export it after the capture's block",
+            )
+        return runtime.export_dlpack(self, stream, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return self.storage.runtime.dlpack_device()

@@ -45,6 +45,9 @@ class CudaExecSession(ExecSession):
         """A raw native-module session for the op ``op`` (docs/contract.md)."""
         if self._owner != _get_ident():
             self._check()
+        capture = self.runtime._capture
+        if capture is not None:
+            capture.require_op_call("a raw session (ex.raw)", op)
         return RawSession(self, op)
 
     def wait_external(self, stream: Any) -> None:

@@ -23,7 +23,7 @@ from tenferro_host import (
     SymbolLookupError,
     ValidationError,
 )
-from tenferro_host.provider import Memo, MemoKind
+from tenferro_host.provider import Memo, MemoKind, refuse_in_capture
 
 from ._args import LaunchConfig
 from ._driver import NOT_FOUND, check, drv, failure
@@ -81,6 +81,12 @@ def load_image(
     lowered: Mapping[str, str] | None = None,
 ) -> Module:
     """Load an already validated image into the runtime's primary context, eagerly."""
+    refuse_in_capture(
+        runtime,
+        f"loading a {kind} module",
+        f"load it once before the capture: call op {op!r} with the same inputs first (a warm-up)",
+        op,
+    )
     d = drv()
     with runtime.primary:
         result = d.cuLibraryLoadData(data, [], [], 0, [], [], 0)

@@ -173,6 +173,14 @@ class CudaRuntime(Runtime):
 
             raise RuntimeStateError(f"runtime {self.name!r} was closed; create a new one")
 
+    def capture_refusal(self) -> str | None:
+        if self.debug_sync:
+            return (
+                "debug-sync mode (TENFERRO_DEBUG_SYNC=1) waits after every launch; unset it "
+                "to capture"
+            )
+        return None
+
     def new_exec_session(self, backend_session: BackendSession) -> CudaExecSession:
         return CudaExecSession(backend_session)
 

@@ -30,7 +30,13 @@ from tenferro_host import (
     Tensor,
     ValidationError,
 )
-from tenferro_host.provider import RECORDING, Session, require_resident, require_writable
+from tenferro_host.provider import (
+    RECORDING,
+    Session,
+    refuse_in_capture,
+    require_resident,
+    require_writable,
+)
 
 from . import _launch
 from ._args import (
@@ -320,6 +326,12 @@ class RawSession(Session):
     def compile_nvrtc(self, source: str | bytes, options: NvrtcOptions | None = None) -> Module:
         """Compile with NVRTC (CUBIN for this device's sm_XY unless PTX is asked) and load."""
         self._check()
+        refuse_in_capture(
+            self.runtime,
+            "an NVRTC compile",
+            f"compile it once before the capture: call op {self.op!r} first (a warm-up)",
+            self.op,
+        )
         image = compile_source(
             source,
             options,

@@ -26,13 +26,18 @@ def backend_report(host: Host, status: BackendStatus) -> dict[str, Any]:
             caps.update({c.name: v for c, v in host.backend_capabilities(status).items()})
         except Exception as exc:  # a provider's bug must not take `caps` down
             reason = f"could not create a runtime: {type(exc).__name__}: {exc}"
+    provider = host.registry.provider(status.kind)
+    capture = provider.capture if provider is not None else None
     return {
         "name": status.kind,
         "kind": status.kind,
         "available": status.available,
         "reason": reason,
         "software": status.software,
-        "devices": status.devices,
+        "devices": [
+            dict(d, capture=capture) if isinstance(d, dict) and status.available else d
+            for d in status.devices
+        ],
         "capabilities": caps,
     }
 
@@ -119,6 +124,9 @@ def _backends_table(backends: list[dict[str, Any]], wide: bool) -> RenderableTyp
     for b in backends:
         devices = _device_summary(b["devices"])
         on = ", ".join(name for name, v in b["capabilities"].items() if v) or "-"
+        forms = {str(d["capture"]) for d in b["devices"] if isinstance(d, dict) and "capture" in d}
+        if forms:
+            on += f"; capture: {', '.join(sorted(forms))}"
         available = "yes" + (" (software)" if b["software"] else "") if b["available"] else "no"
         if b["reason"]:
             available += " " + notes.mark(f"{b['name']}: {b['reason']}")

@@ -17,19 +17,25 @@ N = 1024
 BLOCK = 256
 
 
-def core_launch(rt: Any, ptrs: list[int], syncs: list[Callable[[], None]]) -> Callable[[], Any]:
-    """cuda.core's ``launch`` of the add on a stream of its own (the 1.00 of every ratio)."""
-    from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+def core_add(rt: Any) -> tuple[Any, Any, Any]:
+    """(a stream of its own, the add kernel, its launch config) in cuda.core, on ``rt``'s device."""
+    from cuda.core import Device, LaunchConfig, Program, ProgramOptions
 
     device = Device(rt.index)
     device.set_current()
-    stream = device.create_stream()
     kernel = (
         Program(CUDA_ADD, "c++", ProgramOptions(arch=rt.device_info.arch))
         .compile("cubin")
         .get_kernel("add_kernel")
     )
-    config = LaunchConfig(grid=N // BLOCK, block=BLOCK)
+    return device.create_stream(), kernel, LaunchConfig(grid=N // BLOCK, block=BLOCK)
+
+
+def core_launch(rt: Any, ptrs: list[int], syncs: list[Callable[[], None]]) -> Callable[[], Any]:
+    """cuda.core's ``launch`` of the add on a stream of its own (the 1.00 of every ratio)."""
+    from cuda.core import launch
+
+    stream, kernel, config = core_add(rt)
     n32 = np.int32(N)
     syncs.append(stream.sync)
     return lambda: launch(stream, config, kernel, *ptrs, n32)

@@ -137,6 +137,17 @@ def _shown(value: Any) -> str:
 _kernel_tokens = itertools.count(1)
 
 
+def _given(
+    arg_descs: Sequence[ArgDesc],
+    constants: Mapping[str, Any] | None,
+    target: str,
+    features: Sequence[str],
+) -> tuple[Any, ...]:
+    """The specialization cache's key for the arguments as given."""
+    consts = tuple((k, type(v), v) for k, v in constants.items()) if constants else ()
+    return (tuple(arg_descs), consts, target, tuple(features))
+
+
 class Kernel:
     """A DSL kernel: launch it through a JIT session; Python never runs its body."""
 
@@ -294,12 +305,7 @@ class Kernel:
         the resolved key, so a repeated launch costs two dict lookups (the LRU order and bound
         are the resolved cache's).
         """
-        given = (
-            tuple(arg_descs),
-            tuple((k, type(v), v) for k, v in constants.items()) if constants else (),
-            target,
-            tuple(features),
-        )
+        given = _given(arg_descs, constants, target, features)
         try:
             key = self._keys.get(given)
             hashable = True
@@ -313,6 +319,21 @@ class Kernel:
         if hashable:
             self._keys.put(given, spec.key)
         return spec
+
+    def is_specialized(
+        self,
+        arg_descs: Sequence[ArgDesc],
+        constants: Mapping[str, Any] | None,
+        target: str,
+        features: Sequence[str] = (),
+    ) -> bool:
+        """Whether :meth:`specialize` of these arguments is a cache hit (a capture asks)."""
+        given = _given(arg_descs, constants, target, features)
+        try:
+            key = given in self._keys and self._keys.get(given)
+        except TypeError:
+            return False
+        return bool(key) and key in self._cache
 
     def _specialize(
         self,

@@ -27,6 +27,7 @@ from .._memo import Memo, MemoKind, MemoStats, memo, memo_kinds, memo_stats
 from ..facade import lazy_names
 from ..layout import compact_strides, numel
 from ._cache import ResourceCache
+from ._capture import Capture, CapturedGraph, Slot, refuse_in_capture
 from ._compile_targets import CompiledKernel, CompileFn, CompileOptions, SourceCompileFn
 from ._counters import STAT_KEYS, Counters, TransferRecord
 from ._deferred import DeferredReleases, DeviceStorage, Release
@@ -73,6 +74,8 @@ __all__ = [
     "BackendSession",
     "BackendStatus",
     "CachedKernel",
+    "Capture",
+    "CapturedGraph",
     "CompileFn",
     "CompileOptions",
     "CompiledKernel",
@@ -101,6 +104,7 @@ __all__ = [
     "Runtime",
     "Session",
     "SessionHandle",
+    "Slot",
     "SourceCompileFn",
     "Storage",
     "TransferRecord",
@@ -116,6 +120,7 @@ __all__ = [
     "memo_stats",
     "normalize_shape",
     "numel",
+    "refuse_in_capture",
     "require_resident",
     "require_writable",
 ]

@@ -25,6 +25,7 @@ import numpy as np
 from .. import dtypes
 from ..dtypes import DType
 from ..errors import (
+    CaptureError,
     DTypeError,
     InvalidLaunchConfigError,
     TenferroError,
@@ -370,6 +371,16 @@ class JitSession(Session):
                 )
             values.append(value)
             descs.append(desc)
+        if self.runtime._capture is not None and not kernel.is_specialized(
+            descs, constants, self.target, self.features
+        ):
+            raise CaptureError(
+                f"kernel {kernel.name!r} is not specialized for these argument types on "
+                f"{self.target!r} yet, and a capture cannot compile",
+                op=self.op,
+                fix=f"call op {self.op!r} once with the same dtypes, ranks and constants before "
+                "the capture (a warm-up)",
+            )
         spec = kernel.specialize(descs, constants, self.target, self.features)
         self._check_specialization(spec)
         converted: list[Tensor | np.generic] = [

@@ -41,6 +41,9 @@ class BackendProvider:
     probe: Callable[[], BackendStatus]
     create: Callable[[HostServices, int], Runtime]
     priority: int = 0  # higher is preferred as the default backend
+    #: How ``ex.capture()`` replays here: "replayed" (op calls one by one) or "native" (a
+    #: device graph); ``caps`` shows it in each device entry (docs/capture.md).
+    capture: str = "replayed"
 
 
 @dataclass

@@ -79,6 +79,8 @@ class RetirementQueue:
         self.capacity = capacity
         self._entries: deque[tuple[Any, list[Lease]]] = deque()
         self._lock = threading.RLock()  # re-entrant: a released lease may retire again
+        #: Set by an open capture: raises instead of a host wait (and polling waits till its end).
+        self.refuse_wait: Callable[[str], None] | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -95,6 +97,8 @@ class RetirementQueue:
         with self._lock:
             self.poll()
             if len(self._entries) >= self.capacity:
+                if self.refuse_wait is not None:
+                    self.refuse_wait("a full retirement queue's wait")
                 self._counters.add("queue_full_waits")
                 oldest, _ = self._entries[0]
                 self._wait(oldest)
@@ -104,8 +108,8 @@ class RetirementQueue:
 
     def poll(self) -> int:
         """Release every entry whose event completed, oldest first; return how many leases."""
-        if not self._entries:
-            return 0  # the common case: nothing pending, no lock taken
+        if not self._entries or self.refuse_wait is not None:
+            return 0  # the common case: nothing pending, no lock taken (a capture: none polled)
         released = 0
         with self._lock:
             while self._entries and self._is_done(self._entries[0][0]):
@@ -115,6 +119,8 @@ class RetirementQueue:
 
     def drain(self) -> None:
         """Wait for and release everything (runtime shutdown)."""
+        if self.refuse_wait is not None:
+            self.refuse_wait("draining the retirement queue")
         with self._lock:
             while self._entries:
                 event, batch = self._entries.popleft()

@@ -19,6 +19,7 @@ from ..dtypes import DType, dtype
 from ..errors import BackendError, ShapeError, UnsupportedError, ValidationError
 from ..identity import AllocationDomainId, RuntimeIdentity
 from ..tensor import Tensor
+from ._capture import refuse_in_capture
 from ._counters import Counters, TransferRecord
 from ._deferred import DeferredReleases, Release
 from ._retirement import RetirementQueue
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 
 _INT_ONLY = frozenset({int})
+_AFTER = "do it after the capture's block (or replay the graph, then download)"
 #: Compact strides of recently allocated shapes (normalized: tuples of ints only).
 _COMPACT_STRIDES: Memo[tuple[int, ...], tuple[int, ...]] = memo(
     "provider.compact_strides", 1024, what="compact strides by shape"
@@ -76,6 +78,9 @@ class Runtime(ABC):
             "complex128",
         }
     )
+
+    #: The capture open on this runtime (``ex.capture()``), which locks it; None: none.
+    _capture: Any = None
 
     def __init__(
         self, host: HostServices, kind: str, index: int, *, software: bool = False
@@ -150,6 +155,10 @@ class Runtime(ABC):
         """Provider hook: a replay of the recorded op call (called with the call's tensors, it
         returns the outputs or ``MISS``; its ``signature`` compares recordings), or None when
         this backend cannot replay it (the op then stays on the full path)."""
+        return None
+
+    def capture_refusal(self) -> str | None:
+        """Provider hook: why this runtime cannot open a capture now (e.g. debug waits)."""
         return None
 
     # -- sessions ------------------------------------------------------------------------------
@@ -236,6 +245,8 @@ class Runtime(ABC):
             raise ValidationError(
                 f"tensor belongs to {t.storage.runtime.name!r}, not {self.name!r}", argument="t"
             )
+        if self._capture is not None:
+            refuse_in_capture(self, "a download (a host wait)", _AFTER)
         npd = t.dtype.numpy
         if t.numel == 0:
             return np.empty(t.shape, dtype=npd)
@@ -267,6 +278,8 @@ class Runtime(ABC):
 
     def synchronize(self) -> None:
         """Wait for all work on this runtime (counted in ``synchronizations``)."""
+        if self._capture is not None:
+            refuse_in_capture(self, "a synchronization", _AFTER)
         self.counters.add("synchronizations")
         self._synchronize()
         self.retirement.poll()

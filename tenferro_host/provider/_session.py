@@ -179,6 +179,11 @@ class BackendSession(Session):
 
     def _on_enter(self) -> None:
         runtime = self.runtime
+        capture = runtime._capture
+        if capture is not None and capture._owner != _get_ident():
+            from ._capture import locked
+
+            raise locked(runtime)
         opened = _open_runtimes()
         if runtime in opened:
             raise RuntimeStateError(
@@ -270,6 +275,8 @@ class ExecSession(Session):
         """A DSL session whose ``launch`` runs one kernel object identically on every backend."""
         self._check()
         runtime = self.runtime
+        if runtime._capture is not None:
+            runtime._capture.require_op_call("a DSL session (ex.jit)", op)
         factory = runtime._jit_factory
         if factory is _UNRESOLVED:  # the registry is fixed once plugins loaded: ask once
             factory = runtime._jit_factory = runtime.host.jit_factory(runtime.kind)
@@ -286,7 +293,18 @@ class ExecSession(Session):
     def run(self, op: str, *tensors: Any, **attrs: Any) -> Any:
         """Run another registered op inside this session (no new backend session)."""
         self._check()
+        capture = self.runtime._capture
+        if capture is not None:  # recorded (docs/capture.md)
+            return capture.run(self, op, tensors, attrs)
         return self.runtime.host.run_in_session(self, op, tensors, attrs)
+
+    def capture(self) -> Any:
+        """``with ex.capture() as cap:`` records this session's op calls for replay
+        (:class:`~tenferro_host.provider.Capture`, docs/capture.md)."""
+        self._check()
+        from ._capture import Capture
+
+        return Capture(self)
 
     def wait_external(self, stream: Any) -> None:
         """Order this runtime's stream after a foreign stream (``__cuda_stream__``)."""

@@ -22,6 +22,7 @@ HIERARCHY = {
     "WrongThreadError": "RuntimeStateError",
     "ContextPoisonedError": "RuntimeStateError",
     "ActorUnavailableError": "RuntimeStateError",
+    "CaptureError": "RuntimeStateError",
     "UnsupportedError": "TenferroError",
     "BackendError": "TenferroError",
     "CompileError": "BackendError",

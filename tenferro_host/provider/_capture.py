@@ -1,0 +1,434 @@
+"""Capture: a session's op calls recorded once, replayed with new tensors of the same slots.
+
+``with ex.capture() as cap:`` records every op call made in the exec session ``ex`` (``ex.run``,
+and ``host.run`` of a tensor of the runtime, which is routed into it); ``cap.graph(inputs=...,
+outputs=...)`` turns the record into a :class:`CapturedGraph` whose signature — one
+:class:`Slot` per input: dtype, shape, strides, allocation domain, runtime — comes from the
+tensors the capture borrowed. ``graph.replay(*tensors, **scalars)`` checks each tensor against
+its slot and runs the graph. The replayed form (every backend today, ``caps`` says
+``capture: replayed``) runs the recorded calls one by one through their op handles: correct and
+portable, not faster (docs/capture.md).
+
+While a capture is open its runtime is locked to it: a session of the runtime from another
+thread is refused, and so is everything a native graph could not hold — a synchronization, a
+download, a DLPack export, a full retirement queue's wait, a DSL specialization or module load
+not warmed up before, a launch outside an op call. Each refusal is a :class:`CaptureError`
+saying what to do instead; the capture then ends without a graph and drops what it held.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from threading import get_ident as _get_ident
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import (
+    AliasingError,
+    CaptureError,
+    ForeignRuntimeError,
+    TenferroError,
+    ValidationError,
+)
+from ..tensor import Tensor
+from ._session import Session
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+    from ._session import ExecSession
+
+#: Captures opened in this process (the bench shows that replays open none).
+_opened = itertools.count()
+_opened_count = 0
+
+
+def captures_opened() -> int:
+    """How many captures this process has opened (a replay opens none)."""
+    return _opened_count
+
+
+@dataclass(frozen=True)
+class Slot:
+    """What a replay's tensor must be for one input of a graph."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    runtime: str
+    domain: Any  # the allocation domain (AllocationDomainId)
+
+    @classmethod
+    def of(cls, t: Tensor) -> Slot:
+        """The slot ``t`` fills."""
+        rt = t.storage.runtime
+        return cls(t.dtype.name, t.shape, t.strides, rt.name, rt.domain)
+
+
+class Scalar:
+    """A declared scalar attribute of a capture (``cap.scalar(name, value)``): pass it as an
+    attribute inside the capture; each replay may give it a new value by keyword."""
+
+    __slots__ = ("name", "type", "value")
+
+    def __init__(self, name: str, value: Any) -> None:
+        self.name, self.value, self.type = name, value, type(value)
+
+    def __repr__(self) -> str:
+        return f"<capture scalar {self.name}={self.value!r}>"
+
+
+class OpCall(Protocol):
+    """What a capture needs of an op handle (the host's ``OpHandle``; the SPI does not import
+    the host): its name, and running it inside an open exec session."""
+
+    name: str
+
+    def run_in(self, ex: ExecSession, tensors: Any, attrs: dict[str, Any]) -> Any:
+        """Run the op in ``ex``, checked as ``ex.run`` checks it."""
+
+
+class _Call:
+    """One recorded op call: its handle, each tensor as a reference, its attributes."""
+
+    __slots__ = ("args", "attrs", "handle", "scalars", "single")
+
+    def __init__(
+        self,
+        handle: OpCall,
+        args: tuple[tuple[int, int, int], ...],
+        attrs: dict[str, Any],
+        scalars: dict[str, str],
+        single: bool,
+    ) -> None:
+        self.handle, self.args, self.attrs = handle, args, attrs
+        self.scalars, self.single = scalars, single  # attribute -> declared scalar name
+
+
+#: A tensor reference: (0, j, 0) the capture's j-th borrowed tensor; (1, k, i) output i of call k.
+_Ref = tuple[int, int, int]
+
+
+class Capture(Session):
+    """``ex.capture()``: records the op calls of ``ex`` until the block ends (a sub-session)."""
+
+    kind_name = "capture"
+
+    def __init__(self, ex: ExecSession) -> None:
+        super().__init__(ex.runtime, parent=ex)
+        self._ex = ex
+        self._calls: list[_Call] = []
+        self._borrowed: list[Tensor] = []  # tensors from outside the capture, leased to it
+        self._refs: dict[int, _Ref] = {}  # id(tensor) -> its reference
+        self._made: list[tuple[Tensor, ...]] = []  # each call's outputs (keeps their ids valid)
+        self._scalars: dict[str, Scalar] = {}
+        self._depth = 0  # > 0 while a recorded call runs (its own ex.run calls are its part)
+        self._error: BaseException | None = None
+
+    # -- session hooks -----------------------------------------------------------------------------
+    def _on_enter(self) -> None:
+        global _opened_count
+        runtime = self.runtime
+        if runtime._capture is not None:
+            raise CaptureError(
+                f"runtime {runtime.name!r} is already being captured",
+                fix="end that capture first; captures do not nest",
+            )
+        why = runtime.capture_refusal()
+        if why is not None:
+            raise CaptureError(f"runtime {runtime.name!r} cannot be captured now: {why}")
+        runtime._capture = self
+        runtime.retirement.refuse_wait = self._refuse_wait
+        _opened_count = next(_opened) + 1
+
+    def _on_exit(self, error: BaseException | None) -> None:
+        runtime = self.runtime
+        runtime._capture = None
+        runtime.retirement.refuse_wait = None
+        if error is not None:  # no partial graph: drop everything the capture held
+            self._error = error
+            self._calls, self._borrowed, self._made = [], [], []
+            self._refs.clear()
+
+    def _refuse_wait(self, what: str) -> None:
+        raise CaptureError(
+            f"{what} would block the host inside a capture of {self.runtime.name!r}",
+            fix="release what the capture holds before it, or capture fewer ops",
+        )
+
+    # -- recording ---------------------------------------------------------------------------------
+    def scalar(self, name: str, value: Any) -> Scalar:
+        """Declare a scalar attribute ``name`` (its value for the capture); replays set it."""
+        self._check()
+        if not isinstance(value, (bool, int, float)):
+            raise ValidationError(
+                f"capture scalar {name!r} must be a bool, int or float, got {type(value).__name__}",
+                argument=name,
+            )
+        if name in self._scalars:
+            raise ValidationError(f"capture scalar {name!r} is already declared", argument=name)
+        s = self._scalars[name] = Scalar(name, value)
+        return s
+
+    def run(
+        self, ex: ExecSession, name: str, tensors: tuple[Any, ...], attrs: dict[str, Any]
+    ) -> Any:
+        """Run op ``name`` in ``ex`` and record it (a call made by a recorded call is its part)."""
+        host = self.runtime.host
+        if self._depth:
+            return host.run_in_session(ex, name, tensors, attrs)
+        self._check()
+        handle = host.op(name)  # type: ignore[attr-defined]
+        scalars = {k: v.name for k, v in attrs.items() if type(v) is Scalar}
+        values = {k: (v.value if type(v) is Scalar else v) for k, v in attrs.items()}
+        args = tuple(self._ref(t) for t in tensors)
+        self._depth += 1
+        try:
+            result = handle.run_in(ex, tensors, values)
+        except BaseException as exc:  # a half-recorded call: the capture makes no graph
+            self._error = exc
+            raise
+        finally:
+            self._depth -= 1
+        single = type(result) is Tensor or not isinstance(result, (tuple, list))
+        outputs = (result,) if single else tuple(result)
+        k = len(self._calls)
+        for i, out in enumerate(outputs):
+            self._refs[id(out)] = (1, k, i)
+        self._made.append(outputs)
+        self._calls.append(_Call(handle, args, values, scalars, single))
+        return result
+
+    def require_op_call(self, what: str, op: str | None) -> None:
+        """Refuse ``what`` made directly in the capture (outside a recorded op call)."""
+        if not self._depth:
+            raise CaptureError(
+                f"{what} opened directly inside a capture of {self.runtime.name!r} cannot be "
+                "replayed",
+                op=op,
+                fix="launch it from an op's variant and call the op with ex.run inside the capture",
+            )
+
+    def routed(self, handle: OpCall, tensors: tuple[Any, ...], attrs: dict[str, Any]) -> Any:
+        """``host.run`` of a tensor of the captured runtime: recorded here, on this thread only."""
+        if self._owner != _get_ident():
+            raise locked(self.runtime, handle.name)
+        return self.run(self._ex, handle.name, tensors, attrs)
+
+    def _ref(self, t: Any) -> _Ref:
+        ref = self._refs.get(id(t))
+        if ref is None:  # borrowed from outside (anything else the op's own checks refuse)
+            ref = self._refs[id(t)] = (0, len(self._borrowed), 0)
+            self._borrowed.append(t)
+        return ref
+
+    # -- the graph ---------------------------------------------------------------------------------
+    def graph(self, inputs: Any = (), outputs: Any = ()) -> CapturedGraph:
+        """The replayable graph: ``inputs`` become its slots (every other tensor the capture
+        borrowed is leased to the graph as a constant), ``outputs`` what a replay returns."""
+        if not self.closed:
+            raise CaptureError("the capture is still open", fix="call cap.graph() after its block")
+        if self._error is not None:
+            raise CaptureError(
+                f"the capture ended with {type(self._error).__name__}: {self._error}; it made "
+                "no graph",
+                fix="fix the error and capture again",
+            )
+        slots: list[int] = []
+        for n, t in enumerate(inputs):
+            ref = self._refs.get(id(t))
+            if ref is None or ref[0] != 0:
+                raise ValidationError(
+                    f"inputs[{n}] is not a tensor the capture's op calls borrowed from outside "
+                    "it; pass the tensors the captured ops read or wrote",
+                    argument="inputs",
+                )
+            slots.append(ref[1])
+        refs: list[_Ref] = []
+        for n, t in enumerate(outputs):
+            ref = self._refs.get(id(t))
+            if ref is None or ref[0] != 1:
+                raise ValidationError(
+                    f"outputs[{n}] is not a tensor a captured op call returned",
+                    argument="outputs",
+                )
+            refs.append(ref)
+        return CapturedGraph(
+            self.runtime, self._calls, self._borrowed, slots, refs, dict(self._scalars)
+        )
+
+
+def locked(runtime: Runtime, op: str | None = None) -> CaptureError:
+    """The refusal of a session (or op call) of a runtime another thread is capturing."""
+    return CaptureError(
+        f"runtime {runtime.name!r} is locked by a capture on another thread",
+        op=op,
+        fix="wait until that capture ends, or use another runtime (host.new_backend)",
+    )
+
+
+def refuse_in_capture(runtime: Runtime, what: str, fix: str, op: str | None = None) -> None:
+    """Raise CaptureError when ``runtime`` is being captured (``what`` would break it)."""
+    if runtime._capture is not None:
+        raise CaptureError(f"{what} inside a capture of {runtime.name!r}", op=op, fix=fix)
+
+
+def _overlap(a: Tensor, b: Tensor) -> bool:
+    if a.storage is not b.storage or not a.numel or not b.numel:
+        return False
+    (lo_a, hi_a), (lo_b, hi_b) = a.span(), b.span()
+    return lo_a < hi_b and lo_b < hi_a
+
+
+class CapturedGraph:
+    """A captured op sequence: ``replay(*tensors, **scalars)`` runs it on new tensors.
+
+    ``slots`` is the typed signature; the tensors the capture borrowed besides the inputs are
+    held (leased) until :meth:`close`. Aliasing among a replay's tensors (and the graph's
+    constants) must be what it was at capture: two slots that did not overlap then must not
+    overlap now, and the other way round.
+    """
+
+    form = "replayed"
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        calls: list[_Call],
+        borrowed: list[Tensor],
+        slots: list[int],
+        outputs: list[_Ref],
+        scalars: dict[str, Scalar],
+    ) -> None:
+        self.runtime = runtime
+        self._calls: list[_Call] | None = calls
+        self._borrowed = borrowed
+        self._slots = slots
+        self.slots = tuple(Slot.of(borrowed[j]) for j in slots)
+        self._outputs = outputs
+        self.scalars = {name: s.value for name, s in scalars.items()}
+        self._scalar_types = {name: s.type for name, s in scalars.items()}
+        self._overlaps = self._overlap_pattern(borrowed)
+        #: Replays so far; a replay never captures again.
+        self.replays = 0
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The op of each node, in order."""
+        return tuple(c.handle.name for c in self._calls or ())
+
+    def close(self) -> None:
+        """Destroy the graph: its leases (constants, ops) are let go; replays are refused."""
+        self._calls = None
+        self._borrowed = []
+
+    def _overlap_pattern(self, tensors: list[Tensor]) -> frozenset[tuple[int, int]]:
+        return frozenset(
+            (i, j)
+            for i, j in itertools.combinations(range(len(tensors)), 2)
+            if _overlap(tensors[i], tensors[j])
+        )
+
+    def _bind(
+        self, tensors: tuple[Any, ...], scalars: dict[str, Any]
+    ) -> tuple[list[Tensor], dict[str, Any]]:
+        """The replay's tensor per borrowed reference, and its scalar values; or a typed error."""
+        runtime = self.runtime
+        if len(tensors) != len(self.slots):
+            raise ValidationError(
+                f"this graph takes {len(self.slots)} tensors (its slots), got {len(tensors)}",
+                argument="tensors",
+            )
+        values = list(self._borrowed)
+        for n, (t, slot, j) in enumerate(zip(tensors, self.slots, self._slots, strict=True)):
+            if type(t) is not Tensor:
+                raise ValidationError(
+                    f"tensor {n} is a {type(t).__name__}, not a Tensor; the slot is {slot}",
+                    argument=f"tensors[{n}]",
+                )
+            rt = t.storage.runtime
+            if rt is not runtime:
+                raise ForeignRuntimeError(
+                    f"tensor {n} lives on {rt.name!r} (its own allocation domain); the graph "
+                    f"was captured on {runtime.name!r}: move it there first"
+                )
+            got = Slot.of(t)
+            if got != slot:
+                wrong = [
+                    f for f in ("dtype", "shape", "strides") if getattr(got, f) != getattr(slot, f)
+                ]
+                raise ValidationError(
+                    f"tensor {n} has {', '.join(f'{f} {getattr(got, f)}' for f in wrong)}; its "
+                    f"slot has {', '.join(f'{f} {getattr(slot, f)}' for f in wrong)} (a different "
+                    "layout is another graph: capture it)",
+                    argument=f"tensors[{n}]",
+                )
+            values[j] = t
+        pattern = self._overlap_pattern(values)
+        if pattern != self._overlaps:
+            i, j = sorted(pattern ^ self._overlaps)[0]
+            now = "overlap" if (i, j) in pattern else "do not overlap"
+            raise AliasingError(
+                f"the replay's tensors {self._name(i)} and {self._name(j)} {now} in memory, "
+                "unlike at capture; a graph repeats the aliasing it was captured with",
+                argument="tensors",
+            )
+        unknown = sorted(set(scalars) - set(self.scalars))
+        if unknown:
+            raise ValidationError(
+                f"this graph has no scalars {unknown}; it declares "
+                f"{sorted(self.scalars) or 'none'}",
+                argument=unknown[0],
+            )
+        values_of = dict(self.scalars)
+        for name, value in scalars.items():
+            want = self._scalar_types[name]
+            if type(value) is not want and not (want is float and type(value) is int):
+                raise ValidationError(
+                    f"scalar {name!r} was declared {want.__name__}, got {type(value).__name__}",
+                    argument=name,
+                )
+            values_of[name] = want(value)
+        return values, values_of
+
+    def _name(self, j: int) -> str:
+        return f"tensors[{self._slots.index(j)}]" if j in self._slots else f"constant {j}"
+
+    def replay(self, *tensors: Any, **scalars: Any) -> Any:
+        """Run the graph on ``tensors`` (one per slot): its outputs (one tensor, or a tuple)."""
+        calls = self._calls
+        if calls is None:
+            raise CaptureError("this graph was closed", fix="capture it again")
+        values, scalar_values = self._bind(tensors, scalars)
+        runtime = self.runtime
+        made: list[tuple[Tensor, ...]] = []
+        with runtime.session() as s:
+            ex = s._exec
+            for n, call in enumerate(calls):
+                args = tuple(values[j] if kind == 0 else made[j][i] for kind, j, i in call.args)
+                attrs = call.attrs
+                if call.scalars:
+                    attrs = dict(attrs)
+                    for attr, name in call.scalars.items():
+                        attrs[attr] = scalar_values[name]
+                try:
+                    result = call.handle.run_in(ex, args, attrs)
+                except TenferroError as exc:
+                    if exc.op is None:
+                        exc.op = call.handle.name
+                    exc.add_note(f"in node {n} (op {call.handle.name!r}) of a captured graph")
+                    raise
+                made.append((result,) if call.single else tuple(result))
+        self.replays += 1
+        outs = tuple(made[k][i] for _, k, i in self._outputs)
+        return outs[0] if len(outs) == 1 else outs
+
+
+__all__ = [
+    "Capture",
+    "CapturedGraph",
+    "Scalar",
+    "Slot",
+    "captures_opened",
+    "locked",
+    "refuse_in_capture",
+]

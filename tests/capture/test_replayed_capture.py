@@ -1,0 +1,389 @@
+"""``ex.capture()`` in its replayed form (CPU; WebGPU where an adapter exists, llvmpipe in CI):
+the graph replays what eager runs give, its signature is its slots, and each invariant is a
+typed error (docs/capture.md)."""
+
+# DSL annotations (K.Array[K.F]) are not Python types: mypy checks the rest of the module.
+# mypy: disable-error-code="valid-type,attr-defined,index,no-untyped-def"
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import numpy as np
+import pytest
+from support.capture_support import while_capturing
+from support.kernels import saxpy
+
+import tenferro_host as tf
+from tenferro_host import kernel as K
+from tenferro_host.provider._capture import CapturedGraph, captures_opened
+
+
+@pytest.fixture(scope="module")
+def capture_host() -> tf.Host:
+    return tf.Host()
+
+
+@pytest.fixture(params=["cpu", pytest.param("webgpu", marks=pytest.mark.webgpu)])
+def rt(request: Any, capture_host: tf.Host) -> Any:
+    """A runtime of each backend kind with a replayed capture."""
+    status = capture_host.backend_status(request.param)
+    if not status.available:
+        pytest.skip(f"{request.param} is unavailable: {status.reason}")
+    return capture_host.backend(request.param)
+
+
+ADD = "ext_add_kernel.add"
+AXPY = "capture_test.axpy"
+COLD = "capture_test.cold"
+FAULT = "capture_test.fault"
+
+
+@K.kernel
+def cold_copy(out: K.Array[K.F], x: K.Array[K.F]):
+    """Specialized by the warm-up test only: its first launch on a backend is a miss."""
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = x[i]
+
+
+def _axpy(ex: Any, x: tf.Tensor, y: tf.Tensor, a: float = 1.0) -> tf.Tensor:
+    with ex.jit(AXPY) as js:
+        out = js.alloc_output(x.dtype, x.shape)
+        js.launch(saxpy, js.cube_count_1d(out.numel), js.cube_dim_1d(), out, x, y, a)
+    return out
+
+
+def _cold(ex: Any, x: tf.Tensor) -> tf.Tensor:
+    with ex.jit(COLD) as js:
+        out = js.alloc_output(x.dtype, x.shape)
+        js.launch(cold_copy, js.cube_count_1d(out.numel), js.cube_dim_1d(), out, x)
+    return out
+
+
+FAULTS = {"on": False}
+
+
+def _fault(ex: Any, x: tf.Tensor) -> tf.Tensor:
+    """A copy that reports a poisoned context while ``FAULTS["on"]`` (a replay's fault)."""
+    if FAULTS["on"]:
+        raise tf.ContextPoisonedError("an illegal address poisoned the context (test)")
+    return ex.run(ADD, x, x)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ops(capture_host: tf.Host) -> None:
+    view = capture_host.registry.staging("capture-tests")
+    for name, variant, attributes, inputs in (
+        (AXPY, _axpy, {"a": float}, ("x", "y")),
+        (COLD, _cold, {}, ("x",)),
+        (FAULT, _fault, {}, ("x",)),
+    ):
+        view.add_op(
+            tf.OpSpec(
+                name=name,
+                signature=tf.Signature(inputs=inputs, attributes=attributes),
+                reference=lambda *a, **k: a[0],
+                variants={"dsl": variant},
+            )
+        )
+    view.commit()
+
+
+@pytest.fixture(autouse=True)
+def warm(capture_host: tf.Host, request: Any) -> None:
+    """The warm-up every capture needs: the add's kernel specialized on the test's backend."""
+    rt = request.getfixturevalue("rt") if "rt" in request.fixturenames else None
+    x = up(rt or capture_host.backend("cpu"), [1, 2, 3, 4])
+    capture_host.run(ADD, x, x)
+
+
+def up(rt: Any, values: Any) -> tf.Tensor:
+    return rt.upload(np.asarray(values, np.float32))
+
+
+def captured_chain(host: tf.Host, rt: Any, x: tf.Tensor, y: tf.Tensor) -> CapturedGraph:
+    """``(x + y) * 2 + y`` as three captured op calls: ex.run, host.run routed, a scalar."""
+    host.run(AXPY, x, y, a=2.0)  # warm-up: the kernels are specialized before the capture
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            k = cap.scalar("k", 2.0)
+            t = ex.run(ADD, x, y)
+            u = host.run(AXPY, t, y, a=k)  # routed into the capturing session
+            out = ex.run(ADD, u, t)
+    return cap.graph(inputs=(x, y), outputs=(out,))
+
+
+def eager_chain(host: tf.Host, x: tf.Tensor, y: tf.Tensor, k: float = 2.0) -> np.ndarray:
+    t = host.run(ADD, x, y)
+    return host.run(ADD, host.run(AXPY, t, y, a=k), t).download()
+
+
+def test_replay_matches_eager_on_new_tensors(capture_host, rt):
+    x, y = up(rt, [1, 2, 3, 4]), up(rt, [10, 20, 30, 40])
+    graph = captured_chain(capture_host, rt, x, y)
+    assert graph.ops == (ADD, AXPY, ADD) and graph.form == "replayed"
+    opened = captures_opened()
+    for n in range(3):  # new tensors each time: moved pointers, no recapture
+        a, b = up(rt, np.arange(4) + n), up(rt, np.full(4, n * 3.0))
+        np.testing.assert_array_equal(
+            graph.replay(a, b).download(), eager_chain(capture_host, a, b)
+        )
+    np.testing.assert_array_equal(
+        graph.replay(x, y, k=-1.5).download(), eager_chain(capture_host, x, y, -1.5)
+    )
+    assert captures_opened() == opened and graph.replays == 4
+
+
+def test_the_signature_is_the_borrowed_slots(capture_host, rt):
+    x, y = up(rt, [1, 2, 3, 4]), up(rt, [5, 6, 7, 8])
+    graph = captured_chain(capture_host, rt, x, y)
+    assert [(s.dtype, s.shape, s.strides, s.runtime) for s in graph.slots] == [
+        ("float32", (4,), (1,), rt.name)
+    ] * 2
+    assert all(s.domain is rt.domain for s in graph.slots)
+    assert graph.scalars == {"k": 2.0}
+
+
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (lambda rt: rt.upload(np.ones(5, np.float32)), tf.ValidationError, r"shape \(5,\)"),
+        (lambda rt: rt.upload(np.ones(4, np.int32)), tf.ValidationError, "dtype int32"),
+        (lambda rt: up(rt, np.ones(8))[::2], tf.ValidationError, r"strides \(2,\)"),
+        (lambda rt: np.ones(4, np.float32), tf.ValidationError, "not a Tensor"),
+        (
+            lambda rt: rt.host.new_backend(rt.kind).upload(np.ones(4, np.float32)),
+            tf.ForeignRuntimeError,
+            "move it there",
+        ),
+    ],
+    ids=["shape", "dtype", "strides", "numpy", "other runtime"],
+)
+def test_replay_refuses_a_tensor_that_does_not_fit_its_slot(capture_host, rt, make, error, message):
+    x, y = up(rt, [1, 2, 3, 4]), up(rt, [5, 6, 7, 8])
+    graph = captured_chain(capture_host, rt, x, y)
+    with pytest.raises(error, match=message):
+        graph.replay(make(rt), y)
+    with pytest.raises(tf.ValidationError, match="takes 2 tensors"):
+        graph.replay(x)
+    with pytest.raises(tf.ValidationError, match="declared float, got str"):
+        graph.replay(x, y, k="3")
+    with pytest.raises(tf.ValidationError, match="no scalars"):
+        graph.replay(x, y, q=1.0)
+
+
+def test_replay_repeats_the_aliasing_it_was_captured_with(capture_host, rt):
+    x, y = up(rt, [1, 2, 3, 4]), up(rt, [5, 6, 7, 8])
+    graph = captured_chain(capture_host, rt, x, y)
+    with pytest.raises(tf.AliasingError, match="overlap in memory, unlike at capture"):
+        graph.replay(x, x)  # captured with two buffers: one buffer for both is another graph
+    big = up(rt, np.arange(8))
+    with pytest.raises(tf.AliasingError, match="overlap"):
+        graph.replay(big[0:4], big[2:6])
+    graph.replay(big[0:4], big[4:8])  # one buffer, no overlap: as captured
+    view = x[0:4]
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            out = ex.run(ADD, x, view)  # two views of one buffer
+    shared = cap.graph(inputs=(x, view), outputs=(out,))
+    with pytest.raises(tf.AliasingError, match="do not overlap in memory, unlike at capture"):
+        shared.replay(x, y)
+    np.testing.assert_array_equal(shared.replay(y, y[0:4]).download(), [10, 12, 14, 16])
+
+
+def test_a_capture_locks_its_runtime_against_other_threads(capture_host, rt):
+    x = up(rt, [1, 2, 3, 4])
+    cap, seen = while_capturing(
+        rt,
+        lambda ex: ex.run(ADD, x, x),
+        lambda: rt.session().__enter__(),
+        lambda: capture_host.run(ADD, x, x),
+    )
+    for what, got in zip(("session", "host.run"), seen, strict=True):
+        assert isinstance(got, tf.CaptureError), what
+        assert "locked by a capture on another thread" in str(got)
+    assert len(cap.graph(inputs=(x,)).ops) == 1  # nothing of the other thread was captured
+    with rt.session():  # the lock ends with the capture
+        pass
+
+
+def test_a_specialization_inside_a_capture_names_the_op_and_its_warm_up(capture_host, rt):
+    x = up(rt, [1, 2, 3, 4])
+    with rt.session() as s:
+        ex = s.exec_session()
+        with pytest.raises(tf.CaptureError, match="not specialized") as info, ex.capture() as cap:
+            ex.run(COLD, x)
+    assert info.value.op == COLD and "warm-up" in str(info.value)
+    with pytest.raises(tf.CaptureError, match="ended with CaptureError"):
+        cap.graph()
+    capture_host.run(COLD, x)  # the warm-up
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            out = ex.run(COLD, x)
+    np.testing.assert_array_equal(
+        cap.graph(inputs=(x,), outputs=(out,)).replay(x).download(), x.download()
+    )
+
+
+@pytest.mark.parametrize(
+    "block, what",
+    [
+        (lambda ex, x: ex.synchronize(), "a synchronization"),
+        (lambda ex, x: x.download(), "a download"),
+        (lambda ex, x: x.__dlpack__(), "a DLPack export"),
+        (lambda ex, x: ex.runtime.retirement.drain(), "draining the retirement queue"),
+        (lambda ex, x: ex.jit(ADD), "a DSL session"),
+        (lambda ex, x: ex.capture().__enter__(), "already being captured"),
+    ],
+    ids=["synchronize", "download", "dlpack export", "drain", "direct launch", "nested"],
+)
+def test_what_a_capture_cannot_hold_is_refused_and_ends_it(rt, block, what):
+    x = up(rt, [1, 2, 3, 4])
+    with rt.session() as s:
+        ex = s.exec_session()
+        with pytest.raises(tf.CaptureError, match=what), ex.capture() as cap:
+            ex.run(ADD, x, x)
+            block(ex, x)
+    assert rt._capture is None
+    with pytest.raises(tf.CaptureError, match="made no graph"):
+        cap.graph()
+
+
+def test_a_full_retirement_queue_refuses_its_wait_and_polls_wait_for_the_end(rt):
+    queue = rt.retirement
+    released: list[int] = []
+    x = up(rt, [1, 2, 3, 4])
+    saved = queue.capacity
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture():
+            queue.retire(object(), [lambda: released.append(1)])  # a done event (CPU, llvmpipe)
+            assert queue.poll() == 0 and not released  # no event query inside
+            queue.capacity = len(queue)
+            try:
+                with pytest.raises(tf.CaptureError, match="full retirement queue"):
+                    queue.retire(object(), [lambda: None])
+            finally:
+                queue.capacity = saved
+            ex.run(ADD, x, x)
+    queue.poll()
+    assert released == [1]
+
+
+def test_an_exception_inside_ends_the_capture_and_drops_what_it_held(rt):
+    x = up(rt, [1, 2, 3, 4])
+    with rt.session() as s:
+        ex = s.exec_session()
+        with pytest.raises(KeyError), ex.capture() as cap:
+            out = ex.run(ADD, x, x)
+            made = weakref.ref(out.storage)
+            del out
+            raise KeyError("user code")
+    gc.collect()
+    assert made() is None and rt._capture is None  # no partial graph keeps the intermediate
+    with pytest.raises(tf.CaptureError, match="ended with KeyError"):
+        cap.graph()
+    with rt.session() as s, s.exec_session().capture():
+        pass  # a new capture opens
+
+
+def test_an_op_error_caught_inside_still_leaves_no_graph(rt):
+    x = up(rt, [1, 2, 3, 4])
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            with pytest.raises(tf.ValidationError):
+                ex.run(ADD, x)  # a half-made call: the capture cannot vouch for the graph
+    with pytest.raises(tf.CaptureError, match="ended with ValidationError"):
+        cap.graph()
+
+
+def test_a_fault_during_a_replay_names_the_node_and_its_op(capture_host, rt):
+    x = up(rt, [1, 2, 3, 4])
+    capture_host.run(FAULT, x)
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            t = ex.run(ADD, x, x)
+            out = ex.run(FAULT, t)
+    graph = cap.graph(inputs=(x,), outputs=(out,))
+    FAULTS["on"] = True
+    try:
+        with pytest.raises(tf.ContextPoisonedError) as info:
+            graph.replay(x)
+    finally:
+        FAULTS["on"] = False
+    assert info.value.op == FAULT
+    assert f"in node 1 (op {FAULT!r}) of a captured graph" in info.value.__notes__
+
+
+def test_graph_inputs_and_outputs_must_come_from_the_capture(rt):
+    x, other = up(rt, [1, 2, 3, 4]), up(rt, [0, 0, 0, 0])
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            out = ex.run(ADD, x, x)
+            with pytest.raises(tf.CaptureError, match="still open"):
+                cap.graph()
+    with pytest.raises(tf.ValidationError, match="inputs"):
+        cap.graph(inputs=(other,))
+    with pytest.raises(tf.ValidationError, match="outputs"):
+        cap.graph(inputs=(x,), outputs=(x,))
+    graph = cap.graph(inputs=(x,), outputs=(out,))
+    graph.close()
+    with pytest.raises(tf.CaptureError, match="closed"):
+        graph.replay(x)
+
+
+def test_a_borrowed_tensor_that_is_not_an_input_is_leased_to_the_graph(capture_host, rt):
+    x = up(rt, [1, 2, 3, 4])
+    bias = up(rt, [100, 200, 300, 400])
+    held = weakref.ref(bias.storage)
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            out = ex.run(ADD, x, bias)
+    graph = cap.graph(inputs=(x,), outputs=(out,))
+    del bias, cap
+    gc.collect()
+    assert held() is not None  # a constant of the graph
+    np.testing.assert_array_equal(
+        graph.replay(up(rt, [1, 1, 1, 1])).download(), [101, 201, 301, 401]
+    )
+    graph.close()
+    gc.collect()
+    assert held() is None
+
+
+def test_a_tensor_imported_inside_a_capture_is_leased_to_the_graph(capture_host):
+    rt = capture_host.backend("cpu")  # a numpy import: the CPU's DLPack (CUDA's: a GPU test)
+    x = up(rt, [1, 2, 3, 4])
+    foreign = np.array([5, 6, 7, 8], np.float32)
+    held = weakref.ref(foreign)
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            out = ex.run(ADD, x, rt.from_dlpack(foreign))
+    graph = cap.graph(inputs=(x,), outputs=(out,))
+    del foreign, cap
+    gc.collect()
+    assert held() is not None  # the graph holds the import, not the capture's session
+    np.testing.assert_array_equal(graph.replay(x).download(), [6, 8, 10, 12])
+    graph.close()
+    gc.collect()
+    assert held() is None
+
+
+def test_caps_says_how_each_backend_captures(capture_host):
+    from tenferro_host._cli import caps_report
+
+    report = caps_report(capture_host)
+    for b in report["backends"]:
+        if b["available"]:
+            assert {d["capture"] for d in b["devices"]} == {"replayed"}, b["name"]
