@@ -36,11 +36,11 @@ TARGETS = (
         c.HOST_RUN_RAW,
         c.CORE_LAUNCH,
         "<=",
-        2.0,
+        1.5,
         "host.run of a cuda-raw op, output allocated, no sync",
     ),
-    Target("cuda", c.HANDLE_RAW, c.CORE_LAUNCH, "<=", 1.5, "the same through an op handle"),
-    Target("cuda", c.HOST_RUN_DSL, c.CORE_LAUNCH, "<=", 2.5, "a DSL op on CUDA through host.run"),
+    Target("cuda", c.HANDLE_RAW, c.CORE_LAUNCH, "<=", 1.3, "the same through an op handle"),
+    Target("cuda", c.HOST_RUN_DSL, c.CORE_LAUNCH, "<=", 1.5, "a DSL op on CUDA through host.run"),
     Target("cuda", c.RAW_SESSION, c.CORE_LAUNCH, "<=", 0.4, "raw session enter + exit"),
     Target("cuda", c.ALLOC_OUTPUT, c.CP_EMPTY, "<=", 1.0, "alloc_output vs CuPy's cp.empty"),
     Target("cuda", c.BORROW, None, "<=", 0.3, "tensor borrow (µs)"),
@@ -57,7 +57,15 @@ TARGETS = (
     Target(
         "cuda-bandwidth", c.BW_SEAM, c.BW_CUPY, ">=", 0.99, "seam add bandwidth vs CuPy's RawKernel"
     ),
-    Target("cpu", c.CPU_HOST_RUN, None, "<=", 5.0, "host.run on the CPU backend, 1k add (µs)"),
+    Target("cpu", c.CPU_HOST_RUN, None, "<=", 4.0, "host.run on the CPU backend, 1k add (µs)"),
+    Target(
+        "webgpu",
+        c.WGPU_HOST_RUN,
+        c.WGPU_DIRECT,
+        "<=",
+        1.3,
+        "WebGPU host.run of the DSL add vs the bare wgpu-py dispatch",
+    ),
 )
 
 
