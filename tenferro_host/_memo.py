@@ -12,7 +12,7 @@ and :func:`memo_stats` sums the live memos of each kind.
 >>> squares = kind.new()
 >>> for n in (1, 2, 1, 3):
 ...     if squares.get(n) is None:
-...         squares.put(n, n * n)
+...         _ = squares.put(n, n * n)
 >>> s = squares.stats()
 >>> (s.hits, s.misses, s.evictions, s.size, s.bound)
 (1, 3, 2, 1, 2)

@@ -13,10 +13,8 @@ True
 
 from __future__ import annotations
 
-from typing import Any
-
 from tenferro_host import BackendProvider, ExtensionCapability, hookimpl
-from tenferro_host.provider import RegistrationView
+from tenferro_host.provider import HostServices, RegistrationView, Runtime
 
 from . import raw
 from ._copies import copy_from_peer, copy_from_same_device
@@ -31,7 +29,7 @@ TENFERRO_HOST_API = (1, 0)
 TENFERRO_HOST_SPI = (1, 0)  # the provider SPI it builds on (tenferro_host.provider.SPI_VERSION)
 
 
-def _create(host: Any, index: int) -> CudaRuntime:
+def _create(host: HostServices, index: int) -> CudaRuntime:
     return CudaRuntime(index, host=host)
 
 
@@ -44,7 +42,7 @@ def tenferro_host_register(registry: RegistrationView) -> None:
 
 
 @hookimpl
-def tenferro_host_capabilities(backend: Any) -> dict[ExtensionCapability, bool] | None:
+def tenferro_host_capabilities(backend: Runtime) -> dict[ExtensionCapability, bool] | None:
     """The extension capabilities of a ``cuda`` runtime; None for other backends."""
     if backend.kind != "cuda":
         return None

@@ -13,7 +13,7 @@ never claims a capability. It imports only tenferro_host's public API, like any 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NoReturn
 
 from tenferro_host import (
     BackendProvider,
@@ -22,6 +22,7 @@ from tenferro_host import (
     UnsupportedError,
     hookimpl,
 )
+from tenferro_host.provider import HostServices, RegistrationView, Runtime
 
 TENFERRO_HOST_API = (1, 0)
 TENFERRO_HOST_SPI = (1, 0)  # the provider SPI it builds on (tenferro_host.provider.SPI_VERSION)
@@ -44,17 +45,17 @@ def _probe() -> BackendStatus:
     return BackendStatus("rocm", False, reason=REASON, error=unsupported())
 
 
-def _create(host: Any, index: int) -> Any:
+def _create(host: HostServices, index: int) -> NoReturn:
     raise unsupported()
 
 
 @hookimpl
-def tenferro_host_register(registry: Any) -> None:
+def tenferro_host_register(registry: RegistrationView) -> None:
     registry.add_backend(BackendProvider("rocm", _probe, _create, priority=-1))
 
 
 @hookimpl
-def tenferro_host_capabilities(backend: Any) -> dict[ExtensionCapability, bool] | None:
+def tenferro_host_capabilities(backend: Runtime) -> dict[ExtensionCapability, bool] | None:
     if backend.kind != "rocm":
         return None
     return dict.fromkeys(ExtensionCapability, False)

@@ -73,8 +73,12 @@ class Specialization:
 
 #: Each kernel's specializations (LRU, its ``cache_size``) and the argument descriptions as given
 #: mapped to their resolved key (4x ``cache_size``, emptied whole).
-SPECIALIZATIONS = MemoKind("kernel.specializations", DEFAULT_CACHE_SIZE, lru=True, what="LRU")
-SPECIALIZATION_KEYS = MemoKind("kernel.specialization_keys", 4 * DEFAULT_CACHE_SIZE)
+SPECIALIZATIONS = MemoKind(
+    "kernel.specializations", DEFAULT_CACHE_SIZE, lru=True, what="a kernel's specializations"
+)
+SPECIALIZATION_KEYS = MemoKind(
+    "kernel.specialization_keys", 4 * DEFAULT_CACHE_SIZE, what="given arguments -> resolved key"
+)
 
 
 class CacheInfo(NamedTuple):
