@@ -134,8 +134,9 @@ def test_host_run_of_a_cuda_raw_op_touches_few_files(setup):
     after it, 18 and 44 since lifetimes moved into the provider (the first call's output, collected
     during the second, queues its release in ``provider/_deferred.py``; its free list is
     ``provider/_free_list.py``), 19 and 49 since the raw session's handles have their own module
-    (``_handles.py``, splitting ``raw.py``) and the runtime's layouts are a ``Memo``
-    (``_memo.py``); printed with -s."""
+    (``_handles.py``, splitting ``raw.py``), 20 and 52 with the runtime's layouts a ``Memo`` as
+    well (``_memo.py``); that is the full path (TENFERRO_OP_PLAN=0): a planned call stays within
+    12 files and 25 switches; printed with -s."""
     host, rt, *_ = setup
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
     host.run(ADD, a, b)
@@ -145,7 +146,7 @@ def test_host_run_of_a_cuda_raw_op_touches_few_files(setup):
     if _op_plan.ENABLED:
         assert len(distinct) <= 12 and switches <= 25 and max(entered.values()) <= 3
     else:
-        assert len(distinct) <= 19 and switches <= 50
+        assert len(distinct) <= 20 and switches <= 52
 
 
 def test_release_ends_a_borrow_whoever_still_holds_the_ref(setup):
