@@ -75,6 +75,11 @@ class Memo(Generic[K, V]):
         self.hits += 1
         return found
 
+    def peek(self, key: K) -> V | None:
+        """The value under ``key``, or None, neither counted nor made recent (a question
+        about the memo, not a lookup of the hot path)."""
+        return self._data.get(key)
+
     def put(self, key: K, value: V) -> V:
         """Store ``value`` under ``key`` (emptying the memo first when full) and return it."""
         data = self._data

@@ -334,10 +334,10 @@ class Kernel:
         """Whether :meth:`specialize` of these arguments is a cache hit (a capture asks)."""
         given = _given(arg_descs, constants, target, features)
         try:
-            key = given in self._keys and self._keys.get(given)
-        except TypeError:
+            key = self._keys.peek(given)
+        except TypeError:  # an unhashable constant: specialize resolves it every time
             return False
-        return bool(key) and key in self._cache
+        return key is not None and key in self._cache
 
     def _specialize(
         self,

@@ -53,6 +53,16 @@ def test_an_lru_memo_evicts_the_least_recently_used(kind):
     assert m.stats().evictions == 1
 
 
+def test_peek_neither_counts_nor_makes_recent(kind):
+    m: Memo[int, str] = kind("test.peek", 2, lru=True).new()
+    m.put(1, "a")
+    m.put(2, "b")
+    assert m.peek(1) == "a" and m.peek(9) is None
+    assert (m.stats().hits, m.stats().misses) == (0, 0)
+    m.put(3, "c")  # 1 stayed the oldest: peek did not make it recent
+    assert 1 not in m and 2 in m and 3 in m
+
+
 def test_get_or_make_makes_once_and_bounds_override(kind):
     calls = []
     m: Memo[str, int] = kind("test.make", 8).new(bound=1)
