@@ -122,3 +122,17 @@ def test_check_refuses_an_unknown_name_naming_the_known_ones(capsys, option, giv
     assert code == 2 and out == "" and err.count("\n") == 1
     assert f"{option} bogus: no such name; the known ones are " in err
     assert known in err
+
+
+def test_plugin_code_paths_stay_whole_and_inside_the_terminal(tmp_path, monkeypatch):
+    """A checkout deep in the file system gave 83-column lines: a path under the working
+    directory is shown relative to it, and one that still does not fit goes on its own line."""
+    from tenferro_host._cli._caps import code_lines
+
+    monkeypatch.chdir(tmp_path)
+    inside = str(tmp_path / "plugins" / "tenferro_host_cuda" / "__init__.py")
+    outside = "/opt/" + "d" * 56 + "/plugin.py"  # 71 columns: fits alone, not beside a name
+    lines = code_lines([("cuda", inside), ("ext_add_kernel", outside)], 80)
+    assert lines[0] == "  cuda            plugins/tenferro_host_cuda/__init__.py"
+    assert lines[1:] == ["  ext_add_kernel", "    " + outside]
+    assert all(len(line) <= 80 for line in lines)
