@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -235,28 +234,16 @@ def cmd_plugins(host: Host, args: argparse.Namespace) -> int:
     report = plugins_report(host, sources=True)
     emit(args, report, _plugins_table(report, args.wide))
     if not args.json:  # whole lines under the table: a column would fold a long path
+        width = max((len(p["name"]) for p in report), default=0)
         print("Code:")
-        entries = [(p["name"], p["file"] or p["module"] + " (not found)") for p in report]
-        for line in code_lines(entries, shutil.get_terminal_size().columns):
-            print(line)
+        for p in report:
+            shown = _shown_path(p["file"]) if p["file"] else p["module"] + " (not found)"
+            print(f"  {p['name']:<{width}}  {shown}")
     return 0
 
 
-def code_lines(entries: list[tuple[str, str]], columns: int) -> list[str]:
-    """``name  path`` per plugin, the path relative to the working directory when under it;
-    a path that would pass the terminal's edge goes whole on its own line below its name."""
-    width = max((len(name) for name, _ in entries), default=0)
-    lines = []
-    for name, path in entries:
-        shown = _shown_path(path)
-        if 2 + width + 2 + len(shown) <= columns:
-            lines.append(f"  {name:<{width}}  {shown}")
-        else:
-            lines += [f"  {name}", f"    {shown}"]
-    return lines
-
-
 def _shown_path(path: str) -> str:
+    """A module file relative to the working directory when under it, else as it is."""
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive on Windows
