@@ -65,13 +65,18 @@ class SubgroupEmitter:
 
     if TYPE_CHECKING:  # the emitter's own
 
-        def expr(self, e: ir.Expr) -> str: ...
-        def helper(self, name: str, source: str) -> None: ...
+        def expr(self, e: ir.Expr) -> str:
+            """The C of ``e``."""
+
+        def helper(self, name: str, source: str) -> None:
+            """Define a helper once."""
 
     def visit_SubgroupFact(self, e: ir.SubgroupFact) -> str:
+        """32, or the lane from the prologue."""
         return f"{WARP}u" if e.name == "SUBGROUP_SIZE" else "tf_sg_lane"
 
     def visit_SubgroupReduce(self, e: ir.SubgroupReduce) -> str:
+        """The butterfly helper of the op and type."""
         if e.type.is_float and e.op != "add":
             self.helper("min_max", SIGNED_ZERO_MIN_MAX)
         name, source = reduce_helper(e.op, e.type.name)
@@ -79,9 +84,11 @@ class SubgroupEmitter:
         return f"{name}({self.expr(e.value)}, tf_sg_mask, tf_sg_lane, tf_sg_n)"
 
     def visit_SubgroupShuffle(self, e: ir.SubgroupShuffle) -> str:
+        """``__shfl_sync`` or ``__shfl_xor_sync`` over the warp's units."""
         value, lane = self.expr(e.value), self.expr(e.lane)
         intrinsic = "__shfl_sync" if e.mode == "index" else "__shfl_xor_sync"
         return f"{intrinsic}(tf_sg_mask, {value}, (int)({lane}))"
 
     def visit_SubgroupBallot(self, e: ir.SubgroupBallot) -> str:
+        """``__ballot_sync`` over the warp's units."""
         return f"__ballot_sync(tf_sg_mask, {self.expr(e.cond)})"

@@ -52,7 +52,8 @@ pointer into the launch's dynamic shared memory, see :meth:`_Emitter.shared_decl
 multi-dimensional one is flat, the front-end having applied its strides), ``K.sync_cube()`` is
 ``__syncthreads()``; atomics are CUDA's ``atomicAdd/Min/Max/Exch/CAS`` where the type has them and
 a compare-and-swap loop on the bit pattern otherwise (float ``min``/``max``/``compare_exchange``,
-f64 ``exchange``). Subgroup operations are warp intrinsics (:mod:`.c_subgroup`). Every statement is preceded by a ``#line`` directive naming the DSL source
+f64 ``exchange``). Subgroup operations are warp intrinsics (:mod:`.c_subgroup`). Every
+statement is preceded by a ``#line`` directive naming the DSL source
 file and line, so NVRTC diagnostics point at the Python source.
 """
 

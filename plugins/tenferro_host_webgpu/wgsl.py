@@ -354,13 +354,23 @@ class _Emitter(wgsl_subgroup.SubgroupEmitter, ir.SourceEmitter):
         self.line("}")
 
 
+_RUNTIME_VALUES = (
+    ir.Var,
+    ir.ThreadIndex,
+    ir.ArrayLen,
+    ir.ArrayShape,
+    ir.ArrayStride,
+    ir.Load,
+    ir.Atomic,
+    *ir.SUBGROUP_EXPRESSIONS,
+)
+
+
 def _is_constant(e: ir.Expr) -> bool:
     """Whether ``e`` involves no run-time value (WGSL would evaluate it at shader creation)."""
     if isinstance(e, ir.Const):
         return True
-    if isinstance(
-        e, (ir.Var, ir.ThreadIndex, ir.ArrayLen, ir.ArrayShape, ir.ArrayStride, ir.Load, ir.Atomic)
-    ) or isinstance(e, ir.SUBGROUP_EXPRESSIONS):
+    if isinstance(e, _RUNTIME_VALUES):
         return False
     return all(isinstance(c, ir.Expr) and _is_constant(c) for c in ir.children(e))
 

@@ -47,6 +47,7 @@ _TOP_LEVEL = (ir.Assign, ir.Store, ir.Eval, ir.StoreVector)
 
 
 def uses_subgroups(kernel: ir.KernelIR) -> bool:
+    """Whether the kernel has subgroup nodes (facts included)."""
     return bool(ir.subgroup_nodes(kernel.body))
 
 
@@ -80,15 +81,24 @@ class SubgroupEmitter:
 
     if TYPE_CHECKING:  # the emitter's own
 
-        def expr(self, e: ir.Expr) -> str: ...
-        def line(self, text: str) -> None: ...
-        def temp(self) -> int: ...
-        def helper(self, name: str, source: str) -> None: ...
+        def expr(self, e: ir.Expr) -> str:
+            """The WGSL of ``e``."""
+
+        def line(self, text: str) -> None:
+            """Append a line of the body."""
+
+        def temp(self) -> int:
+            """A fresh temporary number."""
+
+        def helper(self, name: str, source: str) -> None:
+            """Define a helper once."""
 
     def visit_SubgroupFact(self, e: ir.SubgroupFact) -> str:
+        """The private variable ``main`` set."""
         return "tf_sg_size" if e.name == "SUBGROUP_SIZE" else "tf_sg_lane"
 
     def visit_SubgroupReduce(self, e: ir.SubgroupReduce) -> str:
+        """``subgroupAdd/Min/Max``, or the butterfly through ``tf_sg``."""
         value = self.expr(e.value)
         if self.native:
             return f"{_NATIVE_REDUCE[e.op]}({value})"
@@ -114,6 +124,7 @@ class SubgroupEmitter:
         return self.shared_value(t, "tf_sg_base")
 
     def visit_SubgroupShuffle(self, e: ir.SubgroupShuffle) -> str:
+        """``subgroupShuffle[Xor]``, or a read of ``tf_sg``."""
         value, lane = self.expr(e.value), self.expr(e.lane)
         if self.native:
             name = "subgroupShuffle" if e.mode == "index" else "subgroupShuffleXor"
@@ -123,6 +134,7 @@ class SubgroupEmitter:
         return self.shared_value(wgsl_type(e.type), f"tf_sg_base + {source}")
 
     def visit_SubgroupBallot(self, e: ir.SubgroupBallot) -> str:
+        """The caller's word of ``subgroupBallot``, or the bits gathered from ``tf_sg``."""
         cond = self.expr(e.cond)
         if self.native:
             return f"subgroupBallot({cond})[tf_sg_lane / 32u]"
@@ -148,6 +160,7 @@ class SubgroupEmitter:
 
     @staticmethod
     def shared_value(t: str, at: str) -> str:
+        """Element ``at`` of ``tf_sg`` as WGSL type ``t``."""
         return f"bitcast<{t}>(tf_sg[{at}])"
 
 

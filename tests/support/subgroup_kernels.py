@@ -106,7 +106,7 @@ def subgroup_constructs(
     red[3 * i + 1] = K.subgroup_min(v)
     red[3 * i + 2] = K.subgroup_max(v)
     shuf[2 * i] = K.subgroup_shuffle_xor(v, K.u32(1))
-    shuf[2 * i + 1] = K.subgroup_shuffle(v, K.SUBGROUP_SIZE - 1 - K.SUBGROUP_UNIT_POS)
+    shuf[2 * i + 1] = K.subgroup_shuffle(v, K.SUBGROUP_UNIT_POS // 2)
     ballot[i] = K.subgroup_ballot(v > 0)
 
 
