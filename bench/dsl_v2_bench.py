@@ -5,6 +5,8 @@ Rows (each also on WebGPU, as a ratio to the CUDA JIT run of the same kernel obj
 * ``sum``: the DSL sum of 2^N float32 (N = 28) — a grid-stride loop per unit, a tree in shared
   memory per cube, one ``K.atomic_add`` per cube — against ``cupy.sum``, in GB/s of input read
   (target: DSL >= 0.9x CuPy); ``load4`` rows: the same with 16-byte ``K.load4`` loads;
+  ``subgroup`` rows: those loads reduced by ``K.subgroup_add`` (target: >= 0.98x CuPy; on
+  WebGPU >= 0.6x the CUDA run);
 * ``matmul``: the register-blocked tiled DSL matmul of two M x M float32 matrices (M = 4096;
   64 x 64 tiles in shared memory, 4 x 4 outputs per unit, ``K.fma``) against ``cupy.matmul``
   (cuBLAS SGEMM; CuPy's default compute type, no TF32 unless CUPY_TF32 is set), in TFLOP/s
@@ -223,6 +225,46 @@ def matmul_count(m: int) -> tuple[int, int]:
     return (-(-m // TILE), -(-m // TILE))
 
 
+@K.kernel
+def dsl_sum_subgroup(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-def]
+    """``dsl_sum4``'s loads, reduced by subgroups instead of a tree: a subgroup sum per
+    subgroup, the subgroups' sums through shared memory (subgroups of 4 units or more), one more
+    subgroup sum and one atomic per cube; two barriers instead of nine."""
+    partial = K.shared(K.f32, SUM_CUBE // 4)
+    a0 = K.f32(0)
+    a1 = K.f32(0)
+    k = K.ABSOLUTE_POS
+    stride = K.CUBE_DIM * K.CUBE_COUNT
+    vectors = x.len // 4
+    bulk = vectors - K.min(vectors, stride)  # k < bulk: k + stride < vectors, no overflow
+    while k < bulk:
+        p0, p1, p2, p3 = K.load4(x, k)
+        q0, q1, q2, q3 = K.load4(x, k + stride)
+        a0 += (p0 + p1) + (p2 + p3)
+        a1 += (q0 + q1) + (q2 + q3)
+        k += 2 * stride
+    while k < vectors:
+        p0, p1, p2, p3 = K.load4(x, k)
+        a0 += (p0 + p1) + (p2 + p3)
+        k += stride
+    if K.ABSOLUTE_POS == 0:
+        for t in range(4 * vectors, x.len):
+            a1 += x[t]
+    s = K.subgroup_add(a0 + a1)
+    lane = K.SUBGROUP_UNIT_POS
+    if lane == 0:
+        partial[K.UNIT_POS // K.SUBGROUP_SIZE] = s
+    K.sync_cube()
+    v = K.f32(0)
+    j = lane
+    while j < K.CUBE_DIM // K.SUBGROUP_SIZE:
+        v += partial[j]
+        j += K.SUBGROUP_SIZE
+    total = K.subgroup_add(v)
+    if K.UNIT_POS == 0:
+        K.atomic_add(out, 0, total)
+
+
 def exec_session(kind: str, session: Any) -> Any:
     return {"webgpu": tf.webgpu.exec_session, "cuda": tf.cuda.exec_session}[kind](session)
 
@@ -402,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             reason = status.reason or "unavailable"
             rows.append(row("sum", f"DSL {kind}", None, gb, "GB/s", reason))
             rows.append(row("sum", f"DSL {kind} load4", None, gb, "GB/s", reason))
+            rows.append(row("sum", f"DSL {kind} subgroup", None, gb, "GB/s", reason))
             rows.append(row("matmul", f"DSL {kind}", None, tflop, "TFLOP/s", reason))
             continue
         rt = host.backend(kind)
@@ -423,6 +466,16 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             "GB/s",
             lambda rt=rt, kind=kind: dsl_sum_seconds(
                 rt, kind, x_host, args.launches, args.repeats, args.sum_cubes, dsl_sum4
+            ),
+        )
+        run_variant(
+            rows,
+            "sum",
+            f"DSL {kind} subgroup",
+            gb,
+            "GB/s",
+            lambda rt=rt, kind=kind: dsl_sum_seconds(
+                rt, kind, x_host, args.launches, args.repeats, args.sum_cubes, dsl_sum_subgroup
             ),
         )
         run_variant(
@@ -458,6 +511,19 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             ratios[name][f"DSL cuda load4 / {baseline}"] = (
                 None if vec is None or base is None else vec / base
             )
+    warp, warp_webgpu, base = (
+        rate("sum", "DSL cuda subgroup"),
+        rate("sum", "DSL webgpu subgroup"),
+        rate("sum", "cupy.sum"),
+    )
+    ratios["sum subgroup"] = {
+        "DSL cuda subgroup / cupy.sum": None if warp is None or base is None else warp / base,
+        "target": 0.98,
+        "DSL webgpu subgroup / DSL cuda subgroup": (
+            None if warp is None or warp_webgpu is None else warp_webgpu / warp
+        ),
+        "webgpu target": 0.6,
+    }
     report = {
         "sum_elements": n,
         "matmul_m": m,
@@ -477,10 +543,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         print(f"  {r['benchmark']:7s} {r['variant']:28s} {figure or r['status']}")
     for name, values in ratios.items():
         for key, value in values.items():
-            if key != "target":
+            if "target" not in key:
                 shown = "n/a" if value is None else f"{value:.3f}"
-                goal = f" (target >= {values['target']})" if key.startswith("DSL cuda") else ""
-                print(f"  {name:7s} {key:38s} {shown}{goal}")
+                goal = (
+                    values["target"] if key.startswith("DSL cuda") else values.get("webgpu target")
+                )
+                wanted = "" if goal is None else f" (target >= {goal})"
+                print(f"  {name:12s} {key:40s} {shown}{wanted}")
     print(f"  total {report['seconds']:.1f} s")
     path = args.json or (
         os.path.join(os.environ["OUT"], "dsl_v2_bench.json") if os.environ.get("OUT") else None
