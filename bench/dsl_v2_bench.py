@@ -87,12 +87,10 @@ def dsl_sum(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-
         K.atomic_add(out, 0, s[0])
 
 
-@K.kernel
-def dsl_sum4(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-def]
-    """``dsl_sum`` with 16-byte loads: a grid-stride loop over ``K.load4`` vectors (two in
-    flight per unit), the ``x.len % 4`` tail by unit 0 of cube 0, then a tree per cube."""
-    s = K.shared(K.f32, SUM_CUBE)
-    unit = K.UNIT_POS
+@K.func
+def vector_part(x):  # type: ignore[no-untyped-def]
+    """This unit's part of ``sum(x)``: a grid-stride loop over ``K.load4`` vectors (two in
+    flight per unit), the ``x.len % 4`` tail by unit 0 of cube 0."""
     a0 = K.f32(0)
     a1 = K.f32(0)
     k = K.ABSOLUTE_POS
@@ -112,7 +110,15 @@ def dsl_sum4(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped
     if K.ABSOLUTE_POS == 0:
         for t in range(4 * vectors, x.len):
             a1 += x[t]
-    s[unit] = a0 + a1
+    return a0 + a1
+
+
+@K.kernel
+def dsl_sum4(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-def]
+    """``dsl_sum`` with 16-byte loads (:func:`vector_part`), then a tree per cube."""
+    s = K.shared(K.f32, SUM_CUBE)
+    unit = K.UNIT_POS
+    s[unit] = vector_part(x)
     K.sync_cube()
     tree_sum(s, unit, SUM_CUBE)
     if unit == 0:
@@ -227,30 +233,11 @@ def matmul_count(m: int) -> tuple[int, int]:
 
 @K.kernel
 def dsl_sum_subgroup(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-def]
-    """``dsl_sum4``'s loads, reduced by subgroups instead of a tree: a subgroup sum per
+    """:func:`vector_part`'s loads, reduced by subgroups instead of a tree: a subgroup sum per
     subgroup, the subgroups' sums through shared memory (subgroups of 4 units or more), one more
     subgroup sum and one atomic per cube; two barriers instead of nine."""
     partial = K.shared(K.f32, SUM_CUBE // 4)
-    a0 = K.f32(0)
-    a1 = K.f32(0)
-    k = K.ABSOLUTE_POS
-    stride = K.CUBE_DIM * K.CUBE_COUNT
-    vectors = x.len // 4
-    bulk = vectors - K.min(vectors, stride)  # k < bulk: k + stride < vectors, no overflow
-    while k < bulk:
-        p0, p1, p2, p3 = K.load4(x, k)
-        q0, q1, q2, q3 = K.load4(x, k + stride)
-        a0 += (p0 + p1) + (p2 + p3)
-        a1 += (q0 + q1) + (q2 + q3)
-        k += 2 * stride
-    while k < vectors:
-        p0, p1, p2, p3 = K.load4(x, k)
-        a0 += (p0 + p1) + (p2 + p3)
-        k += stride
-    if K.ABSOLUTE_POS == 0:
-        for t in range(4 * vectors, x.len):
-            a1 += x[t]
-    s = K.subgroup_add(a0 + a1)
+    s = K.subgroup_add(vector_part(x))
     lane = K.SUBGROUP_UNIT_POS
     if lane == 0:
         partial[K.UNIT_POS // K.SUBGROUP_SIZE] = s

@@ -27,6 +27,7 @@ SPECS = {
     "subgroup_constructs_i32": (sk.subgroup_constructs, [U32, I32, I32, U32, I32]),
     "subgroup_constructs_u32": (sk.subgroup_constructs, [U32, U32, U32, U32, U32]),
     "float_reductions": (sk.float_reductions, [F32, F32]),
+    "reductions_in_cube_uniform_branches": (sk.reductions_in_cube_uniform_branches, [F32, F32]),
 }
 gpu = [pytest.mark.gpu, pytest.mark.cuda]
 

@@ -4,32 +4,6 @@ row softmax) and one kernel per construct."""
 from tenferro_host import kernel as K
 
 
-@K.kernel
-def subgroup_sum(out: K.Array[K.f32], x: K.Array[K.f32]):
-    """out[0] += sum(x): a grid-stride loop per unit, a subgroup sum, the subgroups' sums
-    through shared memory, one more subgroup sum and one atomic per cube (at most 32
-    subgroups per cube: up to 256 units with subgroups of 8 or more)."""
-    partial = K.shared(K.f32, 32)
-    acc = K.f32(0)
-    i = K.ABSOLUTE_POS
-    while i < x.len:
-        acc += x[i]
-        i += K.CUBE_DIM * K.CUBE_COUNT
-    s = K.subgroup_add(acc)
-    lane = K.SUBGROUP_UNIT_POS
-    if lane == 0:
-        partial[K.UNIT_POS // K.SUBGROUP_SIZE] = s
-    K.sync_cube()
-    v = K.f32(0)
-    j = lane
-    while j < K.CUBE_DIM // K.SUBGROUP_SIZE:
-        v += partial[j]
-        j += K.SUBGROUP_SIZE
-    total = K.subgroup_add(v)
-    if K.UNIT_POS == 0:
-        K.atomic_add(out, 0, total)
-
-
 @K.func
 def cube_max(partial: K.Array[K.f32], v: K.f32):
     """The maximum of ``v`` over the cube (every unit gets it)."""
@@ -62,6 +36,22 @@ def cube_sum(partial: K.Array[K.f32], v: K.f32):
     r = K.subgroup_add(w)
     K.sync_cube()
     return r
+
+
+@K.kernel
+def subgroup_sum(out: K.Array[K.f32], x: K.Array[K.f32]):
+    """out[0] += sum(x): a grid-stride loop per unit, :func:`cube_sum` (subgroup sums, theirs
+    through shared memory, one more subgroup sum) and one atomic per cube (at most 32
+    subgroups per cube: up to 256 units with subgroups of 8 or more)."""
+    partial = K.shared(K.f32, 32)
+    acc = K.f32(0)
+    i = K.ABSOLUTE_POS
+    while i < x.len:
+        acc += x[i]
+        i += K.CUBE_DIM * K.CUBE_COUNT
+    total = cube_sum(partial, acc)
+    if K.UNIT_POS == 0:
+        K.atomic_add(out, 0, total)
 
 
 @K.kernel
@@ -118,6 +108,16 @@ def float_reductions(red: K.Array[K.f32], x: K.Array[K.f32]):
     red[3 * i] = K.subgroup_add(v)
     red[3 * i + 1] = K.subgroup_min(v)
     red[3 * i + 2] = K.subgroup_max(v)
+
+
+@K.kernel
+def reductions_in_cube_uniform_branches(out: K.Array[K.f32], x: K.Array[K.f32]):
+    """Even cubes sum, odd ones take the maximum: branches no subgroup splits."""
+    i = K.ABSOLUTE_POS
+    if K.CUBE_POS % 2 == 0:
+        out[i] = K.subgroup_add(x[i])
+    else:
+        out[i] = K.subgroup_max(x[i])
 
 
 @K.kernel

@@ -94,6 +94,20 @@ def test_the_subgroup_size_is_the_devices_or_the_fallbacks(subgroup_rt: Any) -> 
         assert size == wgsl_subgroup.FALLBACK_SIZE
 
 
+def test_subgroup_ops_in_branches_no_subgroup_splits(subgroup_rt: Any) -> None:
+    x = View.compact(RNG.integers(-9, 9, 128).astype(np.float32))
+    out = View.compact(np.zeros(128, np.float32))
+    kernel = sk.reductions_in_cube_uniform_branches
+    if not subgroup_rt.device_info.subgroups:  # the fallback needs the whole cube: refused
+        with pytest.raises(UnsupportedError, match="top level of the kernel body"):
+            on_target(subgroup_rt, lambda: webgpu_jit(subgroup_rt), kernel, 4, 32, out, x)
+        return
+    size = _subgroup_size(subgroup_rt)
+    expected = on_interpreter(kernel, 4, 32, out, x, subgroup_size=size)
+    got = on_target(subgroup_rt, lambda: webgpu_jit(subgroup_rt), kernel, 4, 32, out, x)
+    np.testing.assert_array_equal(got[0], expected[0])
+
+
 def test_a_subgroup_op_in_a_branch_has_no_fallback(fresh_rt: Any) -> None:
     fresh_rt._info = dataclasses.replace(fresh_rt.device_info, subgroups=False)
     x = fresh_rt.upload(np.zeros(32, np.float32))
