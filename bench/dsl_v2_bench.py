@@ -5,6 +5,8 @@ Rows (each also on WebGPU, as a ratio to the CUDA JIT run of the same kernel obj
 * ``sum``: the DSL sum of 2^N float32 (N = 28) — a grid-stride loop per unit, a tree in shared
   memory per cube, one ``K.atomic_add`` per cube — against ``cupy.sum``, in GB/s of input read
   (target: DSL >= 0.9x CuPy); ``load4`` rows: the same with 16-byte ``K.load4`` loads;
+  ``subgroup`` rows: those loads reduced by ``K.subgroup_add`` (target: >= 0.98x CuPy; on
+  WebGPU >= 0.6x the CUDA run);
 * ``matmul``: the register-blocked tiled DSL matmul of two M x M float32 matrices (M = 4096;
   64 x 64 tiles in shared memory, 4 x 4 outputs per unit, ``K.fma``) against ``cupy.matmul``
   (cuBLAS SGEMM; CuPy's default compute type, no TF32 unless CUPY_TF32 is set), in TFLOP/s
@@ -85,12 +87,10 @@ def dsl_sum(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-
         K.atomic_add(out, 0, s[0])
 
 
-@K.kernel
-def dsl_sum4(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-def]
-    """``dsl_sum`` with 16-byte loads: a grid-stride loop over ``K.load4`` vectors (two in
-    flight per unit), the ``x.len % 4`` tail by unit 0 of cube 0, then a tree per cube."""
-    s = K.shared(K.f32, SUM_CUBE)
-    unit = K.UNIT_POS
+@K.func
+def vector_part(x):  # type: ignore[no-untyped-def]
+    """This unit's part of ``sum(x)``: a grid-stride loop over ``K.load4`` vectors (two in
+    flight per unit), the ``x.len % 4`` tail by unit 0 of cube 0."""
     a0 = K.f32(0)
     a1 = K.f32(0)
     k = K.ABSOLUTE_POS
@@ -110,7 +110,15 @@ def dsl_sum4(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped
     if K.ABSOLUTE_POS == 0:
         for t in range(4 * vectors, x.len):
             a1 += x[t]
-    s[unit] = a0 + a1
+    return a0 + a1
+
+
+@K.kernel
+def dsl_sum4(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-def]
+    """``dsl_sum`` with 16-byte loads (:func:`vector_part`), then a tree per cube."""
+    s = K.shared(K.f32, SUM_CUBE)
+    unit = K.UNIT_POS
+    s[unit] = vector_part(x)
     K.sync_cube()
     tree_sum(s, unit, SUM_CUBE)
     if unit == 0:
@@ -221,6 +229,27 @@ def dsl_matmul(c: K.Array[K.f32], a: K.Array[K.f32], b: K.Array[K.f32]):  # type
 
 def matmul_count(m: int) -> tuple[int, int]:
     return (-(-m // TILE), -(-m // TILE))
+
+
+@K.kernel
+def dsl_sum_subgroup(out: K.Array[K.f32], x: K.Array[K.f32]):  # type: ignore[no-untyped-def]
+    """:func:`vector_part`'s loads, reduced by subgroups instead of a tree: a subgroup sum per
+    subgroup, the subgroups' sums through shared memory (subgroups of 4 units or more), one more
+    subgroup sum and one atomic per cube; two barriers instead of nine."""
+    partial = K.shared(K.f32, SUM_CUBE // 4)
+    s = K.subgroup_add(vector_part(x))
+    lane = K.SUBGROUP_UNIT_POS
+    if lane == 0:
+        partial[K.UNIT_POS // K.SUBGROUP_SIZE] = s
+    K.sync_cube()
+    v = K.f32(0)
+    j = lane
+    while j < K.CUBE_DIM // K.SUBGROUP_SIZE:
+        v += partial[j]
+        j += K.SUBGROUP_SIZE
+    total = K.subgroup_add(v)
+    if K.UNIT_POS == 0:
+        K.atomic_add(out, 0, total)
 
 
 def exec_session(kind: str, session: Any) -> Any:
@@ -402,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             reason = status.reason or "unavailable"
             rows.append(row("sum", f"DSL {kind}", None, gb, "GB/s", reason))
             rows.append(row("sum", f"DSL {kind} load4", None, gb, "GB/s", reason))
+            rows.append(row("sum", f"DSL {kind} subgroup", None, gb, "GB/s", reason))
             rows.append(row("matmul", f"DSL {kind}", None, tflop, "TFLOP/s", reason))
             continue
         rt = host.backend(kind)
@@ -423,6 +453,16 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             "GB/s",
             lambda rt=rt, kind=kind: dsl_sum_seconds(
                 rt, kind, x_host, args.launches, args.repeats, args.sum_cubes, dsl_sum4
+            ),
+        )
+        run_variant(
+            rows,
+            "sum",
+            f"DSL {kind} subgroup",
+            gb,
+            "GB/s",
+            lambda rt=rt, kind=kind: dsl_sum_seconds(
+                rt, kind, x_host, args.launches, args.repeats, args.sum_cubes, dsl_sum_subgroup
             ),
         )
         run_variant(
@@ -458,6 +498,19 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             ratios[name][f"DSL cuda load4 / {baseline}"] = (
                 None if vec is None or base is None else vec / base
             )
+    warp, warp_webgpu, base = (
+        rate("sum", "DSL cuda subgroup"),
+        rate("sum", "DSL webgpu subgroup"),
+        rate("sum", "cupy.sum"),
+    )
+    ratios["sum subgroup"] = {
+        "DSL cuda subgroup / cupy.sum": None if warp is None or base is None else warp / base,
+        "target": 0.98,
+        "DSL webgpu subgroup / DSL cuda subgroup": (
+            None if warp is None or warp_webgpu is None else warp_webgpu / warp
+        ),
+        "webgpu target": 0.6,
+    }
     report = {
         "sum_elements": n,
         "matmul_m": m,
@@ -477,10 +530,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         print(f"  {r['benchmark']:7s} {r['variant']:28s} {figure or r['status']}")
     for name, values in ratios.items():
         for key, value in values.items():
-            if key != "target":
+            if "target" not in key:
                 shown = "n/a" if value is None else f"{value:.3f}"
-                goal = f" (target >= {values['target']})" if key.startswith("DSL cuda") else ""
-                print(f"  {name:7s} {key:38s} {shown}{goal}")
+                goal = (
+                    values["target"] if key.startswith("DSL cuda") else values.get("webgpu target")
+                )
+                wanted = "" if goal is None else f" (target >= {goal})"
+                print(f"  {name:12s} {key:40s} {shown}{wanted}")
     print(f"  total {report['seconds']:.1f} s")
     path = args.json or (
         os.path.join(os.environ["OUT"], "dsl_v2_bench.json") if os.environ.get("OUT") else None

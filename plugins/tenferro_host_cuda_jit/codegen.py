@@ -52,7 +52,8 @@ pointer into the launch's dynamic shared memory, see :meth:`_Emitter.shared_decl
 multi-dimensional one is flat, the front-end having applied its strides), ``K.sync_cube()`` is
 ``__syncthreads()``; atomics are CUDA's ``atomicAdd/Min/Max/Exch/CAS`` where the type has them and
 a compare-and-swap loop on the bit pattern otherwise (float ``min``/``max``/``compare_exchange``,
-f64 ``exchange``). Every statement is preceded by a ``#line`` directive naming the DSL source
+f64 ``exchange``). Subgroup operations are warp intrinsics (:mod:`.c_subgroup`). Every
+statement is preceded by a ``#line`` directive naming the DSL source
 file and line, so NVRTC diagnostics point at the Python source.
 """
 
@@ -78,6 +79,7 @@ from .c_numerics import (
     saturating_cast,
     wrapping,
 )
+from .c_subgroup import SubgroupEmitter, subgroup_prologue
 
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 
@@ -247,7 +249,7 @@ _VECTOR_C = {"float32": "float4", "int32": "int4", "uint32": "uint4"}
 _FLOAT_FN = {"sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "fma"}
 
 
-class _Emitter(ir.SourceEmitter):
+class _Emitter(SubgroupEmitter, ir.SourceEmitter):
     def __init__(self, spec: Specialization, grid: str = "folded") -> None:
         super().__init__(spec.ir)
         self.spec = spec
@@ -562,6 +564,7 @@ class _Emitter(ir.SourceEmitter):
         # the declarations go before the body, which they do not depend on
         head = list(self.prologue())
         head += self.shared_declarations()
+        head += subgroup_prologue(self.kernel)
         for name, t in self.kernel.locals:
             if t is bool_:
                 head.append(f"bool {c_name(name, True)} = false;")

@@ -66,8 +66,9 @@ class WebGpuJitSession(JitSession):
     # -- backend contract -------------------------------------------------------------------------
     @property
     def features(self) -> tuple[str, ...]:
-        """``("shader-f16",)`` when the device has it: it changes the WGSL generated."""
-        return ("shader-f16",) if self.webgpu.device_info.shader_f16 else ()
+        """``shader-f16`` and ``subgroup`` where the device has them: they change the WGSL."""
+        info = self.webgpu.device_info
+        return ("shader-f16",) * info.shader_f16 + ("subgroup",) * info.subgroups
 
     @property
     def max_grid(self) -> Grid:

@@ -126,10 +126,15 @@ class WebGpuRuntime(Runtime):
         super().__init__(host, "webgpu", index, software=info.software)
         self._wgpu = wgpu
         f16 = "shader-f16" in info.features
+        subgroups = "subgroup" in info.features  # wgpu-native's name of WebGPU's "subgroups"
         try:
             self._device = wgpu_adapter.request_device_sync(
                 label=f"tenferro webgpu:{index}",
-                required_features=["shader-f16"] if f16 else [],
+                required_features=[
+                    name
+                    for name, offered in (("shader-f16", f16), ("subgroup", subgroups))
+                    if offered
+                ],
                 required_limits=dict(wgpu_adapter.limits),
             )
         except (wgpu.GPUError, RuntimeError) as exc:
@@ -138,7 +143,7 @@ class WebGpuRuntime(Runtime):
                 "adapter with TENFERRO_WEBGPU_ADAPTER"
             ) from exc
         self._id = WebGpuDeviceId(index, info.name, info.backend)
-        self._info = WebGpuDeviceInfo.from_device(info, dict(self._device.limits), f16)
+        self._info = WebGpuDeviceInfo.from_device(info, dict(self._device.limits), f16, subgroups)
         self.supported_dtypes = stored_dtypes(f16)
         self.queue = CommandQueue(self._device)
         self.pipelines = PipelineCache(self._device)

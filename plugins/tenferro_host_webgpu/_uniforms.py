@@ -73,14 +73,14 @@ def grid_prelude(folded: bool) -> str:
     )
 
 
-def entry_point(body_call: str, dim: tuple[int, int, int]) -> str:
+def entry_point(body_call: str, dim: tuple[int, int, int], builtins: str = "") -> str:
     """``main``: unfold the grid, then run the body in a function of its own (``return`` ends
-    the thread there)."""
+    the thread there); ``builtins``: more parameters of ``main`` (``, @builtin(...) name: T``)."""
     return (
         f"@compute @workgroup_size({dim[0]}, {dim[1]}, {dim[2]})\n"
         "fn main(@builtin(workgroup_id) wg: vec3<u32>, "
         "@builtin(local_invocation_id) lid: vec3<u32>, "
-        "@builtin(local_invocation_index) lidx: u32) {\n"
+        f"@builtin(local_invocation_index) lidx: u32{builtins}) {{\n"
         "    if (unfold_grid(wg, lid, lidx)) {\n"
         f"        {body_call};\n"
         "    }\n"

@@ -52,12 +52,14 @@ class WebGpuDeviceInfo:
     max_compute_invocations_per_workgroup: int
     max_compute_workgroup_size: tuple[int, int, int]
     max_compute_workgroup_storage_size: int = 16384  # WebGPU's default: what any adapter grants
+    subgroups: bool = False  # the device was created with the "subgroup" feature
 
     @classmethod
     def from_device(
-        cls, adapter: AdapterInfo, limits: dict[str, Any], f16: bool
+        cls, adapter: AdapterInfo, limits: dict[str, Any], f16: bool, subgroups: bool = False
     ) -> WebGpuDeviceInfo:
-        """The info of a device requested from ``adapter`` with ``limits`` (and shader-f16)."""
+        """The info of a device requested from ``adapter`` with ``limits`` (and shader-f16,
+        subgroup)."""
         return cls(
             name=adapter.name,
             vendor=adapter.vendor,
@@ -83,6 +85,7 @@ class WebGpuDeviceInfo:
                 int(limits["max-compute-workgroup-size-z"]),
             ),
             max_compute_workgroup_storage_size=int(limits["max-compute-workgroup-storage-size"]),
+            subgroups=subgroups,
         )
 
 

@@ -33,6 +33,9 @@ both memories). Memory used by atomics â€” a storage binding or a shared array â
 every ``compare_exchange`` are compare-exchange loops (``atomicCompareExchangeWeak`` may fail
 spuriously; the loop retries until the exchange happens or the old value differs).
 
+Subgroup operations: :mod:`.wgsl_subgroup` (the ``subgroup`` feature's builtins, or a fallback
+through workgroup memory).
+
 On a software adapter (``loop_canary``), a kernel with loops runs the canary loop of
 :mod:`.wgsl_canary` after its body (from ``main``) and flags a cut one in the extra binding
 ``tf_diag`` (the JIT session reads it and raises).
@@ -46,7 +49,7 @@ from dataclasses import dataclass
 from tenferro_host import DType
 from tenferro_host.kernel import Specialization, ir
 
-from . import wgsl_numerics
+from . import wgsl_numerics, wgsl_subgroup
 from ._uniforms import UniformLayout, entry_point, grid_prelude, uniform_decl, word
 from .wgsl_canary import canary, uses_loops
 from .wgsl_types import atomic_type, literal, storage_type, value_types, wgsl_type
@@ -81,7 +84,7 @@ class WgslProgram:
         return f" (kernel {self.kernel_name!r}, {self.filename})"
 
 
-class _Emitter(ir.SourceEmitter):
+class _Emitter(wgsl_subgroup.SubgroupEmitter, ir.SourceEmitter):
     FIRST_TEMP = 1
 
     def __init__(
@@ -94,6 +97,7 @@ class _Emitter(ir.SourceEmitter):
         super().__init__(spec.ir)
         self.spec = spec
         self.dim = dim
+        self.native = wgsl_subgroup.FEATURE in spec.features
         self.slots = slots
         self.layout = layout
 
@@ -350,13 +354,23 @@ class _Emitter(ir.SourceEmitter):
         self.line("}")
 
 
+_RUNTIME_VALUES = (
+    ir.Var,
+    ir.ThreadIndex,
+    ir.ArrayLen,
+    ir.ArrayShape,
+    ir.ArrayStride,
+    ir.Load,
+    ir.Atomic,
+    *ir.SUBGROUP_EXPRESSIONS,
+)
+
+
 def _is_constant(e: ir.Expr) -> bool:
     """Whether ``e`` involves no run-time value (WGSL would evaluate it at shader creation)."""
     if isinstance(e, ir.Const):
         return True
-    if isinstance(
-        e, (ir.Var, ir.ThreadIndex, ir.ArrayLen, ir.ArrayShape, ir.ArrayStride, ir.Load, ir.Atomic)
-    ):
+    if isinstance(e, _RUNTIME_VALUES):
         return False
     return all(isinstance(c, ir.Expr) and _is_constant(c) for c in ir.children(e))
 
@@ -392,6 +406,10 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
     slots, nslots = alias_slots(spec, groups)
     layout = UniformLayout.of(k.params)
     em = _Emitter(spec, dim, slots, layout)
+    subgroups = wgsl_subgroup.uses_subgroups(k)
+    if subgroups and not em.native:
+        wgsl_subgroup.check_fallback(k)
+        em.line("let tf_sg_base = unit_index - tf_sg_lane;")
     for alt in range(3):  # zero at run time (cube counts are never zero), unknown to compilers
         em.line(f"let {_ZERO}{alt} = select(0u, {word(3 + alt % 2)}, {word(alt)} == 0u);")
     for name, dt in k.locals:
@@ -441,12 +459,19 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
             f"@group(0) @binding({nslots + 1}) var<storage, read_write> tf_diag: array<u32>;"
         )
     head += grid_prelude(folded).splitlines()
+    if subgroups:
+        head += wgsl_subgroup.PRIVATES.splitlines()
+        if not em.native:
+            head += wgsl_subgroup.fallback_declarations(dim)
     for helper in em.helpers.values():
         head += helper.splitlines()
     # the canary runs after the body, in main: a ``return`` in the body ends only the body
-    tail = entry_point(
-        "kernel_body();\n        tf_loop_canary()" if with_canary else "kernel_body()", dim
-    ).splitlines()
+    body_call = "kernel_body();\n        tf_loop_canary()" if with_canary else "kernel_body()"
+    builtins = ""
+    if subgroups:
+        body_call = wgsl_subgroup.entry_setup(em.native) + body_call
+        builtins = wgsl_subgroup.NATIVE_BUILTINS if em.native else ""
+    tail = entry_point(body_call, dim, builtins).splitlines()
 
     outside = (0, "")
     text: list[tuple[str, tuple[int, str]]] = [(h, outside) for h in head]

@@ -76,3 +76,7 @@ def several_units(key: np.ndarray[Any, Any], units: np.ndarray[Any, Any]) -> Any
 #: How a race message names the two accesses.
 PAST = {"write": "wrote", "read": "read", "atomic": "updated (atomically)"}
 PRESENT = {"write": "writes", "read": "reads", "atomic": "updates (atomically)"}
+
+
+class DivergentSubgroupError(CooperationError):
+    """A subgroup operation reached by some but not all units of a subgroup."""

@@ -18,6 +18,7 @@ reach (:class:`DivergentBarrierError`: it sits in divergent control flow, or uni
 units of a cube touching one shared element with no barrier between, one of them writing (atomics
 among themselves excepted; :class:`SharedRaceError`), and a read of a shared element no unit of
 the cube wrote (:class:`UnwrittenSharedReadError`). Atomics on one element apply in lane order.
+Subgroup operations (:mod:`._interpreter_subgroup`) have the barrier's rule per subgroup.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ._cooperation import (
     several_units,
 )
 from ._interpreter_numerics import COMPARE, FLOAT_OPS, INT_OPS, cast, math_func, read_modify_write
+from ._interpreter_subgroup import DEFAULT_SUBGROUP_SIZE, SubgroupMachine, check_subgroup_size
 from ._kernel import Specialization
 from .ir import U32_MAX, check_u32_array
 
@@ -76,13 +78,19 @@ class _Loop:
         self.continued = np.zeros(n, bool)
 
 
-class _Machine(ir.Visitor[Any]):
+class _Machine(SubgroupMachine, ir.Visitor[Any]):
     """One launch's state: locals per lane, arrays, control masks."""
 
     def __init__(
-        self, spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | Any]
+        self,
+        spec: Specialization,
+        count: Grid,
+        dim: Grid,
+        args: Sequence[ArrayArg | Any],
+        subgroup_size: int = DEFAULT_SUBGROUP_SIZE,
     ) -> None:
         self.spec = spec
+        self.subgroup_size = subgroup_size
         self.kernel = spec.ir
         self.count = count
         self.dim = dim
@@ -489,8 +497,16 @@ class _Machine(ir.Visitor[Any]):
         return value.astype(np.uint32)
 
 
-def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | Any]) -> None:
-    """Run ``spec`` over the grid ``count`` x ``dim``, reading and writing the array storages.
+def run(
+    spec: Specialization,
+    count: Grid,
+    dim: Grid,
+    args: Sequence[ArrayArg | Any],
+    subgroup_size: int = DEFAULT_SUBGROUP_SIZE,
+) -> None:
+    """Run ``spec`` over the grid ``count`` x ``dim``, reading and writing the array storages;
+    subgroups have ``subgroup_size`` units (a power of two; 32 unless a test emulates another
+    target's).
 
     ``args`` align with ``spec.params``: an :class:`ArrayArg` for an array (its storage dtype must
     be the parameter's), a Python or numpy number for a scalar (converted to its dtype).
@@ -545,6 +561,7 @@ def run(spec: Specialization, count: Grid, dim: Grid, args: Sequence[ArrayArg | 
             feature="2^32 or more threads per launch",
         )
     ir.check_shared_sizes(spec.ir, spec.ir.shared_sizes(args))
-    machine = _Machine(spec, count, dim, args)
+    check_subgroup_size(subgroup_size)
+    machine = _Machine(spec, count, dim, args, subgroup_size)
     with np.errstate(all="ignore"):
         machine.block(spec.ir.body, np.ones(n, bool))

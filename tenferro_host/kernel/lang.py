@@ -232,3 +232,31 @@ CUBE_COUNT = ThreadIndex("CUBE_COUNT")
 CUBE_COUNT_X = ThreadIndex("CUBE_COUNT_X")
 CUBE_COUNT_Y = ThreadIndex("CUBE_COUNT_Y")
 CUBE_COUNT_Z = ThreadIndex("CUBE_COUNT_Z")
+
+# subgroup operations (ir.SubgroupReduce / SubgroupShuffle / SubgroupBallot / SubgroupFact):
+# the units of a subgroup (a CUDA warp) exchange values without shared memory; every unit of
+# the subgroup must take part (the interpreter checks, like barriers)
+subgroup_add = Intrinsic("subgroup_add", 1)
+subgroup_min = Intrinsic("subgroup_min", 1)
+subgroup_max = Intrinsic("subgroup_max", 1)
+subgroup_shuffle = Intrinsic("subgroup_shuffle", 2)
+subgroup_shuffle_xor = Intrinsic("subgroup_shuffle_xor", 2)
+subgroup_ballot = Intrinsic("subgroup_ballot", 1)
+
+
+@dataclass(frozen=True)
+class SubgroupFact:
+    """``K.SUBGROUP_SIZE`` (units per subgroup, a launch fact) or ``K.SUBGROUP_UNIT_POS`` (the
+    unit's lane in its subgroup); both ``u32``."""
+
+    name: str
+
+    def __bool__(self) -> bool:
+        raise _outside_kernel(self.name)
+
+    def __repr__(self) -> str:
+        return f"K.{self.name}"
+
+
+SUBGROUP_SIZE = SubgroupFact("SUBGROUP_SIZE")
+SUBGROUP_UNIT_POS = SubgroupFact("SUBGROUP_UNIT_POS")

@@ -40,6 +40,9 @@ def test_the_guide_covers_its_kernels() -> None:
         "def matmul",
         "@K.func",
         "K.SharedRaceError",
+        "def warp_sum",
+        "def softmax_rows",
+        "K.DivergentSubgroupError",
     ):
         assert name in code, name
 

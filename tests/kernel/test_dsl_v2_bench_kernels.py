@@ -16,12 +16,26 @@ from tenferro_host import kernel as K
 RNG = np.random.default_rng(28)
 
 
-@pytest.mark.parametrize("kern", [bench.dsl_sum, bench.dsl_sum4], ids=["scalar", "load4"])
+@pytest.mark.parametrize(
+    ("kern", "subgroup_size"),
+    [
+        (bench.dsl_sum, 32),
+        (bench.dsl_sum4, 32),
+        (bench.dsl_sum_subgroup, 32),
+        (bench.dsl_sum_subgroup, 4),
+    ],
+    ids=["scalar", "load4", "subgroup", "subgroup-of-4"],
+)
 @pytest.mark.parametrize("n", [100_003, 4096, 3])
-def test_bench_sum_equals_numpy(kern: K.Kernel, n: int) -> None:
+def test_bench_sum_equals_numpy(kern: K.Kernel, subgroup_size: int, n: int) -> None:
     x = RNG.standard_normal(n).astype(np.float32)
     (out, _) = on_interpreter(
-        kern, 7, bench.SUM_CUBE, View.compact(np.zeros(1, np.float32)), View.compact(x)
+        kern,
+        7,
+        bench.SUM_CUBE,
+        View.compact(np.zeros(1, np.float32)),
+        View.compact(x),
+        subgroup_size=subgroup_size,
     )
     np.testing.assert_allclose(out[0], x.sum(dtype=np.float64), rtol=1e-5)
 
@@ -43,7 +57,9 @@ def test_bench_matmul_equals_numpy(n: int, k: int, m: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "kern", [bench.dsl_sum, bench.dsl_sum4, bench.dsl_matmul], ids=["sum", "sum4", "matmul"]
+    "kern",
+    [bench.dsl_sum, bench.dsl_sum4, bench.dsl_sum_subgroup, bench.dsl_matmul],
+    ids=["sum", "sum4", "sum-subgroup", "matmul"],
 )
 def test_bench_kernels_compile_for_sm90(kern: K.Kernel) -> None:
     ndim = 2 if kern is bench.dsl_matmul else 1

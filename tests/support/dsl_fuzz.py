@@ -14,7 +14,8 @@ Every second kernel also cooperates (DSL v2), from a random stream of its own so
 above stay what they were: before any ``return``, each unit stages a value in a shared array,
 meets the cube at ``K.sync_cube()``, reads a neighbour's value and adds an int to a shared
 counter with ``K.atomic_add`` (order-independent: ints wrap); ``fo`` and ``io`` then fold in what
-it read, through a generated ``@K.func`` with early returns (also from inside its loop).
+it read, through a generated ``@K.func`` with early returns (also from inside its loop); ``io``
+also folds in subgroup shuffles, a ballot and reductions (:data:`_SUBGROUP`).
 
 :func:`generate` gives the source of a module of kernels (kernel source must live in a file);
 :func:`inputs` the arrays for one kernel. Same seed, same kernels and inputs.
@@ -309,7 +310,27 @@ def _cooperation(profile: Profile, rng: random.Random) -> list[str]:
         "K.atomic_add(ish, u % 4, m[K.ABSOLUTE_POS % m.len])",
         "K.sync_cube()",
         "k0 = ish[u % 2, (u // 2) % 2]",  # column-major: the element u % 4
+        *_SUBGROUP,
     ]
+
+
+_SUBGROUP = (
+    "gv = K.i32(m[K.ABSOLUTE_POS % m.len])",
+    "g0 = gv + K.subgroup_shuffle_xor(gv, K.u32(1))",
+    "g1 = K.subgroup_shuffle(gv, K.SUBGROUP_UNIT_POS - K.SUBGROUP_UNIT_POS % 2)",
+    "p2 = K.u32(1)",  # 2 ** (the pair's first lane): the DSL has no shifts
+    "for t2 in range(K.SUBGROUP_UNIT_POS % 32 - u % 2):",
+    "    p2 = p2 * 2",
+    "g2 = K.i32((K.subgroup_ballot(gv > 0) // p2) % 4)",
+    "q0 = K.subgroup_add(K.u32(1)) == K.SUBGROUP_SIZE",
+    "q1 = K.subgroup_max(gv) >= gv",
+    "q2 = K.subgroup_min(gv) <= gv",
+    "g3 = K.select(q0, 0, 1000) + K.select(q1, 0, 100) + K.select(q2, 0, 10)",
+)
+"""Subgroup operations of the cooperative prelude, as ``kg``: each result is the same at
+every subgroup size from 2 to 32 (a unit's pair ``2j, 2j + 1`` is in one subgroup; a
+reduction is checked against the unit's own value and the subgroup size), so the interpreter
+at 32 is the reference for llvmpipe's subgroups of 8; ints wrap."""
 
 
 def _kernel_source(
@@ -341,7 +362,8 @@ def _kernel_source(
     fo, io = body.fexpr(3), body.iexpr(3)
     if coop is not None:
         fo = f"h_{name}(c1, {body.typed(fo, 'f')})"
-        io = f"({body.typed(io, 'i')} + k0)"
+        body.emit(1, f"kg = K.{I}(g0 + g1 * 3 + g2 * 7 + g3)")
+        io = f"({body.typed(io, 'i')} + k0 + kg)"
     body.emit(1, f"fo[i] = {fo}")
     body.emit(1, f"io[i] = {io}")
     body.emit(1, f"fa[i] = {body.approx(approx)}")

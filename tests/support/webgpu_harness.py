@@ -59,7 +59,7 @@ def _storages(args: tuple[Any, ...]) -> list[np.ndarray]:
 
 
 def on_interpreter(
-    kernel: K.Kernel, count: Any, dim: Any, *args: Any, **consts: Any
+    kernel: K.Kernel, count: Any, dim: Any, *args: Any, subgroup_size: int = 32, **consts: Any
 ) -> list[np.ndarray]:
     storages = _storages(args)
     copies = [s.copy() for s in storages]
@@ -71,7 +71,7 @@ def on_interpreter(
         else:
             converted.append(a)
     spec = kernel.specialize([_desc(a) for a in args], consts, "cpu")
-    run(spec, _grid(count), _grid(dim), converted)
+    run(spec, _grid(count), _grid(dim), converted, subgroup_size)
     return copies
 
 

@@ -12,13 +12,13 @@ from .. import ir, lang
 from .._frontend import DeviceFunction, ParamDecl
 from ..ir import U32_MAX
 from ._base import ArrayRef, ExprResult, Frame, Untyped, int_range, round_float, type_name
-from ._expressions import ExpressionLowering
+from ._subgroup import SUBGROUP_CALLS, SubgroupLowering
 
 ATOMICS = {"atomic_" + op: op for op in ir.ATOMIC_OPS}
 _ATOMIC_TYPES = ("int32", "uint32", "float32", "int64", "float64")
 
 
-class CallLowering(ExpressionLowering):
+class CallLowering(SubgroupLowering):
     """Lowers calls: one branch per kind of callee."""
 
     def expr_Call(self, node: ast.Call) -> ExprResult:  # noqa: C901 - one branch per callee kind
@@ -46,6 +46,8 @@ class CallLowering(ExpressionLowering):
                 )
             if fn.name in ATOMICS:
                 return self.atomic_call(node, ATOMICS[fn.name])
+            if fn.name in SUBGROUP_CALLS:
+                return self.subgroup_call(node, fn.name)
             if fn.name == "shared":
                 raise self.error(
                     node,

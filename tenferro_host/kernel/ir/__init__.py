@@ -74,11 +74,25 @@ from ._nodes import (
     source_file,
     walk,
 )
+from ._subgroup import (
+    BALLOT_BITS,
+    SUBGROUP_EXPRESSIONS,
+    SUBGROUP_FACTS,
+    SUBGROUP_REDUCE_OPS,
+    SUBGROUP_SHUFFLE_MODES,
+    SUBGROUP_TYPES,
+    SubgroupBallot,
+    SubgroupFact,
+    SubgroupReduce,
+    SubgroupShuffle,
+    subgroup_nodes,
+)
 from ._visit import SourceEmitter, Visitor, dispatch_table
 
 __all__ = [
     "ARITH_OPS",
     "ATOMIC_OPS",
+    "BALLOT_BITS",
     "COMPARE_OPS",
     "DYNAMIC_SHARED_ALIGN",
     "EXPRESSIONS",
@@ -88,6 +102,11 @@ __all__ = [
     "POW_SQUARING_BITS",
     "POW_SQUARING_MAX",
     "STATEMENTS",
+    "SUBGROUP_EXPRESSIONS",
+    "SUBGROUP_FACTS",
+    "SUBGROUP_REDUCE_OPS",
+    "SUBGROUP_SHUFFLE_MODES",
+    "SUBGROUP_TYPES",
     "U32_MAX",
     "UNARY_OPS",
     "VECTOR_WIDTH",
@@ -120,6 +139,10 @@ __all__ = [
     "Stmt",
     "Store",
     "StoreVector",
+    "SubgroupBallot",
+    "SubgroupFact",
+    "SubgroupReduce",
+    "SubgroupShuffle",
     "SyncCube",
     "ThreadIndex",
     "Unary",
@@ -134,5 +157,6 @@ __all__ = [
     "in_file",
     "scalar_accesses",
     "source_file",
+    "subgroup_nodes",
     "walk",
 ]

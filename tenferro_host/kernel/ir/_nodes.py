@@ -362,6 +362,8 @@ STATEMENTS: tuple[type[Stmt], ...] = (
 )
 """Every statement class (what a :class:`Visitor` handles)."""
 
+from ._subgroup import SUBGROUP_EXPRESSIONS  # noqa: E402 - its nodes derive from Expr above
+
 EXPRESSIONS: tuple[type[Expr], ...] = (
     Const,
     Var,
@@ -378,6 +380,7 @@ EXPRESSIONS: tuple[type[Expr], ...] = (
     Cast,
     Math,
     Select,
+    *SUBGROUP_EXPRESSIONS,
 )
 """Every expression class (what a :class:`Visitor` handles)."""
 
