@@ -65,9 +65,9 @@ def _graph_died(token: int | None) -> None:
         runtime.deferred.append(("drop", pins))
 
 
-def live_pins() -> list[GraphPins]:
-    """The pins of every framework graph still alive."""
-    return [pins for _, pins in list(_PINNED.values())]
+def live_pins(runtime: CudaRuntime) -> list[GraphPins]:
+    """The pins of every framework graph still alive that captured work of ``runtime``."""
+    return [pins for rt, pins in list(_PINNED.values()) if rt is runtime]
 
 
 class ForeignCapture:

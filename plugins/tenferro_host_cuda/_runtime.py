@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from tenferro_host.provider import BackendSession, HostServices, OpRecording
 
-    from ._foreign_capture import ForeignCapture
+    from ._foreign_capture import ForeignCapture, GraphPins
     from ._module import Function
 
 #: Pool memory kept after a synchronization instead of returning it to the OS.
@@ -190,6 +190,12 @@ class CudaRuntime(Runtime):
         from ._foreign_capture import ForeignCapture
 
         return ForeignCapture(self, allocate)
+
+    def graph_pins(self) -> list[GraphPins]:
+        """What the live framework graphs that captured this runtime's work keep alive."""
+        from ._foreign_capture import live_pins
+
+        return live_pins(self)
 
     def new_exec_session(self, backend_session: BackendSession) -> CudaExecSession:
         return CudaExecSession(backend_session)

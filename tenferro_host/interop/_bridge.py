@@ -74,6 +74,10 @@ class ExportedOp:
             runtime = self._runtimes[name] = self.host.backend(name)
         return runtime
 
+    def runtimes_used(self) -> list[Runtime]:
+        """The runtimes this op has run on through the bridge."""
+        return list(self._runtimes.values())
+
     def encode_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Attributes as the framework carries them: literals for the ``object`` ones."""
         unknown = sorted(set(attrs) - set(self.attributes))

@@ -143,11 +143,12 @@ class TorchOp:
     def graph_pins(self) -> list[Any]:
         """What the live CUDA graphs that captured this op keep alive (one entry per graph:
         the runtime's modules at the capture), released when the graph dies."""
-        try:
-            from tenferro_host_cuda._foreign_capture import live_pins
-        except ImportError:  # no CUDA plugin: no CUDA graph captured anything
-            return []
-        return [pins for pins in live_pins() if pins.op == self.op.name]
+        found = []
+        for runtime in self.op.runtimes_used():
+            pins = getattr(runtime, "graph_pins", None)  # a CUDA runtime's
+            if pins is not None:
+                found += [p for p in pins() if p.op == self.op.name]
+        return found
 
     def _outputs(
         self, results: tuple[Tensor, ...], allocator: OutputAllocator, device: torch.device

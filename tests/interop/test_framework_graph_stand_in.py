@@ -19,7 +19,6 @@ from support.driver_stand_in import (
     recording_driver,
     stand_in_runtime,
 )
-from tenferro_host_cuda._foreign_capture import live_pins
 
 import tenferro_host as tf
 from tenferro_host.interop._bridge import ExportedOp, run_on_stream
@@ -144,7 +143,7 @@ def test_the_modules_stay_pinned_until_the_framework_graph_dies(world):
         _call(world, ADD, capturing=True)
     finally:
         fake.end_capture(graph)
-    (pins,) = [p for p in live_pins() if p.op == ADD]
+    (pins,) = [p for p in rt.graph_pins() if p.op == ADD]
     module = rt.resources.get((ADD, "module"), lambda: None)
     assert module in pins.modules and fake.graph_objects[graph]
     gone = weakref.ref(pins)
@@ -154,7 +153,7 @@ def test_the_modules_stay_pinned_until_the_framework_graph_dies(world):
         pass
     assert gone() is not None and module in gone().modules  # type: ignore[union-attr]
     fake.destroy_graph(graph)  # the driver runs the user object's destructor
-    assert not [p for p in live_pins() if p.op == ADD]
+    assert not [p for p in rt.graph_pins() if p.op == ADD]
     with rt.session():  # the drain point that lets the pins go
         pass
     assert gone() is None and not rt.deferred
