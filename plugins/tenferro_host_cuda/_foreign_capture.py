@@ -58,11 +58,15 @@ class GraphPins:
 
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 def _graph_died(token: int | None) -> None:
-    """The user object's destructor (a driver thread, no CUDA call): queue the pins' release."""
-    entry = _PINNED.pop(token or 0, None)
-    if entry is not None:
-        runtime, pins = entry
-        runtime.deferred.append(("drop", pins))
+    """The user object's destructor (a driver thread, no CUDA call): queue the pins' release.
+    At interpreter shutdown the module's globals may be gone: nothing is left to release."""
+    try:
+        entry = _PINNED.pop(token or 0, None)
+        if entry is not None:
+            runtime, pins = entry
+            runtime.deferred.append(("drop", pins))
+    except Exception:  # shutdown: nothing may raise into the driver's thread
+        pass
 
 
 def live_pins(runtime: CudaRuntime) -> list[GraphPins]:

@@ -177,3 +177,19 @@ def test_a_framework_capture_of_a_runtime_inside_ex_capture_is_refused(world):
             with pytest.raises(tf.CaptureError, match="already being captured"):
                 rt.foreign_capture(lambda n: None).__enter__()
     assert rt.retirement.refuse_wait is None
+
+
+def test_a_host_wait_inside_a_framework_capture_is_a_capture_error(world):
+    rt = world.rt
+    retirement = rt.retirement
+    saved = retirement.capacity
+    retirement.retire(rt.record_event(), [Lease(_Held())])
+    retirement.capacity = len(retirement)  # full: the next retire would wait on the host
+    try:
+        with rt.foreign_capture(lambda n: None), pytest.raises(tf.CaptureError, match="block"):
+            retirement.retire(rt.record_event(), [Lease(_Held())])
+    finally:
+        retirement.capacity = saved
+    with rt.session():  # polled again after the capture
+        pass
+    assert not len(retirement)
