@@ -44,9 +44,19 @@ def torch_rows(rounds: int, batch: int) -> tuple[dict[str, float], str]:
 
     g_torch = torch.compile(f_torch, mode="reduce-overhead", fullgraph=True)
     g_export = torch.compile(f_export, mode="reduce-overhead", fullgraph=True)
-    for _ in range(3):  # warm-up and capture
-        g_torch(a, b)
-        g_export(a, b)
+    # CUDA graph trees run a function eagerly once, capture it on the second call and replay it
+    # from the third; no tensor needs grad, so each call starts a new iteration (the outputs of
+    # the previous replay may be overwritten: each check clones before the next call).
+    for _ in range(3):
+        want = g_torch(a, b).clone()
+        got = g_export(a, b).clone()
+        torch.testing.assert_close(got, want)
+    if device == "cuda":
+        from torch._dynamo.utils import counters
+
+        skips = dict(counters["inductor"])
+        if skips.get("cudagraph_skips"):  # the rows would time compiled code without a graph
+            raise RuntimeError(f"torch did not capture CUDA graphs: {skips}")
     sync: Callable[[], None] = torch.cuda.synchronize if device == "cuda" else lambda: None
     rows = {
         "torch.add": lambda: torch.add(a, b),

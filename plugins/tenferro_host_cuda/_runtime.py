@@ -36,8 +36,11 @@ from ._exec_session import CudaExecSession
 from ._storage import CudaStorage
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tenferro_host.provider import BackendSession, HostServices, OpRecording
 
+    from ._foreign_capture import ForeignCapture, GraphPins
     from ._module import Function
 
 #: Pool memory kept after a synchronization instead of returning it to the OS.
@@ -181,6 +184,19 @@ class CudaRuntime(Runtime):
             )
         return None
 
+    def foreign_capture(self, allocate: Callable[[int], CudaStorage]) -> ForeignCapture:
+        """``with rt.foreign_capture(allocate):`` — this thread's work joins another framework's
+        CUDA graph capture (:mod:`._foreign_capture`: no polling, the framework's memory)."""
+        from ._foreign_capture import ForeignCapture
+
+        return ForeignCapture(self, allocate)
+
+    def graph_pins(self) -> list[GraphPins]:
+        """What the live framework graphs that captured this runtime's work keep alive."""
+        from ._foreign_capture import live_pins
+
+        return live_pins(self)
+
     def new_exec_session(self, backend_session: BackendSession) -> CudaExecSession:
         return CudaExecSession(backend_session)
 
@@ -265,11 +281,13 @@ class CudaRuntime(Runtime):
             for kind, handle in releases:
                 if kind == "dlpack":
                     call_deleter(handle)
-                else:
+                elif kind != "drop":
                     self.deferred_errors += 1
             return
         work: list[Release] = []
         for kind, handle in releases:
+            if kind == "drop":  # pins of a graph that died: dropping the reference is the release
+                continue
             if kind == "block":
                 ptr, size = handle
                 if self.blocks.put(size, ptr):

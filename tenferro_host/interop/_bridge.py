@@ -18,17 +18,22 @@ from __future__ import annotations
 import ast
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ..dtypes import DType, dtype
 from ..errors import ValidationError
 from ..layout import compact_strides
 
+#: The dtype of a framework buffer under raw bytes (a workspace): 4-byte words, rounded up.
+WORD = dtype("uint32")
+
 if TYPE_CHECKING:
     from .._host import Host
     from ..ops import OpSpec
     from ..provider._runtime import Runtime
     from ..provider._storage import Storage
+    from ..tensor import Tensor
 
 #: Attribute types a framework schema carries as themselves; any other travels as a literal.
 NATIVE_ATTRIBUTES = (bool, int, float, str)
@@ -68,6 +73,10 @@ class ExportedOp:
         if runtime is None:
             runtime = self._runtimes[name] = self.host.backend(name)
         return runtime
+
+    def runtimes_used(self) -> list[Runtime]:
+        """The runtimes this op has run on through the bridge."""
+        return list(self._runtimes.values())
 
     def encode_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Attributes as the framework carries them: literals for the ``object`` ones."""
@@ -187,9 +196,59 @@ class ForeignStream:
         return (0, self.handle)
 
 
+def run_on_stream(
+    op: ExportedOp,
+    runtime: Runtime,
+    stream: int,
+    arrays: Sequence[Any],
+    attrs: dict[str, Any],
+    make_buffer: Callable[[int, DType], Any],
+    *,
+    capturing: bool,
+) -> tuple[tuple[Tensor, ...], OutputAllocator]:
+    """Run ``op`` on a framework's CUDA ``stream`` (a handle): its results (host tensors) and
+    the allocator that made the framework buffers under them.
+
+    The host's stream waits for ``stream`` (the imports' DLPack ordering, or an event with no
+    input) and ``stream`` for the variant's launches (``ex.signal_external``): no host wait.
+    ``capturing``: the framework is capturing ``stream`` into a CUDA graph, which this call's
+    launches join; then the runtime works as its ``foreign_capture`` says (no event polling, no
+    drain, every allocation from ``make_buffer``) and its loaded modules are pinned to that
+    graph until it dies.
+    """
+    foreign = ForeignStream(stream)
+    hold: Any = (
+        runtime.foreign_capture(  # type: ignore[attr-defined]  # a CUDA runtime's
+            lambda nbytes: runtime.from_dlpack(make_buffer(-(-nbytes // 4) * 4, WORD)).storage
+        )
+        if capturing
+        else nullcontext()
+    )
+    with hold, runtime.session() as s:
+        ex = s.exec_session()
+        # Importing orders the framework's stream before the host's (DLPack's stream
+        # argument); with no input, an event does it.
+        inputs = [runtime.from_dlpack(a) for a in arrays]
+        if not inputs:
+            ex.wait_external(foreign)
+        with OutputAllocator(runtime, make_buffer) as allocator:
+            result = ex.run(op.name, *inputs, **op.decode_attributes(attrs))
+        ex.signal_external(foreign)
+        if capturing:
+            hold.pin(stream, op.name)
+    return as_tuple(result, len(op.outputs)), allocator
+
+
 def as_tuple(result: Any, n_outputs: int) -> tuple[Any, ...]:
     """An op's result as a tuple of its outputs."""
     return (result,) if n_outputs == 1 else tuple(result)
 
 
-__all__ = ["ExportedOp", "ForeignStream", "OutputAllocator", "as_tuple", "column_major_strides"]
+__all__ = [
+    "ExportedOp",
+    "ForeignStream",
+    "OutputAllocator",
+    "as_tuple",
+    "column_major_strides",
+    "run_on_stream",
+]

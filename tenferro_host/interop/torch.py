@@ -31,7 +31,6 @@ for one host.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -39,12 +38,11 @@ import torch
 from ..dtypes import DType, dtype
 from ..errors import ValidationError
 from ..layout import is_compact
-from ._bridge import ExportedOp, ForeignStream, OutputAllocator, as_tuple, column_major_strides
+from ._bridge import ExportedOp, OutputAllocator, as_tuple, column_major_strides, run_on_stream
 from ._hosts import default_host
 
 if TYPE_CHECKING:
     from .._host import Host
-    from ..provider._runtime import Runtime
     from ..tensor import Tensor
 
 _SCHEMA_TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
@@ -82,8 +80,6 @@ class TorchOp:
         self._lib.impl(self.op_name, self._cuda, "CUDA")
         torch.library.register_fake(self.qualname, self._fake, lib=self._lib)
         self.packet = getattr(getattr(torch.ops, namespace), self.op_name)
-        #: what CUDA graphs captured through this op keep alive: the imported inputs and outputs
-        self.graph_pins: list[Any] = []
 
     def __repr__(self) -> str:
         return f"<TorchOp {self.qualname} of {self.op.name}>"
@@ -122,55 +118,53 @@ class TorchOp:
 
     def _cpu(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
         runtime = self.op.runtime("cpu")
+        device = torch.device("cpu")
         with runtime.session() as s:
             ex = s.exec_session()
             inputs = [runtime.from_dlpack(t.detach()) for t in tensors]
-            return self._run(ex, runtime, inputs, attrs, torch.device("cpu"))[0]
+            with OutputAllocator(runtime, _buffer_maker(device)) as allocator:
+                result = ex.run(self.op.name, *inputs, **self.op.decode_attributes(attrs))
+            return self._outputs(as_tuple(result, len(self.op.outputs)), allocator, device)
 
     def _cuda(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
         device = tensors[0].device if tensors else torch.device("cuda", torch.cuda.current_device())
-        runtime = self.op.runtime(f"cuda:{device.index or 0}")
-        stream = ForeignStream(torch.cuda.current_stream(device).cuda_stream)
-        with runtime.session() as s:
-            ex = s.exec_session()
-            # Importing orders torch's current stream before the host's (DLPack's stream
-            # argument); with no input, an event does it.
-            inputs = [runtime.from_dlpack(t.detach()) for t in tensors]
-            if not inputs:
-                ex.wait_external(stream)
-            result, allocator = self._run(ex, runtime, inputs, attrs, device)
-            ex.signal_external(stream)
-            if torch.cuda.is_current_stream_capturing():
-                # Nothing the captured launch used is released while capturing (a release
-                # records an event on the captured stream) or while the graph can replay: the
-                # imports, and the runtime's cached modules (a module is unloaded when its
-                # last reference goes, so an eviction from the cache cannot unload it).
-                modules = getattr(runtime, "resources", None)
-                held = modules.values() if modules is not None else []
-                self.graph_pins.append((inputs, result, allocator, held))
-            return result
+        results, allocator = run_on_stream(
+            self.op,
+            self.op.runtime(f"cuda:{device.index or 0}"),
+            torch.cuda.current_stream(device).cuda_stream,
+            [t.detach() for t in tensors],
+            attrs,
+            _buffer_maker(device),
+            capturing=torch.cuda.is_current_stream_capturing(),
+        )
+        return self._outputs(results, allocator, device)
 
-    def _run(
-        self,
-        ex: Any,
-        runtime: Runtime,
-        inputs: Sequence[Tensor],
-        attrs: dict[str, Any],
-        device: torch.device,
-    ) -> tuple[Any, OutputAllocator]:
-        """The torch outputs of the variant run on ``inputs``, and the allocator they came from."""
+    @property
+    def graph_pins(self) -> list[Any]:
+        """What the live CUDA graphs that captured this op keep alive (one entry per graph:
+        the runtime's modules at the capture), released when the graph dies."""
+        found = []
+        for runtime in self.op.runtimes_used():
+            pins = getattr(runtime, "graph_pins", None)  # a CUDA runtime's
+            if pins is not None:
+                found += [p for p in pins() if p.op == self.op.name]
+        return found
 
-        def make_buffer(nbytes: int, dt: DType) -> torch.Tensor:
-            return torch.empty(nbytes // dt.itemsize, dtype=torch_dtype(dt), device=device)
+    def _outputs(
+        self, results: tuple[Tensor, ...], allocator: OutputAllocator, device: torch.device
+    ) -> Any:
+        """The torch tensors of the variant's results (views of torch buffers, or copies)."""
+        outs = [_as_torch(t, allocator.buffer_of(t.storage), device) for t in results]
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
-        op = self.op
-        with OutputAllocator(runtime, make_buffer) as allocator:
-            result = ex.run(op.name, *inputs, **op.decode_attributes(attrs))
-        outs = [
-            _as_torch(t, allocator.buffer_of(t.storage), device)
-            for t in as_tuple(result, len(op.outputs))
-        ]
-        return (outs[0] if len(outs) == 1 else tuple(outs)), allocator
+
+def _buffer_maker(device: torch.device) -> Any:
+    """The allocation the runtime makes through torch while a variant runs."""
+
+    def make_buffer(nbytes: int, dt: DType) -> torch.Tensor:
+        return torch.empty(nbytes // dt.itemsize, dtype=torch_dtype(dt), device=device)
+
+    return make_buffer
 
 
 def _as_torch(t: Tensor, buffer: torch.Tensor | None, device: torch.device) -> torch.Tensor:

@@ -286,8 +286,9 @@ class Runtime(ABC):
 
     def drain_deferred(self) -> None:
         """Carry out the releases collected storages and modules queued (a drain point: the
-        backend calls it at allocation and session entry, and at ``trim`` and ``close``)."""
-        if self.deferred:
+        backend calls it at allocation and session entry, and at ``trim`` and ``close``).
+        Held while a capture holds the retirement queue: a release would be a node of the graph."""
+        if self.deferred and self.retirement.refuse_wait is None:
             self._release_deferred(self.deferred.take_all())
 
     # -- interop -------------------------------------------------------------------------------

@@ -90,12 +90,6 @@ def test_torch_compile_fullgraph(cuda_host: tf.Host) -> None:
     torch.cuda.synchronize()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (H200, 2026-12-01): while torch captures, the host's session entry "
-    "polls its retirement queue (cuEventQuery) on an event of the captured stream, which CUDA "
-    "refuses (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); the runtime must know it is captured",
-)
 def test_torch_compile_reduce_overhead_cuda_graphs(cuda_host: tf.Host) -> None:
     torch = _torch_cuda()
     from tenferro_host.interop import torch as tf_torch
@@ -109,7 +103,7 @@ def test_torch_compile_reduce_overhead_cuda_graphs(cuda_host: tf.Host) -> None:
     for step in range(4):  # warm-up, capture, then replays with new values
         a = torch.full((1024,), float(step), device="cuda")
         torch.testing.assert_close(graphed(a, a).clone(), 4 * a)
-    assert any(pin[3] for pin in add.graph_pins), "the capture kept no module alive"
+    assert any(pins.modules for pins in add.graph_pins), "the capture kept no module alive"
     # Evict every cached module: the graph's replays must still find the kernel loaded.
     runtime = cuda_host.backend("cuda:0")
     runtime.resources.clear()
@@ -137,3 +131,35 @@ def test_jax_op_on_xla_stream(cuda_host: tf.Host) -> None:
     assert _syncs(cuda_host) == before
     m = jax.device_put(np.ones((4, 256), np.float32), device)
     np.testing.assert_array_equal(np.asarray(jax.vmap(add)(m, m)), 2 * np.ones((4, 256)))
+
+
+def test_a_torch_cuda_graph_pins_the_modules_until_it_dies(cuda_host: tf.Host) -> None:
+    torch = _torch_cuda()
+    import gc
+    import time
+
+    from tenferro_host.interop import torch as tf_torch
+
+    add = tf_torch.export("ext_add_kernel.add")
+    a = torch.ones(1024, device="cuda")
+    add(a, a)  # the warm-up outside the capture: the module is loaded
+    before = len(add.graph_pins)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = add(a, a)
+    a.fill_(3.0)
+    graph.replay()
+    torch.testing.assert_close(out, torch.full_like(a, 6.0))
+    assert len(add.graph_pins) == before + 1
+    del graph
+    gc.collect()
+    torch.cuda.synchronize()
+    # The driver runs the user object's destructor on its own thread once the graph and its
+    # executable are destroyed; give it up to 10 s.
+    deadline = time.monotonic() + 10
+    while len(add.graph_pins) > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(add.graph_pins) == before, "the dead graph's pins were not released"
+    runtime = cuda_host.backend("cuda:0")
+    runtime.synchronize()  # the drain point that lets them go
+    assert not any(kind == "drop" for kind, _ in runtime.deferred)

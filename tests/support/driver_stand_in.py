@@ -27,6 +27,9 @@ from tenferro_host.provider._runtime import _EMPTY_PLANS
 
 CTX = 7
 STREAM = 0x5000
+STREAM_CAPTURE_UNSUPPORTED = 900  # CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+ERROR_NAMES = {900: b"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"}
+ERROR_STRINGS = {900: b"operation not permitted when stream is capturing"}
 #: the parameter count of each stand-in kernel, by handle (what cuLaunchKernel reads)
 PARAM_COUNTS: dict[int, int] = {}
 _handles = itertools.count(0x9000)
@@ -43,6 +46,11 @@ class RecordingDriver:
         CU_MEMPOOL_ATTR_USED_MEM_HIGH=4,
     )
     CUevent_flags = types.SimpleNamespace(CU_EVENT_DISABLE_TIMING=2)
+    CUstreamCaptureStatus = types.SimpleNamespace(
+        CU_STREAM_CAPTURE_STATUS_NONE=0, CU_STREAM_CAPTURE_STATUS_ACTIVE=1
+    )
+    CUuserObject_flags = types.SimpleNamespace(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC=1)
+    CUuserObjectRetain_flags = types.SimpleNamespace(CU_GRAPH_USER_OBJECT_MOVE=1)
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
@@ -52,6 +60,12 @@ class RecordingDriver:
         self.launch_result = 0
         self._blocks: dict[int, Any] = {}
         self._events = itertools.count(1)
+        #: stream capture, as the driver does it in global mode (see :meth:`begin_capture`)
+        self.capturing: dict[int, int] = {}  # stream -> the graph it is captured into
+        self.captured_events: dict[int, int] = {}  # event -> graph of its last record
+        self.user_objects: dict[int, tuple[int, int]] = {}  # object -> (ptr, destructor)
+        self.graph_objects: dict[int, list[int]] = {}  # graph -> the user objects it retains
+        self._graphs = itertools.count(0xC000)
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -87,17 +101,83 @@ class RecordingDriver:
 
     def cuEventRecord(self, event, stream):
         self.calls.append(("cuEventRecord", event))
+        graph = self.capturing.get(stream)
+        if graph is None:
+            self.captured_events.pop(event, None)
+        else:  # a node of the capture: only another captured stream's wait may use it
+            self.captured_events[event] = graph
         return (0,)
 
     def cuEventQuery(self, event):
         self.calls.append(("cuEventQuery", event))
+        if self.capturing or event in self.captured_events:
+            return (STREAM_CAPTURE_UNSUPPORTED,)  # global capture mode, or a captured event
         return (0,)
 
+    def cuEventDestroy(self, event):
+        self.calls.append(("cuEventDestroy", event))
+        return (0,)
+
+    def cuStreamWaitEvent(self, stream, event, flags):
+        """A wait on an event of a capture joins ``stream`` to it (a fork of the capture)."""
+        self.calls.append(("cuStreamWaitEvent", (stream, event)))
+        graph = self.captured_events.get(event)
+        if graph is not None and graph in self.capturing.values():
+            self.capturing[stream] = graph
+        return (0,)
+
+    def CUstream(self, handle):
+        return handle
+
+    def CUhostFn(self, address):
+        return address
+
+    # -- stream capture ----------
+    def begin_capture(self, stream: int) -> int:
+        """A framework begins capturing ``stream`` into a new graph (returned)."""
+        graph = next(self._graphs)
+        self.capturing[stream] = graph
+        self.graph_objects[graph] = []
+        return graph
+
+    def end_capture(self, graph: int) -> None:
+        """The capture into ``graph`` ends on every stream it joined."""
+        for stream in [s for s, g in self.capturing.items() if g == graph]:
+            del self.capturing[stream]
+
+    def destroy_graph(self, graph: int) -> None:
+        """The graph (and its executables) die: each retained user object's destructor runs,
+        as the driver runs it, through its C function pointer."""
+        for obj in self.graph_objects.pop(graph):
+            ptr, destroy = self.user_objects.pop(obj)
+            ctypes.CFUNCTYPE(None, ctypes.c_void_p)(destroy)(ptr)
+
+    def cuStreamGetCaptureInfo(self, stream):
+        self.calls.append(("cuStreamGetCaptureInfo", stream))
+        graph = self.capturing.get(stream)
+        if graph is None:
+            return (0, 0, 0, None, None, None, 0)
+        return (0, 1, graph, graph, None, None, 0)
+
+    def cuUserObjectCreate(self, ptr, destroy, refs, flags):
+        self.calls.append(("cuUserObjectCreate", ptr))
+        obj = next(self._graphs)
+        self.user_objects[obj] = (ptr, destroy)
+        return (0, obj)
+
+    def cuGraphRetainUserObject(self, graph, obj, count, flags):
+        self.calls.append(("cuGraphRetainUserObject", (graph, obj)))
+        self.graph_objects[graph].append(obj)
+        return (0,)
+
+    def cuMemGetAddressRange(self, ptr):
+        return (1, 0, 0)  # memory the stand-in cannot describe: the import trusts its producer
+
     def cuGetErrorName(self, err):
-        return (0, b"CUDA_ERROR_OUT_OF_MEMORY")
+        return (0, ERROR_NAMES.get(int(err), b"CUDA_ERROR_OUT_OF_MEMORY"))
 
     def cuGetErrorString(self, err):
-        return (0, b"out of memory")
+        return (0, ERROR_STRINGS.get(int(err), b"out of memory"))
 
     def CUresult(self, code):
         return code

@@ -1,0 +1,195 @@
+"""A bridge call inside a framework's CUDA graph capture (torch's ``reduce-overhead``), without a
+GPU: the recording driver stand-in captures as the driver does in global mode — ``cuEventQuery``
+is CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED while a stream captures, and a wait on an event of the
+captured stream joins the host's stream to the capture. The framework side is a DLPack producer
+that orders its stream before the consumer's as torch does (an event on its stream, waited on by
+the consumer's)."""
+
+from __future__ import annotations
+
+import itertools
+import types
+import weakref
+from typing import Any
+
+import pytest
+from support.driver_stand_in import (
+    StandInModule,
+    recorded_launches,
+    recording_driver,
+    stand_in_runtime,
+)
+
+import tenferro_host as tf
+from tenferro_host.interop._bridge import ExportedOp, run_on_stream
+from tenferro_host.interop._pointer_dlpack import PointerBuffer
+from tenferro_host.provider import Lease
+
+ADD = "ext_add_kernel.add"
+SCRATCH = "graph_stand_in.scratch"
+FRAMEWORK_STREAM = 0x7100
+_addresses = itertools.count(0x7000_0000, 0x1_0000)
+
+
+class FrameworkBuffer(PointerBuffer):
+    """A framework tensor: its DLPack export orders the framework's stream before the
+    consumer's with an event, as torch's ``__dlpack__(stream=...)`` does."""
+
+    __slots__ = ("fake",)
+
+    def __init__(self, fake: Any, dt: Any, n: int) -> None:
+        super().__init__(next(_addresses), tf.dtype(dt), (n,), (2, 0), read_only=False)
+        self.fake = fake
+
+    def __dlpack__(self, stream: Any = None, max_version: Any = None, **kwargs: Any) -> Any:
+        self.fake.cuEventRecord(0xE0, FRAMEWORK_STREAM)
+        self.fake.cuStreamWaitEvent(stream, 0xE0, 0)
+        return super().__dlpack__(stream=stream, max_version=max_version)
+
+
+def _scratch(ex: Any, x: tf.Tensor) -> tf.Tensor:
+    """A raw variant with a workspace: memory the host allocates and frees inside the call."""
+    with ex.raw(SCRATCH) as rs:
+        rs.workspace(100)
+    return ex.run(ADD, x, x)
+
+
+@pytest.fixture(scope="module")
+def world() -> Any:
+    with recording_driver() as fake, recorded_launches() as launches:
+        host = tf.Host()
+        rt = stand_in_runtime(host)
+        rt.resources.get((ADD, "module"), lambda: StandInModule(rt, (8, 8, 8, 4)))
+        view = host.registry.staging("graph-stand-in-tests")
+        view.add_op(
+            tf.OpSpec(
+                name=SCRATCH,
+                signature=tf.Signature(inputs=("x",)),
+                reference=lambda x: x + x,
+                variants={"cuda-raw": _scratch},
+            )
+        )
+        view.commit()
+        yield types.SimpleNamespace(host=host, rt=rt, fake=fake, launches=launches)
+
+
+def _call(world: Any, op: str, *, capturing: bool) -> tuple[Any, Any, list[FrameworkBuffer]]:
+    """The bridge's call of ``op`` on two framework tensors, on the framework's stream."""
+    fake = world.fake
+    made: list[FrameworkBuffer] = []
+
+    def make_buffer(nbytes: int, dt: Any) -> FrameworkBuffer:
+        made.append(FrameworkBuffer(fake, dt, nbytes // dt.itemsize))
+        return made[-1]
+
+    inputs = [FrameworkBuffer(fake, "float32", 256) for _ in ExportedOp(world.host, op).inputs]
+    results, allocator = run_on_stream(
+        ExportedOp(world.host, op),
+        world.rt,
+        FRAMEWORK_STREAM,
+        inputs,
+        {},
+        make_buffer,
+        capturing=capturing,
+    )
+    return results, allocator, made
+
+
+class _Held:
+    """Something a lease keeps alive (weakly referenced by the test)."""
+
+
+def _pending_work(world: Any) -> tuple[int, Any]:
+    """A release queued before the capture (freed memory) and a lease behind an event."""
+    rt, fake = world.rt, world.fake
+    _, ptr = fake.cuMemAllocFromPoolAsync(64, None, None)
+    rt.deferred.append(("memory", ptr))
+    held = _Held()
+    rt.retirement.retire(rt.record_event(), [Lease(held)])
+    return ptr, weakref.ref(held)
+
+
+@pytest.mark.parametrize("op", [ADD, SCRATCH])
+def test_a_call_inside_a_framework_capture_neither_polls_frees_nor_uses_the_pool(world, op):
+    rt, fake = world.rt, world.fake
+    freed, lease = _pending_work(world)
+    graph = fake.begin_capture(FRAMEWORK_STREAM)
+    fake.calls.clear()
+    try:
+        results, allocator, made = _call(world, op, capturing=True)
+        inside = fake.names()
+        assert fake.capturing.get(rt._stream) == graph, "the host's stream joined the capture"
+    finally:
+        fake.end_capture(graph)
+    # No event polled, nothing freed or taken from the runtime's pool inside the capture: the
+    # graph's memory is the framework's (the output and the workspace).
+    assert "cuEventQuery" not in inside and "free" not in inside and "alloc" not in inside
+    assert allocator.buffer_of(results[0].storage) is not None
+    assert (op == SCRATCH) == any(b.shape == (25,) for b in made)  # the 100-byte workspace
+    assert freed in fake.live and lease() is not None
+    # Retirement resumes after the capture, at the next drain point.
+    with rt.session():
+        pass
+    assert freed not in fake.live and lease() is None
+    fake.destroy_graph(graph)
+    with rt.session():
+        pass
+
+
+def test_the_modules_stay_pinned_until_the_framework_graph_dies(world):
+    rt, fake = world.rt, world.fake
+    graph = fake.begin_capture(FRAMEWORK_STREAM)
+    try:
+        _call(world, ADD, capturing=True)
+    finally:
+        fake.end_capture(graph)
+    (pins,) = [p for p in rt.graph_pins() if p.op == ADD]
+    module = rt.resources.get((ADD, "module"), lambda: None)
+    assert module in pins.modules and fake.graph_objects[graph]
+    gone = weakref.ref(pins)
+    del pins
+    rt.resources.clear()  # evicted from the cache: the graph still holds the module
+    with rt.session():
+        pass
+    assert gone() is not None and module in gone().modules  # type: ignore[union-attr]
+    fake.destroy_graph(graph)  # the driver runs the user object's destructor
+    assert not [p for p in rt.graph_pins() if p.op == ADD]
+    with rt.session():  # the drain point that lets the pins go
+        pass
+    assert gone() is None and not rt.deferred
+    rt.resources.get((ADD, "module"), lambda: module)  # cached again for the next tests
+
+
+def test_outside_a_capture_the_call_pins_nothing(world):
+    fake = world.fake
+    fake.calls.clear()
+    results, allocator, _ = _call(world, ADD, capturing=False)
+    assert allocator.buffer_of(results[0].storage) is not None
+    assert "cuUserObjectCreate" not in fake.names()
+    assert world.rt.retirement.refuse_wait is None and "allocate_bytes" not in vars(world.rt)
+
+
+def test_a_framework_capture_of_a_runtime_inside_ex_capture_is_refused(world):
+    rt = world.rt
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture():
+            with pytest.raises(tf.CaptureError, match="already being captured"):
+                rt.foreign_capture(lambda n: None).__enter__()
+    assert rt.retirement.refuse_wait is None
+
+
+def test_a_host_wait_inside_a_framework_capture_is_a_capture_error(world):
+    rt = world.rt
+    retirement = rt.retirement
+    saved = retirement.capacity
+    retirement.retire(rt.record_event(), [Lease(_Held())])
+    retirement.capacity = len(retirement)  # full: the next retire would wait on the host
+    try:
+        with rt.foreign_capture(lambda n: None), pytest.raises(tf.CaptureError, match="block"):
+            retirement.retire(rt.record_event(), [Lease(_Held())])
+    finally:
+        retirement.capacity = saved
+    with rt.session():  # polled again after the capture
+        pass
+    assert not len(retirement)
