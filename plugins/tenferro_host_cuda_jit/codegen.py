@@ -78,6 +78,7 @@ from .c_numerics import (
     saturating_cast,
     wrapping,
 )
+from .codegen_matrix import MatrixEmitter, check_arch
 
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 
@@ -229,6 +230,7 @@ def generate(spec: Specialization, grid: str = GRID_FOLDED) -> CudaKernelSource:
             backend="cuda",
             feature=f"static shared memory beyond {MAX_STATIC_SHARED_BYTES} bytes",
         )
+    check_arch(spec)
     return _Emitter(spec, grid).emit()
 
 
@@ -247,7 +249,7 @@ _VECTOR_C = {"float32": "float4", "int32": "int4", "uint32": "uint4"}
 _FLOAT_FN = {"sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "fma"}
 
 
-class _Emitter(ir.SourceEmitter):
+class _Emitter(MatrixEmitter):
     def __init__(self, spec: Specialization, grid: str = "folded") -> None:
         super().__init__(spec.ir)
         self.spec = spec
@@ -562,6 +564,7 @@ class _Emitter(ir.SourceEmitter):
         # the declarations go before the body, which they do not depend on
         head = list(self.prologue())
         head += self.shared_declarations()
+        head += self.fragment_declarations()
         for name, t in self.kernel.locals:
             if t is bool_:
                 head.append(f"bool {c_name(name, True)} = false;")

@@ -18,6 +18,7 @@ reach (:class:`DivergentBarrierError`: it sits in divergent control flow, or uni
 units of a cube touching one shared element with no barrier between, one of them writing (atomics
 among themselves excepted; :class:`SharedRaceError`), and a read of a shared element no unit of
 the cube wrote (:class:`UnwrittenSharedReadError`). Atomics on one element apply in lane order.
+Matrix fragments are each warp's (:mod:`._interpreter_matrix` checks that warps use them whole).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ._cooperation import (
     UnwrittenSharedReadError,
     several_units,
 )
+from ._interpreter_matrix import MatrixMachine
 from ._interpreter_numerics import COMPARE, FLOAT_OPS, INT_OPS, cast, math_func, read_modify_write
 from ._kernel import Specialization
 from .ir import U32_MAX, check_u32_array
@@ -76,7 +78,7 @@ class _Loop:
         self.continued = np.zeros(n, bool)
 
 
-class _Machine(ir.Visitor[Any]):
+class _Machine(MatrixMachine, ir.Visitor[Any]):
     """One launch's state: locals per lane, arrays, control masks."""
 
     def __init__(
