@@ -16,6 +16,7 @@ from ._cooperation import (
     UnwrittenSharedReadError,
 )
 from ._frontend import DeviceFunction
+from ._interpreter_matrix import DivergentFragmentError, UnwrittenFragmentError
 from ._kernel import ArgDesc, ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, func, kernel
 from .lang import (
     ABSOLUTE_POS,
@@ -119,12 +120,14 @@ __all__ = [
     "CooperationError",
     "DeviceFunction",
     "DivergentBarrierError",
+    "DivergentFragmentError",
     "F",
     "I",
     "Kernel",
     "ScalarDesc",
     "SharedRaceError",
     "Specialization",
+    "UnwrittenFragmentError",
     "UnwrittenSharedReadError",
     "abs",
     "atomic_add",
