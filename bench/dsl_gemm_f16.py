@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -129,3 +130,52 @@ def gemm_f16_seconds(
             return (time.perf_counter() - start) / launches
 
     return median(sample, repeats)
+
+
+BASELINE = "cupy.matmul f16 (cuBLAS)"
+TARGET = 0.6  # DSL cuda / BASELINE
+
+
+def add_rows(rows: list[dict[str, Any]], host: Any, m: int, args: Any, bench: ModuleType) -> None:
+    """The ``gemm_f16`` rows of ``bench`` (``bench/dsl_v2_bench.py``, whose row helpers they
+    use): ``cupy.matmul`` of f16 (cuBLAS, f32 accumulate) and the DSL on CUDA, checked against
+    the f32 product of the same f16 inputs. WebGPU has no row: its fragments are a loop over
+    private copies (no cooperative matrix in wgpu), a correctness path, not a tensor-core one."""
+    tflop = 2 * m**3 / 1e12
+    rng = np.random.default_rng(1)
+    a_host = rng.standard_normal((m, m)).astype(np.float16)
+    b_host = rng.standard_normal((m, m)).astype(np.float16)
+    expected: np.ndarray | None = None
+    try:
+        import cupy
+
+        ac, bc = cupy.asarray(a_host), cupy.asarray(b_host)
+        expected = cupy.asnumpy(cupy.matmul(ac.astype(cupy.float32), bc.astype(cupy.float32)))
+        bench.run_variant(
+            rows,
+            "gemm_f16",
+            BASELINE,
+            tflop,
+            "TFLOP/s",
+            lambda: bench.cupy_seconds(lambda: cupy.matmul(ac, bc), args.launches, args.repeats),
+        )
+    except ImportError as exc:
+        rows.append(bench.row("gemm_f16", BASELINE, None, tflop, "TFLOP/s", f"ImportError: {exc}"))
+        if m <= 1024:
+            expected = a_host.astype(np.float32) @ b_host.astype(np.float32)
+    status = host.backend_status("cuda")
+    if not status.available or expected is None:
+        reason = status.reason or "no reference product (no cupy, and m > 1024)"
+        rows.append(bench.row("gemm_f16", "DSL cuda", None, tflop, "TFLOP/s", reason))
+        return
+    rt = host.backend("cuda")
+    bench.run_variant(
+        rows,
+        "gemm_f16",
+        "DSL cuda",
+        tflop,
+        "TFLOP/s",
+        lambda: gemm_f16_seconds(
+            rt, a_host, b_host, expected, args.launches, bench.median_seconds, args.repeats
+        ),
+    )
