@@ -66,10 +66,11 @@ class MatrixLowering(Lowerer):
         if isinstance(call.func, ast.Name) and self.is_runtime_name(call.func.id):
             return None
         fn = self.static(call.func)
-        names = (*lang_matrix.MATRIX_STATEMENTS, "fragment")
-        if isinstance(fn, lang.Intrinsic) and fn is getattr(lang_matrix, fn.name, None):
-            return fn.name if fn.name in names else None
-        return None
+        if not isinstance(fn, lang.Intrinsic):
+            return None
+        name: str = fn.name
+        ours = name in (*lang_matrix.MATRIX_STATEMENTS, "fragment")
+        return name if ours and fn is getattr(lang_matrix, name) else None
 
     # -------------------------------------------------------- statements
 
