@@ -10,6 +10,10 @@ import numpy as np
 import pytest
 from support import matrix_kernels as mk
 from support.webgpu_harness import View, assert_same
+from tenferro_host_webgpu.wgsl_canary import uses_loops
+
+from tenferro_host import dtypes
+from tenferro_host import kernel as K
 
 RNG = np.random.default_rng(27)
 
@@ -48,3 +52,10 @@ def test_the_f16_gemm(rt: Any) -> None:
     # adapter grants (WebGPU counts an f16 shared element as 4 bytes)
     count = gemm.gemm_f16_count(m, n)
     assert_same(rt, gemm.gemm_f16, count, gemm.UNITS, c, a, b, step=16)
+
+
+def test_fragment_statements_count_as_loops_for_the_canary() -> None:
+    spec = mk.fill_and_store.specialize(
+        [K.ArrayDesc(dtypes.float32, 1), K.ScalarDesc(dtypes.float32)], {}, "webgpu"
+    )
+    assert uses_loops(spec.ir.body)  # no IR loop: the fill and the store loop in WGSL

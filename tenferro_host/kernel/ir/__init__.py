@@ -20,6 +20,7 @@ from __future__ import annotations
 from ._matrix import (
     ELEMENT,
     LAYOUTS,
+    MATRIX_STATEMENTS,
     SHAPES,
     USES,
     WARP,
@@ -102,6 +103,7 @@ __all__ = [
     "LAYOUTS",
     "LOGICAL_OPS",
     "MATH_FUNCS",
+    "MATRIX_STATEMENTS",
     "NODES",
     "POW_SQUARING_BITS",
     "POW_SQUARING_MAX",
