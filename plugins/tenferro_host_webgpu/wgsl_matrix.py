@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from tenferro_host import UnsupportedError
 from tenferro_host.kernel import ir
 
 
@@ -49,19 +48,21 @@ class MatrixEmitter(ir.SourceEmitter, abstract=True):
 
     def element(self, s: ir.FragmentLoad | ir.FragmentStore, n: int, i: str, j: str) -> str:
         """The memory reference of element ``(i, j)`` of the fragment ``s`` moves."""
-        if self.atomic_memory(s.array):
-            raise UnsupportedError(
-                f"kernel {self.kernel.name!r} loads or stores a fragment of {s.array!r}, whose "
-                "memory atomics use; WebGPU kernels keep fragments and atomics on separate "
-                "arrays",
-                backend="webgpu",
-                feature="fragments of atomic memory",
-            )
         p, q = ir.element_position(s.ftype, i, j)
         at = f"t_start{n} + {p} * t_ld{n} + {q}"
         if self.kernel.shared_array(s.array) is None:
             at = f"{self.param_word(s.array, 0)} + {at}"
         return f"{self.memory(s.array)}[{at}]"
+
+    def read(self, s: ir.FragmentLoad, ref: str) -> str:
+        """An element's value as f32; memory that atomics use holds f32 as its u32 bits."""
+        return f"bitcast<f32>(atomicLoad(&{ref}))" if self.atomic_memory(s.array) else f"f32({ref})"
+
+    def write(self, s: ir.FragmentStore, ref: str, value: str) -> str:
+        """The statement storing ``value`` (f32) into ``ref``, as :meth:`read` reads it."""
+        if self.atomic_memory(s.array):
+            return f"atomicStore(&{ref}, bitcast<u32>({value}));"
+        return f"{ref} = {value};"
 
     def operands(self, s: ir.FragmentLoad | ir.FragmentStore) -> int:
         """Evaluate ``start`` and ``ld`` once into ``t_start<n>``/``t_ld<n>``; ``n``."""
@@ -94,7 +95,7 @@ class MatrixEmitter(ir.SourceEmitter, abstract=True):
             with self.indented():
                 for j in range(t.cols):
                     ref = self.element(s, n, i, f"{j}u")
-                    self.line(f"{f}[{i} * {t.cols}u + {j}u] = f32({ref});")
+                    self.line(f"{f}[{i} * {t.cols}u + {j}u] = {self.read(s, ref)};")
             self.line("}")
         self.line("}")
 
@@ -109,7 +110,7 @@ class MatrixEmitter(ir.SourceEmitter, abstract=True):
             self.line(f"for (var {e} = unit_index % {ir.WARP}u; {e} < {size}u; {e} = {e} + 32u) {{")
             with self.indented():
                 ref = self.element(s, n, f"({e} / {t.cols}u)", f"({e} % {t.cols}u)")
-                self.line(f"{ref} = {f}[{e}];")
+                self.line(self.write(s, ref, f"{f}[{e}]"))
             self.line("}")
         self.line("}")
 

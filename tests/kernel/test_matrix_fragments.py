@@ -192,13 +192,14 @@ def specs() -> list[K.Specialization]:
             for m, n, _k in ir.SHAPES
         ),
         mk.fill_and_store.specialize([K.ArrayDesc(F32, 1), K.ScalarDesc(F32)], {}, "cuda"),
+        mk.store_beside_atomics.specialize([K.ArrayDesc(F32, 1)] * 2, {}, "cuda", ("sm_90",)),
         gemm.gemm_f16.specialize(
             [K.ArrayDesc(F32, 2), K.ArrayDesc(F16, 2), K.ArrayDesc(F16, 2)], {}, "cuda", ("sm_90",)
         ),
     ]
 
 
-@pytest.mark.parametrize("index", range(6))
+@pytest.mark.parametrize("index", range(7))
 def test_the_cuda_c_is_ptx_wmma_and_compiles_for_sm90(index: int) -> None:
     source = generate(specs()[index]).source
     assert "wmma." in source and "#include" not in source

@@ -137,3 +137,17 @@ def load_of_other_type(c: K.Array[K.f32]):
 def load_of_a_matrix(c: K.Array[K.f32]):
     acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
     K.load_fragment(acc, c, 0, 16)  # MATRIX
+
+
+@K.kernel
+def store_beside_atomics(c: K.Array[K.f32], back: K.Array[K.f32]):
+    """A warp stores a filled tile into c[0:256] while every unit adds 1 to c[256] atomically
+    (so c's memory is atomic on WebGPU), then loads the tile back and stores it into back."""
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.COL_MAJOR)
+    again = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.COL_MAJOR)
+    K.fill_fragment(acc, 3.0)
+    K.store_fragment(c, 0, acc, 16)
+    K.atomic_add(c, 256, K.f32(1))
+    K.sync_cube()
+    K.load_fragment(again, c, 0, 16)
+    K.store_fragment(back, 0, again, 16)

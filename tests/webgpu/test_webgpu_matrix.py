@@ -59,3 +59,8 @@ def test_fragment_statements_count_as_loops_for_the_canary() -> None:
         [K.ArrayDesc(dtypes.float32, 1), K.ScalarDesc(dtypes.float32)], {}, "webgpu"
     )
     assert uses_loops(spec.ir.body)  # no IR loop: the fill and the store loop in WGSL
+
+
+def test_a_fragment_store_into_memory_atomics_use(rt: Any) -> None:
+    c, back = View.compact(np.zeros(257, np.float32)), View.compact(np.zeros(256, np.float32))
+    assert_same(rt, mk.store_beside_atomics, 1, 32, c, back)
