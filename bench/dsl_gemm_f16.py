@@ -107,8 +107,10 @@ def gemm_f16_seconds(
     launches: int,
     median: Callable[[Callable[[], float], int], float],
     repeats: int,
+    step: int = DEPTH,
 ) -> float:
-    """Seconds per launch of ``gemm_f16`` on the CUDA runtime ``rt``, after one checked run."""
+    """Seconds per launch of ``gemm_f16`` (slices ``step`` deep) on the CUDA runtime ``rt``,
+    after one checked run."""
     import tenferro_host as tf
 
     m, n = a_host.shape[0], b_host.shape[1]
@@ -116,7 +118,7 @@ def gemm_f16_seconds(
     c = rt.empty("float32", (m, n))
     count = gemm_f16_count(m, n)
     with rt.session() as s, tf.cuda.exec_session(s).jit("bench.dsl_v2.gemm_f16") as js:
-        js.launch(gemm_f16, count, UNITS, c, a, b)
+        js.launch(gemm_f16, count, UNITS, c, a, b, step=step)
     np.testing.assert_allclose(c.download(), expected, rtol=1e-2, atol=1e-2 * np.sqrt(m))
 
     def sample() -> float:
@@ -125,7 +127,7 @@ def gemm_f16_seconds(
             start = time.perf_counter()
             with ex.jit("bench.dsl_v2.gemm_f16") as js:
                 for _ in range(launches):
-                    js.launch(gemm_f16, count, UNITS, c, a, b)
+                    js.launch(gemm_f16, count, UNITS, c, a, b, step=step)
             ex.synchronize()
             return (time.perf_counter() - start) / launches
 
@@ -134,11 +136,13 @@ def gemm_f16_seconds(
 
 BASELINE = "cupy.matmul f16 (cuBLAS)"
 TARGET = 0.6  # DSL cuda / BASELINE
+STEPS = (DEPTH, 64)  # slice depths timed: the default, and half the barriers (36 KiB shared)
 
 
 def add_rows(rows: list[dict[str, Any]], host: Any, m: int, args: Any, bench: ModuleType) -> None:
     """The ``gemm_f16`` rows of ``bench`` (``bench/dsl_v2_bench.py``, whose row helpers they
-    use): ``cupy.matmul`` of f16 (cuBLAS, f32 accumulate) and the DSL on CUDA, checked against
+    use): ``cupy.matmul`` of f16 (cuBLAS, f32 accumulate) and the DSL on CUDA (each of
+    :data:`STEPS`), checked against
     the f32 product of the same f16 inputs. WebGPU has no row: its fragments are a loop over
     private copies (no cooperative matrix in wgpu), a correctness path, not a tensor-core one."""
     tflop = 2 * m**3 / 1e12
@@ -166,16 +170,26 @@ def add_rows(rows: list[dict[str, Any]], host: Any, m: int, args: Any, bench: Mo
     status = host.backend_status("cuda")
     if not status.available or expected is None:
         reason = status.reason or "no reference product (no cupy, and m > 1024)"
-        rows.append(bench.row("gemm_f16", "DSL cuda", None, tflop, "TFLOP/s", reason))
+        for step in STEPS:
+            variant = "DSL cuda" if step == DEPTH else f"DSL cuda step={step}"
+            rows.append(bench.row("gemm_f16", variant, None, tflop, "TFLOP/s", reason))
         return
     rt = host.backend("cuda")
-    bench.run_variant(
-        rows,
-        "gemm_f16",
-        "DSL cuda",
-        tflop,
-        "TFLOP/s",
-        lambda: gemm_f16_seconds(
-            rt, a_host, b_host, expected, args.launches, bench.median_seconds, args.repeats
-        ),
-    )
+    for step in STEPS:  # the first is the row the target is read from
+        bench.run_variant(
+            rows,
+            "gemm_f16",
+            "DSL cuda" if step == DEPTH else f"DSL cuda step={step}",
+            tflop,
+            "TFLOP/s",
+            lambda step=step: gemm_f16_seconds(
+                rt,
+                a_host,
+                b_host,
+                expected,
+                args.launches,
+                bench.median_seconds,
+                args.repeats,
+                step,
+            ),
+        )

@@ -85,8 +85,10 @@ def test_fill_reaches_every_element_of_every_warp() -> None:
     np.testing.assert_array_equal(got, np.full(1024, 2.5, np.float32))
 
 
-@pytest.mark.parametrize("m,n,k", [(128, 128, 32), (256, 128, 64)])
-def test_the_f16_gemm_equals_numpy(m: int, n: int, k: int) -> None:
+@pytest.mark.parametrize(
+    "m,n,k,step", [(128, 128, 32, 32), (256, 128, 64, 32), (128, 256, 128, 64)]
+)
+def test_the_f16_gemm_equals_numpy(m: int, n: int, k: int, step: int) -> None:
     a, b = f16((m, k)), f16((k, n))
     c, _, _ = on_interpreter(
         gemm.gemm_f16,
@@ -95,6 +97,7 @@ def test_the_f16_gemm_equals_numpy(m: int, n: int, k: int) -> None:
         View.compact(np.zeros((m, n), np.float32)),
         View.compact(a),
         View.compact(b),
+        step=step,
     )
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c.reshape(m, n, order="F"), want, rtol=1e-5, atol=1e-4)
@@ -193,13 +196,19 @@ def specs() -> list[K.Specialization]:
         ),
         mk.fill_and_store.specialize([K.ArrayDesc(F32, 1), K.ScalarDesc(F32)], {}, "cuda"),
         mk.store_beside_atomics.specialize([K.ArrayDesc(F32, 1)] * 2, {}, "cuda", ("sm_90",)),
-        gemm.gemm_f16.specialize(
-            [K.ArrayDesc(F32, 2), K.ArrayDesc(F16, 2), K.ArrayDesc(F16, 2)], {}, "cuda", ("sm_90",)
+        *(
+            gemm.gemm_f16.specialize(
+                [K.ArrayDesc(F32, 2), K.ArrayDesc(F16, 2), K.ArrayDesc(F16, 2)],
+                {"step": step},
+                "cuda",
+                ("sm_90",),
+            )
+            for step in gemm.STEPS
         ),
     ]
 
 
-@pytest.mark.parametrize("index", range(7))
+@pytest.mark.parametrize("index", range(8))
 def test_the_cuda_c_is_ptx_wmma_and_compiles_for_sm90(index: int) -> None:
     source = generate(specs()[index]).source
     assert "wmma." in source and "#include" not in source
