@@ -78,7 +78,7 @@ from .c_numerics import (
     saturating_cast,
     wrapping,
 )
-from .codegen_matrix import MatrixEmitter, check_arch
+from .codegen_matrix import FRAGMENT_ALIGN, MatrixEmitter, check_arch
 
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 
@@ -551,7 +551,8 @@ class _Emitter(MatrixEmitter):
         for a in self.kernel.shared:
             ctype = C_TYPE[a.dtype.name]
             if a.size_param is None:
-                yield f"__shared__ __align__({align}) {ctype} {shared_name(a.name)}[{a.size}];"
+                at_least = FRAGMENT_ALIGN if a.name in self.fragment_memory else align
+                yield f"__shared__ __align__({at_least}) {ctype} {shared_name(a.name)}[{a.size}];"
                 continue
             yield f"{ctype}* const {shared_name(a.name)} = ({ctype}*)(tf_dynamic_shared + {at});"
             n = f"(unsigned long long)(unsigned int){c_name(a.size_param, False)}"

@@ -23,6 +23,9 @@ REGISTERS = 8
 MIN_ARCH = 70
 """The first compute capability with ``wmma`` (Volta)."""
 
+FRAGMENT_ALIGN = 32
+"""Byte alignment of a shared array fragments load or store (``wmma`` reads 256-bit blocks)."""
+
 
 def fragment_name(name: str) -> str:
     """C name of fragment ``name``'s registers."""
@@ -59,6 +62,15 @@ class MatrixEmitter(ir.SourceEmitter, abstract=True):
 
         def memory(self, array: str) -> str:
             """C expression of an array's element 0 (the emitter's)."""
+
+    @property
+    def fragment_memory(self) -> set[str]:
+        """The arrays and shared arrays fragment loads and stores address."""
+        return {
+            s.array
+            for s in ir.walk(self.kernel.body)
+            if isinstance(s, (ir.FragmentLoad, ir.FragmentStore))
+        }
 
     def fragment_declarations(self) -> Iterator[str]:
         """The registers of each fragment, at function entry."""

@@ -178,6 +178,18 @@ def test_typed_refusals(kern: K.Kernel, marker: str, match: str) -> None:
     assert info.value.lineno == line_of(kern, marker)
 
 
+def test_a_shared_array_sized_at_launch_is_refused() -> None:
+    descs = [K.ArrayDesc(F32, 1), K.ScalarDesc(dtypes.uint32)]
+    with pytest.raises(DslError, match="sized at launch") as info:
+        mk.load_of_dynamic_shared.specialize(descs, {}, "cpu")
+    assert info.value.lineno == line_of(mk.load_of_dynamic_shared, "DYNAMIC")
+
+
+def test_cuda_aligns_the_shared_arrays_of_fragments_to_32_bytes() -> None:
+    source = generate(specs()[1]).source  # tile_row_shared: fragments of two shared arrays
+    assert source.count("__shared__ __align__(32)") == 2
+
+
 def test_a_non_compact_matrix_is_refused() -> None:
     with pytest.raises(DslError, match="non-compact view"):
         mk.load_of_a_matrix.specialize([K.ArrayDesc(F32, 2, compact=False)], {}, "cpu")

@@ -151,3 +151,10 @@ def store_beside_atomics(c: K.Array[K.f32], back: K.Array[K.f32]):
     K.sync_cube()
     K.load_fragment(again, c, 0, 16)
     K.store_fragment(back, 0, again, 16)
+
+
+@K.kernel
+def load_of_dynamic_shared(c: K.Array[K.f32], n: K.u32):
+    s = K.shared(K.f32, n)
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    K.load_fragment(acc, s, 0, 16)  # DYNAMIC

@@ -200,6 +200,12 @@ class MatrixLowering(Lowerer):
                 f"{array.name!r} holds {type_name(array.dtype)} but the fragment "
                 f"{type_name(ftype.dtype)}; fragments load and store their own element type",
             )
+        if array.shared is not None and array.shared.size_param is not None:
+            raise self.error(
+                node,
+                f"{array.name!r} is sized at launch; fragments load and store shared arrays of "
+                "a compile-time size (K.shared(T, 4096)), whose start tensor cores can rely on",
+            )
         if array.shared is None and not array.compact:
             raise self.error(
                 node,

@@ -147,8 +147,8 @@ def check_fragment_cube(kernel: KernelIR, units: int) -> None:
 def fragment_alignment(ftype: FragmentType) -> tuple[int, int]:
     """In elements: what a fragment's first element's position in its memory (the storage of
     an array, which starts 256-byte aligned, or a shared array) and its leading dimension must
-    be multiples of: 32 and 16 bytes, as tensor cores read them (every target checks the same
-    rule, so a kernel that runs on one runs on all)."""
+    be multiples of: 32 and 16 bytes, as tensor cores read them. The interpreter checks it, so
+    a kernel it runs also runs on CUDA (WGSL would not mind)."""
     return 32 // ftype.dtype.itemsize, 16 // ftype.dtype.itemsize
 
 
