@@ -143,7 +143,7 @@ def add_rows(rows: list[dict[str, Any]], host: Any, m: int, args: Any, bench: Mo
     """The ``gemm_f16`` rows of ``bench`` (``bench/dsl_v2_bench.py``, whose row helpers they
     use): ``cupy.matmul`` of f16 (cuBLAS, f32 accumulate) and the DSL on CUDA (each of
     :data:`STEPS`), checked against
-    the f32 product of the same f16 inputs. WebGPU has no row: its fragments are a loop over
+    the f32 product of the same f16 inputs. WebGPU's row is not run: its fragments are loops over
     private copies (no cooperative matrix in wgpu), a correctness path, not a tensor-core one."""
     tflop = 2 * m**3 / 1e12
     rng = np.random.default_rng(1)
@@ -167,6 +167,9 @@ def add_rows(rows: list[dict[str, Any]], host: Any, m: int, args: Any, bench: Mo
         rows.append(bench.row("gemm_f16", BASELINE, None, tflop, "TFLOP/s", f"ImportError: {exc}"))
         if m <= 1024:
             expected = a_host.astype(np.float32) @ b_host.astype(np.float32)
+    rows.append(
+        bench.row("gemm_f16", "DSL webgpu", None, tflop, "TFLOP/s", "no tensor-core path on WebGPU")
+    )
     status = host.backend_status("cuda")
     if not status.available or expected is None:
         reason = status.reason or "no reference product (no cupy, and m > 1024)"
