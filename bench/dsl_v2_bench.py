@@ -10,7 +10,10 @@ Rows (each also on WebGPU, as a ratio to the CUDA JIT run of the same kernel obj
 * ``matmul``: the register-blocked tiled DSL matmul of two M x M float32 matrices (M = 4096;
   64 x 64 tiles in shared memory, 4 x 4 outputs per unit, ``K.fma``) against ``cupy.matmul``
   (cuBLAS SGEMM; CuPy's default compute type, no TF32 unless CUPY_TF32 is set), in TFLOP/s
-  (target: DSL >= 0.4x CuPy; reported whatever it is).
+  (target: DSL >= 0.4x CuPy; reported whatever it is);
+* ``gemm_f16``: the DSL's f16 tensor-core GEMM (:mod:`dsl_gemm_f16`, f32 accumulate) of two
+  M x M float16 matrices (``--m-f16``, 4096) against ``cupy.matmul`` of the same f16 arrays
+  (cuBLAS), CUDA only (target: DSL >= 0.6x cuBLAS).
 
 A sample is ``--launches`` launches in one JIT session followed by one ``synchronize()`` (CuPy:
 the same launches, then a device synchronize); the report gives medians of ``--repeats``
@@ -35,6 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import dsl_gemm_f16
 import numpy as np
 
 import tenferro_host as tf
@@ -378,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log2-n", type=int, default=28, help="sum of 2^N float32 (28)")
     parser.add_argument("--m", type=int, default=4096, help="matmul of M x M float32 (4096)")
+    parser.add_argument("--m-f16", type=int, default=4096, help="f16 GEMM of M x M (4096)")
     parser.add_argument("--sum-cubes", type=int, default=SUM_CUBES, help="cubes of the sum")
     parser.add_argument("--launches", type=int, default=10, help="launches per sample (10)")
     parser.add_argument("--repeats", type=int, default=5, help="samples per variant (5)")
@@ -476,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             ),
         )
 
+    dsl_gemm_f16.add_rows(rows, host, args.m_f16, args, sys.modules[__name__])
+
     def rate(name: str, variant: str) -> float | None:
         for r in rows:
             if r["benchmark"] == name and r["variant"] == variant and r["status"] == "ok":
@@ -486,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
     for name, baseline, target in (
         ("sum", "cupy.sum", 0.9),
         ("matmul", "cupy.matmul (cuBLAS SGEMM)", 0.4),
+        ("gemm_f16", dsl_gemm_f16.BASELINE, dsl_gemm_f16.TARGET),
     ):
         cuda, base, webgpu = rate(name, "DSL cuda"), rate(name, baseline), rate(name, "DSL webgpu")
         ratios[name] = {
@@ -514,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
     report = {
         "sum_elements": n,
         "matmul_m": m,
+        "gemm_f16_m": args.m_f16,
         "launches": args.launches,
         "repeats": args.repeats,
         "rows": rows,

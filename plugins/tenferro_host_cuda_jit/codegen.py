@@ -80,6 +80,7 @@ from .c_numerics import (
     wrapping,
 )
 from .c_subgroup import SubgroupEmitter, subgroup_prologue
+from .codegen_matrix import FRAGMENT_ALIGN, MatrixEmitter, check_arch
 
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 
@@ -231,6 +232,7 @@ def generate(spec: Specialization, grid: str = GRID_FOLDED) -> CudaKernelSource:
             backend="cuda",
             feature=f"static shared memory beyond {MAX_STATIC_SHARED_BYTES} bytes",
         )
+    check_arch(spec)
     return _Emitter(spec, grid).emit()
 
 
@@ -249,7 +251,7 @@ _VECTOR_C = {"float32": "float4", "int32": "int4", "uint32": "uint4"}
 _FLOAT_FN = {"sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "fma"}
 
 
-class _Emitter(SubgroupEmitter, ir.SourceEmitter):
+class _Emitter(SubgroupEmitter, MatrixEmitter):
     def __init__(self, spec: Specialization, grid: str = "folded") -> None:
         super().__init__(spec.ir)
         self.spec = spec
@@ -551,7 +553,8 @@ class _Emitter(SubgroupEmitter, ir.SourceEmitter):
         for a in self.kernel.shared:
             ctype = C_TYPE[a.dtype.name]
             if a.size_param is None:
-                yield f"__shared__ __align__({align}) {ctype} {shared_name(a.name)}[{a.size}];"
+                at_least = FRAGMENT_ALIGN if a.name in self.fragment_memory else align
+                yield f"__shared__ __align__({at_least}) {ctype} {shared_name(a.name)}[{a.size}];"
                 continue
             yield f"{ctype}* const {shared_name(a.name)} = ({ctype}*)(tf_dynamic_shared + {at});"
             n = f"(unsigned long long)(unsigned int){c_name(a.size_param, False)}"
@@ -565,6 +568,7 @@ class _Emitter(SubgroupEmitter, ir.SourceEmitter):
         head = list(self.prologue())
         head += self.shared_declarations()
         head += subgroup_prologue(self.kernel)
+        head += self.fragment_declarations()
         for name, t in self.kernel.locals:
             if t is bool_:
                 head.append(f"bool {c_name(name, True)} = false;")

@@ -52,6 +52,7 @@ from tenferro_host.kernel import Specialization, ir
 from . import wgsl_numerics, wgsl_subgroup
 from ._uniforms import UniformLayout, entry_point, grid_prelude, uniform_decl, word
 from .wgsl_canary import canary, uses_loops
+from .wgsl_matrix import MatrixEmitter
 from .wgsl_types import atomic_type, literal, storage_type, value_types, wgsl_type
 
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "/", "mod": "%"}
@@ -84,7 +85,7 @@ class WgslProgram:
         return f" (kernel {self.kernel_name!r}, {self.filename})"
 
 
-class _Emitter(wgsl_subgroup.SubgroupEmitter, ir.SourceEmitter):
+class _Emitter(wgsl_subgroup.SubgroupEmitter, MatrixEmitter):
     FIRST_TEMP = 1
 
     def __init__(
@@ -414,6 +415,8 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
         em.line(f"let {_ZERO}{alt} = select(0u, {word(3 + alt % 2)}, {word(alt)} == 0u);")
     for name, dt in k.locals:
         em.line(f"var v_{name}: {wgsl_type(dt)};")
+    for declaration in em.fragment_declarations():
+        em.line(declaration)
     for p, start in zip(k.params, layout.starts, strict=True):
         if p.kind == "scalar":
             t = wgsl_type(p.dtype)

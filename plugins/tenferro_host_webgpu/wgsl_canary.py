@@ -16,9 +16,10 @@ compiler that peels an iteration off the loop still leaves it several to be cut)
 
 
 def uses_loops(stmts: Sequence[ir.Stmt]) -> bool:
-    """Whether a kernel body has a loop (only those get the loop canary)."""
+    """Whether a kernel body has a loop (only those get the loop canary); fragment statements
+    are loops in WGSL (:mod:`.wgsl_matrix`)."""
     for s in stmts:
-        if isinstance(s, (ir.For, ir.While)):
+        if isinstance(s, (ir.For, ir.While, *ir.MATRIX_STATEMENTS)):
             return True
         if isinstance(s, ir.If) and (uses_loops(s.then) or uses_loops(s.orelse)):
             return True

@@ -19,6 +19,7 @@ units of a cube touching one shared element with no barrier between, one of them
 among themselves excepted; :class:`SharedRaceError`), and a read of a shared element no unit of
 the cube wrote (:class:`UnwrittenSharedReadError`). Atomics on one element apply in lane order.
 Subgroup operations (:mod:`._interpreter_subgroup`) have the barrier's rule per subgroup.
+Matrix fragments are each warp's (:mod:`._interpreter_matrix` checks that warps use them whole).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ._cooperation import (
     UnwrittenSharedReadError,
     several_units,
 )
+from ._interpreter_matrix import MatrixMachine
 from ._interpreter_numerics import COMPARE, FLOAT_OPS, INT_OPS, cast, math_func, read_modify_write
 from ._interpreter_subgroup import DEFAULT_SUBGROUP_SIZE, SubgroupMachine, check_subgroup_size
 from ._kernel import Specialization
@@ -78,7 +80,7 @@ class _Loop:
         self.continued = np.zeros(n, bool)
 
 
-class _Machine(SubgroupMachine, ir.Visitor[Any]):
+class _Machine(SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
     """One launch's state: locals per lane, arrays, control masks."""
 
     def __init__(

@@ -33,7 +33,7 @@ from ..errors import (
     ValidationError,
 )
 from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
-from ..kernel.ir import U32_MAX, check_shared_sizes, check_u32_array
+from ..kernel.ir import U32_MAX, WARP, check_fragment_cube, check_shared_sizes, check_u32_array
 from ..tensor import Tensor
 from ._op_plan import RECORDING
 from ._residency import require_resident
@@ -394,6 +394,8 @@ class JitSession(Session):
                 f"{self.max_cube_threads}",
                 argument="dim",
             )
+        if threads_per_cube % WARP and spec.ir.fragments:  # no call: a cached property
+            check_fragment_cube(spec.ir, threads_per_cube)
         total = math.prod(count_xyz) * threads_per_cube
         if total == 0:
             return

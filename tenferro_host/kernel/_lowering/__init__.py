@@ -4,7 +4,8 @@
 for one set of resolved types and constants (a specialization) and returns a
 :class:`~tenferro_host.kernel.ir.KernelIR`. The lowerer is one class built in layers, one
 module each: shared helpers (``_base``), expressions (``_expressions``), calls, atomics, shared
-arrays and inlined device functions (``_calls``), statements (``_statements``).
+arrays and inlined device functions (``_calls``), statements (``_statements``), matrix
+fragments (``_matrix``, the outermost).
 
 Typing rules (identical on every target):
 
@@ -42,7 +43,7 @@ from typing import Any
 from ...dtypes import DType
 from .. import ir
 from .._frontend import ParsedKernel
-from ._statements import Lowerer
+from ._matrix import MatrixLowering
 
 __all__ = ["lower"]
 
@@ -54,7 +55,7 @@ def lower(
     constants: Mapping[str, Any],
 ) -> ir.KernelIR:
     """Type-check ``parsed``'s body for the given resolved parameters and constants."""
-    lowerer = Lowerer(parsed, generics, params, constants)
+    lowerer = MatrixLowering(parsed, generics, params, constants)
     lowerer.top_level = {id(s) for s in parsed.func.body}
     body = lowerer.block(parsed.func.body)
     return ir.KernelIR(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import Any
 
 from ...dtypes import DType
 from ...errors import InvalidLaunchConfigError, UnsupportedError
+from ._matrix import MATRIX_STATEMENTS, FragmentType, fragments
+from ._node_base import Expr, Node, Stmt
 
 U32_MAX = 2**32 - 1
 """The largest u32: DSL kernels index and count launch units with u32."""
@@ -63,24 +65,7 @@ MATH_FUNCS = (
 )
 
 
-@dataclass(frozen=True)
-class Node:
-    """Base of every IR node: where in the Python source it came from."""
-
-    line: int = field(default=0, kw_only=True, compare=False)
-    file: str = field(default="", kw_only=True, compare=False)
-    """The source file of ``line`` when it is not the kernel's (an inlined device function
-    from another module); empty otherwise."""
-
-
 # ---------------------------------------------------------------- expressions
-
-
-@dataclass(frozen=True)
-class Expr(Node):
-    """An expression; ``type`` (keyword-only) is its scalar dtype (``bool`` for comparisons)."""
-
-    type: DType = field(kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -216,11 +201,6 @@ class Select(Expr):
 
 
 @dataclass(frozen=True)
-class Stmt(Node):
-    """A statement."""
-
-
-@dataclass(frozen=True)
 class Assign(Stmt):
     """``name = value``; the local's type is ``value.type`` (declared in ``KernelIR.locals``)."""
 
@@ -347,6 +327,7 @@ class Return(Stmt):
 
 
 STATEMENTS: tuple[type[Stmt], ...] = (
+    *MATRIX_STATEMENTS,
     Assign,
     Store,
     LoadVector,
@@ -496,6 +477,11 @@ class KernelIR:
             if isinstance(node, Expr):
                 found.setdefault(node.type, f"an expression at line {node.line}")
         return found
+
+    @cached_property
+    def fragments(self) -> tuple[tuple[str, FragmentType], ...]:
+        """The kernel's matrix fragments with their types (:func:`fragments`), walked once."""
+        return tuple(fragments(self.body))
 
     @cached_property
     def dynamic_shared(self) -> tuple[SharedArray, ...]:

@@ -1,0 +1,236 @@
+"""Matrix fragments (``K.fragment``/``K.mma``): numpy's result on the interpreter with the
+documented accumulation order, the checking rules of warps (whole, uniform operands, written
+before use, aligned), typed refusals at specialization, the CUDA C compiling to an sm_90 CUBIN
+(PTX ``wmma``), and the f16 tensor-core GEMM of the bench."""
+
+from __future__ import annotations
+
+import inspect
+
+import dsl_gemm_f16 as gemm
+import numpy as np
+import pytest
+from support import matrix_kernels as mk
+from support.nvrtc_compile import compile_sm90
+from support.webgpu_harness import View, on_interpreter
+from tenferro_host_cuda_jit.codegen import generate
+
+import tenferro_host as tf
+from tenferro_host import dtypes
+from tenferro_host import kernel as K
+from tenferro_host.errors import (
+    DslError,
+    InvalidLaunchConfigError,
+    UnsupportedError,
+    ValidationError,
+)
+from tenferro_host.kernel import ir
+
+RNG = np.random.default_rng(26)
+F16, F32 = dtypes.float16, dtypes.float32
+
+
+def f16(shape: tuple[int, ...]) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float16)
+
+
+def in_k_order(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """c + a @ b with the k products added to c one at a time, in f32 (the documented order)."""
+    acc = c.astype(np.float32).copy()
+    for k in range(a.shape[1]):
+        acc += np.outer(a[:, k].astype(np.float32), b[k, :].astype(np.float32))
+    return acc
+
+
+def line_of(kern: K.Kernel, marker: str) -> int:
+    lines, start = inspect.getsourcelines(kern.__wrapped__)
+    return start + next(k for k, text in enumerate(lines) if marker in text)
+
+
+# ------------------------------------------------------------ semantics
+
+
+@pytest.mark.parametrize("ld", [16, 24])
+def test_column_major_tiles_of_two_cubes_in_k_order(ld: int) -> None:
+    warps = 4  # two cubes of two warps, one tile each
+    a, b = f16((warps * 16 * ld,)), f16((warps * 16 * ld,))
+    c = RNG.standard_normal(warps * 16 * ld).astype(np.float32)
+    got, _, _ = on_interpreter(
+        mk.tile_col, 2, 64, View.compact(c), View.compact(a), View.compact(b), np.uint32(ld)
+    )
+    for w in range(warps):
+        at = w * 16 * ld
+
+        def tile(x: np.ndarray, at: int = at) -> np.ndarray:
+            return x[at : at + 16 * ld].reshape(16, ld).T[:16]  # column-major, ld apart
+
+        np.testing.assert_array_equal(tile(got), in_k_order(tile(a), tile(b), tile(c)))
+
+
+@pytest.mark.parametrize("m,n", [(16, 16), (32, 8), (8, 32)])
+def test_row_major_shapes_from_shared_memory(m: int, n: int) -> None:
+    a, b = f16((m * 16,)), f16((16 * n,))
+    d = np.zeros(m * n, np.float32)
+    got, _, _ = on_interpreter(
+        mk.tile_row_shared, 1, 32, View.compact(d), View.compact(a), View.compact(b), m=m, n=n
+    )
+    want = in_k_order(a.reshape(m, 16), b.reshape(16, n), np.zeros((m, n), np.float32))
+    np.testing.assert_array_equal(got.reshape(m, n), want)
+
+
+def test_fill_reaches_every_element_of_every_warp() -> None:
+    (got,) = on_interpreter(
+        mk.fill_and_store, 2, 64, View.compact(np.zeros(1024, np.float32)), np.float32(2.5)
+    )
+    np.testing.assert_array_equal(got, np.full(1024, 2.5, np.float32))
+
+
+@pytest.mark.parametrize(
+    "m,n,k,step", [(128, 128, 32, 32), (256, 128, 64, 32), (128, 256, 128, 64)]
+)
+def test_the_f16_gemm_equals_numpy(m: int, n: int, k: int, step: int) -> None:
+    a, b = f16((m, k)), f16((k, n))
+    c, _, _ = on_interpreter(
+        gemm.gemm_f16,
+        gemm.gemm_f16_count(m, n),
+        gemm.UNITS,
+        View.compact(np.zeros((m, n), np.float32)),
+        View.compact(a),
+        View.compact(b),
+        step=step,
+    )
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c.reshape(m, n, order="F"), want, rtol=1e-5, atol=1e-4)
+
+
+# ------------------------------------------------------------ the checking rules
+
+
+def test_a_fragment_statement_in_half_a_warp_is_divergent() -> None:
+    with pytest.raises(K.DivergentFragmentError, match="16 of the 32 units"):
+        on_interpreter(mk.divergent_warp, 1, 32, View.compact(np.zeros(1, np.float32)))
+
+
+def test_a_start_that_differs_between_the_units_of_a_warp() -> None:
+    with pytest.raises(K.DivergentFragmentError, match="start of a fragment statement differs"):
+        on_interpreter(mk.start_per_unit, 1, 32, View.compact(np.zeros(1024, np.float32)))
+
+
+def test_a_fragment_stored_before_it_is_written() -> None:
+    with pytest.raises(K.UnwrittenFragmentError, match="'acc' is used before"):
+        on_interpreter(mk.store_unwritten, 1, 32, View.compact(np.zeros(256, np.float32)))
+
+
+@pytest.mark.parametrize("start,ld", [(4, 16), (0, 18)])
+def test_a_misaligned_start_or_leading_dimension(start: int, ld: int) -> None:
+    out = View.compact(np.zeros(1024, np.float32))
+    with pytest.raises(ValidationError, match=r"multiple of 8 elements \(32 bytes\)"):
+        on_interpreter(mk.misaligned, 1, 32, out, np.uint32(start), np.uint32(ld))
+
+
+def test_a_view_offset_counts_in_the_alignment() -> None:
+    storage = np.zeros(1024 + 4, np.float32)
+    with pytest.raises(ValidationError, match="starts at element 4"):
+        on_interpreter(
+            mk.misaligned, 1, 32, View(storage, 4, (1024,), (1,)), np.uint32(0), np.uint32(16)
+        )
+
+
+def test_a_fragment_store_to_shared_memory_needs_a_barrier_before_a_read() -> None:
+    with pytest.raises(K.SharedRaceError, match="several units"):
+        on_interpreter(mk.store_race, 1, 32, View.compact(np.zeros(32, np.float32)))
+
+
+def test_cubes_that_are_not_whole_warps_are_refused() -> None:
+    with pytest.raises(InvalidLaunchConfigError, match="multiple of 32"):
+        on_interpreter(
+            mk.fill_and_store, 1, 48, View.compact(np.zeros(512, np.float32)), np.float32(1)
+        )
+
+
+def test_a_jit_launch_of_a_partial_warp_is_refused_before_it_runs() -> None:
+    rt = tf.Host().backend("cpu")
+    out = rt.upload(np.zeros(512, np.float32))
+    with rt.session() as s, tf.cpu.exec_session(s).jit("tests.matrix") as js:
+        with pytest.raises(InvalidLaunchConfigError, match="warps of 32 units"):
+            js.launch(mk.fill_and_store, 1, 40, out, np.float32(1))
+
+
+# ------------------------------------------------------------ refusals at specialization
+
+
+@pytest.mark.parametrize(
+    "kern,marker,match",
+    [
+        (mk.a_of_f32, "DTYPE", "holds f16"),
+        (mk.shape_m4, "SHAPE", "m4n4k4 is not a fragment shape"),
+        (mk.store_of_a, "STORE_A", "K.ACCUMULATOR here"),
+        (mk.mma_shapes, "SHAPES", "one m, n, k shape"),
+        (mk.fragment_in_loop, "NESTED", "top level of the kernel body"),
+        (mk.fragment_as_value, "VALUE", "is a matrix fragment, not a value"),
+        (mk.load_of_other_type, "TYPE", "fragments load and store their own element type"),
+    ],
+)
+def test_typed_refusals(kern: K.Kernel, marker: str, match: str) -> None:
+    descs = [K.ArrayDesc(F16 if kern is mk.store_of_a else F32, 1)]
+    with pytest.raises(DslError, match=match) as info:
+        kern.specialize(descs, {}, "cpu")
+    assert info.value.lineno == line_of(kern, marker)
+
+
+def test_a_shared_array_sized_at_launch_is_refused() -> None:
+    descs = [K.ArrayDesc(F32, 1), K.ScalarDesc(dtypes.uint32)]
+    with pytest.raises(DslError, match="sized at launch") as info:
+        mk.load_of_dynamic_shared.specialize(descs, {}, "cpu")
+    assert info.value.lineno == line_of(mk.load_of_dynamic_shared, "DYNAMIC")
+
+
+def test_cuda_aligns_the_shared_arrays_of_fragments_to_32_bytes() -> None:
+    source = generate(specs()[1]).source  # tile_row_shared: fragments of two shared arrays
+    assert source.count("__shared__ __align__(32)") == 2
+
+
+def test_a_non_compact_matrix_is_refused() -> None:
+    with pytest.raises(DslError, match="non-compact view"):
+        mk.load_of_a_matrix.specialize([K.ArrayDesc(F32, 2, compact=False)], {}, "cpu")
+
+
+# ------------------------------------------------------------ CUDA C
+
+
+def specs() -> list[K.Specialization]:
+    one = [K.ArrayDesc(F32, 1), K.ArrayDesc(F16, 1), K.ArrayDesc(F16, 1)]
+    return [
+        mk.tile_col.specialize([*one, K.ScalarDesc(dtypes.uint32)], {}, "cuda", ("sm_90",)),
+        *(
+            mk.tile_row_shared.specialize(one, {"m": m, "n": n}, "cuda", ("sm_90",))
+            for m, n, _k in ir.SHAPES
+        ),
+        mk.fill_and_store.specialize([K.ArrayDesc(F32, 1), K.ScalarDesc(F32)], {}, "cuda"),
+        mk.store_beside_atomics.specialize([K.ArrayDesc(F32, 1)] * 2, {}, "cuda", ("sm_90",)),
+        *(
+            gemm.gemm_f16.specialize(
+                [K.ArrayDesc(F32, 2), K.ArrayDesc(F16, 2), K.ArrayDesc(F16, 2)],
+                {"step": step},
+                "cuda",
+                ("sm_90",),
+            )
+            for step in gemm.STEPS
+        ),
+    ]
+
+
+@pytest.mark.parametrize("index", range(8))
+def test_the_cuda_c_is_ptx_wmma_and_compiles_for_sm90(index: int) -> None:
+    source = generate(specs()[index]).source
+    assert "wmma." in source and "#include" not in source
+    assert compile_sm90(source) > 0
+
+
+def test_cuda_refuses_fragments_before_tensor_cores() -> None:
+    spec = mk.fill_and_store.specialize(
+        [K.ArrayDesc(F32, 1), K.ScalarDesc(F32)], {}, "cuda", ("sm_61",)
+    )
+    with pytest.raises(UnsupportedError, match=r"compute capability 7\.0") as info:
+        generate(spec)
+    assert info.value.feature == "matrix fragments before sm_70"

@@ -1,0 +1,160 @@
+"""Kernels with matrix fragments (``K.fragment``, ``K.mma`` ...), and misuses of them."""
+
+from tenferro_host import kernel as K
+
+
+@K.kernel
+def tile_col(c: K.Array[K.f32], a: K.Array[K.f16], b: K.Array[K.f16], ld: K.u32):
+    """Warp w: c = a @ b + c for the column-major 16 x 16 tiles starting at 256 w (leading
+    dimension ``ld``) of every array; c is loaded, so the accumulator's load is exercised."""
+    fa = K.fragment(K.MATRIX_A, K.f16, 16, 16, 16, K.COL_MAJOR)
+    fb = K.fragment(K.MATRIX_B, K.f16, 16, 16, 16, K.COL_MAJOR)
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.COL_MAJOR)
+    at = (K.UNIT_POS // 32 + K.CUBE_POS * (K.CUBE_DIM // 32)) * 16 * ld
+    K.load_fragment(fa, a, at, ld)
+    K.load_fragment(fb, b, at, ld)
+    K.load_fragment(acc, c, at, ld)
+    K.mma(acc, fa, fb, acc)
+    K.store_fragment(c, at, acc, ld)
+
+
+@K.kernel
+def tile_row_shared(
+    d: K.Array[K.f32], a: K.Array[K.f16], b: K.Array[K.f16], m: K.Const[int], n: K.Const[int]
+):
+    """One warp: d = a @ b for row-major m x 16 a and 16 x n b, staged in shared memory, into a
+    separate accumulator from a zero-filled one (d and c distinct); d is row-major."""
+    sa = K.shared(K.f16, 512)
+    sb = K.shared(K.f16, 512)
+    u = K.UNIT_POS
+    for t in range(K.u32(16)):
+        e = u + 32 * t
+        if e < m * 16:
+            sa[e] = a[e]
+        if e < n * 16:
+            sb[e] = b[e]
+    K.sync_cube()
+    fa = K.fragment(K.MATRIX_A, K.f16, m, n, 16, K.ROW_MAJOR)
+    fb = K.fragment(K.MATRIX_B, K.f16, m, n, 16, K.ROW_MAJOR)
+    zero = K.fragment(K.ACCUMULATOR, K.f32, m, n, 16, K.ROW_MAJOR)
+    out = K.fragment(K.ACCUMULATOR, K.f32, m, n, 16, K.ROW_MAJOR)
+    K.fill_fragment(zero, 0.0)
+    K.load_fragment(fa, sa, 0, 16)
+    K.load_fragment(fb, sb, 0, n)
+    K.mma(out, fa, fb, zero)
+    K.store_fragment(d, 0, out, n)
+
+
+@K.kernel
+def fill_and_store(c: K.Array[K.f32], v: K.f32):
+    """Every warp fills a 16 x 16 accumulator with v and stores it at 256 w, ld 16."""
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    K.fill_fragment(acc, v)
+    K.store_fragment(c, (K.ABSOLUTE_POS // 32) * 256, acc, 16)
+
+
+@K.kernel
+def divergent_warp(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    if K.UNIT_POS < 16:
+        K.fill_fragment(acc, 1.0)  # DIVERGENT
+
+
+@K.kernel
+def start_per_unit(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    K.fill_fragment(acc, 1.0)
+    K.store_fragment(c, K.UNIT_POS * 16, acc, 16)  # PER_UNIT
+
+
+@K.kernel
+def store_unwritten(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    K.store_fragment(c, 0, acc, 16)  # UNWRITTEN
+
+
+@K.kernel
+def misaligned(c: K.Array[K.f32], start: K.u32, ld: K.u32):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    K.fill_fragment(acc, 1.0)
+    K.store_fragment(c, start, acc, ld)  # MISALIGNED
+
+
+@K.kernel
+def store_race(c: K.Array[K.f32]):
+    """A fragment stored to shared memory and read back by a unit with no barrier between."""
+    s = K.shared(K.f32, 256)
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    K.fill_fragment(acc, 1.0)
+    K.store_fragment(s, 0, acc, 16)
+    c[K.UNIT_POS] = s[K.UNIT_POS]  # RACE
+
+
+@K.kernel
+def a_of_f32(c: K.Array[K.f32]):
+    fa = K.fragment(K.MATRIX_A, K.f32, 16, 16, 16, K.ROW_MAJOR)  # noqa: F841 DTYPE
+
+
+@K.kernel
+def shape_m4(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 4, 4, 4, K.ROW_MAJOR)  # noqa: F841 SHAPE
+
+
+@K.kernel
+def store_of_a(c: K.Array[K.f16]):
+    fa = K.fragment(K.MATRIX_A, K.f16, 16, 16, 16, K.ROW_MAJOR)
+    K.fill_fragment(fa, 1.0)
+    K.store_fragment(c, 0, fa, 16)  # STORE_A
+
+
+@K.kernel
+def mma_shapes(c: K.Array[K.f32]):
+    fa = K.fragment(K.MATRIX_A, K.f16, 32, 8, 16, K.ROW_MAJOR)
+    fb = K.fragment(K.MATRIX_B, K.f16, 16, 16, 16, K.ROW_MAJOR)
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    K.mma(acc, fa, fb, acc)  # SHAPES
+
+
+@K.kernel
+def fragment_in_loop(c: K.Array[K.f32]):
+    for _ in range(2):
+        acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)  # noqa: F841 NESTED
+
+
+@K.kernel
+def fragment_as_value(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    c[0] = acc  # VALUE
+
+
+@K.kernel
+def load_of_other_type(c: K.Array[K.f32]):
+    fa = K.fragment(K.MATRIX_A, K.f16, 16, 16, 16, K.ROW_MAJOR)
+    K.load_fragment(fa, c, 0, 16)  # TYPE
+
+
+@K.kernel
+def load_of_a_matrix(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    K.load_fragment(acc, c, 0, 16)  # MATRIX
+
+
+@K.kernel
+def store_beside_atomics(c: K.Array[K.f32], back: K.Array[K.f32]):
+    """A warp stores a filled tile into c[0:256] while every unit adds 1 to c[256] atomically
+    (so c's memory is atomic on WebGPU), then loads the tile back and stores it into back."""
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.COL_MAJOR)
+    again = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.COL_MAJOR)
+    K.fill_fragment(acc, 3.0)
+    K.store_fragment(c, 0, acc, 16)
+    K.atomic_add(c, 256, K.f32(1))
+    K.sync_cube()
+    K.load_fragment(again, c, 0, 16)
+    K.store_fragment(back, 0, again, 16)
+
+
+@K.kernel
+def load_of_dynamic_shared(c: K.Array[K.f32], n: K.u32):
+    s = K.shared(K.f32, n)
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    K.load_fragment(acc, s, 0, 16)  # DYNAMIC

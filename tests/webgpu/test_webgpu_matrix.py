@@ -1,0 +1,66 @@
+"""Matrix fragments on WebGPU (loops over each unit's private copy: no cooperative matrix in
+wgpu or llvmpipe), equal to the interpreter bit for bit, the f16 GEMM included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dsl_gemm_f16 as gemm
+import numpy as np
+import pytest
+from support import matrix_kernels as mk
+from support.webgpu_harness import View, assert_same
+from tenferro_host_webgpu.wgsl_canary import uses_loops
+
+from tenferro_host import dtypes
+from tenferro_host import kernel as K
+
+RNG = np.random.default_rng(27)
+
+
+@pytest.fixture(autouse=True)
+def _shader_f16(rt: Any) -> None:
+    if not rt.device_info.shader_f16:
+        pytest.skip("the adapter does not offer shader-f16 (f16 tensors need it on WebGPU)")
+
+
+def f16(n: int) -> np.ndarray:
+    return RNG.standard_normal(n).astype(np.float16)
+
+
+def test_column_major_tiles_of_two_cubes(rt: Any) -> None:
+    ld = 24
+    c = RNG.standard_normal(4 * 16 * ld).astype(np.float32)
+    a, b = f16(c.size), f16(c.size)
+    args = (View.compact(c), View.compact(a), View.compact(b), np.uint32(ld))
+    assert_same(rt, mk.tile_col, 2, 64, *args)
+
+
+@pytest.mark.parametrize("m,n", [(16, 16), (32, 8), (8, 32)])
+def test_row_major_shapes_from_shared_memory(rt: Any, m: int, n: int) -> None:
+    d = View.compact(np.zeros(m * n, np.float32))
+    a, b = View.compact(f16(m * 16)), View.compact(f16(16 * n))
+    assert_same(rt, mk.tile_row_shared, 1, 32, d, a, b, m=m, n=n)
+
+
+def test_the_f16_gemm(rt: Any) -> None:
+    m, n, k = 128, 256, 64
+    a = View.compact(RNG.standard_normal((m, k)).astype(np.float16))
+    b = View.compact(RNG.standard_normal((k, n)).astype(np.float16))
+    c = View.compact(np.zeros((m, n), np.float32))
+    # 16-deep slices: at 32, the f16 slices take more than the 32 KiB of workgroup memory the
+    # adapter grants (WebGPU counts an f16 shared element as 4 bytes)
+    count = gemm.gemm_f16_count(m, n)
+    assert_same(rt, gemm.gemm_f16, count, gemm.UNITS, c, a, b, step=16)
+
+
+def test_fragment_statements_count_as_loops_for_the_canary() -> None:
+    spec = mk.fill_and_store.specialize(
+        [K.ArrayDesc(dtypes.float32, 1), K.ScalarDesc(dtypes.float32)], {}, "webgpu"
+    )
+    assert uses_loops(spec.ir.body)  # no IR loop: the fill and the store loop in WGSL
+
+
+def test_a_fragment_store_into_memory_atomics_use(rt: Any) -> None:
+    c, back = View.compact(np.zeros(257, np.float32)), View.compact(np.zeros(256, np.float32))
+    assert_same(rt, mk.store_beside_atomics, 1, 32, c, back)
