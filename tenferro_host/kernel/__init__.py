@@ -9,6 +9,7 @@ file into a typed IR (never executed by Python) and run by the CPU interpreter o
 CUDA C / WGSL. See :mod:`tenferro_host.kernel._lowering` for the typing rules.
 """
 
+from ._autotune import AutotuneWarning, Autotuned, Choice, Config, autotune
 from ._cooperation import (
     CooperationError,
     DivergentBarrierError,
@@ -97,7 +98,11 @@ __all__ = [
     "ArgDesc",
     "Array",
     "ArrayDesc",
+    "AutotuneWarning",
+    "Autotuned",
     "CacheInfo",
+    "Choice",
+    "Config",
     "Const",
     "CooperationError",
     "DeviceFunction",
@@ -111,6 +116,7 @@ __all__ = [
     "UnwrittenSharedReadError",
     "abs",
     "atomic_add",
+    "autotune",
     "atomic_compare_exchange",
     "atomic_exchange",
     "atomic_max",

@@ -32,6 +32,7 @@ from ..errors import (
     UnsupportedError,
     ValidationError,
 )
+from ..kernel._autotune import Autotuned
 from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 from ..kernel.ir import U32_MAX, check_shared_sizes, check_u32_array
 from ..tensor import Tensor
@@ -301,6 +302,9 @@ class JitSession(Session):
         """
         self._check()
         try:
+            if isinstance(kernel, Autotuned):  # it picks a config, then launches its kernel
+                kernel.launch_in(self, count, dim, args, constants)
+                return
             self._launch(kernel, count, dim, args, constants)
         except TenferroError as exc:
             if exc.op is None:

@@ -1,0 +1,489 @@
+"""``@K.autotune``: run the fastest of a kernel's configs, chosen once per chip and key.
+
+A config is a set of compile-time constants and a launch shape. On the first launch for a
+device and key values, the choice comes from, in order: this process's memo, the winner an
+earlier process learned on this machine (the persistent kernel cache), the package's shipped
+table, and else tuning: each config runs ``warmup`` times, then ``repeats`` timed launches on
+the runtime's stream, and the config with the least median wins (the earlier one on a tie).
+Tuning runs on copies of the array arguments, so a kernel that accumulates into its output
+sees it once. Frozen (``frozen=True`` or ``TENFERRO_AUTOTUNE=frozen``): never time, use a table
+or else the first config. The interpreter (target ``cpu``) has no meaningful clock, so it never
+times unless a ``timer`` is given: it uses a table or the first config. Inside a capture nothing
+is tuned: a launch with no known choice is a :class:`CaptureError` naming the warm-up.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import (
+    CaptureError,
+    CompileError,
+    DslError,
+    InvalidLaunchConfigError,
+    LaunchError,
+    UnsupportedError,
+    ValidationError,
+)
+from ._kernel import Kernel
+
+ENV_FREEZE = "TENFERRO_AUTOTUNE"
+_FROZEN = ("frozen", "freeze", "off")
+_TUNING = ("", "on", "tune")
+
+#: What makes one config unusable on a device (it is skipped and reported); other errors (a
+#: wrong argument, a closed session) fail the launch as they would without tuning.
+CONFIG_ERRORS = (DslError, CompileError, LaunchError, UnsupportedError, InvalidLaunchConfigError)
+
+#: ``timer(js, config, run)``: the seconds one ``run()`` (one launch of ``config``) takes.
+Timer = Callable[[Any, "Config", Callable[[], None]], float]
+
+
+class AutotuneWarning(UserWarning):
+    """Configs that could not run on this device were skipped while tuning (named, with why)."""
+
+
+class Config:
+    """One choice for an autotuned kernel: compile-time ``constants`` and the cube ``dim``
+    (None: the ``dim`` passed at launch). ``config["BM"]`` reads a constant (grid functions)."""
+
+    __slots__ = ("constants", "dim")
+
+    def __init__(self, constants: Mapping[str, Any] | None = None, *, dim: Any = None) -> None:
+        if constants is not None and not isinstance(constants, Mapping):
+            raise ValidationError(
+                f"K.Config takes a dict of compile-time constants, got {constants!r}",
+                argument="constants",
+            )
+        self.constants = dict(constants or {})
+        if dim is not None:
+            dims = (dim,) if isinstance(dim, int) else tuple(dim)
+            if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+                raise InvalidLaunchConfigError(
+                    f"K.Config(dim=...) is 1 to 3 positive ints, got {dim!r}", argument="dim"
+                )
+            dim = dims
+        self.dim: tuple[int, ...] | None = dim
+
+    def __getitem__(self, name: str) -> Any:
+        return self.constants[name]
+
+    def plain(self) -> dict[str, Any]:
+        """The JSON form tables store and compare."""
+        return {"constants": self.constants, "dim": None if self.dim is None else list(self.dim)}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and self.plain() == other.plain()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"K.Config({self.constants!r}, dim={self.dim!r})"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The config one (device, key) runs and where it came from: ``tuned``, ``learned`` (an
+    earlier process on this machine), ``shipped`` (the package's table), ``frozen`` or
+    ``untimed`` (the first config). ``timings``: each config's median in seconds (None where
+    it was skipped), when this process tuned; ``skipped``: (config index, why)."""
+
+    index: int
+    config: Config
+    source: str
+    timings: tuple[float | None, ...] = ()
+    skipped: tuple[tuple[int, str], ...] = ()
+
+
+def env_frozen() -> bool:
+    """``TENFERRO_AUTOTUNE``: ``frozen`` freezes every autotuned kernel, unset or ``on`` tunes."""
+    raw = os.environ.get(ENV_FREEZE, "")
+    value = raw.strip().lower()
+    if value in _FROZEN:
+        return True
+    if value in _TUNING:
+        return False
+    raise ValidationError(
+        f"{ENV_FREEZE}={raw!r} is neither 'frozen' (no tuning: tables or the first config) nor "
+        "'on' (tune on first use); set one of them or unset it",
+        argument=ENV_FREEZE,
+    )
+
+
+def wall_clock(js: Any, config: Config, run: Callable[[], None]) -> float:
+    """One launch between two synchronizations of the runtime's stream, in seconds."""
+    js.runtime.synchronize()
+    start = time.perf_counter()
+    run()
+    js.runtime.synchronize()
+    return time.perf_counter() - start
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+class Autotuned:
+    """A DSL kernel with configs to choose from; launch it like the kernel (``js.launch``)."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        configs: Sequence[Config],
+        key: Sequence[str] = (),
+        *,
+        frozen: bool = False,
+        table: str | os.PathLike[str] | None = None,
+        timer: Timer | None = None,
+        warmup: int = 2,
+        repeats: int = 5,
+    ) -> None:
+        if not isinstance(kernel, Kernel):
+            kernel = Kernel(kernel)
+        self.kernel = kernel
+        self.name = kernel.name
+        self.runtime_params = kernel.runtime_params
+        self.shared_size_args = kernel.shared_size_args
+        self.configs = self._checked_configs(configs)
+        self.key = self._checked_key(key)
+        for what, n in (("warmup", warmup), ("repeats", repeats)):
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise ValidationError(f"autotune {what} must be an int >= 1, got {n!r}", argument=what)
+        self.frozen, self.timer, self.warmup, self.repeats = bool(frozen), timer, warmup, repeats
+        self.table = self._table_path(table)
+        self._choices: dict[tuple[str, str], Choice] = {}
+        parsed = kernel.parsed
+        self.identity = {
+            "kernel": self.name,
+            "file": parsed.filename,
+            "body": hashlib.sha256(ast.dump(parsed.func).encode()).hexdigest()[:16],
+            "configs": hashlib.sha256(
+                _canonical([c.plain() for c in self.configs]).encode()
+            ).hexdigest()[:16],
+        }
+
+    def _checked_configs(self, configs: Sequence[Config]) -> tuple[Config, ...]:
+        configs = tuple(configs)
+        if not configs:
+            raise ValidationError(
+                f"@K.autotune of kernel {self.name!r} has no configs; give at least one "
+                "K.Config(...)",
+                argument="configs",
+            )
+        known = {d.name for d in self.kernel.const_params}
+        for i, config in enumerate(configs):
+            if not isinstance(config, Config):
+                raise ValidationError(
+                    f"config {i} of kernel {self.name!r} is {config!r}, not a K.Config",
+                    argument="configs",
+                )
+            unknown = sorted(set(config.constants) - known)
+            if unknown:
+                raise ValidationError(
+                    f"config {i} of kernel {self.name!r} sets {unknown[0]!r}, which is not one "
+                    f"of its compile-time constants ({', '.join(sorted(known)) or 'none'}); "
+                    "declare it K.Const[...] in the signature",
+                    argument="configs",
+                )
+            if config in configs[:i]:
+                raise ValidationError(
+                    f"config {i} of kernel {self.name!r} repeats an earlier one: {config!r}",
+                    argument="configs",
+                )
+        return configs
+
+    def _checked_key(self, key: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(key, str):
+            key = (key,)
+        names = [d.name for d in self.kernel.parsed.params]
+        tuned = {name for c in self.configs for name in c.constants}
+        for name in key:
+            if name not in names:
+                raise ValidationError(
+                    f"autotune key {name!r} is not a parameter of kernel {self.name!r} "
+                    f"({', '.join(names)})",
+                    argument="key",
+                )
+            if name in tuned:
+                raise ValidationError(
+                    f"autotune key {name!r} of kernel {self.name!r} is set by the configs; a "
+                    "key is a launch argument the choice depends on",
+                    argument="key",
+                )
+        return tuple(key)
+
+    def _table_path(self, table: str | os.PathLike[str] | None) -> Path | None:
+        here = Path(self.kernel.parsed.filename)
+        if table is None:
+            default = here.with_name(here.stem + ".autotune.json")
+            return default if default.is_file() else None
+        path = here.parent / table
+        if not path.is_file():
+            raise ValidationError(
+                f"the autotuning table {path} of kernel {self.name!r} does not exist; ship it "
+                "in the package next to the kernel's module (or pass table=None)",
+                argument="table",
+            )
+        return path
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise DslError(
+            f"kernel {self.name!r} cannot be called from Python; launch it in a JIT session: "
+            f"js.launch({self.name}, count, dim, *args)"
+        )
+
+    def __repr__(self) -> str:
+        return f"<K.autotune {self.name} ({len(self.configs)} configs, key={list(self.key)})>"
+
+    def choices(self) -> dict[tuple[str, str], Choice]:
+        """This process's choices by (device, key values), as JSON strings."""
+        return dict(self._choices)
+
+    # -------------------------------------------------------- launching
+
+    def launch_in(
+        self, js: Any, count: Any, dim: Any, args: Sequence[Any], constants: dict[str, Any]
+    ) -> None:
+        """Launch the chosen config in the JIT session ``js`` (what ``js.launch`` does)."""
+        clash = sorted(set(constants) & {n for c in self.configs for n in c.constants})
+        if clash:
+            raise ValidationError(
+                f"constant {clash[0]!r} of kernel {self.name!r} is chosen by autotuning; do not "
+                "pass it at launch",
+                argument=clash[0],
+            )
+        choice = self.choose(js, count, dim, args, constants)
+        config = choice.config
+        js.launch(
+            self.kernel, _count(count, config), _dim(dim, config), *args, **constants,
+            **config.constants,
+        )
+
+    def choose(
+        self, js: Any, count: Any, dim: Any, args: Sequence[Any], constants: Mapping[str, Any]
+    ) -> Choice:
+        """The config for this launch (see the module docstring for the order)."""
+        from ..provider import _tuning_tables as tables
+
+        device = tables.device_key(js.target, js.runtime.device_info)
+        values = self._key_values(args, constants)
+        memo = (_canonical(device), _canonical(values))
+        found = self._choices.get(memo)
+        if found is not None:
+            return found
+        choice = self._learned(device, values) or self._shipped(device, values)
+        if choice is None:
+            if self.frozen or env_frozen():
+                choice = Choice(0, self.configs[0], "frozen")
+            elif js.runtime._capture is not None:
+                raise CaptureError(
+                    f"kernel {self.name!r} has no tuned config for {values} on this device, and "
+                    "a capture cannot tune",
+                    fix=f"launch it once with the same key values before the capture (a "
+                    f"warm-up), or freeze it ({ENV_FREEZE}=frozen or frozen=True)",
+                )
+            else:
+                timer = self.timer or (None if js.target == "cpu" else wall_clock)
+                if timer is None:
+                    choice = Choice(0, self.configs[0], "untimed")
+                else:
+                    choice = self._tune(js, timer, count, dim, args, constants, device, values)
+        self._choices[memo] = choice
+        return choice
+
+    def _key_values(self, args: Sequence[Any], constants: Mapping[str, Any]) -> dict[str, str]:
+        runtime = {d.name: i for i, d in enumerate(self.runtime_params)}
+        defaults = {d.name: d.default for d in self.kernel.const_params}
+        values = {}
+        for name in self.key:
+            if name in runtime:
+                value = args[runtime[name]] if runtime[name] < len(args) else None
+            else:
+                value = constants.get(name, defaults.get(name))
+            dtype = getattr(value, "dtype", None)
+            shape = getattr(value, "shape", None)
+            if hasattr(value, "item") and shape == ():
+                value = value.item()  # a numpy scalar: its number
+            elif dtype is not None and shape is not None:
+                values[name] = f"{getattr(dtype, 'name', dtype)}{list(shape)}"
+                continue
+            values[name] = repr(value)
+        return values
+
+    def _index(self, plain: Mapping[str, Any]) -> int | None:
+        for i, config in enumerate(self.configs):
+            if config.plain() == plain:
+                return i
+        return None
+
+    def _learned(self, device: dict[str, str], values: dict[str, str]) -> Choice | None:
+        from ..provider import _tuning_tables as tables
+        from ..provider._kernel_cache import active_kernel_cache
+
+        cache = active_kernel_cache()
+        if cache is None:
+            return None
+        meta = tables.read_learned(cache, tables.learned_key(self.identity, device, values))
+        index = None if meta is None else self._index(meta.get("config", {}))
+        return None if index is None else Choice(index, self.configs[index], "learned")
+
+    def _shipped(self, device: dict[str, str], values: dict[str, str]) -> Choice | None:
+        from ..provider import _tuning_tables as tables
+
+        if self.table is None:
+            return None
+        tables.SHIPPED_SEEN.add(self.table)
+        entry = tables.match_entry(tables.load_shipped(self.table).get(self.name, []), device, values)
+        if entry is None:
+            return None
+        index = self._index(tables.config_of(entry))
+        if index is None:
+            raise ValidationError(
+                f"the autotuning table {self.table} names {entry['config']} for kernel "
+                f"{self.name!r}, which is none of its configs; fix the table",
+                argument="table",
+            )
+        return Choice(index, self.configs[index], "shipped")
+
+    def _tune(  # noqa: PLR0913 - the launch as given, and where the winner is kept
+        self,
+        js: Any,
+        timer: Timer,
+        count: Any,
+        dim: Any,
+        args: Sequence[Any],
+        constants: Mapping[str, Any],
+        device: dict[str, str],
+        values: dict[str, str],
+    ) -> Choice:
+        scratch = _scratch(js, args)
+        medians: list[float | None] = []
+        skipped: list[tuple[int, str]] = []
+        for i, config in enumerate(self.configs):
+
+            def run(config: Config = config) -> None:
+                js.launch(
+                    self.kernel, _count(count, config), _dim(dim, config), *scratch,
+                    **constants, **config.constants,
+                )
+
+            try:
+                for _ in range(self.warmup):
+                    run()
+                times = [timer(js, config, run) for _ in range(self.repeats)]
+            except CONFIG_ERRORS as exc:
+                skipped.append((i, f"{type(exc).__name__}: {exc}"))
+                medians.append(None)
+                continue
+            medians.append(statistics.median(times))
+        if skipped:
+            why = "; ".join(f"config {i} {self.configs[i]!r}: {msg}" for i, msg in skipped)
+            if len(skipped) == len(self.configs):
+                raise UnsupportedError(
+                    f"no config of kernel {self.name!r} runs on this device: {why}",
+                    feature="autotune configs",
+                    backend=js.runtime.name,
+                )
+            warnings.warn(
+                f"autotuning kernel {self.name!r} skipped {why}", AutotuneWarning, stacklevel=4
+            )
+        best = min((m, i) for i, m in enumerate(medians) if m is not None)[1]
+        timings = tuple(medians)
+        return self._keep(best, device, values, timings, tuple(skipped))
+
+    def _keep(
+        self,
+        best: int,
+        device: dict[str, str],
+        values: dict[str, str],
+        timings: tuple[float | None, ...],
+        skipped: tuple[tuple[int, str], ...],
+    ) -> Choice:
+        """Store the winner for later processes; the first one stored is everyone's."""
+        from ..provider import _tuning_tables as tables
+        from ..provider._kernel_cache import active_kernel_cache
+
+        cache = active_kernel_cache()
+        if cache is not None:
+            meta = {
+                "autotune": tables.TABLE_FORMAT,
+                "kernel": f"{self.identity['file']}:{self.name}",
+                "device": device,
+                "key": values,
+                "config": self.configs[best].plain(),
+                "timings": list(timings),
+            }
+            kkey = tables.learned_key(self.identity, device, values)
+            stored = self._index(tables.store_learned(cache, kkey, meta).get("config", {}))
+            if stored is not None and stored != best:
+                return Choice(stored, self.configs[stored], "learned", timings, skipped)
+        return Choice(best, self.configs[best], "tuned", timings, skipped)
+
+
+def _count(count: Any, config: Config) -> Any:
+    return count(config) if callable(count) else count
+
+
+def _dim(dim: Any, config: Config) -> Any:
+    if config.dim is not None:
+        return config.dim
+    if dim is None:
+        raise InvalidLaunchConfigError(
+            f"{config!r} has no dim and the launch passed none; give one of them", argument="dim"
+        )
+    return dim
+
+
+def _scratch(js: Any, args: Sequence[Any]) -> list[Any]:
+    """``args`` with each array replaced by a compact copy (one per argument object)."""
+    copies: dict[int, Any] = {}
+    out = []
+    for value in args:
+        tensor = getattr(value, "tensor", value)  # a JitBinding's tensor
+        if hasattr(tensor, "storage") and hasattr(tensor, "shape"):
+            if id(value) not in copies:
+                copies[id(value)] = js.runtime.canonicalize(tensor)
+            out.append(copies[id(value)])
+        else:
+            out.append(value)
+    return out
+
+
+def autotune(
+    configs: Sequence[Config],
+    key: Sequence[str] = (),
+    *,
+    frozen: bool = False,
+    table: str | os.PathLike[str] | None = None,
+    timer: Timer | None = None,
+    warmup: int = 2,
+    repeats: int = 5,
+) -> Callable[[Any], Autotuned]:
+    """Decorate a ``@K.kernel`` (or a plain kernel function) with configs to tune over.
+
+    ``key``: the parameters whose values the choice depends on (an array's dtype and shape, a
+    scalar's or constant's value). ``table``: the shipped table's file, relative to the
+    kernel's module (default: ``<module>.autotune.json`` there, if it exists). ``timer``:
+    replaces the clock (``timer(js, config, run) -> seconds``).
+    """
+
+    def wrap(kernel: Any) -> Autotuned:
+        return Autotuned(
+            kernel, configs, key, frozen=frozen, table=table, timer=timer, warmup=warmup,
+            repeats=repeats,
+        )
+
+    return wrap
+
+
+__all__ = ["ENV_FREEZE", "AutotuneWarning", "Autotuned", "Choice", "Config", "autotune"]
