@@ -1,5 +1,5 @@
 # DSL annotations (K.Array[K.F]) are not Python types: mypy checks the rest of the module.
-# mypy: disable-error-code="valid-type,attr-defined,index,no-untyped-def"
+# mypy: disable-error-code="valid-type,attr-defined,index,no-untyped-def,operator"
 """The autotuned f32 GEMM: one tiled kernel, configs over its tile sizes, ``c = a @ b``.
 
 A cube of ``(BN/4) x (BM/4)`` units computes a ``BM x BN`` block of ``c``, each unit a 4 x 4
@@ -69,6 +69,7 @@ def tiled_gemm(
     BN: K.Const[int] = 64,  # noqa: N803
     BK: K.Const[int] = 16,  # noqa: N803
 ):
+    """The product a @ b into c, one BM x BN block per cube (see the module docstring)."""
     sa = K.shared(K.f32, BM * BK)
     sb = K.shared(K.f32, BK * (BN + 4))
     tx = K.UNIT_POS_X

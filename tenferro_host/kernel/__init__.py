@@ -9,7 +9,7 @@ file into a typed IR (never executed by Python) and run by the CPU interpreter o
 CUDA C / WGSL. See :mod:`tenferro_host.kernel._lowering` for the typing rules.
 """
 
-from ._autotune import AutotuneWarning, Autotuned, Choice, Config, autotune
+from ._autotune import Autotuned, AutotuneWarning, Choice, Config, autotune
 from ._cooperation import (
     CooperationError,
     DivergentBarrierError,
@@ -116,11 +116,11 @@ __all__ = [
     "UnwrittenSharedReadError",
     "abs",
     "atomic_add",
-    "autotune",
     "atomic_compare_exchange",
     "atomic_exchange",
     "atomic_max",
     "atomic_min",
+    "autotune",
     "bool_",
     "ceil",
     "cos",

@@ -158,7 +158,9 @@ class Autotuned:
         self.key = self._checked_key(key)
         for what, n in (("warmup", warmup), ("repeats", repeats)):
             if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                raise ValidationError(f"autotune {what} must be an int >= 1, got {n!r}", argument=what)
+                raise ValidationError(
+                    f"autotune {what} must be an int >= 1, got {n!r}", argument=what
+                )
         self.frozen, self.timer, self.warmup, self.repeats = bool(frozen), timer, warmup, repeats
         self.table = self._table_path(table)
         self._choices: dict[tuple[str, str], Choice] = {}
@@ -265,7 +267,11 @@ class Autotuned:
         choice = self.choose(js, count, dim, args, constants)
         config = choice.config
         js.launch(
-            self.kernel, _count(count, config), _dim(dim, config), *args, **constants,
+            self.kernel,
+            _count(count, config),
+            _dim(dim, config),
+            *args,
+            **constants,
             **config.constants,
         )
 
@@ -306,6 +312,7 @@ class Autotuned:
         defaults = {d.name: d.default for d in self.kernel.const_params}
         values = {}
         for name in self.key:
+            value: Any
             if name in runtime:
                 value = args[runtime[name]] if runtime[name] < len(args) else None
             else:
@@ -343,7 +350,9 @@ class Autotuned:
         if self.table is None:
             return None
         tables.SHIPPED_SEEN.add(self.table)
-        entry = tables.match_entry(tables.load_shipped(self.table).get(self.name, []), device, values)
+        entry = tables.match_entry(
+            tables.load_shipped(self.table).get(self.name, []), device, values
+        )
         if entry is None:
             return None
         index = self._index(tables.config_of(entry))
@@ -355,7 +364,7 @@ class Autotuned:
             )
         return Choice(index, self.configs[index], "shipped")
 
-    def _tune(  # noqa: PLR0913 - the launch as given, and where the winner is kept
+    def _tune(
         self,
         js: Any,
         timer: Timer,
@@ -373,8 +382,12 @@ class Autotuned:
 
             def run(config: Config = config) -> None:
                 js.launch(
-                    self.kernel, _count(count, config), _dim(dim, config), *scratch,
-                    **constants, **config.constants,
+                    self.kernel,
+                    _count(count, config),
+                    _dim(dim, config),
+                    *scratch,
+                    **constants,
+                    **config.constants,
                 )
 
             try:
@@ -479,7 +492,13 @@ def autotune(
 
     def wrap(kernel: Any) -> Autotuned:
         return Autotuned(
-            kernel, configs, key, frozen=frozen, table=table, timer=timer, warmup=warmup,
+            kernel,
+            configs,
+            key,
+            frozen=frozen,
+            table=table,
+            timer=timer,
+            warmup=warmup,
             repeats=repeats,
         )
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,9 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def learned_key(identity: Mapping[str, str], device: Mapping[str, str], key: Mapping[str, str]):
+def learned_key(
+    identity: Mapping[str, str], device: Mapping[str, str], key: Mapping[str, str]
+) -> KernelKey:
     """The kernel cache key of one learned winner."""
     parts = {**identity, "device": _canonical(device), "key": _canonical(key)}
     return KernelKey(KIND, f"{identity['file']}:{identity['kernel']}", parts)
@@ -85,14 +87,14 @@ def read_learned(cache: Any, kkey: KernelKey) -> Mapping[str, Any] | None:
         raise _NotLearned
 
     try:
-        return cache.load_or_build(kkey, missing).meta  # type: ignore[no-any-return]
+        return cache.load_or_build(kkey, missing).meta
     except _NotLearned:
         return None
 
 
 def store_learned(cache: Any, kkey: KernelKey, meta: Mapping[str, Any]) -> Mapping[str, Any]:
     """Store a winner; the one stored first wins when processes tuned at once (returned)."""
-    return cache.load_or_build(kkey, lambda: CachedKernel(b"", dict(meta))).meta  # type: ignore[no-any-return]
+    return cache.load_or_build(kkey, lambda: CachedKernel(b"", dict(meta))).meta
 
 
 def learned_tables(root: Path) -> list[dict[str, Any]]:
@@ -171,12 +173,15 @@ def match_entry(
     """The entry for this device and key: all of its fields equal, the most fields, the
     earliest on a tie; None when none matches."""
     best: tuple[int, Mapping[str, Any]] | None = None
+    have = {**device, **{f"key.{k}": v for k, v in key.items()}}
     for entry in entries:
-        wanted = {**entry.get("device", {}), **{f"key.{k}": v for k, v in entry.get("key", {}).items()}}
-        have = {**device, **{f"key.{k}": v for k, v in key.items()}}
-        if all(have.get(k) == v for k, v in wanted.items()):
-            if best is None or len(wanted) > best[0]:
-                best = (len(wanted), entry)
+        wanted = {
+            **entry.get("device", {}),
+            **{f"key.{k}": v for k, v in entry.get("key", {}).items()},
+        }
+        matches = all(have.get(k) == v for k, v in wanted.items())
+        if matches and (best is None or len(wanted) > best[0]):
+            best = (len(wanted), entry)
     return None if best is None else best[1]
 
 
@@ -218,10 +223,11 @@ def config_of(entry: Mapping[str, Any]) -> dict[str, Any]:
     """A table's config as the plain form a :class:`~tenferro_host.kernel.Config` compares."""
     config = entry["config"]
     dim = config.get("dim")
-    return {"constants": dict(config.get("constants", {})), "dim": None if dim is None else list(dim)}
+    return {
+        "constants": dict(config.get("constants", {})),
+        "dim": None if dim is None else list(dim),
+    }
 
-
-Lookup = Callable[[Mapping[str, str], Mapping[str, str]], Mapping[str, Any] | None]
 
 __all__ = [
     "KIND",

@@ -55,10 +55,15 @@ def test_cache_tables_lists_learned_and_shipped_tables(
     rows = json.loads(capsys.readouterr().out)["tables"]
     by_source = {r["source"]: r for r in rows if r.get("where", "").startswith(str(tmp_path))}
     learned, listed = by_source["learned"], by_source["shipped"]
-    assert learned["device"] == {"target": "cpu", "name": tables.device_key("cpu", rt.device_info)["name"]}
+    assert learned["device"] == {
+        "target": "cpu",
+        "name": tables.device_key("cpu", rt.device_info)["name"],
+    }
     assert learned["key"] == {"a": "float32[8, 8]", "b": "float32[8, 8]"}
     assert learned["config"] == gemm.GEMM_CONFIGS[0].plain()
-    assert listed["device"] == {"target": "cuda", "arch": "sm_90"} and listed["kernel"] == "tiled_gemm"
+    assert (
+        listed["device"] == {"target": "cuda", "arch": "sm_90"} and listed["kernel"] == "tiled_gemm"
+    )
     assert main(["cache", "tables"]) == 0
     text = capsys.readouterr().out
     assert "learned" in text and "shipped" in text and "sm_90" in text

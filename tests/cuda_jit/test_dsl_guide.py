@@ -38,6 +38,7 @@ def test_the_guide_covers_its_kernels() -> None:
         "def histogram",
         "def prefix_sum",
         "def matmul",
+        "@K.autotune",
         "@K.func",
         "K.SharedRaceError",
     ):

@@ -88,9 +88,7 @@ def only_choice(tuned: K.Autotuned) -> K.Choice:
 # -- tuning ---------------------------------------------------------------------------------------
 def test_the_config_the_clock_finds_fastest_runs(cpu: Any) -> None:
     calls: list[int] = []
-    tuned = K.autotune(CONFIGS, key=["x"], timer=clock({1: 3e-3, 2: 1e-3, 3: 2e-3}, calls))(
-        scaled
-    )
+    tuned = K.autotune(CONFIGS, key=["x"], timer=clock({1: 3e-3, 2: 1e-3, 3: 2e-3}, calls))(scaled)
     np.testing.assert_array_equal(launch(cpu, tuned), X * 2)
     choice = only_choice(tuned)
     assert (choice.index, choice.source, choice.timings) == (1, "tuned", (3e-3, 1e-3, 2e-3))
