@@ -266,6 +266,14 @@ def dsl_sum_seconds(
     return median_seconds(sample, repeats)
 
 
+def launch_dsl_matmul(js: Any, c: Any, a: Any, b: Any) -> None:
+    js.launch(dsl_matmul, matmul_count(c.shape[0]), (UNITS, UNITS), c, a, b)
+
+
+def launch_autotuned_gemm(js: Any, c: Any, a: Any, b: Any) -> None:
+    gemm.launch_gemm(js, gemm.gemm, c, a, b)
+
+
 def dsl_matmul_seconds(
     rt: Any,
     kind: str,
@@ -274,13 +282,15 @@ def dsl_matmul_seconds(
     expected: np.ndarray | None,
     launches: int,
     repeats: int,
+    launch: Callable[[Any, Any, Any, Any], None] = launch_dsl_matmul,
 ) -> float:
+    """``launch(js, c, a, b)``'s seconds; its first launch (an autotuned kernel's tuning) is
+    checked and not timed."""
     m = a_host.shape[0]
     a, b = rt.upload(a_host), rt.upload(b_host)
     c = rt.empty("float32", (m, m))
-    count = matmul_count(m)
     with rt.session() as s, exec_session(kind, s).jit("bench.dsl_v2.matmul") as js:
-        js.launch(dsl_matmul, count, (UNITS, UNITS), c, a, b)
+        launch(js, c, a, b)
     if expected is not None:
         np.testing.assert_allclose(c.download(), expected, rtol=1e-3, atol=1e-3 * np.sqrt(m))
 
@@ -290,42 +300,7 @@ def dsl_matmul_seconds(
             start = time.perf_counter()
             with ex.jit("bench.dsl_v2.matmul") as js:
                 for _ in range(launches):
-                    js.launch(dsl_matmul, count, (UNITS, UNITS), c, a, b)
-            ex.synchronize()
-            return (time.perf_counter() - start) / launches
-
-    return median_seconds(sample, repeats)
-
-
-def autotuned_gemm_seconds(
-    rt: Any,
-    kind: str,
-    a_host: np.ndarray,
-    b_host: np.ndarray,
-    expected: np.ndarray | None,
-    launches: int,
-    repeats: int,
-) -> float:
-    """The autotuned GEMM: its first launch tunes (or reads the learned winner), then timed."""
-    m = a_host.shape[0]
-    a, b = rt.upload(a_host), rt.upload(b_host)
-    c = rt.empty("float32", (m, m))
-    with rt.session() as s, exec_session(kind, s).jit("bench.dsl_v2.gemm") as js:
-        gemm.launch_gemm(js, gemm.gemm, c, a, b)
-    for choice in gemm.gemm.choices().values():
-        print(
-            f"  autotuned gemm on {kind}: config {choice.index} {choice.config} ({choice.source})"
-        )
-    if expected is not None:
-        np.testing.assert_allclose(c.download(), expected, rtol=1e-3, atol=1e-3 * np.sqrt(m))
-
-    def sample() -> float:
-        with rt.session() as s:
-            ex = exec_session(kind, s)
-            start = time.perf_counter()
-            with ex.jit("bench.dsl_v2.gemm") as js:
-                for _ in range(launches):
-                    gemm.launch_gemm(js, gemm.gemm, c, a, b)
+                    launch(js, c, a, b)
             ex.synchronize()
             return (time.perf_counter() - start) / launches
 
@@ -481,10 +456,21 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             f"DSL {kind} autotuned",
             tflop,
             "TFLOP/s",
-            lambda rt=rt, kind=kind: autotuned_gemm_seconds(
-                rt, kind, a_host, b_host, expected, args.launches, args.repeats
+            lambda rt=rt, kind=kind: dsl_matmul_seconds(
+                rt,
+                kind,
+                a_host,
+                b_host,
+                expected,
+                args.launches,
+                args.repeats,
+                launch_autotuned_gemm,
             ),
         )
+        for choice in gemm.gemm.choices().values():
+            print(
+                f"  autotuned gemm on {kind}: {choice.config} ({choice.source}, {choice.timings})"
+            )
 
     def rate(name: str, variant: str) -> float | None:
         for r in rows:

@@ -38,6 +38,9 @@ from ..errors import (
 from ._kernel import Kernel
 
 ENV_FREEZE = "TENFERRO_AUTOTUNE"
+_FILL_S = 1e-3  # a timed sample of the default clock lasts at least this long
+_MAX_BATCH = 100
+_MAX_FAST = 4096  # launch keys remembered (dropped all at once beyond)
 _FROZEN = ("frozen", "freeze", "off")
 _TUNING = ("", "on", "tune")
 
@@ -121,12 +124,23 @@ def env_frozen() -> bool:
 
 
 def wall_clock(js: Any, config: Config, run: Callable[[], None]) -> float:
-    """One launch between two synchronizations of the runtime's stream, in seconds."""
-    js.runtime.synchronize()
+    """Seconds per launch, from launches between two synchronizations of the runtime's stream:
+    one, or as many as fill about a millisecond (at most 100) when one takes less, so the
+    synchronization's own cost does not decide between fast configs."""
+    sync = js.runtime.synchronize
+    sync()
     start = time.perf_counter()
     run()
-    js.runtime.synchronize()
-    return time.perf_counter() - start
+    sync()
+    once = time.perf_counter() - start
+    if once >= _FILL_S:
+        return once
+    n = min(_MAX_BATCH, max(2, int(_FILL_S / max(once, 1e-7))))
+    start = time.perf_counter()
+    for _ in range(n):
+        run()
+    sync()
+    return (time.perf_counter() - start) / n
 
 
 def _canonical(value: Any) -> str:
@@ -164,6 +178,9 @@ class Autotuned:
         self.frozen, self.timer, self.warmup, self.repeats = bool(frozen), timer, warmup, repeats
         self.table = self._table_path(table)
         self._choices: dict[tuple[str, str], Choice] = {}
+        self._fast: dict[tuple[Any, ...], Choice] = {}
+        positions = {d.name: i for i, d in enumerate(self.runtime_params)}
+        self._slots = tuple((positions.get(name), name) for name in self.key)
         parsed = kernel.parsed
         self.identity = {
             "kernel": self.name,
@@ -281,6 +298,13 @@ class Autotuned:
         """The config for this launch (see the module docstring for the order)."""
         from ..provider import _tuning_tables as tables
 
+        fast = self._fast_key(js, args, constants)
+        try:
+            found = self._fast.get(fast)
+        except TypeError:  # an unhashable key value: the JSON memo alone
+            fast, found = None, None
+        if found is not None:
+            return found
         device = tables.device_key(js.target, js.runtime.device_info)
         values = self._key_values(args, constants)
         memo = (_canonical(device), _canonical(values))
@@ -305,7 +329,26 @@ class Autotuned:
                 else:
                     choice = self._tune(js, timer, count, dim, args, constants, device, values)
         self._choices[memo] = choice
+        if fast is not None:
+            if len(self._fast) >= _MAX_FAST:
+                self._fast.clear()
+            self._fast[fast] = choice
         return choice
+
+    def _fast_key(
+        self, js: Any, args: Sequence[Any], constants: Mapping[str, Any]
+    ) -> tuple[Any, ...]:
+        """The runtime and the key values as they are (dtype and shape of an array): a repeated
+        launch finds its choice without building the device key and JSON."""
+        parts: list[Any] = [js.runtime]
+        for pos, name in self._slots:
+            value = args[pos] if pos is not None and pos < len(args) else constants.get(name)
+            shape = getattr(value, "shape", None)
+            if shape is None or shape == ():  # a number, a numpy scalar, a constant
+                parts.append((type(value), value))
+            else:
+                parts.append((value.dtype, shape))
+        return tuple(parts)
 
     def _key_values(self, args: Sequence[Any], constants: Mapping[str, Any]) -> dict[str, str]:
         runtime = {d.name: i for i, d in enumerate(self.runtime_params)}
@@ -473,36 +516,17 @@ def _scratch(js: Any, args: Sequence[Any]) -> list[Any]:
 
 
 def autotune(
-    configs: Sequence[Config],
-    key: Sequence[str] = (),
-    *,
-    frozen: bool = False,
-    table: str | os.PathLike[str] | None = None,
-    timer: Timer | None = None,
-    warmup: int = 2,
-    repeats: int = 5,
+    configs: Sequence[Config], key: Sequence[str] = (), **options: Any
 ) -> Callable[[Any], Autotuned]:
     """Decorate a ``@K.kernel`` (or a plain kernel function) with configs to tune over.
 
     ``key``: the parameters whose values the choice depends on (an array's dtype and shape, a
-    scalar's or constant's value). ``table``: the shipped table's file, relative to the
-    kernel's module (default: ``<module>.autotune.json`` there, if it exists). ``timer``:
-    replaces the clock (``timer(js, config, run) -> seconds``).
+    scalar's or constant's value). ``options`` (see :class:`Autotuned`): ``frozen``; ``table``,
+    the shipped table's file relative to the kernel's module (default:
+    ``<module>.autotune.json`` there, if it exists); ``timer``, which replaces the clock
+    (``timer(js, config, run) -> seconds``); ``warmup`` and ``repeats``.
     """
-
-    def wrap(kernel: Any) -> Autotuned:
-        return Autotuned(
-            kernel,
-            configs,
-            key,
-            frozen=frozen,
-            table=table,
-            timer=timer,
-            warmup=warmup,
-            repeats=repeats,
-        )
-
-    return wrap
+    return lambda kernel: Autotuned(kernel, configs, key, **options)
 
 
 __all__ = ["ENV_FREEZE", "AutotuneWarning", "Autotuned", "Choice", "Config", "autotune"]

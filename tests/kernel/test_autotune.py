@@ -20,6 +20,7 @@ from support import cache_support
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
+from tenferro_host.kernel._autotune import wall_clock
 from tenferro_host.provider import _tuning_tables as tables
 
 cache_dir = cache_support.cache_dir
@@ -209,6 +210,22 @@ def test_a_shipped_table_is_used_before_tuning(cpu: Any, tmp_path: Path) -> None
     np.testing.assert_array_equal(launch(cpu, tuned, X[:10]), X[:10] * 2)
     assert {c.source for c in tuned.choices().values()} == {"shipped"}
     assert table in tables.SHIPPED_SEEN
+
+
+def test_a_learned_winner_comes_before_the_shipped_table(cpu: Any, tmp_path: Path) -> None:
+    launch(cpu, K.autotune(CONFIGS, key=["x"], timer=clock({1: 3, 2: 2, 3: 1}))(scaled))
+    table = write_table(tmp_path / "t.autotune.json", [entry(1, {"target": "cpu"})])
+    tuned = K.autotune(CONFIGS, key=["x"], table=table, timer=never)(scaled)
+    np.testing.assert_array_equal(launch(cpu, tuned), X * 3)
+    assert only_choice(tuned).source == "learned"
+
+
+def test_the_default_clock_times_every_config(cpu: Any) -> None:
+    tuned = K.autotune(CONFIGS, key=["x"], timer=wall_clock, repeats=2)(scaled)
+    out = launch(cpu, tuned)
+    choice = only_choice(tuned)
+    np.testing.assert_array_equal(out, X * (choice.index + 1))
+    assert choice.source == "tuned" and all(t is not None and t > 0 for t in choice.timings)
 
 
 def test_a_table_next_to_the_kernel_module_is_found(cpu: Any, tmp_path: Path) -> None:
