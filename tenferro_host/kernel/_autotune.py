@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import (
     CaptureError,
@@ -50,6 +50,30 @@ CONFIG_ERRORS = (DslError, CompileError, LaunchError, UnsupportedError, InvalidL
 
 #: ``timer(js, config, run)``: the seconds one ``run()`` (one launch of ``config``) takes.
 Timer = Callable[[Any, "Config", Callable[[], None]], float]
+
+
+class Tables(Protocol):
+    """Where choices persist between processes: the JIT base hands in the kernel cache's
+    (:mod:`tenferro_host.provider._tuning_tables`). Configs travel in their plain form."""
+
+    def device(self, js: Any) -> dict[str, str]:
+        """The device key of the JIT session's runtime."""
+
+    def learned(self, tuned: Autotuned, device: dict[str, str], values: dict[str, str]) -> Any:
+        """The plain config learned on this machine, or None."""
+
+    def shipped(self, tuned: Autotuned, device: dict[str, str], values: dict[str, str]) -> Any:
+        """The plain config of the matching shipped-table entry, or None."""
+
+    def keep(
+        self,
+        tuned: Autotuned,
+        device: dict[str, str],
+        values: dict[str, str],
+        config: dict[str, Any],
+        timings: tuple[float | None, ...],
+    ) -> Any:
+        """Store a winner; the plain config stored first (another process's, perhaps)."""
 
 
 class AutotuneWarning(UserWarning):
@@ -271,7 +295,13 @@ class Autotuned:
     # -------------------------------------------------------- launching
 
     def launch_in(
-        self, js: Any, count: Any, dim: Any, args: Sequence[Any], constants: dict[str, Any]
+        self,
+        js: Any,
+        count: Any,
+        dim: Any,
+        args: Sequence[Any],
+        constants: dict[str, Any],
+        tables: Tables,
     ) -> None:
         """Launch the chosen config in the JIT session ``js`` (what ``js.launch`` does)."""
         clash = sorted(set(constants) & {n for c in self.configs for n in c.constants})
@@ -281,7 +311,7 @@ class Autotuned:
                 "pass it at launch",
                 argument=clash[0],
             )
-        choice = self.choose(js, count, dim, args, constants)
+        choice = self.choose(js, count, dim, args, constants, tables)
         config = choice.config
         js.launch(
             self.kernel,
@@ -293,25 +323,30 @@ class Autotuned:
         )
 
     def choose(
-        self, js: Any, count: Any, dim: Any, args: Sequence[Any], constants: Mapping[str, Any]
+        self,
+        js: Any,
+        count: Any,
+        dim: Any,
+        args: Sequence[Any],
+        constants: Mapping[str, Any],
+        tables: Tables,
     ) -> Choice:
         """The config for this launch (see the module docstring for the order)."""
-        from ..provider import _tuning_tables as tables
-
-        fast = self._fast_key(js, args, constants)
+        key = self._fast_key(js, args, constants)
+        fast: tuple[Any, ...] | None = key
         try:
-            found = self._fast.get(fast)
+            found = self._fast.get(key)
         except TypeError:  # an unhashable key value: the JSON memo alone
             fast, found = None, None
         if found is not None:
             return found
-        device = tables.device_key(js.target, js.runtime.device_info)
+        device = tables.device(js)
         values = self._key_values(args, constants)
         memo = (_canonical(device), _canonical(values))
         found = self._choices.get(memo)
         if found is not None:
             return found
-        choice = self._learned(device, values) or self._shipped(device, values)
+        choice = self._known(tables, device, values)
         if choice is None:
             if self.frozen or env_frozen():
                 choice = Choice(0, self.configs[0], "frozen")
@@ -327,7 +362,13 @@ class Autotuned:
                 if timer is None:
                     choice = Choice(0, self.configs[0], "untimed")
                 else:
-                    choice = self._tune(js, timer, count, dim, args, constants, device, values)
+                    choice = self._tune(js, timer, count, dim, args, constants)
+                    stored = self._index(
+                        tables.keep(self, device, values, choice.config.plain(), choice.timings)
+                        or {}
+                    )
+                    if stored is not None and stored != choice.index:  # another process's
+                        choice = Choice(stored, self.configs[stored], "learned", choice.timings)
         self._choices[memo] = choice
         if fast is not None:
             if len(self._fast) >= _MAX_FAST:
@@ -342,7 +383,7 @@ class Autotuned:
         launch finds its choice without building the device key and JSON."""
         parts: list[Any] = [js.runtime]
         for pos, name in self._slots:
-            value = args[pos] if pos is not None and pos < len(args) else constants.get(name)
+            value: Any = args[pos] if pos is not None and pos < len(args) else constants.get(name)
             shape = getattr(value, "shape", None)
             if shape is None or shape == ():  # a number, a numpy scalar, a constant
                 parts.append((type(value), value))
@@ -376,33 +417,21 @@ class Autotuned:
                 return i
         return None
 
-    def _learned(self, device: dict[str, str], values: dict[str, str]) -> Choice | None:
-        from ..provider import _tuning_tables as tables
-        from ..provider._kernel_cache import active_kernel_cache
-
-        cache = active_kernel_cache()
-        if cache is None:
+    def _known(
+        self, tables: Tables, device: dict[str, str], values: dict[str, str]
+    ) -> Choice | None:
+        """The choice learned on this machine, else the shipped table's, else None."""
+        index = self._index(tables.learned(self, device, values) or {})
+        if index is not None:  # (a learned config that is not one of ours: tuned again)
+            return Choice(index, self.configs[index], "learned")
+        plain = tables.shipped(self, device, values)
+        if plain is None:
             return None
-        meta = tables.read_learned(cache, tables.learned_key(self.identity, device, values))
-        index = None if meta is None else self._index(meta.get("config", {}))
-        return None if index is None else Choice(index, self.configs[index], "learned")
-
-    def _shipped(self, device: dict[str, str], values: dict[str, str]) -> Choice | None:
-        from ..provider import _tuning_tables as tables
-
-        if self.table is None:
-            return None
-        tables.SHIPPED_SEEN.add(self.table)
-        entry = tables.match_entry(
-            tables.load_shipped(self.table).get(self.name, []), device, values
-        )
-        if entry is None:
-            return None
-        index = self._index(tables.config_of(entry))
+        index = self._index(plain)
         if index is None:
             raise ValidationError(
-                f"the autotuning table {self.table} names {entry['config']} for kernel "
-                f"{self.name!r}, which is none of its configs; fix the table",
+                f"the autotuning table {self.table} names {plain} for kernel {self.name!r}, "
+                "which is none of its configs; fix the table",
                 argument="table",
             )
         return Choice(index, self.configs[index], "shipped")
@@ -415,9 +444,8 @@ class Autotuned:
         dim: Any,
         args: Sequence[Any],
         constants: Mapping[str, Any],
-        device: dict[str, str],
-        values: dict[str, str],
     ) -> Choice:
+        """Time every config on copies of the arguments; the least median wins."""
         scratch = _scratch(js, args)
         medians: list[float | None] = []
         skipped: list[tuple[int, str]] = []
@@ -454,36 +482,7 @@ class Autotuned:
                 f"autotuning kernel {self.name!r} skipped {why}", AutotuneWarning, stacklevel=4
             )
         best = min((m, i) for i, m in enumerate(medians) if m is not None)[1]
-        timings = tuple(medians)
-        return self._keep(best, device, values, timings, tuple(skipped))
-
-    def _keep(
-        self,
-        best: int,
-        device: dict[str, str],
-        values: dict[str, str],
-        timings: tuple[float | None, ...],
-        skipped: tuple[tuple[int, str], ...],
-    ) -> Choice:
-        """Store the winner for later processes; the first one stored is everyone's."""
-        from ..provider import _tuning_tables as tables
-        from ..provider._kernel_cache import active_kernel_cache
-
-        cache = active_kernel_cache()
-        if cache is not None:
-            meta = {
-                "autotune": tables.TABLE_FORMAT,
-                "kernel": f"{self.identity['file']}:{self.name}",
-                "device": device,
-                "key": values,
-                "config": self.configs[best].plain(),
-                "timings": list(timings),
-            }
-            kkey = tables.learned_key(self.identity, device, values)
-            stored = self._index(tables.store_learned(cache, kkey, meta).get("config", {}))
-            if stored is not None and stored != best:
-                return Choice(stored, self.configs[stored], "learned", timings, skipped)
-        return Choice(best, self.configs[best], "tuned", timings, skipped)
+        return Choice(best, self.configs[best], "tuned", tuple(medians), tuple(skipped))
 
 
 def _count(count: Any, config: Config) -> Any:

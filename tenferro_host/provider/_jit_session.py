@@ -40,6 +40,7 @@ from ._op_plan import RECORDING
 from ._residency import require_resident
 from ._session import ExecSession, Session, SessionHandle
 from ._storage import require_writable
+from ._tuning_tables import TABLES
 
 Grid = tuple[int, int, int]
 _INT_ONLY = frozenset({int})
@@ -303,7 +304,7 @@ class JitSession(Session):
         self._check()
         try:
             if isinstance(kernel, Autotuned):  # it picks a config, then launches its kernel
-                kernel.launch_in(self, count, dim, args, constants)
+                kernel.launch_in(self, count, dim, args, constants, TABLES)
                 return
             self._launch(kernel, count, dim, args, constants)
         except TenferroError as exc:

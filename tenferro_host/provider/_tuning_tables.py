@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import ValidationError
 from ._cache_dir import read_private
 from ._cache_entry import CachedKernel, KernelKey, UnusableEntry, decode_entry
+from ._kernel_cache import active_kernel_cache
 
 TABLE_FORMAT = 1
 KIND = "autotune"
@@ -229,11 +230,60 @@ def config_of(entry: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+class KernelCacheTables:
+    """The tables an autotuned kernel consults (``kernel.Tables``): the winners learned in the
+    process's kernel cache (none when it is off) and the kernel's shipped table."""
+
+    def device(self, js: Any) -> dict[str, str]:
+        return device_key(js.target, js.runtime.device_info)
+
+    def learned(self, tuned: Any, device: dict[str, str], values: dict[str, str]) -> Any:
+        cache = active_kernel_cache()
+        if cache is None:
+            return None
+        meta = read_learned(cache, learned_key(tuned.identity, device, values))
+        return None if meta is None else meta.get("config")
+
+    def shipped(self, tuned: Any, device: dict[str, str], values: dict[str, str]) -> Any:
+        if tuned.table is None:
+            return None
+        SHIPPED_SEEN.add(tuned.table)
+        entry = match_entry(load_shipped(tuned.table).get(tuned.name, []), device, values)
+        return None if entry is None else config_of(entry)
+
+    def keep(
+        self,
+        tuned: Any,
+        device: dict[str, str],
+        values: dict[str, str],
+        config: dict[str, Any],
+        timings: tuple[float | None, ...],
+    ) -> Any:
+        cache = active_kernel_cache()
+        if cache is None:
+            return config
+        meta = {
+            "autotune": TABLE_FORMAT,
+            "kernel": f"{tuned.identity['file']}:{tuned.name}",
+            "device": device,
+            "key": values,
+            "config": config,
+            "timings": list(timings),
+        }
+        kkey = learned_key(tuned.identity, device, values)
+        return store_learned(cache, kkey, meta).get("config")
+
+
+#: The tables every JIT session hands its autotuned kernels.
+TABLES = KernelCacheTables()
+
 __all__ = [
     "KIND",
     "SHIPPED_SEEN",
     "SHIPPED_SUFFIX",
+    "TABLES",
     "TABLE_FORMAT",
+    "KernelCacheTables",
     "config_of",
     "device_key",
     "learned_key",
