@@ -280,10 +280,7 @@ class Autotuned:
         return path
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise DslError(
-            f"kernel {self.name!r} cannot be called from Python; launch it in a JIT session: "
-            f"js.launch({self.name}, count, dim, *args)"
-        )
+        return self.kernel(*args, **kwargs)  # a DslError: kernels launch in a JIT session
 
     def __repr__(self) -> str:
         return f"<K.autotune {self.name} ({len(self.configs)} configs, key={list(self.key)})>"
