@@ -1,6 +1,6 @@
 """The autotuned f32 GEMM (``tenferro_host.benchmarks.gemm``) equals numpy with every config
-(partial tiles at each edge) on the interpreter; tuned with a clock the test controls, the
-launch runs the winner."""
+(partial tiles at each edge) on the interpreter and compiles for sm_90 with 16-byte shared
+reads; tuned with a clock the test controls, the launch runs the winner."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 from support import cache_support
+from support.nvrtc_compile import compile_sm90
+from tenferro_host_cuda_jit.codegen import generate
 
 import tenferro_host as tf
+from tenferro_host import dtypes
 from tenferro_host import kernel as K
 from tenferro_host.benchmarks import gemm
 
@@ -47,3 +50,12 @@ def test_the_tuned_gemm_runs_the_winner() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     (choice,) = tuned.choices().values()
     assert (choice.index, choice.source) == (last, "tuned")
+
+
+@pytest.mark.parametrize("config", gemm.GEMM_CONFIGS, ids=repr)
+def test_every_config_compiles_for_sm90_with_vector_shared_reads(config: K.Config) -> None:
+    descs = [K.ArrayDesc(dtypes.float32, 2)] * 3
+    spec = gemm.tiled_gemm.specialize(descs, config.constants, target="cuda", features=("sm_90",))
+    source = generate(spec).source
+    assert "float4" in source
+    assert compile_sm90(source) > 0
