@@ -36,6 +36,7 @@ from ._kernel_cache import active_kernel_cache
 TABLE_FORMAT = 1
 KIND = "autotune"
 SHIPPED_SUFFIX = ".autotune.json"
+_MAX_WINNER_BYTES = 1 << 16  # a learned winner's entry is far smaller
 
 #: device_info attribute -> the device key's field (those a backend's info has)
 _DEVICE_FIELDS = (
@@ -105,6 +106,8 @@ def learned_tables(root: Path) -> list[dict[str, Any]]:
     with contextlib.suppress(OSError):
         for path in sorted(entries.glob("*/*")):
             try:
+                if path.stat().st_size > _MAX_WINNER_BYTES:  # a compiled kernel: not read
+                    continue
                 meta = decode_entry(read_private(path), path.name).meta
             except (OSError, UnusableEntry):
                 continue
