@@ -8,9 +8,7 @@ Rows (each also on WebGPU, as a ratio to the CUDA JIT run of the same kernel obj
 * ``matmul``: the register-blocked tiled DSL matmul of two M x M float32 matrices (M = 4096;
   64 x 64 tiles in shared memory, 4 x 4 outputs per unit, ``K.fma``) against ``cupy.matmul``
   (cuBLAS SGEMM; CuPy's default compute type, no TF32 unless CUPY_TF32 is set), in TFLOP/s
-  (target: DSL >= 0.4x CuPy; reported whatever it is); ``autotuned`` rows: the GEMM of
-  ``tenferro_host.benchmarks.gemm``, tuned over its tile sizes on first use (the tuning runs
-  before the timed samples; its choice is printed), target >= 0.75x cuBLAS.
+  (target: DSL >= 0.4x CuPy; reported whatever it is).
 
 A sample is ``--launches`` launches in one JIT session followed by one ``synchronize()`` (CuPy:
 the same launches, then a device synchronize); the report gives medians of ``--repeats``
@@ -39,7 +37,6 @@ import numpy as np
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
-from tenferro_host.benchmarks import gemm
 
 SUM_CUBE = 256
 SUM_CUBES = 1056  # 8 resident cubes of 256 units on each of the H200's 132 SMs: one wave
@@ -270,10 +267,6 @@ def launch_dsl_matmul(js: Any, c: Any, a: Any, b: Any) -> None:
     js.launch(dsl_matmul, matmul_count(c.shape[0]), (UNITS, UNITS), c, a, b)
 
 
-def launch_autotuned_gemm(js: Any, c: Any, a: Any, b: Any) -> None:
-    gemm.launch_gemm(js, gemm.gemm, c, a, b)
-
-
 def dsl_matmul_seconds(
     rt: Any,
     kind: str,
@@ -416,7 +409,6 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             rows.append(row("sum", f"DSL {kind}", None, gb, "GB/s", reason))
             rows.append(row("sum", f"DSL {kind} load4", None, gb, "GB/s", reason))
             rows.append(row("matmul", f"DSL {kind}", None, tflop, "TFLOP/s", reason))
-            rows.append(row("matmul", f"DSL {kind} autotuned", None, tflop, "TFLOP/s", reason))
             continue
         rt = host.backend(kind)
         run_variant(
@@ -450,27 +442,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             ),
         )
 
-        run_variant(
-            rows,
-            "matmul",
-            f"DSL {kind} autotuned",
-            tflop,
-            "TFLOP/s",
-            lambda rt=rt, kind=kind: dsl_matmul_seconds(
-                rt,
-                kind,
-                a_host,
-                b_host,
-                expected,
-                args.launches,
-                args.repeats,
-                launch_autotuned_gemm,
-            ),
-        )
-        for choice in gemm.gemm.choices().values():
-            print(
-                f"  autotuned gemm on {kind}: {choice.config} ({choice.source}, {choice.timings})"
-            )
+    import dsl_gemm_f32  # the autotuned f32 GEMM rows (kept beside: this file's size)
+
+    dsl_gemm_f32.add_rows(rows, host, a_host, b_host, expected, args, sys.modules[__name__])
 
     def rate(name: str, variant: str) -> float | None:
         for r in rows:
@@ -489,17 +463,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             "target": target,
             "DSL webgpu / DSL cuda": None if cuda is None or webgpu is None else webgpu / cuda,
         }
-        if name == "matmul":
-            tuned = rate(name, "DSL cuda autotuned")
-            ratios[name][f"DSL cuda autotuned / {baseline}"] = (
-                None if tuned is None or base is None else tuned / base
-            )
-            ratios[name]["autotuned target"] = 0.75
         if name == "sum":
             vec = rate(name, "DSL cuda load4")
             ratios[name][f"DSL cuda load4 / {baseline}"] = (
                 None if vec is None or base is None else vec / base
             )
+    ratios["matmul autotuned"] = dsl_gemm_f32.ratios(rate)
     report = {
         "sum_elements": n,
         "matmul_m": m,
@@ -519,10 +488,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         print(f"  {r['benchmark']:7s} {r['variant']:28s} {figure or r['status']}")
     for name, values in ratios.items():
         for key, value in values.items():
-            if not key.endswith("target"):
+            if key != "target":
                 shown = "n/a" if value is None else f"{value:.3f}"
-                target = values["autotuned target" if "autotuned" in key else "target"]
-                goal = f" (target >= {target})" if key.startswith("DSL cuda") else ""
+                goal = f" (target >= {values['target']})" if key.startswith("DSL cuda") else ""
                 print(f"  {name:7s} {key:38s} {shown}{goal}")
     print(f"  total {report['seconds']:.1f} s")
     path = args.json or (
