@@ -296,6 +296,10 @@ def dsl_sum_seconds(
     return median_seconds(sample, repeats)
 
 
+def launch_dsl_matmul(js: Any, c: Any, a: Any, b: Any) -> None:
+    js.launch(dsl_matmul, matmul_count(c.shape[0]), (UNITS, UNITS), c, a, b)
+
+
 def dsl_matmul_seconds(
     rt: Any,
     kind: str,
@@ -304,13 +308,15 @@ def dsl_matmul_seconds(
     expected: np.ndarray | None,
     launches: int,
     repeats: int,
+    launch: Callable[[Any, Any, Any, Any], None] = launch_dsl_matmul,
 ) -> float:
+    """``launch(js, c, a, b)``'s seconds; its first launch (an autotuned kernel's tuning) is
+    checked and not timed."""
     m = a_host.shape[0]
     a, b = rt.upload(a_host), rt.upload(b_host)
     c = rt.empty("float32", (m, m))
-    count = matmul_count(m)
     with rt.session() as s, exec_session(kind, s).jit("bench.dsl_v2.matmul") as js:
-        js.launch(dsl_matmul, count, (UNITS, UNITS), c, a, b)
+        launch(js, c, a, b)
     if expected is not None:
         np.testing.assert_allclose(c.download(), expected, rtol=1e-3, atol=1e-3 * np.sqrt(m))
 
@@ -320,7 +326,7 @@ def dsl_matmul_seconds(
             start = time.perf_counter()
             with ex.jit("bench.dsl_v2.matmul") as js:
                 for _ in range(launches):
-                    js.launch(dsl_matmul, count, (UNITS, UNITS), c, a, b)
+                    launch(js, c, a, b)
             ex.synchronize()
             return (time.perf_counter() - start) / launches
 
@@ -482,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         )
 
     dsl_gemm_f16.add_rows(rows, host, args.m_f16, args, sys.modules[__name__])
+    import dsl_gemm_f32  # the autotuned f32 GEMM rows (kept beside: this file's size)
+
+    dsl_gemm_f32.add_rows(rows, host, a_host, b_host, expected, args, sys.modules[__name__])
 
     def rate(name: str, variant: str) -> float | None:
         for r in rows:
@@ -519,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         ),
         "webgpu target": 0.6,
     }
+    ratios["matmul autotuned"] = dsl_gemm_f32.ratios(rate)
     report = {
         "sum_elements": n,
         "matmul_m": m,

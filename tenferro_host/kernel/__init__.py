@@ -9,6 +9,7 @@ file into a typed IR (never executed by Python) and run by the CPU interpreter o
 CUDA C / WGSL. See :mod:`tenferro_host.kernel._lowering` for the typing rules.
 """
 
+from ._autotune import Autotuned, AutotuneWarning, Choice, Config, autotune
 from ._cooperation import (
     CooperationError,
     DivergentBarrierError,
@@ -126,7 +127,11 @@ __all__ = [
     "ArgDesc",
     "Array",
     "ArrayDesc",
+    "AutotuneWarning",
+    "Autotuned",
     "CacheInfo",
+    "Choice",
+    "Config",
     "Const",
     "CooperationError",
     "DeviceFunction",
@@ -147,6 +152,7 @@ __all__ = [
     "atomic_exchange",
     "atomic_max",
     "atomic_min",
+    "autotune",
     "bool_",
     "ceil",
     "cos",

@@ -32,6 +32,7 @@ from ..errors import (
     UnsupportedError,
     ValidationError,
 )
+from ..kernel._autotune import Autotuned
 from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 from ..kernel.ir import U32_MAX, WARP, check_fragment_cube, check_shared_sizes, check_u32_array
 from ..tensor import Tensor
@@ -39,6 +40,7 @@ from ._op_plan import RECORDING
 from ._residency import require_resident
 from ._session import ExecSession, Session, SessionHandle
 from ._storage import require_writable
+from ._tuning_tables import TABLES
 
 Grid = tuple[int, int, int]
 _INT_ONLY = frozenset({int})
@@ -301,6 +303,9 @@ class JitSession(Session):
         """
         self._check()
         try:
+            if isinstance(kernel, Autotuned):  # it picks a config, then launches its kernel
+                kernel.launch_in(self, count, dim, args, constants, TABLES)
+                return
             self._launch(kernel, count, dim, args, constants)
         except TenferroError as exc:
             if exc.op is None:

@@ -26,6 +26,7 @@ BELOW_PROVIDER = {
     "tenferro_host.layout",
     "tenferro_host.ops",
     "tenferro_host.tensor",
+    "tenferro_host.kernel._autotune",
     "tenferro_host.kernel._kernel",
     "tenferro_host.kernel.ir",
     "tenferro_host.kernel.lang",
@@ -80,6 +81,7 @@ LAYERS = [
         (
             "kernel",
             "kernel._kernel",
+            "kernel._autotune",
             "kernel.lang",
             "kernel._frontend",
             "kernel.ir",
