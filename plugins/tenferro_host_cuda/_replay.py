@@ -113,7 +113,13 @@ class RawReplay:
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         rt = self.runtime
-        if rt._closed or POISONED or rt.debug_sync or _get_ident() != self._thread:
+        if (
+            rt._closed
+            or POISONED
+            or rt.debug_sync
+            or rt.retirement.refuse_wait is not None  # a capture holds it: no block reused
+            or _get_ident() != self._thread
+        ):
             return REPLAY_MISS  # the full path raises (or waits and attributes) as it always does
         for i in self.exclusive:
             storage = tensors[i].storage

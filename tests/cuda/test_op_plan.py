@@ -267,7 +267,7 @@ def test_a_variant_that_is_not_replayable_stays_on_the_full_path(world):
 
 
 def test_guards_send_the_call_to_the_full_path(world):
-    """A session of the runtime open on this thread, another thread, debug waits."""
+    """A session of the runtime open on this thread, another thread, debug waits, a capture."""
     rt = world.rt
     a, b = rt.empty("float32", (48,)), rt.empty("float32", (48,))
     world.observe(True, ADD, a, b)
@@ -288,6 +288,16 @@ def test_guards_send_the_call_to_the_full_path(world):
     finally:
         rt.debug_sync = False
         del world.fake.cuStreamSynchronize
+    # A capture holding the retirement queue (ex.capture() or a framework's graph): the full
+    # path allocates (a framework's capture replaces the runtime's allocation): no replay, which
+    # would reuse a block of the runtime's own.
+    rt.retirement.refuse_wait = lambda what: None
+    try:
+        world.launches.clear()
+        world.host.run(ADD, a, b)
+        assert len(world.launches) == 1
+    finally:
+        rt.retirement.refuse_wait = None
 
 
 def test_a_replayed_launch_fault_poisons_and_is_typed(world):
