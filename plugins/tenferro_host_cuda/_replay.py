@@ -1,7 +1,7 @@
 """The CUDA op replay: a recorded op call (raw or DSL) re-enqueued with ``cuLaunchKernel``.
 
 The raw seam records each launch of an op call as (op, function, config, pointer slots,
-constants); :class:`RawReplay` keeps, per launch, a pre-packed parameter block — a numpy array
+constants); :class:`RawReplay` keeps, per launch, a pre-packed parameter block — an ``array``
 of 8-byte words the driver reads (never an immutable object) and the array of pointers to them
 — so a call writes the slots (its tensors' addresses) and makes one driver call per launch.
 A replay holds its functions, and so their modules, for as long as it is planned; launches in
@@ -14,11 +14,10 @@ next call never races a launch in flight.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from threading import get_ident as _get_ident
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from tenferro_host import LaunchError, Tensor
 from tenferro_host.provider import REPLAY_MISS, OpRecording
@@ -56,12 +55,16 @@ class _Packed:
 
     def __init__(self, record: LaunchRecord, nparams: int) -> None:
         self.op, self.function, self.config, self.slots, consts = record
-        words = np.zeros(max(nparams, 1), np.uint64)
-        raw = words.view(np.uint8)
+        n = max(nparams, 1)
+        # array.array, not numpy: a slot write is an item assignment (numpy's costs 4x), and
+        # neither is ever resized, so the addresses the driver reads stay put
+        words = array("Q", bytes(8 * n))
+        raw = memoryview(words).cast("B")
         for index, data in consts:
-            raw[8 * index : 8 * index + len(data)] = np.frombuffer(data, np.uint8)
-        self.pointers = words.ctypes.data + 8 * np.arange(max(nparams, 1), dtype=np.uint64)
-        self.address = int(self.pointers.ctypes.data) if nparams else 0
+            raw[8 * index : 8 * index + len(data)] = data
+        base = words.buffer_info()[0]
+        self.pointers = array("Q", [base + 8 * i for i in range(n)])
+        self.address = self.pointers.buffer_info()[0] if nparams else 0
         self.handle = drv().CUfunction(int(self.function.handle))
         c = self.config
         #: the argument head of cuLaunchKernel; the block (``words``) is written per call
@@ -137,7 +140,7 @@ class RawReplay:
             for packed in self._launches:
                 words = packed.words
                 for param, which, index, delta in packed.slots:
-                    t = tensors[index] if which == 0 else outs[index]
+                    t: Any = tensors[index] if which == 0 else outs[index]
                     words[param] = t.storage.ptr + delta
                 result = launch(*packed.args, stream, packed.address, 0)
                 if result[0]:
