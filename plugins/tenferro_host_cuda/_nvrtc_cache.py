@@ -29,9 +29,11 @@ from ._driver import nvrtc_bindings
 if TYPE_CHECKING:
     from ._nvrtc import NvrtcOptions
 
-_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]*)"|<([^>\n]*)>|(.*))', re.M)
-_INCLUDE_FLAG = re.compile(r"^(?:-I|--include-path=)(.+)$")
-_PRE_INCLUDE_FLAG = re.compile(r"^(?:-include=?|--pre-include=)(.+)$")
+#: Patterns compiled at their first use (``re``'s own cache), not at import: a source without
+#: ``#include`` and options without include flags never compile them.
+_INCLUDE = rb'(?m)^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]*)"|<([^>\n]*)>|(.*))'
+_INCLUDE_FLAG = r"^(?:-I|--include-path=)(.+)$"
+_PRE_INCLUDE_FLAG = r"^(?:-include=?|--pre-include=)(.+)$"
 _DEBUG_FLAGS = ("-G", "--device-debug", "-lineinfo", "--generate-line-info")
 
 
@@ -59,7 +61,9 @@ def headers_digest(
         pending.extend(_visit(spelling, _find(spelling, dirs), record, seen))
     while pending:
         text, here = pending.pop()
-        for quoted, angled, other in _INCLUDE.findall(text):
+        if b"include" not in text:
+            continue
+        for quoted, angled, other in re.findall(_INCLUDE, text):
             if other.strip() and not quoted and not angled:
                 return None  # `#include MACRO`
             spelling = (quoted or angled).decode(errors="surrogateescape")
@@ -154,9 +158,9 @@ def nvrtc_key(
     dirs = [*options.include_dirs]
     pre: list[str] = []
     for flag in options.extra:
-        if found := _INCLUDE_FLAG.match(flag):
+        if found := re.match(_INCLUDE_FLAG, flag):
             dirs.append(found.group(1))
-        elif found := _PRE_INCLUDE_FLAG.match(flag):
+        elif found := re.match(_PRE_INCLUDE_FLAG, flag):
             pre.append(found.group(1))
     try:
         headers = headers_digest(source, name, dirs, pre)

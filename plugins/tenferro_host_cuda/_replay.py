@@ -1,7 +1,7 @@
 """The CUDA op replay: a recorded op call (raw or DSL) re-enqueued with ``cuLaunchKernel``.
 
 The raw seam records each launch of an op call as (op, function, config, pointer slots,
-constants); :class:`RawReplay` keeps, per launch, a pre-packed parameter block — a numpy array
+constants); :class:`RawReplay` keeps, per launch, a pre-packed parameter block — an ``array``
 of 8-byte words the driver reads (never an immutable object) and the array of pointers to them
 — so a call writes the slots (its tensors' addresses) and makes one driver call per launch.
 A replay holds its functions, and so their modules, for as long as it is planned; launches in
@@ -14,17 +14,17 @@ next call never races a launch in flight.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from threading import get_ident as _get_ident
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from tenferro_host import LaunchError, Tensor
 from tenferro_host.provider import REPLAY_MISS, OpRecording
 
 from ._driver import POISONED, drv, failure
 from ._launch import where
+from ._storage import CudaStorage
 
 if TYPE_CHECKING:
     from ._args import LaunchConfig
@@ -55,12 +55,16 @@ class _Packed:
 
     def __init__(self, record: LaunchRecord, nparams: int) -> None:
         self.op, self.function, self.config, self.slots, consts = record
-        words = np.zeros(max(nparams, 1), np.uint64)
-        raw = words.view(np.uint8)
+        n = max(nparams, 1)
+        # array.array, not numpy: a slot write is an item assignment (numpy's costs 4x), and
+        # neither is ever resized, so the addresses the driver reads stay put
+        words = array("Q", bytes(8 * n))
+        raw = memoryview(words).cast("B")
         for index, data in consts:
-            raw[8 * index : 8 * index + len(data)] = np.frombuffer(data, np.uint8)
-        self.pointers = words.ctypes.data + 8 * np.arange(max(nparams, 1), dtype=np.uint64)
-        self.address = int(self.pointers.ctypes.data) if nparams else 0
+            raw[8 * index : 8 * index + len(data)] = data
+        base = words.buffer_info()[0]
+        self.pointers = array("Q", [base + 8 * i for i in range(n)])
+        self.address = self.pointers.buffer_info()[0] if nparams else 0
         self.handle = drv().CUfunction(int(self.function.handle))
         c = self.config
         #: the argument head of cuLaunchKernel; the block (``words``) is written per call
@@ -72,12 +76,12 @@ class RawReplay:
     """A recorded CUDA op call, replayed: guard, outputs, slot writes, ``cuLaunchKernel``."""
 
     __slots__ = (
+        "_context",
+        "_cu_current",
         "_cu_launch",
         "_launches",
-        "_nbytes",
         "_outputs",
         "_several",
-        "_single",
         "_thread",
         "exclusive",
         "runtime",
@@ -87,23 +91,38 @@ class RawReplay:
     def __init__(self, runtime: CudaRuntime, rec: OpRecording) -> None:
         self.runtime = runtime
         self._thread = _get_ident()  # its parameter blocks are written per call: one thread
-        self._outputs = tuple((t.dtype, t.shape, t.strides, t.storage.nbytes) for t in rec.outputs)
-        self._cu_launch = drv().cuLaunchKernel
+        d = drv()
+        self._cu_launch, self._cu_current = d.cuLaunchKernel, d.cuCtxGetCurrent
+        self._context = int(runtime.primary.handle)
+        blocks = runtime.blocks
+        #: per output: (bytes, free-list class (0: none), Tensor's arguments after the storage)
+        self._outputs = tuple(
+            (
+                t.storage.nbytes,
+                blocks.size_class(t.storage.nbytes),
+                (t.dtype, t.shape, t.strides, 0, True),
+            )
+            for t in rec.outputs
+        )
         self._several = len(self._outputs) > 1
-        dt, shape, strides, self._nbytes = self._outputs[0]
-        self._single = (dt, shape, strides, 0, True)  # Tensor's arguments after the storage
         self.exclusive = tuple(sorted(rec.exclusive))
         records: list[LaunchRecord] = rec.launches
         self._launches = tuple(_Packed(r, len(r[1].param_sizes)) for r in records)
         self.signature = (
-            self._outputs,
+            tuple((layout[:3], nbytes) for nbytes, _, layout in self._outputs),
             self.exclusive,
             tuple((op, fn, cfg, slots, consts) for op, fn, cfg, slots, consts in records),
         )
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         rt = self.runtime
-        if rt._closed or POISONED or rt.debug_sync or _get_ident() != self._thread:
+        if (
+            rt._closed
+            or POISONED
+            or rt.debug_sync
+            or rt.retirement.refuse_wait is not None  # a capture holds it: no block reused
+            or _get_ident() != self._thread
+        ):
             return REPLAY_MISS  # the full path raises (or waits and attributes) as it always does
         for i in self.exclusive:
             storage = tensors[i].storage
@@ -112,37 +131,59 @@ class RawReplay:
             for j, other in enumerate(tensors):
                 if j != i and other.storage is storage:
                     return REPLAY_MISS  # the full path raises the AliasingError
-        outs: list[Any] = (
-            [  # rt.empty without its checks
-                Tensor(rt.allocate_bytes(nbytes), dt, shape, strides, 0, True)
-                for dt, shape, strides, nbytes in self._outputs
-            ]
-            if self._several
-            else [Tensor(rt.allocate_bytes(self._nbytes), *self._single)]
-        )
+        outs = self._allocate()
         stream = rt._stream
         launch = self._cu_launch
-        saved = rt.primary.enter()
+        err, current = self._cu_current()  # PrimaryContext.enter's check, inline
+        saved = rt.primary.enter() if err or int(current) != self._context else None
         try:
             for packed in self._launches:
                 words = packed.words
                 for param, which, index, delta in packed.slots:
-                    t = tensors[index] if which == 0 else outs[index]
+                    t: Any = tensors[index] if which == 0 else outs[index]
                     words[param] = t.storage.ptr + delta
                 result = launch(*packed.args, stream, packed.address, 0)
                 if result[0]:
                     raise self._failed(result[0], packed)
         finally:
-            rt.primary.exit(saved)
+            if saved is not None:
+                rt.primary.exit(saved)
         return tuple(outs) if self._several else outs[0]
+
+    def _allocate(self) -> list[Tensor]:
+        """The outputs, as ``rt.empty`` without its checks. A block the previous call's output
+        released is most often the newest queued release: reused at once (the free list's take
+        without the round trip through it; one stream orders its reuse as it orders the free
+        list's); anything else queued is drained as at every allocation."""
+        rt = self.runtime
+        deferred = rt.deferred
+        outs = []
+        for nbytes, size, layout in self._outputs:
+            storage = None
+            if deferred and size:
+                try:
+                    release = deferred.pop()
+                except IndexError:  # another thread drained it meanwhile
+                    pass
+                else:
+                    block = release[1]
+                    if release[0] == "block" and block[1] == size:
+                        storage = CudaStorage(rt, block[0], nbytes, "owned", size, False, release)
+                        if deferred:
+                            rt.drain_deferred()
+                        rt.retirement.poll()
+                    else:
+                        rt._release_deferred([release])
+            outs.append(Tensor(storage or rt.allocate_bytes(nbytes), *layout))
+        return outs
 
     def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
         """Each step of a replay of ``tensors`` on its own, for the bench (a kept output is
         written into the first launch's block, so the launch step launches valid work)."""
         rt, packed = self.runtime, self._launches[0]
-        primary, stream, launch = rt.primary, rt._stream, self._cu_launch
-        words, slots, nbytes, single = packed.words, packed.slots, self._nbytes, self._single
-        kept = [Tensor(rt.allocate_bytes(nbytes), *single)]
+        current, stream, launch = self._cu_current, rt._stream, self._cu_launch
+        words, slots = packed.words, packed.slots
+        kept = self._allocate()
 
         def slot_writes() -> None:
             for param, which, index, delta in slots:
@@ -151,8 +192,8 @@ class RawReplay:
 
         slot_writes()
         return {
-            "enter/exit": lambda: primary.exit(primary.enter()),
-            "allocation": lambda: Tensor(rt.allocate_bytes(nbytes), *single),
+            "enter/exit": current,
+            "allocation": lambda: self._allocate()[0],
             "slot writes": slot_writes,
             "launch": lambda: launch(*packed.args, stream, packed.address, 0),
             "replay": lambda: self(tensors),

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
 from pathlib import Path
 
@@ -160,6 +159,8 @@ def remove(path: Path | str) -> bool:
     except OSError:  # EISDIR on Linux, EPERM on macOS
         if os.path.islink(path) or not os.path.isdir(path):
             raise
+        import shutil  # not at import: a cache hit never removes a directory
+
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(path)
     return True

@@ -19,13 +19,13 @@ DEFAULT_MAX_BYTES = 1 << 30
 OFF = ("off", "0", "false", "no")
 ON = ("", "on", "1", "true", "yes")
 
-_SIZE = re.compile(r"^(\d+)\s*([KMGT]?)(?:I?B)?$")
+_SIZE = r"^(\d+)\s*([KMGT]?)(?:I?B)?$"  # compiled at its first use, not at import
 _SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def parse_size(text: str) -> int:
     """Bytes from ``"1073741824"``, ``"512M"``, ``"2GiB"``; ValidationError when not a size."""
-    found = _SIZE.match(text.strip().upper())
+    found = re.match(_SIZE, text.strip().upper())
     value = int(found.group(1)) * _SUFFIXES[found.group(2)] if found else 0
     if value <= 0:
         raise ValidationError(

@@ -16,7 +16,7 @@ import pytest
 from support import cache_support
 
 from tenferro_host.provider import CachedKernel, KernelCache, KernelCacheWarning, KernelKey
-from tenferro_host.provider import _kernel_cache as kc
+from tenferro_host.provider import _kernel_cache_store as kc_store
 
 cache_dir = cache_support.cache_dir
 
@@ -53,7 +53,7 @@ def test_a_read_only_directory_loads_what_it_has_and_compiles_the_rest(
     cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     KernelCache(cache_dir).load_or_build(key("a"), lambda: CachedKernel(b"stored", {}))
-    monkeypatch.setattr(kc, "os", ReadOnlyOs())
+    monkeypatch.setattr(kc_store, "os", ReadOnlyOs())  # the writing half
     cache = KernelCache(cache_dir)
     got, warned = build_all(cache, "abcd")
     assert got == [b"stored", b"b" * 8, b"c" * 8, b"d" * 8]

@@ -44,6 +44,7 @@ _STALLED_WRITER = textwrap.dedent(
     """
     import os, sys, time
     from tenferro_host.provider import _kernel_cache as kc
+    from tenferro_host.provider import _kernel_cache_store as kc_store
 
     real = os
 
@@ -57,7 +58,7 @@ _STALLED_WRITER = textwrap.dedent(
             time.sleep(600)
             return done
 
-    kc.os = Stalling()
+    kc_store.os = Stalling()  # the writing half's
     key = kc.KernelKey("test", "k.cu", {"source": "stalled"})
     kc.KernelCache(sys.argv[1]).load_or_build(key, lambda: kc.CachedKernel(b"y" * 100000, {}))
     """

@@ -24,6 +24,7 @@ import tenferro_host as tf
 from tenferro_host import kernel as K
 from tenferro_host.provider import KernelCache
 from tenferro_host.provider import _kernel_cache as kc
+from tenferro_host.provider import _kernel_cache_store as kc_store
 
 cache_dir = cache_support.cache_dir
 cache_log = cache_support.cache_log
@@ -265,7 +266,7 @@ def test_a_refused_entry_that_cannot_be_removed_still_runs(
     def read_only(path: Path) -> int:
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
-    monkeypatch.setattr(kc, "_acquire", read_only)
+    monkeypatch.setattr(kc_store, "acquire", read_only)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert launch(new_rt()) == EXPECTED

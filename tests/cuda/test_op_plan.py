@@ -267,7 +267,7 @@ def test_a_variant_that_is_not_replayable_stays_on_the_full_path(world):
 
 
 def test_guards_send_the_call_to_the_full_path(world):
-    """A session of the runtime open on this thread, another thread, debug waits."""
+    """A session of the runtime open on this thread, another thread, debug waits, a capture."""
     rt = world.rt
     a, b = rt.empty("float32", (48,)), rt.empty("float32", (48,))
     world.observe(True, ADD, a, b)
@@ -288,6 +288,16 @@ def test_guards_send_the_call_to_the_full_path(world):
     finally:
         rt.debug_sync = False
         del world.fake.cuStreamSynchronize
+    # A capture holding the retirement queue (ex.capture() or a framework's graph): the full
+    # path allocates (a framework's capture replaces the runtime's allocation): no replay, which
+    # would reuse a block of the runtime's own.
+    rt.retirement.refuse_wait = lambda what: None
+    try:
+        world.launches.clear()
+        world.host.run(ADD, a, b)
+        assert len(world.launches) == 1
+    finally:
+        rt.retirement.refuse_wait = None
 
 
 def test_a_replayed_launch_fault_poisons_and_is_typed(world):
@@ -369,3 +379,36 @@ def test_the_steps_of_a_replay_run_alone_for_the_bench(world):
     assert len(launched) == 2
     words = launch_words(launched[0][4])
     assert words[1:3] == [a.storage.ptr, b.storage.ptr] and words[3] == 72
+
+
+def test_a_replay_reuses_the_block_its_previous_output_released(world):
+    """A replayed call takes the block the previous output queued straight from the deferred
+    queue (the free list not passed through), while every other queued release is still
+    carried out at that allocation, a block of another class goes to the free list, and an
+    output still alive is never handed out again."""
+    rt = world.rt
+    a, b = rt.empty("float32", (200,)), rt.empty("float32", (200,))
+    world.observe(True, ADD, a, b)
+    out = world.host.run(ADD, a, b)
+    ptr, hits = out.storage.ptr, rt.blocks.hits
+    kept = world.host.run(ADD, a, b)  # ``out`` is alive: another block
+    assert kept.storage.ptr != ptr
+    del out
+    assert list(rt.deferred) == [("block", (ptr, 1024))]
+    again = world.host.run(ADD, a, b)
+    assert again.storage.ptr == ptr and rt.blocks.hits == hits + 1  # ``kept``'s took one
+    assert not rt.deferred and again.storage.release == ("block", (ptr, 1024))
+    other = rt.empty("float32", (2000,))  # another size class
+    other_ptr, freed = other.storage.ptr, rt.empty("float32", (300,))
+    freed_ptr = freed.storage.ptr
+    rt.deferred.append(("memory", 0xDEAD0))  # e.g. a block the free list refused, queued first
+    fake_live = world.fake.live
+    fake_live[0xDEAD0] = 1
+    del again, freed  # now two blocks of the add's class queued behind the memory
+    del other  # the newest queued release is of another class
+    world.fake.calls.clear()
+    out = world.host.run(ADD, a, b)
+    assert not rt.deferred and ("free", 0xDEAD0) in world.fake.calls  # all of it carried out
+    assert out.storage.ptr in (ptr, freed_ptr)
+    assert rt.blocks.take(rt.blocks.size_class(8000)) == other_ptr  # the other class: kept
+    assert not isinstance(out, tuple) and out.shape == (200,)

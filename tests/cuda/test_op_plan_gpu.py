@@ -56,3 +56,21 @@ def test_a_dsl_op_on_cuda_is_replayed_and_right():
     assert any(v == "replay" for v in host.op(DSL_OP).plans().values())
     for out in outs:
         np.testing.assert_allclose(out.download(), x + x)
+
+
+def test_a_chain_of_replays_reusing_each_dead_output_block_stays_right():
+    """acc = acc + b, 64 times: each call's output takes the block of the output that died two
+    calls before, straight from the deferred queue, while the previous call's kernel may still
+    read it — one stream orders the reuse; the result is exact."""
+    rt = cuda_runtime()
+    host = shared_host()
+    x = np.arange(4096, dtype=np.float32)
+    y = np.full(4096, 3, dtype=np.float32)
+    acc, b = rt.upload(x), rt.upload(y)
+    ptrs = set()
+    for _ in range(64):
+        acc = host.run(ADD, acc, b)
+        ptrs.add(acc.storage.ptr)
+    assert any(v == "replay" for v in host.op(ADD).plans().values())
+    assert len(ptrs) <= 4  # the dead outputs' blocks came back
+    np.testing.assert_array_equal(acc.download(), x + 64 * y)

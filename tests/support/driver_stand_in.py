@@ -192,24 +192,25 @@ class RecordingDriver:
         if extra is None:  # as cuda.bindings: ``extra`` is a void* (0, not None); no call
             raise TypeError("an integer is required")
         views = self._blocks.get(params)
-        if views is None:
+        if views is None or (views[0] and views[0][0] != views[2]):  # a new block, same address
             views = self._blocks[params] = _block_views(params, PARAM_COUNTS[f])
         self.calls.append(("cuLaunchKernel", (f, (gx, gy, gz), (bx, by, bz), shared, views)))
         return (self.launch_result,)
 
 
-def _block_views(params: int, n: int) -> tuple[Any, Any]:
-    """ctypes views of a parameter block: its pointer array and the words it points at."""
+def _block_views(params: int, n: int) -> tuple[Any, Any, int]:
+    """ctypes views of a parameter block: its pointer array, the words it points at, and where
+    they were (a block freed and another made at its address points elsewhere)."""
     if not n:
-        return (), ()
+        return (), (), 0
     pointers = (ctypes.c_uint64 * n).from_address(params)
-    return pointers, (ctypes.c_uint64 * n).from_address(pointers[0])
+    return pointers, (ctypes.c_uint64 * n).from_address(pointers[0]), pointers[0]
 
 
-def launch_words(views: tuple[Any, Any]) -> list[int]:
+def launch_words(views: tuple[Any, Any, int]) -> list[int]:
     """The 8-byte parameter words of the last launch of a parameter block; checks that its
     pointer array points at them one after the other (how an op replay packs its block)."""
-    pointers, words = views
+    pointers, words, _ = views
     assert all(p == pointers[0] + 8 * i for i, p in enumerate(pointers))
     return list(words)
 
