@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from tenferro_host import InvalidLaunchConfigError, LaunchError, Tensor, UnsupportedError
+from tenferro_host import InvalidLaunchConfigError, Tensor, UnsupportedError
 from tenferro_host.kernel import Specialization
 from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession, Memo, memo
 
 from . import wgsl, wgsl_cache, wgsl_canary, wgsl_types
+from ._replay import PlannedDispatch
 from ._runtime import WebGpuRuntime, WebGpuStorage
 from ._uniforms import ArrayView, pack_uniforms
 
@@ -122,7 +123,7 @@ class WebGpuJitSession(JitSession):
                 feature="maxComputeWorkgroupStorageSize",
             )
 
-    def _dispatch(self, launch: JitLaunch) -> None:
+    def _dispatch(self, launch: JitLaunch) -> PlannedDispatch:
         spec = launch.spec
         rt = self.webgpu
         self._check_dim(launch.dim)
@@ -131,6 +132,9 @@ class WebGpuJitSession(JitSession):
         canary = rt.device_info.software and _facts(spec).loops
         if canary:
             buffers.append(self._arm_loop_canary())
+            self._refuse_plan("a kernel with loops on a software adapter (its loop canary)")
+        elif len(owners) != len(buffers):
+            self._refuse_plan("an empty array argument (bound to the placeholder buffer)")
         # Specializations are cached objects: the pipeline keeps its own alive, so its id is a
         # key that cannot be reused while the entry exists (hashing the IR would cost each launch).
         sizes = launch.shared_sizes
@@ -145,20 +149,17 @@ class WebGpuJitSession(JitSession):
             lambda: pack_uniforms(spec, launch.count, launch.grid, self._views(launch)),
             keepalive=spec,
         )
+        planned = PlannedDispatch(pipeline, params, groups, launch, self.op)
         try:
             # The canary's flag is this session's: its launches bind a group of their own.
             rt.dispatch(pipeline, params, buffers, launch.grid, None if canary else owners)
         except rt.wgpu_errors as exc:
-            config = f"count {launch.count}, dim {launch.dim}, workgroups {launch.grid}"
-            raise LaunchError(
-                f"WebGPU rejected the dispatch of kernel {spec.kernel_name!r} ({config}): {exc}",
-                op=self.op,
-            ) from exc
+            raise planned.rejected(exc) from exc
         if rt.debug_sync:
-            config = f"count {launch.count}, dim {launch.dim}, workgroups {launch.grid}"
-            rt.debug_wait(f"kernel {spec.kernel_name!r} ({config})", self.op)
+            rt.debug_wait(f"kernel {spec.kernel_name!r} ({planned.config})", self.op)
         if canary:
             self._check_loop_canary(spec, buffers[-1])
+        return planned
 
     # -- helpers ----------------------------------------------------------------------------------
     def _pipeline(self, key: tuple[Any, ...], spec: Specialization, dim: Grid) -> Any:

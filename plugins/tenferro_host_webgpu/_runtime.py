@@ -48,6 +48,7 @@ from tenferro_host.provider import (
     DeviceStorage,
     ExecSession,
     FreeList,
+    OpRecording,
     Release,
     Runtime,
     Storage,
@@ -74,9 +75,9 @@ DEBUG_SYNC_ENV = "TENFERRO_DEBUG_SYNC"
 
 
 class WebGpuStorage(DeviceStorage):
-    """A storage buffer of ``nbytes`` host bytes; on the device each element takes
-    ``element_size`` bytes (``widen`` times its host size: 4 for bool) and the buffer is padded
-    to a multiple of 4 bytes.
+    """A storage buffer of ``nbytes`` host bytes of ``dt``; on the device each element takes
+    ``element_size`` bytes (``widen`` times its host size: 4 for bool,
+    :func:`.device.device_element_size`) and the buffer is padded to a multiple of 4 bytes.
 
     ``block`` is its size class in the runtime's free list (0: too large to keep); ``epoch`` the
     queue's submission count after which every earlier use of a reused buffer was submitted (0
@@ -92,13 +93,14 @@ class WebGpuStorage(DeviceStorage):
         buffer: Any,
         nbytes: int,
         dt: DType,
+        element_size: int,
         block: int = 0,
         epoch: int = 0,
     ) -> None:
         super().__init__(runtime, nbytes, ("keep", (block, buffer)) if block else ("drop", buffer))
         self.buffer = buffer
-        self.element_size = device_element_size(dt)
-        self.widen = self.element_size // dt.itemsize
+        self.element_size = element_size
+        self.widen = element_size // dt.itemsize
         self.block = block
         self.epoch = epoch
 
@@ -183,6 +185,12 @@ class WebGpuRuntime(Runtime):
     def new_exec_session(self, backend_session: BackendSession) -> ExecSession:
         return WebGpuExecSession(backend_session)
 
+    def op_replay(self, recording: OpRecording) -> Any:
+        """A recorded op call's DSL dispatches, replayed (:mod:`._replay`)."""
+        from ._replay import op_replay
+
+        return op_replay(self, recording)
+
     # -- dtypes and limits ----------------------------------------------------------------------
     def _check_dtype(self, dt: DType) -> DType:
         if dt.name not in self.supported_dtypes:
@@ -251,17 +259,17 @@ class WebGpuRuntime(Runtime):
 
     # -- provider primitives --------------------------------------------------------------------
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
-        device_bytes = nbytes // dt.itemsize * device_element_size(dt)
-        padded = -(-device_bytes // 4) * 4
-        self._check_size(padded)
+        element_size = device_element_size(dt)
+        padded = -(-(nbytes // dt.itemsize * element_size) // 4) * 4
         if self.deferred:
             self.drain_deferred()
         pool = self.pool
         size = pool.size_class(padded)
         if size:
             found = pool.take(size)
-            if found is not None:
-                return WebGpuStorage(self, found[0], nbytes, dt, size, found[1])
+            if found is not None:  # a buffer of this size: within the limits checked below
+                return WebGpuStorage(self, found[0], nbytes, dt, element_size, size, found[1])
+        self._check_size(padded)
         wgpu_error = self._wgpu.GPUError
         try:
             buffer = self._device.create_buffer(size=padded, usage=self._usage)
@@ -273,7 +281,7 @@ class WebGpuRuntime(Runtime):
                 buffer = self._device.create_buffer(size=padded, usage=self._usage)
             except wgpu_error as again:
                 raise self._out_of_memory(padded, again) from again
-        return WebGpuStorage(self, buffer, nbytes, dt, size)
+        return WebGpuStorage(self, buffer, nbytes, dt, element_size, size)
 
     def _out_of_memory(self, padded: int, exc: Exception) -> OutOfMemoryError:
         said = " ".join(str(exc).split())
