@@ -30,7 +30,7 @@ class PlannedDispatch:
     """A DSL dispatch as resolved by the JIT session: what a replay of it needs besides the
     buffers (``groups``: the binding of each array parameter, in order)."""
 
-    __slots__ = ("config", "grid", "groups", "kernel_name", "op", "params", "pipeline")
+    __slots__ = ("count", "dim", "grid", "groups", "kernel_name", "op", "params", "pipeline")
 
     def __init__(
         self,
@@ -42,7 +42,12 @@ class PlannedDispatch:
     ) -> None:
         self.pipeline, self.params, self.groups, self.grid = pipeline, params, groups, launch.grid
         self.kernel_name, self.op = launch.spec.kernel_name, op
-        self.config = f"count {launch.count}, dim {launch.dim}, workgroups {launch.grid}"
+        self.count, self.dim = launch.count, launch.dim
+
+    @property
+    def config(self) -> str:
+        """The launch shape, as messages name it."""
+        return f"count {self.count}, dim {self.dim}, workgroups {self.grid}"
 
     def rejected(self, exc: Exception) -> LaunchError:
         """The typed error for a dispatch wgpu refused."""
