@@ -14,6 +14,7 @@ call takes the full path, which raises the typed error it always did.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host import LaunchError, Tensor
@@ -119,6 +120,43 @@ class WebGpuReplay:
                 queue.release()
         return tuple(outs) if self._several else outs[0]
 
+    def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
+        """Each step of a replay of ``tensors`` on its own, for the bench, and its anchor: the
+        bare wgpu-py dispatch of the same pipeline (same WGSL, same uniform and storage
+        buffers, a kept output) on the runtime's device, its bind group made once."""
+        rt = self.runtime
+        planned, bindings = self._launches[0]
+        dt, nbytes, single = self._single[0], self._nbytes, self._single
+        owners, buffers = _bound(bindings, tensors, [Tensor(rt._allocate(nbytes, dt), *single)])
+        layout, pipeline, params, grid = (
+            planned.pipeline.layout,
+            planned.pipeline.pipeline,
+            planned.params,
+            planned.grid,
+        )
+        group = rt.bind_groups.get(layout, params, buffers, owners)
+        device = rt._device
+        entries = [{"binding": 0, "resource": {"buffer": params}}]
+        entries += [{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(buffers, 1)]
+        bare_group = device.create_bind_group(layout=layout, entries=entries)
+
+        def bare() -> None:
+            encoder = device.create_command_encoder()
+            cpass = encoder.begin_compute_pass()
+            cpass.set_pipeline(pipeline)
+            cpass.set_bind_group(0, bare_group)
+            cpass.dispatch_workgroups(*grid)
+            cpass.end()
+            device.queue.submit([encoder.finish()])
+
+        return {
+            "bare wgpu-py dispatch": bare,
+            "replay": lambda: self(tensors),
+            "allocation": lambda: Tensor(rt._allocate(nbytes, dt), *single),
+            "bind group": lambda: rt.bind_groups.get(layout, params, buffers, owners),
+            "encode + submit": lambda: rt.queue.dispatch_now(pipeline, group, grid),
+        }
+
     def _submit(
         self,
         launch: tuple[PlannedDispatch, tuple[tuple[int, int], ...]],
@@ -128,14 +166,21 @@ class WebGpuReplay:
         """Bind this call's buffers and dispatch (submitted at once unless a batch is held)."""
         planned, bindings = launch
         rt = self.runtime
-        owners = [(tensors[i] if which == 0 else outs[i]).storage for which, i in bindings]
-        buffers = [s.buffer for s in owners]
+        owners, buffers = _bound(bindings, tensors, outs)
         pipeline = planned.pipeline
         try:
             group = rt.bind_groups.get(pipeline.layout, planned.params, buffers, owners)
             rt.queue.dispatch_now(pipeline.pipeline, group, planned.grid)
         except rt.wgpu_errors as exc:
             raise planned.rejected(exc) from exc
+
+
+def _bound(
+    bindings: tuple[tuple[int, int], ...], tensors: tuple[Any, ...], outs: list[Any]
+) -> tuple[list[Any], list[Any]]:
+    """The storages at bindings 1..n of one call, and their buffers."""
+    owners = [(tensors[i] if which == 0 else outs[i]).storage for which, i in bindings]
+    return owners, [s.buffer for s in owners]
 
 
 def _bindings(record: JitLaunchRecord) -> tuple[tuple[int, int], ...]:
