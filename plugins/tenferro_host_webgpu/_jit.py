@@ -26,6 +26,7 @@ from . import wgsl, wgsl_cache, wgsl_canary, wgsl_types
 from ._replay import PlannedDispatch
 from ._runtime import WebGpuRuntime, WebGpuStorage
 from ._uniforms import ArrayView, pack_uniforms
+from .device import WebGpuDeviceInfo
 
 
 class _Facts:
@@ -62,13 +63,15 @@ class WebGpuJitSession(JitSession):
         super().__init__(exec_session, op)
         assert isinstance(exec_session.runtime, WebGpuRuntime)
         self.webgpu: WebGpuRuntime = exec_session.runtime
+        #: the device's limits and features, read once per session (a launch asks six times)
+        self._info: WebGpuDeviceInfo = self.webgpu.device_info
         self._canary_flag: Any = None
 
     # -- backend contract -------------------------------------------------------------------------
     @property
     def features(self) -> tuple[str, ...]:
         """``("shader-f16",)`` when the device has it: it changes the WGSL generated."""
-        return ("shader-f16",) if self.webgpu.device_info.shader_f16 else ()
+        return ("shader-f16",) if self._info.shader_f16 else ()
 
     @property
     def max_grid(self) -> Grid:
@@ -79,7 +82,7 @@ class WebGpuJitSession(JitSession):
     @property
     def max_cube_threads(self) -> int:
         """Invocations per workgroup the device allows."""
-        return self.webgpu.device_info.max_compute_invocations_per_workgroup
+        return self._info.max_compute_invocations_per_workgroup
 
     def _on_enter(self) -> None:
         self.webgpu.queue.hold()
@@ -102,7 +105,7 @@ class WebGpuJitSession(JitSession):
             return
         for dt, where in wgsl_types.value_types(spec.ir).items():
             wgsl_types.wgsl_type(dt, f"{where} of kernel {spec.kernel_name!r}")
-            if dt.name == "float16" and not self.webgpu.device_info.shader_f16:
+            if dt.name == "float16" and not self._info.shader_f16:
                 raise UnsupportedError(
                     f"kernel {spec.kernel_name!r} uses f16 ({where}), but the adapter does not "
                     "offer the 'shader-f16' feature; use f32 or another adapter",
@@ -113,7 +116,7 @@ class WebGpuJitSession(JitSession):
 
     def _check_workgroup_bytes(self, spec: Specialization, nbytes: int) -> None:
         """The shared arrays (at a launch's sizes) fit the adapter's workgroup storage."""
-        limit = self.webgpu.device_info.max_compute_workgroup_storage_size
+        limit = self._info.max_compute_workgroup_storage_size
         if nbytes > limit:
             raise UnsupportedError(
                 f"kernel {spec.kernel_name!r} declares {nbytes} bytes of shared arrays (at this "
@@ -129,7 +132,7 @@ class WebGpuJitSession(JitSession):
         self._check_dim(launch.dim)
         buffers, owners, groups, block = self._bind(spec, launch.args)
         folded = launch.grid != launch.count
-        canary = rt.device_info.software and _facts(spec).loops
+        canary = self._info.software and _facts(spec).loops
         if canary:
             buffers.append(self._arm_loop_canary())
             self._refuse_plan("a kernel with loops on a software adapter (its loop canary)")
@@ -165,7 +168,7 @@ class WebGpuJitSession(JitSession):
     def _pipeline(self, key: tuple[Any, ...], spec: Specialization, dim: Grid) -> Any:
         """The pipeline of ``key`` on a miss of the fast lookup: loaded or built."""
         _, _, groups, folded, canary, sizes = key
-        info = self.webgpu.device_info
+        info = self._info
         return self.webgpu.pipelines.get(
             key,
             lambda: self._compile(spec, dim, groups, folded, canary, sizes),
@@ -213,7 +216,7 @@ class WebGpuJitSession(JitSession):
             return
         raise UnsupportedError(
             f"kernel {spec.kernel_name!r} ran more loop iterations in one thread than the "
-            f"software adapter {self.webgpu.device_info.name!r} executes (65535 in total per "
+            f"software adapter {self._info.name!r} executes (65535 in total per "
             "invocation; llvmpipe cuts loops there silently), so the outputs of this launch are "
             "wrong: give each thread fewer iterations (more threads) or use a hardware adapter",
             backend=self.runtime.name,
@@ -221,7 +224,7 @@ class WebGpuJitSession(JitSession):
         )
 
     def _check_dim(self, dim: Grid) -> None:
-        limits = self.webgpu.device_info.max_compute_workgroup_size
+        limits = self._info.max_compute_workgroup_size
         for axis, (d, limit) in enumerate(zip(dim, limits, strict=True)):
             if d > limit:
                 raise InvalidLaunchConfigError(
@@ -258,7 +261,7 @@ class WebGpuJitSession(JitSession):
                     buffers.append(self.webgpu.placeholder_buffer)
             groups.append(slot)
             block.append((v.offset, v.shape, v.strides))
-        limit = self.webgpu.device_info.max_storage_buffers_per_shader_stage
+        limit = self._info.max_storage_buffers_per_shader_stage
         if len(buffers) > limit:
             raise UnsupportedError(
                 f"kernel {spec.kernel_name!r} binds {len(buffers)} distinct storages; the "

@@ -8,8 +8,8 @@ cffi structs: the bare wgpu-py dispatch of the same pipeline counts 187 alone), 
 The trace counts wgpu-py's internals (with the stdlib they call) as one unit, being no project
 file: 12 project files and 18 switches, no file entered more than 3 times (165 switches over 32
 files before the replay, wgpu-py's files counted one by one). The full path
-(``TENFERRO_OP_PLAN=0``) opens the sessions, checks and specializes: about 487 calls, 26 files
-(generated dataclass code included) and 110 switches, the JIT base entered 15 times.
+(``TENFERRO_OP_PLAN=0``) opens the sessions, checks and specializes: about 482 calls, 26 files
+(generated dataclass code included) and 106 switches, the JIT base entered 15 times.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ WGPU_PY = "wgpu-py (with the stdlib it calls)"
 
 #: cProfile calls per call: {planned: budget}; planned, 187 (the dispatch in wgpu-py) + 47 (ours)
 #: + a margin of 3 (a wgpu-py patch release may add a proxy); the full path's is today's with 8.
-CALLS = {True: 237, False: 495}
+CALLS = {True: 237, False: 490}
 #: (project files, switches, most entries of one file) of the traced call, wgpu-py one unit:
 #: what each path reaches today.
-TRACE = {True: (12, 18, 3), False: (26, 110, 15)}
+TRACE = {True: (12, 18, 3), False: (26, 106, 15)}
 
 
 def _library(filename: str) -> str | None:
