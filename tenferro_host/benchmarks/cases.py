@@ -133,20 +133,35 @@ def _has_op(host: Host, name: str) -> bool:
     return name in host.registry.ops and host.registry.ops[name].status == "ok"
 
 
-def _plan_steps(host: Host, a: Any, b: Any) -> tuple[list[Case], str]:
-    """Each step of the add's planned call on its own (``steps()`` of the handle's replay), and
-    what the handle says of its plans — or the rows not run, saying why."""
+def _plan_steps(
+    host: Host,
+    a: Any,
+    b: Any,
+    rows: tuple[str, ...] = PLAN_ROWS,
+    names: tuple[str, ...] = PLAN_STEPS,
+) -> tuple[list[Case], str]:
+    """The ``rows`` of the add's planned call on ``a``'s runtime: ``steps()`` of the handle's
+    replay there, by ``names``, and what the handle says of its plans — or the rows not run,
+    saying why."""
     if not _has_op(host, EXT_ADD):
-        return [Case(r, None, "ext-add-kernel not installed") for r in PLAN_ROWS], ""
+        return [Case(r, None, "ext-add-kernel not installed") for r in rows], ""
     handle = host.op(EXT_ADD)
     for _ in range(3):  # two equal recordings plan the call; the third replays
         host.run(EXT_ADD, a, b)
     state = "; ".join(f"{k}: {v}" for k, v in handle.plans().items())
-    replay = next((p for p in handle._plans.values() if hasattr(p, "steps")), None)
+    runtime = a.storage.runtime
+    replay = next(
+        (
+            p
+            for p in handle._plans.values()
+            if hasattr(p, "steps") and getattr(p, "runtime", None) is runtime
+        ),
+        None,
+    )
     if replay is None:
-        return [Case(r, None, f"no op plan: {state or 'off'}") for r in PLAN_ROWS], state
+        return [Case(r, None, f"no op plan: {state or 'off'}") for r in rows], state
     steps = replay.steps((a, b))
-    return [Case(row, steps[step]) for row, step in zip(PLAN_ROWS, PLAN_STEPS, strict=True)], state
+    return [Case(row, steps[step]) for row, step in zip(rows, names, strict=True)], state
 
 
 def _ext_add_calls(host: Host, a: Any, b: Any, run_row: str, handle_row: str) -> list[Case]:
@@ -193,7 +208,9 @@ def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     rt = host.backend("webgpu")
     ones = np.ones(N, np.float32)
     a, b = rt.upload(ones), rt.upload(ones)
-    steps, plan_state = _webgpu_plan_steps(host, a, b)
+    steps, plan_state = _plan_steps(
+        host, a, b, (WGPU_DIRECT, *WGPU_PLAN_ROWS), ("bare wgpu-py dispatch", *WGPU_PLAN_STEPS)
+    )
     direct, direct_sync = _wgpu_direct(rt.index)
     cases = [steps.pop(0), Case(WGPU_OWN_DEVICE, direct)]
     cases += _ext_add_calls(host, a, b, WGPU_HOST_RUN, WGPU_HANDLE)
@@ -216,24 +233,6 @@ def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     if plan_state:
         group.notes.append(f"op plans of {EXT_ADD}: {plan_state}")
     return group
-
-
-def _webgpu_plan_steps(host: Host, a: Any, b: Any) -> tuple[list[Case], str]:
-    """The bare dispatch of the add's op plan, then each step of its replay on its own
-    (``steps()`` of the handle's replay) — or the rows not run, saying why."""
-    rows = (WGPU_DIRECT, *WGPU_PLAN_ROWS)
-    if not _has_op(host, EXT_ADD):
-        return [Case(r, None, "ext-add-kernel not installed") for r in rows], ""
-    handle = host.op(EXT_ADD)
-    for _ in range(3):  # two equal recordings plan the call; the third replays
-        host.run(EXT_ADD, a, b)
-    state = "; ".join(f"{k}: {v}" for k, v in handle.plans().items())
-    replay = next((p for p in handle._plans.values() if hasattr(p, "steps")), None)
-    if replay is None:
-        return [Case(r, None, f"no op plan: {state or 'off'}") for r in rows], state
-    steps = replay.steps((a, b))
-    names = ("bare wgpu-py dispatch", *WGPU_PLAN_STEPS)
-    return [Case(row, steps[step]) for row, step in zip(rows, names, strict=True)], state
 
 
 def _wgpu_direct(index: int) -> tuple[Callable[[], None], Callable[[], None]]:
