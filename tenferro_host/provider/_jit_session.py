@@ -429,16 +429,16 @@ class JitSession(Session):
 class JitLaunchRecord:
     """One DSL launch of an op call being recorded (:mod:`._op_plan`), for any backend.
 
-    ``slots`` align with ``launch.args``: ``(0, i)`` for the call's input ``i``, ``(1, j)`` for
-    its output ``j``, None for a scalar (its value is part of the launch, fixed by the call's
-    key). ``form`` is the backend's replayable form of the launch (:meth:`JitSession._dispatch`).
-    ``launch`` holds this call's tensors: read it while the replay is built, never keep it.
+    ``slots`` align with the launch's arguments: ``(0, i)`` for the call's input ``i``,
+    ``(1, j)`` for its output ``j``, None for a scalar (its value is part of the launch, fixed
+    by the call's key). ``form`` is the backend's replayable form of the launch
+    (:meth:`JitSession._dispatch`); neither holds the call's tensors.
     """
 
-    __slots__ = ("form", "launch", "slots")
+    __slots__ = ("form", "slots")
 
-    def __init__(self, launch: JitLaunch, slots: tuple[tuple[int, int] | None, ...], form: Any):
-        self.launch, self.slots, self.form = launch, slots, form
+    def __init__(self, slots: tuple[tuple[int, int] | None, ...], form: Any) -> None:
+        self.slots, self.form = slots, form
 
     @classmethod
     def record(cls, launch: JitLaunch, form: Any) -> None:
@@ -458,7 +458,7 @@ class JitLaunchRecord:
             if slot is None:
                 rec.refuse(f"DSL argument {p.name!r} is not an input or output tensor of the call")
             slots.append(slot)
-        rec.launches.append(cls(launch, tuple(slots), form))
+        rec.launches.append(cls(tuple(slots), form))
 
 
 __all__ = [
