@@ -83,6 +83,12 @@ def host(webgpu_host: tf.Host) -> tf.Host:
     return webgpu_host
 
 
+@pytest.fixture(autouse=True)
+def plans_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about plans: on, whatever TENFERRO_OP_PLAN says (both paths compared)."""
+    monkeypatch.setattr(_op_plan, "ENABLED", True)
+
+
 @pytest.fixture
 def replays(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the replays that served a call (a guard miss is not one)."""
