@@ -148,6 +148,11 @@ class WebGpuRuntime(Runtime):
         self.bind_groups = BindGroups(self._device)
         #: Freed storage buffers of this runtime, by exact size, with their epochs.
         self.pool: FreeList[tuple[Any, int]] = FreeList(rounded=False)
+        #: Every buffer of the free list's sizes made and not released for good, by id: held
+        #: by the runtime, so a storage finalized in a reference cycle by the collector, which
+        #: finalizes everything the cycle reaches (its buffer too: wgpu-py then releases it),
+        #: never hands the free list a released buffer; its buffer stays reachable from here.
+        self._poolable: dict[int, Any] = {}
         self._fold_limit = self._info.max_compute_workgroups_per_dimension
         self._usage = (
             wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -235,6 +240,7 @@ class WebGpuRuntime(Runtime):
                 size, buffer = handle
                 if pool.put(size, (buffer, epoch)):
                     continue
+                self._poolable.pop(id(buffer), None)
             else:
                 buffer = handle
             self.bind_groups.forget(buffer)
@@ -255,6 +261,7 @@ class WebGpuRuntime(Runtime):
             self.queue.flush()
         for buffer, _ in entries:
             self.bind_groups.forget(buffer)
+            self._poolable.pop(id(buffer), None)
             buffer.destroy()
 
     # -- provider primitives --------------------------------------------------------------------
@@ -281,6 +288,8 @@ class WebGpuRuntime(Runtime):
                 buffer = self._device.create_buffer(size=padded, usage=self._usage)
             except wgpu_error as again:
                 raise self._out_of_memory(padded, again) from again
+        if size:
+            self._poolable[id(buffer)] = buffer
         return WebGpuStorage(self, buffer, nbytes, dt, element_size, size)
 
     def _out_of_memory(self, padded: int, exc: Exception) -> OutOfMemoryError:
