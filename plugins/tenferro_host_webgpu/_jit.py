@@ -18,13 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from tenferro_host import InvalidLaunchConfigError, LaunchError, Tensor, UnsupportedError
+from tenferro_host import InvalidLaunchConfigError, Tensor, UnsupportedError
 from tenferro_host.kernel import Specialization
 from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession, Memo, memo
 
 from . import wgsl, wgsl_cache, wgsl_canary, wgsl_types
+from ._replay import PlannedDispatch
 from ._runtime import WebGpuRuntime, WebGpuStorage
 from ._uniforms import ArrayView, pack_uniforms
+from .device import WebGpuDeviceInfo
 
 
 class _Facts:
@@ -61,13 +63,15 @@ class WebGpuJitSession(JitSession):
         super().__init__(exec_session, op)
         assert isinstance(exec_session.runtime, WebGpuRuntime)
         self.webgpu: WebGpuRuntime = exec_session.runtime
+        #: the device's limits and features, read once per session (a launch asks six times)
+        self._info: WebGpuDeviceInfo = self.webgpu.device_info
         self._canary_flag: Any = None
 
     # -- backend contract -------------------------------------------------------------------------
     @property
     def features(self) -> tuple[str, ...]:
         """``shader-f16`` and ``subgroup`` where the device has them: they change the WGSL."""
-        info = self.webgpu.device_info
+        info = self._info
         return ("shader-f16",) * info.shader_f16 + ("subgroup",) * info.subgroups
 
     @property
@@ -79,7 +83,7 @@ class WebGpuJitSession(JitSession):
     @property
     def max_cube_threads(self) -> int:
         """Invocations per workgroup the device allows."""
-        return self.webgpu.device_info.max_compute_invocations_per_workgroup
+        return self._info.max_compute_invocations_per_workgroup
 
     def _on_enter(self) -> None:
         self.webgpu.queue.hold()
@@ -102,7 +106,7 @@ class WebGpuJitSession(JitSession):
             return
         for dt, where in wgsl_types.value_types(spec.ir).items():
             wgsl_types.wgsl_type(dt, f"{where} of kernel {spec.kernel_name!r}")
-            if dt.name == "float16" and not self.webgpu.device_info.shader_f16:
+            if dt.name == "float16" and not self._info.shader_f16:
                 raise UnsupportedError(
                     f"kernel {spec.kernel_name!r} uses f16 ({where}), but the adapter does not "
                     "offer the 'shader-f16' feature; use f32 or another adapter",
@@ -113,7 +117,7 @@ class WebGpuJitSession(JitSession):
 
     def _check_workgroup_bytes(self, spec: Specialization, nbytes: int) -> None:
         """The shared arrays (at a launch's sizes) fit the adapter's workgroup storage."""
-        limit = self.webgpu.device_info.max_compute_workgroup_storage_size
+        limit = self._info.max_compute_workgroup_storage_size
         if nbytes > limit:
             raise UnsupportedError(
                 f"kernel {spec.kernel_name!r} declares {nbytes} bytes of shared arrays (at this "
@@ -123,15 +127,18 @@ class WebGpuJitSession(JitSession):
                 feature="maxComputeWorkgroupStorageSize",
             )
 
-    def _dispatch(self, launch: JitLaunch) -> None:
+    def _dispatch(self, launch: JitLaunch) -> PlannedDispatch:
         spec = launch.spec
         rt = self.webgpu
         self._check_dim(launch.dim)
         buffers, owners, groups, block = self._bind(spec, launch.args)
         folded = launch.grid != launch.count
-        canary = rt.device_info.software and _facts(spec).loops
+        canary = self._info.software and _facts(spec).loops
         if canary:
             buffers.append(self._arm_loop_canary())
+            self._refuse_plan("a kernel with loops on a software adapter (its loop canary)")
+        elif len(owners) != len(buffers):
+            self._refuse_plan("an empty array argument (bound to the placeholder buffer)")
         # Specializations are cached objects: the pipeline keeps its own alive, so its id is a
         # key that cannot be reused while the entry exists (hashing the IR would cost each launch).
         sizes = launch.shared_sizes
@@ -146,26 +153,23 @@ class WebGpuJitSession(JitSession):
             lambda: pack_uniforms(spec, launch.count, launch.grid, self._views(launch)),
             keepalive=spec,
         )
+        planned = PlannedDispatch(pipeline, params, groups, launch, self.op)
         try:
             # The canary's flag is this session's: its launches bind a group of their own.
             rt.dispatch(pipeline, params, buffers, launch.grid, None if canary else owners)
         except rt.wgpu_errors as exc:
-            config = f"count {launch.count}, dim {launch.dim}, workgroups {launch.grid}"
-            raise LaunchError(
-                f"WebGPU rejected the dispatch of kernel {spec.kernel_name!r} ({config}): {exc}",
-                op=self.op,
-            ) from exc
+            raise planned.rejected(exc) from exc
         if rt.debug_sync:
-            config = f"count {launch.count}, dim {launch.dim}, workgroups {launch.grid}"
-            rt.debug_wait(f"kernel {spec.kernel_name!r} ({config})", self.op)
+            rt.debug_wait(f"kernel {spec.kernel_name!r} ({planned.config})", self.op)
         if canary:
             self._check_loop_canary(spec, buffers[-1])
+        return planned
 
     # -- helpers ----------------------------------------------------------------------------------
     def _pipeline(self, key: tuple[Any, ...], spec: Specialization, dim: Grid) -> Any:
         """The pipeline of ``key`` on a miss of the fast lookup: loaded or built."""
         _, _, groups, folded, canary, sizes = key
-        info = self.webgpu.device_info
+        info = self._info
         return self.webgpu.pipelines.get(
             key,
             lambda: self._compile(spec, dim, groups, folded, canary, sizes),
@@ -213,7 +217,7 @@ class WebGpuJitSession(JitSession):
             return
         raise UnsupportedError(
             f"kernel {spec.kernel_name!r} ran more loop iterations in one thread than the "
-            f"software adapter {self.webgpu.device_info.name!r} executes (65535 in total per "
+            f"software adapter {self._info.name!r} executes (65535 in total per "
             "invocation; llvmpipe cuts loops there silently), so the outputs of this launch are "
             "wrong: give each thread fewer iterations (more threads) or use a hardware adapter",
             backend=self.runtime.name,
@@ -221,7 +225,7 @@ class WebGpuJitSession(JitSession):
         )
 
     def _check_dim(self, dim: Grid) -> None:
-        limits = self.webgpu.device_info.max_compute_workgroup_size
+        limits = self._info.max_compute_workgroup_size
         for axis, (d, limit) in enumerate(zip(dim, limits, strict=True)):
             if d > limit:
                 raise InvalidLaunchConfigError(
@@ -258,7 +262,7 @@ class WebGpuJitSession(JitSession):
                     buffers.append(self.webgpu.placeholder_buffer)
             groups.append(slot)
             block.append((v.offset, v.shape, v.strides))
-        limit = self.webgpu.device_info.max_storage_buffers_per_shader_stage
+        limit = self._info.max_storage_buffers_per_shader_stage
         if len(buffers) > limit:
             raise UnsupportedError(
                 f"kernel {spec.kernel_name!r} binds {len(buffers)} distinct storages; the "

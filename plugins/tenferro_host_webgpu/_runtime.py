@@ -48,6 +48,7 @@ from tenferro_host.provider import (
     DeviceStorage,
     ExecSession,
     FreeList,
+    OpRecording,
     Release,
     Runtime,
     Storage,
@@ -74,9 +75,9 @@ DEBUG_SYNC_ENV = "TENFERRO_DEBUG_SYNC"
 
 
 class WebGpuStorage(DeviceStorage):
-    """A storage buffer of ``nbytes`` host bytes; on the device each element takes
-    ``element_size`` bytes (``widen`` times its host size: 4 for bool) and the buffer is padded
-    to a multiple of 4 bytes.
+    """A storage buffer of ``nbytes`` host bytes of ``dt``; on the device each element takes
+    ``element_size`` bytes (``widen`` times its host size: 4 for bool,
+    :func:`.device.device_element_size`) and the buffer is padded to a multiple of 4 bytes.
 
     ``block`` is its size class in the runtime's free list (0: too large to keep); ``epoch`` the
     queue's submission count after which every earlier use of a reused buffer was submitted (0
@@ -92,13 +93,14 @@ class WebGpuStorage(DeviceStorage):
         buffer: Any,
         nbytes: int,
         dt: DType,
+        element_size: int,
         block: int = 0,
         epoch: int = 0,
     ) -> None:
         super().__init__(runtime, nbytes, ("keep", (block, buffer)) if block else ("drop", buffer))
         self.buffer = buffer
-        self.element_size = device_element_size(dt)
-        self.widen = self.element_size // dt.itemsize
+        self.element_size = element_size
+        self.widen = element_size // dt.itemsize
         self.block = block
         self.epoch = epoch
 
@@ -151,6 +153,11 @@ class WebGpuRuntime(Runtime):
         self.bind_groups = BindGroups(self._device)
         #: Freed storage buffers of this runtime, by exact size, with their epochs.
         self.pool: FreeList[tuple[Any, int]] = FreeList(rounded=False)
+        #: Every buffer of the free list's sizes made and not released for good, by id: held
+        #: by the runtime, so a storage finalized in a reference cycle by the collector, which
+        #: finalizes everything the cycle reaches (its buffer too: wgpu-py then releases it),
+        #: never hands the free list a released buffer; its buffer stays reachable from here.
+        self._poolable: dict[int, Any] = {}
         self._fold_limit = self._info.max_compute_workgroups_per_dimension
         self._usage = (
             wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -187,6 +194,12 @@ class WebGpuRuntime(Runtime):
 
     def new_exec_session(self, backend_session: BackendSession) -> ExecSession:
         return WebGpuExecSession(backend_session)
+
+    def op_replay(self, recording: OpRecording) -> Any:
+        """A recorded op call's DSL dispatches, replayed (:mod:`._replay`)."""
+        from ._replay import op_replay
+
+        return op_replay(self, recording)
 
     # -- dtypes and limits ----------------------------------------------------------------------
     def _check_dtype(self, dt: DType) -> DType:
@@ -232,6 +245,7 @@ class WebGpuRuntime(Runtime):
                 size, buffer = handle
                 if pool.put(size, (buffer, epoch)):
                     continue
+                self._poolable.pop(id(buffer), None)
             else:
                 buffer = handle
             self.bind_groups.forget(buffer)
@@ -252,21 +266,22 @@ class WebGpuRuntime(Runtime):
             self.queue.flush()
         for buffer, _ in entries:
             self.bind_groups.forget(buffer)
+            self._poolable.pop(id(buffer), None)
             buffer.destroy()
 
     # -- provider primitives --------------------------------------------------------------------
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
-        device_bytes = nbytes // dt.itemsize * device_element_size(dt)
-        padded = -(-device_bytes // 4) * 4
-        self._check_size(padded)
+        element_size = device_element_size(dt)
+        padded = -(-(nbytes // dt.itemsize * element_size) // 4) * 4
         if self.deferred:
             self.drain_deferred()
         pool = self.pool
         size = pool.size_class(padded)
         if size:
             found = pool.take(size)
-            if found is not None:
-                return WebGpuStorage(self, found[0], nbytes, dt, size, found[1])
+            if found is not None:  # a buffer of this size: within the limits checked below
+                return WebGpuStorage(self, found[0], nbytes, dt, element_size, size, found[1])
+        self._check_size(padded)
         wgpu_error = self._wgpu.GPUError
         try:
             buffer = self._device.create_buffer(size=padded, usage=self._usage)
@@ -278,7 +293,9 @@ class WebGpuRuntime(Runtime):
                 buffer = self._device.create_buffer(size=padded, usage=self._usage)
             except wgpu_error as again:
                 raise self._out_of_memory(padded, again) from again
-        return WebGpuStorage(self, buffer, nbytes, dt, size)
+        if size:
+            self._poolable[id(buffer)] = buffer
+        return WebGpuStorage(self, buffer, nbytes, dt, element_size, size)
 
     def _out_of_memory(self, padded: int, exc: Exception) -> OutOfMemoryError:
         said = " ".join(str(exc).split())

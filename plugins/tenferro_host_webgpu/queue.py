@@ -104,6 +104,23 @@ class CommandQueue:
                 self._discard()
                 raise
 
+    def dispatch_now(self, pipeline: Any, group: Any, workgroups: tuple[int, int, int]) -> None:
+        """Record one dispatch and submit it unless a batch is held (a replayed op call). With
+        nothing pending it is one command buffer built in one go, as a bare wgpu-py dispatch."""
+        with self._lock:
+            if self._encoder is not None or self._holds:
+                self.record(pipeline, group, workgroups)
+                self.commit()
+                return
+            encoder = self._device.create_command_encoder()  # held by no one: nothing to discard
+            cpass = encoder.begin_compute_pass()
+            cpass.set_pipeline(pipeline)
+            cpass.set_bind_group(0, group)
+            cpass.dispatch_workgroups(*workgroups)
+            cpass.end()
+            self._device.queue.submit([encoder.finish()])
+            self.submissions += 1
+
     def hold(self) -> None:
         """Keep recorded work pending until every hold is released (a JIT session's scope)."""
         with self._lock:

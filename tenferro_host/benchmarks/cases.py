@@ -73,7 +73,8 @@ DSL_CACHED = "cached DSL launch in an open jit session"
 CPU_NUMPY = "np.add(a, b, out=o)"
 CPU_HOST_RUN = "host.run(ext_add_kernel.add) (cpu variant)"
 CPU_HANDLE = "op handle (cpu variant)"
-WGPU_DIRECT = "wgpu-py: encoder + pass + dispatch + submit (prebuilt bind group)"
+WGPU_DIRECT = "wgpu-py: encoder + pass + dispatch + submit of the plan's pipeline and buffers"
+WGPU_OWN_DEVICE = "wgpu-py: hand-written WGSL add on a device of its own (prebuilt bind group)"
 WGPU_HOST_RUN = "host.run(ext_add_kernel.add) (dsl variant)"
 WGPU_HANDLE = "op handle (dsl variant)"
 BW_CUPY = "CuPy RawKernel add"
@@ -89,6 +90,8 @@ CUPY_COLD = "CuPy RawModule compile, cold (unique source)"
 
 PLAN_STEPS = ("replay", "enter/exit", "allocation", "slot writes", "launch")
 PLAN_ROWS = tuple(f"op plan of the cuda-raw add: {step}" for step in PLAN_STEPS)
+WGPU_PLAN_STEPS = ("replay", "allocation", "bind group", "encode + submit")
+WGPU_PLAN_ROWS = tuple(f"op plan of the WebGPU add: {step}" for step in WGPU_PLAN_STEPS)
 
 CUDA_CALL_ROWS = (
     CORE_LAUNCH,
@@ -130,20 +133,35 @@ def _has_op(host: Host, name: str) -> bool:
     return name in host.registry.ops and host.registry.ops[name].status == "ok"
 
 
-def _plan_steps(host: Host, a: Any, b: Any) -> tuple[list[Case], str]:
-    """Each step of the add's planned call on its own (``steps()`` of the handle's replay), and
-    what the handle says of its plans — or the rows not run, saying why."""
+def _plan_steps(
+    host: Host,
+    a: Any,
+    b: Any,
+    rows: tuple[str, ...] = PLAN_ROWS,
+    names: tuple[str, ...] = PLAN_STEPS,
+) -> tuple[list[Case], str]:
+    """The ``rows`` of the add's planned call on ``a``'s runtime: ``steps()`` of the handle's
+    replay there, by ``names``, and what the handle says of its plans — or the rows not run,
+    saying why."""
     if not _has_op(host, EXT_ADD):
-        return [Case(r, None, "ext-add-kernel not installed") for r in PLAN_ROWS], ""
+        return [Case(r, None, "ext-add-kernel not installed") for r in rows], ""
     handle = host.op(EXT_ADD)
     for _ in range(3):  # two equal recordings plan the call; the third replays
         host.run(EXT_ADD, a, b)
     state = "; ".join(f"{k}: {v}" for k, v in handle.plans().items())
-    replay = next((p for p in handle._plans.values() if hasattr(p, "steps")), None)
+    runtime = a.storage.runtime
+    replay = next(
+        (
+            p
+            for p in handle._plans.values()
+            if hasattr(p, "steps") and getattr(p, "runtime", None) is runtime
+        ),
+        None,
+    )
     if replay is None:
-        return [Case(r, None, f"no op plan: {state or 'off'}") for r in PLAN_ROWS], state
+        return [Case(r, None, f"no op plan: {state or 'off'}") for r in rows], state
     steps = replay.steps((a, b))
-    return [Case(row, steps[step]) for row, step in zip(PLAN_ROWS, PLAN_STEPS, strict=True)], state
+    return [Case(row, steps[step]) for row, step in zip(rows, names, strict=True)], state
 
 
 def _ext_add_calls(host: Host, a: Any, b: Any, run_row: str, handle_row: str) -> list[Case]:
@@ -179,18 +197,24 @@ def cpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
 
 # -- WebGPU ---------------------------------------------------------------------------------------
 def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
-    """``host.run`` of the example add on WebGPU against the same add dispatched by wgpu-py."""
+    """``host.run`` of the example add on WebGPU against the same dispatch through bare wgpu-py:
+    the WGSL, uniform and storage buffers of the call's op plan, on the runtime's own device
+    (and, as a second anchor, a hand-written WGSL add on a device of its own)."""
     key, title = "webgpu", f"op call, WebGPU, {N}-element f32 add"
-    rows = (WGPU_DIRECT, WGPU_HOST_RUN, WGPU_HANDLE)
+    rows = (WGPU_DIRECT, WGPU_OWN_DEVICE, WGPU_HOST_RUN, WGPU_HANDLE, *WGPU_PLAN_ROWS)
     why = _unavailable(host, "webgpu")
     if why:
         return _not_run(key, title, rows, why)
     rt = host.backend("webgpu")
     ones = np.ones(N, np.float32)
     a, b = rt.upload(ones), rt.upload(ones)
+    steps, plan_state = _plan_steps(
+        host, a, b, (WGPU_DIRECT, *WGPU_PLAN_ROWS), ("bare wgpu-py dispatch", *WGPU_PLAN_STEPS)
+    )
     direct, direct_sync = _wgpu_direct(rt.index)
-    cases = [Case(WGPU_DIRECT, direct)]
+    cases = [steps.pop(0), Case(WGPU_OWN_DEVICE, direct)]
     cases += _ext_add_calls(host, a, b, WGPU_HOST_RUN, WGPU_HANDLE)
+    cases += steps
 
     def sync() -> None:
         rt.synchronize()
@@ -203,9 +227,11 @@ def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         sync,
         rounds=sizes.rounds,
         batch=sizes.batch,
-        profiled=(WGPU_DIRECT, WGPU_HOST_RUN, WGPU_HANDLE),
+        profiled=rows,
     )
     group.notes.append(f"adapter: {rt.device_info.name}")
+    if plan_state:
+        group.notes.append(f"op plans of {EXT_ADD}: {plan_state}")
     return group
 
 

@@ -60,7 +60,15 @@ _LAZY = {
     "cached_probe": f"{__name__}._probe_cache",
     **{
         name: f"{__name__}._jit_session"
-        for name in ("Grid", "JitBinding", "JitLaunch", "JitSession", "convert_scalar", "fold_grid")
+        for name in (
+            "Grid",
+            "JitBinding",
+            "JitLaunch",
+            "JitLaunchRecord",
+            "JitSession",
+            "convert_scalar",
+            "fold_grid",
+        )
     },
 }
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
@@ -88,6 +96,7 @@ __all__ = [
     "HostServices",
     "JitBinding",
     "JitLaunch",
+    "JitLaunchRecord",
     "JitSession",
     "KernelCache",
     "KernelCacheWarning",

@@ -36,7 +36,7 @@ from ..kernel._autotune import Autotuned
 from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 from ..kernel.ir import U32_MAX, WARP, check_fragment_cube, check_shared_sizes, check_u32_array
 from ..tensor import Tensor
-from ._op_plan import RECORDING
+from ._op_plan import RECORDING, OpRecording
 from ._residency import require_resident
 from ._session import ExecSession, Session, SessionHandle
 from ._storage import require_writable
@@ -231,6 +231,11 @@ class JitSession(Session):
     * :meth:`_check_specialization` (optional): reject what the target cannot run, e.g. f64 on
       WebGPU, with ``UnsupportedError`` naming the feature;
     * :meth:`_dispatch`: compile (and cache) the specialization and enqueue or batch the launch;
+      it returns the launch's replayable form (what the backend's ``op_replay`` needs besides
+      the arguments, e.g. WebGPU's pipeline and uniform buffer), which the base records with
+      the arguments' slots while an op call is recorded (:class:`JitLaunchRecord`), or None
+      when a lower seam records the launch (CUDA's raw seam); a launch that cannot be replayed
+      refuses the recording (:meth:`_refuse_plan`);
     * ``_on_exit(error)``: submit a batch; ``_on_enter()``: acquire what the session needs.
     """
 
@@ -258,8 +263,15 @@ class JitSession(Session):
     def _check_specialization(self, spec: Specialization) -> None:
         """Raise ``UnsupportedError`` for what this target cannot run (default: nothing)."""
 
-    def _dispatch(self, launch: JitLaunch) -> None:
+    def _dispatch(self, launch: JitLaunch) -> Any:
         raise NotImplementedError
+
+    @staticmethod
+    def _refuse_plan(why: str) -> None:
+        """The op call being recorded (if any) cannot be replayed: ``why`` says what."""
+        rec = getattr(RECORDING, "rec", None)
+        if rec is not None:
+            rec.refuse(why)
 
     # -------------------------------------------------------- user API
 
@@ -341,14 +353,10 @@ class JitSession(Session):
             return t
         return None
 
-    def _launch(
-        self, kernel: Kernel, count: Any, dim: Any, args: Sequence[Any], constants: dict[str, Any]
-    ) -> None:
-        if not isinstance(kernel, Kernel):
-            raise ValidationError(
-                f"launch needs a @K.kernel function, got {type(kernel).__name__}", argument="kernel"
-            )
-        count_xyz, dim_xyz = as_grid(count, "count"), as_grid(dim, "dim")
+    def _launch_args(
+        self, kernel: Kernel, args: Sequence[Any]
+    ) -> tuple[list[Tensor | Any], list[ArgDesc]]:
+        """Each runtime argument checked against the kernel's declarations, with its desc."""
         decls = kernel.runtime_params
         if len(args) != len(decls):
             names = ", ".join(d.name for d in decls)
@@ -376,6 +384,17 @@ class JitSession(Session):
                 )
             values.append(value)
             descs.append(desc)
+        return values, descs
+
+    def _launch(
+        self, kernel: Kernel, count: Any, dim: Any, args: Sequence[Any], constants: dict[str, Any]
+    ) -> None:
+        if not isinstance(kernel, Kernel):
+            raise ValidationError(
+                f"launch needs a @K.kernel function, got {type(kernel).__name__}", argument="kernel"
+            )
+        count_xyz, dim_xyz = as_grid(count, "count"), as_grid(dim, "dim")
+        values, descs = self._launch_args(kernel, args)
         if self.runtime._capture is not None and not kernel.is_specialized(
             descs, constants, self.target, self.features
         ):
@@ -415,7 +434,53 @@ class JitSession(Session):
         shared = spec.ir.shared_sizes(converted)
         check_shared_sizes(spec.ir, shared)
         grid = fold_grid(count_xyz, self.max_grid)
-        self._dispatch(JitLaunch(spec, count_xyz, grid, dim_xyz, tuple(converted), shared))
+        launch = JitLaunch(spec, count_xyz, grid, dim_xyz, tuple(converted), shared)
+        form = self._dispatch(launch)
+        if form is not None:
+            JitLaunchRecord.record(launch, form)
 
 
-__all__ = ["JitBinding", "JitLaunch", "JitSession", "as_grid", "convert_scalar", "fold_grid"]
+class JitLaunchRecord:
+    """One DSL launch of an op call being recorded (:mod:`._op_plan`), for any backend.
+
+    ``slots`` align with the launch's arguments: ``(0, i)`` for the call's input ``i``,
+    ``(1, j)`` for its output ``j``, None for a scalar (its value is part of the launch, fixed
+    by the call's key). ``form`` is the backend's replayable form of the launch
+    (:meth:`JitSession._dispatch`); neither holds the call's tensors.
+    """
+
+    __slots__ = ("form", "slots")
+
+    def __init__(self, slots: tuple[tuple[int, int] | None, ...], form: Any) -> None:
+        self.slots, self.form = slots, form
+
+    @classmethod
+    def record(cls, launch: JitLaunch, form: Any) -> None:
+        """Add ``launch`` to the op call being recorded on this thread, if any; a tensor that
+        is neither an input nor an output of the call (e.g. a compact copy the variant made)
+        refuses the recording."""
+        rec: OpRecording | None = getattr(RECORDING, "rec", None)
+        if rec is None:
+            return
+        written = launch.spec.ir.written
+        slots: list[tuple[int, int] | None] = []
+        for p, v in zip(launch.spec.params, launch.args, strict=True):
+            if not isinstance(v, Tensor):
+                slots.append(None)
+                continue
+            slot = rec.slot(v, p.name in written)
+            if slot is None:
+                rec.refuse(f"DSL argument {p.name!r} is not an input or output tensor of the call")
+            slots.append(slot)
+        rec.launches.append(cls(tuple(slots), form))
+
+
+__all__ = [
+    "JitBinding",
+    "JitLaunch",
+    "JitLaunchRecord",
+    "JitSession",
+    "as_grid",
+    "convert_scalar",
+    "fold_grid",
+]

@@ -3,7 +3,9 @@
 ``calls_per_op`` is cProfile's count per call (Python and C calls, as the budgets of
 docs/op-call-cost.md count them); ``call_trace`` follows one call event by event
 (``sys.setprofile``, Python calls only, the calling test module left out): the files, how often
-consecutive calls switch file, and how often each file is entered.
+consecutive calls switch file, and how often each file is entered. ``library`` names the
+outside library a file belongs to where its internals count as one unit (wgpu-py is Python:
+its own files are not the project's).
 """
 
 from __future__ import annotations
@@ -33,14 +35,18 @@ def _short(f: str) -> str:
     return str(path.relative_to(path.parents[1])) if len(path.parents) > 1 else f
 
 
-def call_trace(fn: Callable[[], Any], caller: str) -> tuple[Counter[str], int, Counter[str]]:
+def call_trace(
+    fn: Callable[[], Any], caller: str, library: Callable[[str], str | None] = lambda f: None
+) -> tuple[Counter[str], int, Counter[str]]:
     """(calls per file, switches between consecutive calls' files, entries per file) of one
-    ``fn()``; calls in ``caller`` (the test module's ``__file__``) are left out."""
+    ``fn()``; calls in ``caller`` (the test module's ``__file__``) are left out, and a file for
+    which ``library(file)`` gives a name counts as that name."""
     files: list[str] = []
 
     def record(frame: Any, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code.co_filename != caller:
-            files.append(frame.f_code.co_filename)
+            name = frame.f_code.co_filename
+            files.append(library(name) or name)
 
     sys.setprofile(record)
     try:

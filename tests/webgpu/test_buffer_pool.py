@@ -309,3 +309,25 @@ def test_out_of_memory_frees_the_pool_and_retries_once(
     assert rt.pool_stats()["cached_blocks"] == 0
     monkeypatch.undo()
     np.testing.assert_array_equal(kept.download(), np.arange(10, dtype=np.float32))
+
+
+def test_a_tensor_collected_in_a_reference_cycle_pools_a_live_buffer(fresh_rt: Any) -> None:
+    """The collector finalizes everything a dead cycle reaches, the tensor's wgpu buffer too
+    (wgpu-py releases it then), while the storage's finalizer hands that buffer to the pool:
+    the runtime holds its poolable buffers, so the next tensor of the size gets a live one
+    (it got a released one, and its upload raised wgpu-py's TypeError)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(8):
+            box: list[Any] = [fresh_rt.upload(np.ones(3, np.float32))]
+            box.append(box)
+            del box
+        gc.collect()
+    finally:
+        if was_enabled:
+            gc.enable()
+    x = np.arange(3, dtype=np.float32)
+    for _ in range(8):
+        np.testing.assert_array_equal(fresh_rt.upload(x).download(), x)
+    assert fresh_rt.pool_stats()["cache_hits"] >= 8
