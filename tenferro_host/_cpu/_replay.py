@@ -1,0 +1,135 @@
+"""The CPU op replay: a recorded op call's ``ex.launch`` calls re-run on the call's tensors.
+
+The recording (``_exec_session``) holds each launch as its function and every argument as an
+input or output slot or a constant; the call key fixes each input's dtype, shape, strides and
+offset, so each slot's numpy view is known but for its buffer. A call allocates the outputs,
+makes the views — a whole 1-D storage is its array itself for a ufunc (which never changes its
+operands' metadata), a plain ``view()`` for any other function — and calls each function: no
+variant, no session. Nothing here is per thread; the CPU runtime is never poisoned or closed,
+queues no deferred releases and leases nothing, so the guard is the read-only check of an
+input the call writes (the full path raises its typed error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import TenferroError
+from ..provider._op_plan import REPLAY_MISS, OpRecording
+from ..tensor import Tensor
+from ._exec_session import LaunchRecord, Slot, launch_failed
+
+if TYPE_CHECKING:
+    from ..dtypes import DType
+    from ._runtime import CpuRuntime
+
+#: How one tensor argument's view is made: (position in the launch's argument list, 0 input /
+#: 1 output, index, a whole 1-D storage?, shape, numpy dtype, byte offset, byte strides).
+ViewRule = tuple[int, int, int, bool, tuple[int, ...], Any, int, tuple[int, ...]]
+
+
+class _Launch:
+    """One recorded launch: its argument list with the constants in place, the view rules."""
+
+    __slots__ = ("bare", "fn", "names", "nout", "npos", "several", "template", "views")
+
+    def __init__(self, record: LaunchRecord, layouts: tuple[list[Any], list[Any]]) -> None:
+        self.fn, positional, named, written, self.several = record
+        self.bare = isinstance(self.fn, np.ufunc)
+        slots: list[Slot] = [*positional, *(s for _, s in named), *written]
+        self.npos, self.nout = len(positional), len(written)
+        self.names = tuple(name for name, _ in named)
+        self.template = [value[1] if which == 2 else None for which, value in slots]
+        rules: list[ViewRule] = []
+        for k, (which, index) in enumerate(slots):
+            if which == 2:
+                continue
+            dt, shape, strides, offset = layouts[which][index]
+            isz = dt.itemsize
+            whole = strides == (1,) and offset == 0
+            byte_strides = tuple(isz * s for s in strides)
+            rules.append((k, which, index, whole, shape, dt.numpy, offset * isz, byte_strides))
+        self.views = tuple(rules)
+
+
+class CpuReplay:
+    """A recorded CPU op call, replayed: guard, outputs, views, one call per launch."""
+
+    __slots__ = (
+        "_launches",
+        "_nbytes",
+        "_outputs",
+        "_several",
+        "_single",
+        "exclusive",
+        "runtime",
+        "signature",
+    )
+
+    def __init__(self, runtime: CpuRuntime, rec: OpRecording) -> None:
+        self.runtime = runtime
+        self._outputs: tuple[tuple[DType, tuple[int, ...], tuple[int, ...], int], ...] = tuple(
+            (t.dtype, t.shape, t.strides, t.storage.nbytes) for t in rec.outputs
+        )
+        self._several = len(self._outputs) > 1
+        dt, shape, strides, self._nbytes = self._outputs[0]
+        self._single = (dt, shape, strides, 0, True)  # Tensor's arguments after the storage
+        self.exclusive = tuple(sorted(rec.exclusive))
+        layouts = (
+            [(t.dtype, t.shape, t.strides, t.offset) for t in rec.inputs],
+            [(t.dtype, t.shape, t.strides, t.offset) for t in rec.outputs],
+        )
+        records: list[LaunchRecord] = rec.launches
+        self._launches = tuple(_Launch(r, layouts) for r in records)
+        self.signature = (self._outputs, self.exclusive, tuple(records))
+
+    def __call__(self, tensors: tuple[Any, ...]) -> Any:
+        for i in self.exclusive:
+            if tensors[i].storage.read_only:
+                return REPLAY_MISS  # the full path raises the typed error
+        rt = self.runtime
+        outs: list[Any] = (
+            [  # rt.empty without its checks
+                Tensor(rt._allocate(nbytes, dt), dt, shape, strides, 0, True)
+                for dt, shape, strides, nbytes in self._outputs
+            ]
+            if self._several
+            else [Tensor(rt._allocate(self._nbytes, self._single[0]), *self._single)]
+        )
+        operands = (tensors, outs)
+        for launch in self._launches:
+            args = [*launch.template]
+            bare = launch.bare
+            for k, which, index, whole, shape, npdt, offset, strides in launch.views:
+                array = operands[which][index].storage.array
+                if whole and array.shape == shape and array.dtype is npdt:
+                    args[k] = array if bare else array.view()
+                else:
+                    args[k] = np.ndarray(shape, npdt, array, offset, strides)
+            npos = launch.npos
+            out = tuple(args[-launch.nout :]) if launch.several else args[-1]
+            try:
+                if launch.names:
+                    named = dict(zip(launch.names, args[npos : -launch.nout], strict=True))
+                    launch.fn(*args[:npos], out=out, **named)
+                else:
+                    launch.fn(*args[:npos], out=out)
+            except TenferroError:
+                raise
+            except Exception as exc:
+                raise launch_failed(launch.fn, exc) from exc
+        return tuple(outs) if self._several else outs[0]
+
+    def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
+        """The replay and its allocation on their own, for the bench."""
+        rt, nbytes, single = self.runtime, self._nbytes, self._single
+        return {
+            "replay": lambda: self(tensors),
+            "allocation": lambda: Tensor(rt._allocate(nbytes, single[0]), *single),
+        }
+
+
+__all__ = ["CpuReplay"]
