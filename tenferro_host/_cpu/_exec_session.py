@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import LaunchError, TenferroError, ValidationError
 from ..provider._op_plan import RECORDING, OpRecording
 from ..provider._residency import require_resident
-from ..provider._session import ExecSession
+from ..provider._session import ExecSession, _get_ident
 from ..provider._storage import require_writable
 from ..tensor import Tensor
 from ._storage import numpy_view
@@ -57,28 +57,46 @@ class CpuExecSession(ExecSession):
         ``fn`` — a ufunc (``np.add``) or a function of that form — writes ``out`` and touches
         nothing else; its result is dropped. What it raises comes back as a ``LaunchError``.
         """
-        self._check()
-        runtime = self.runtime
-        several = type(out) is tuple
-        outs = out if several else (out,)
+        if self._owner != _get_ident():
+            raise self._refusal()
         if not callable(fn):
             raise ValidationError(
                 f"ex.launch needs a callable (a numpy ufunc or a function), got {fn!r}",
                 argument="fn",
             )
+        domain = self.runtime.domain
+        several = type(out) is tuple
+        outs = out if several else (out,)
         if not outs:
             raise ValidationError("ex.launch needs at least one output tensor", argument="out")
+        out_views = []
         for i, t in enumerate(outs):
-            where = f"out[{i}]" if several else "out"
-            require_resident(runtime, t, argument=where, op=None)
-            require_writable(t, f"{where} of ex.launch is written", where)
-        views = [_view_of(runtime, a, f"args[{i}]") for i, a in enumerate(args)]
-        named = {k: _view_of(runtime, v, k) for k, v in kwargs.items()}
-        out_views = tuple(map(numpy_view, outs))
-        call(fn, views, out_views if several else out_views[0], named)
+            if type(t) is not Tensor or t.storage.domain is not domain or t.storage.read_only:
+                self._refuse_operand(t, f"out[{i}]" if several else "out", True)
+            out_views.append(numpy_view(t))
+        views = [*args]
+        for i, a in enumerate(args):
+            if type(a) is Tensor and a.storage.domain is domain:
+                views[i] = numpy_view(a)
+            elif isinstance(a, Tensor):
+                views[i] = numpy_view(self._refuse_operand(a, f"args[{i}]", False))
+        named = kwargs
+        for k, v in kwargs.items():
+            if isinstance(v, Tensor):
+                named = dict(named) if named is kwargs else named
+                named[k] = numpy_view(self._refuse_operand(v, k, False))
+        call(fn, views, tuple(out_views) if several else out_views[0], named)
         rec = getattr(RECORDING, "rec", None)
         if rec is not None:
             _record(rec, fn, args, kwargs, outs, several)
+
+    def _refuse_operand(self, t: Any, argument: str, written: bool) -> Tensor:
+        """The typed error of an operand that is not a (writable) tensor of this runtime, or
+        ``t`` when it is one after all (a domain equal but not identical)."""
+        t = require_resident(self.runtime, t, argument=argument, op=None)
+        if written:
+            require_writable(t, f"{argument} of ex.launch is written", argument)
+        return t
 
 
 def call(fn: Callable[..., Any], args: list[Any], out: Any, kwargs: dict[str, Any]) -> None:
@@ -98,12 +116,6 @@ def launch_failed(fn: Callable[..., Any], exc: Exception) -> LaunchError:
         f"ex.launch({name}, ...) raised {type(exc).__name__}: {exc}; check the arguments the "
         "variant passes (shapes, dtypes, out)"
     )
-
-
-def _view_of(runtime: Any, value: Any, argument: str) -> Any:
-    if isinstance(value, Tensor):
-        return numpy_view(require_resident(runtime, value, argument=argument, op=None))
-    return value
 
 
 def _record(
