@@ -286,7 +286,7 @@ def test_launch_refuses_what_it_cannot_run(host):
             ex.launch(np.add, x, x, out=())
         with pytest.raises(tf.ValidationError, match="read-only"):
             ex.launch(np.add, x, x, out=cpu.from_dlpack(frozen))
-        with pytest.raises(tf.ValidationError, match="must be a tenferro_host.Tensor"):
+        with pytest.raises(tf.ValidationError, match="must be a tenferro_host"):
             ex.launch(np.add, x, x, out=[x])
     with pytest.raises(tf.SessionClosedError):
         ex.launch(np.add, x, x, out=x)
