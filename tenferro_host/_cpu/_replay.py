@@ -27,14 +27,17 @@ if TYPE_CHECKING:
     from ._runtime import CpuRuntime
 
 #: How one tensor argument's view is made: (position in the launch's argument list, 0 input /
-#: 1 output, index, a whole 1-D storage?, shape, numpy dtype, byte offset, byte strides).
-ViewRule = tuple[int, int, int, bool, tuple[int, ...], Any, int, tuple[int, ...]]
+#: 1 output, index, how, the bytes of a whole storage, shape, numpy dtype, byte offset, byte
+#: strides); how: _FRESH (a 1-D output: its array), _WHOLE (a 1-D compact input at offset 0: its
+#: array if the storage is no longer and has its dtype) or _VIEW (a view of the storage's bytes).
+ViewRule = tuple[int, int, int, int, int, tuple[int, ...], Any, int, tuple[int, ...]]
+_FRESH, _WHOLE, _VIEW = 0, 1, 2
 
 
 class _Launch:
     """One recorded launch: its argument list with the constants in place, the view rules."""
 
-    __slots__ = ("bare", "fn", "names", "nout", "npos", "several", "template", "views")
+    __slots__ = ("bare", "fn", "names", "nout", "npos", "plain", "several", "template", "views")
 
     def __init__(self, record: LaunchRecord, layouts: tuple[list[Any], list[Any]]) -> None:
         self.fn, positional, named, written, self.several = record
@@ -42,6 +45,7 @@ class _Launch:
         slots: list[Slot] = [*positional, *(s for _, s in named), *written]
         self.npos, self.nout = len(positional), len(written)
         self.names = tuple(name for name, _ in named)
+        self.plain = self.bare and not named and not self.several and self.fn.nin == self.npos
         self.template = [value[1] if which == 2 else None for which, value in slots]
         rules: list[ViewRule] = []
         for k, (which, index) in enumerate(slots):
@@ -49,9 +53,13 @@ class _Launch:
                 continue
             dt, shape, strides, offset = layouts[which][index]
             isz = dt.itemsize
-            whole = strides == (1,) and offset == 0
+            how = _VIEW
+            if strides == (1,) and offset == 0:
+                how = _FRESH if which == 1 else _WHOLE
             byte_strides = tuple(isz * s for s in strides)
-            rules.append((k, which, index, whole, shape, dt.numpy, offset * isz, byte_strides))
+            nbytes = shape[0] * isz if how != _VIEW else -1
+            rule = (k, which, index, how, nbytes, shape, dt.numpy, offset * isz, byte_strides)
+            rules.append(rule)
         self.views = tuple(rules)
 
 
@@ -99,28 +107,31 @@ class CpuReplay:
             if self._several
             else [Tensor(rt._allocate(self._nbytes, self._single[0]), *self._single)]
         )
-        operands = (tensors, outs)
         for launch in self._launches:
             args = [*launch.template]
             bare = launch.bare
-            for k, which, index, whole, shape, npdt, offset, strides in launch.views:
-                array = operands[which][index].storage.array
-                if whole and array.shape == shape and array.dtype is npdt:
+            for k, which, index, how, nbytes, shape, npdt, offset, strides in launch.views:
+                storage = (outs if which else tensors)[index].storage
+                array = storage.array  # flat, of its allocating tensor's dtype
+                if how == _FRESH or (
+                    how == _WHOLE and storage.nbytes == nbytes and array.dtype is npdt
+                ):
                     args[k] = array if bare else array.view()
                 else:
                     args[k] = np.ndarray(shape, npdt, array, offset, strides)
-            npos = launch.npos
-            out = tuple(args[-launch.nout :]) if launch.several else args[-1]
+            fn = launch.fn
             try:
-                if launch.names:
-                    named = dict(zip(launch.names, args[npos : -launch.nout], strict=True))
-                    launch.fn(*args[:npos], out=out, **named)
+                if launch.plain:  # a ufunc's arguments and its one output, all positional
+                    fn(*args)
                 else:
-                    launch.fn(*args[:npos], out=out)
+                    npos, nout = launch.npos, launch.nout
+                    out = tuple(args[-nout:]) if launch.several else args[-1]
+                    named = dict(zip(launch.names, args[npos:-nout], strict=True))
+                    fn(*args[:npos], out=out, **named)
             except TenferroError:
                 raise
             except Exception as exc:
-                raise launch_failed(launch.fn, exc) from exc
+                raise launch_failed(fn, exc) from exc
         return tuple(outs) if self._several else outs[0]
 
     def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:

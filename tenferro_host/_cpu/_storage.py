@@ -17,7 +17,7 @@ class CpuStorage(Storage):
     def __init__(
         self, runtime: Runtime, array: np.ndarray, kind: str = "owned", read_only: bool = False
     ) -> None:
-        super().__init__(runtime, array.nbytes, kind, read_only)
+        Storage.__init__(self, runtime, array.nbytes, kind, read_only)  # no super() object
         self.array = array
 
 
