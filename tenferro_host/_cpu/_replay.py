@@ -41,11 +41,15 @@ class _Launch:
 
     def __init__(self, record: LaunchRecord, layouts: tuple[list[Any], list[Any]]) -> None:
         self.fn, positional, named, written, self.several = record
-        self.bare = isinstance(self.fn, np.ufunc)
+        fn = self.fn
+        self.bare = isinstance(fn, np.ufunc)
         slots: list[Slot] = [*positional, *(s for _, s in named), *written]
         self.npos, self.nout = len(positional), len(written)
         self.names = tuple(name for name, _ in named)
-        self.plain = self.bare and not named and not self.several and self.fn.nin == self.npos
+        #: a ufunc's arguments and its one output, all positional
+        self.plain = (
+            isinstance(fn, np.ufunc) and fn.nin == self.npos and not named and not self.several
+        )
         self.template = [value[1] if which == 2 else None for which, value in slots]
         rules: list[ViewRule] = []
         for k, (which, index) in enumerate(slots):
