@@ -89,6 +89,8 @@ CUPY_COLD = "CuPy RawModule compile, cold (unique source)"
 
 PLAN_STEPS = ("replay", "enter/exit", "allocation", "slot writes", "launch")
 PLAN_ROWS = tuple(f"op plan of the cuda-raw add: {step}" for step in PLAN_STEPS)
+CPU_PLAN_STEPS = ("replay", "allocation")
+CPU_PLAN_ROWS = tuple(f"op plan of the cpu add: {step}" for step in CPU_PLAN_STEPS)
 
 CUDA_CALL_ROWS = (
     CORE_LAUNCH,
@@ -130,20 +132,28 @@ def _has_op(host: Host, name: str) -> bool:
     return name in host.registry.ops and host.registry.ops[name].status == "ok"
 
 
-def _plan_steps(host: Host, a: Any, b: Any) -> tuple[list[Case], str]:
+def _plan_steps(
+    host: Host,
+    a: Any,
+    b: Any,
+    rows: tuple[str, ...] = PLAN_ROWS,
+    names: tuple[str, ...] = PLAN_STEPS,
+) -> tuple[list[Case], str]:
     """Each step of the add's planned call on its own (``steps()`` of the handle's replay), and
     what the handle says of its plans — or the rows not run, saying why."""
     if not _has_op(host, EXT_ADD):
-        return [Case(r, None, "ext-add-kernel not installed") for r in PLAN_ROWS], ""
+        return [Case(r, None, "ext-add-kernel not installed") for r in rows], ""
     handle = host.op(EXT_ADD)
     for _ in range(3):  # two equal recordings plan the call; the third replays
         host.run(EXT_ADD, a, b)
     state = "; ".join(f"{k}: {v}" for k, v in handle.plans().items())
-    replay = next((p for p in handle._plans.values() if hasattr(p, "steps")), None)
+    runtime = a.storage.runtime  # the plan of these tensors' runtime (the handle holds all)
+    plans = handle._plans.values()
+    replay = next((p for p in plans if getattr(p, "runtime", None) is runtime), None)
     if replay is None:
-        return [Case(r, None, f"no op plan: {state or 'off'}") for r in PLAN_ROWS], state
+        return [Case(r, None, f"no op plan: {state or 'off'}") for r in rows], state
     steps = replay.steps((a, b))
-    return [Case(row, steps[step]) for row, step in zip(PLAN_ROWS, PLAN_STEPS, strict=True)], state
+    return [Case(row, steps[step]) for row, step in zip(rows, names, strict=True)], state
 
 
 def _ext_add_calls(host: Host, a: Any, b: Any, run_row: str, handle_row: str) -> list[Case]:
@@ -167,13 +177,14 @@ def cpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     a, b = cpu.upload(x), cpu.upload(x)
     cases = [Case(CPU_NUMPY, lambda: np.add(x, x, out=o))]
     cases += _ext_add_calls(host, a, b, CPU_HOST_RUN, CPU_HANDLE)
+    cases += _plan_steps(host, a, b, CPU_PLAN_ROWS, CPU_PLAN_STEPS)[0]
     return Group(
         key,
         title,
         cases,
         rounds=sizes.rounds,
         batch=sizes.batch,
-        profiled=(CPU_HOST_RUN, CPU_HANDLE),
+        profiled=(CPU_HOST_RUN, CPU_HANDLE, *CPU_PLAN_ROWS),
     )
 
 
