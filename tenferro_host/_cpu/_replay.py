@@ -13,7 +13,7 @@ input the call writes (the full path raises its typed error).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, final
 
 import numpy as np
 
@@ -34,6 +34,41 @@ ViewRule = tuple[int, int, int, int, int, tuple[int, ...], Any, int, tuple[int, 
 _FRESH, _WHOLE, _VIEW = 0, 1, 2
 
 
+class DslLaunchRecord(NamedTuple):
+    """One DSL launch on the CPU (recorded by its JIT session): the specialization, the grid and
+    each parameter as an input or output slot or a constant (``Slot``)."""
+
+    spec: Any
+    cubes: tuple[int, int, int]  # the launch's cube count (``count`` is tuple's)
+    dim: tuple[int, int, int]
+    slots: tuple[Slot, ...]
+
+
+@final
+class _DslLaunch:
+    """A recorded DSL launch: the interpreter run again over the call's storages."""
+
+    __slots__ = ("array_arg", "count", "dim", "rules", "run", "spec", "template")
+
+    def __init__(self, record: DslLaunchRecord) -> None:
+        from ..kernel._interpreter import ArrayArg, run  # loaded: it ran the recording
+
+        self.array_arg, self.run = ArrayArg, run
+        self.spec, self.count, self.dim, slots = record
+        self.template = [value[1] if which == 2 else None for which, value in slots]
+        self.rules = tuple(
+            (k, which, index) for k, (which, index) in enumerate(slots) if which != 2
+        )
+
+    def __call__(self, tensors: tuple[Any, ...], outs: list[Any]) -> None:
+        args = [*self.template]
+        for k, which, index in self.rules:
+            t = (outs if which else tensors)[index]
+            args[k] = self.array_arg(t.storage.array, t.offset, t.shape, t.strides)
+        self.run(self.spec, self.count, self.dim, args)
+
+
+@final
 class _Launch:
     """One recorded launch: its argument list with the constants in place, the view rules."""
 
@@ -76,6 +111,7 @@ class CpuReplay:
         "_outputs",
         "_several",
         "_single",
+        "_typed",
         "exclusive",
         "runtime",
         "signature",
@@ -94,14 +130,30 @@ class CpuReplay:
             [(t.dtype, t.shape, t.strides, t.offset) for t in rec.inputs],
             [(t.dtype, t.shape, t.strides, t.offset) for t in rec.outputs],
         )
-        records: list[LaunchRecord] = rec.launches
-        self._launches = tuple(_Launch(r, layouts) for r in records)
+        records: list[LaunchRecord | DslLaunchRecord] = rec.launches
+        dsl = DslLaunchRecord
+        self._launches = tuple(
+            _DslLaunch(r) if isinstance(r, dsl) else _Launch(r, layouts) for r in records
+        )
+        #: (input, numpy dtype) a DSL launch reads its storage as: the full path refuses another
+        self._typed = tuple(
+            {
+                (index, layouts[0][index][0].numpy)
+                for r in records
+                if isinstance(r, DslLaunchRecord)
+                for which, index in r.slots
+                if which == 0
+            }
+        )
         self.signature = (self._outputs, self.exclusive, tuple(records))
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         for i in self.exclusive:
             if tensors[i].storage.read_only:
                 return REPLAY_MISS  # the full path raises the typed error
+        for i, npdt in self._typed:
+            if tensors[i].storage.array.dtype is not npdt:
+                return REPLAY_MISS
         rt = self.runtime
         outs: list[Any] = (
             [  # rt.empty without its checks
@@ -112,6 +164,9 @@ class CpuReplay:
             else [Tensor(rt._allocate(self._nbytes, self._single[0]), *self._single)]
         )
         for launch in self._launches:
+            if type(launch) is _DslLaunch:  # final classes: mypy narrows both branches
+                launch(tensors, outs)
+                continue
             args = [*launch.template]
             bare = launch.bare
             for k, which, index, how, nbytes, shape, npdt, offset, strides in launch.views:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ext_add_kernel import dsl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,8 +18,8 @@ from tenferro_host.cpu import CpuRuntime
 from tenferro_host.provider import _op_plan
 
 ADD = "ext_add_kernel.add"
-ACC, SCALE, DIVMOD, AXPY, BARE = (
-    f"tests_cpu_plan.{n}" for n in ("acc", "scale", "divmod", "axpy", "bare")
+ACC, SCALE, DIVMOD, AXPY, BARE, DSL = (
+    f"tests_cpu_plan.{n}" for n in ("acc", "scale", "divmod", "axpy", "bare", "dsl")
 )
 #: variant calls per op: a replayed call does not call its variant
 CALLS: dict[str, int] = {}
@@ -83,6 +84,7 @@ def host() -> tf.Host:
         DIVMOD: (("x", "y"), {}, ("q", "r"), _divmod),
         AXPY: (("x", "y"), {}, ("out",), _axpy),
         BARE: (("x",), {}, ("out",), _bare),
+        DSL: (("lhs", "rhs"), {}, ("out",), dsl.add),  # the interpreter, through ex.jit
     }
     for name, (inputs, attributes, outputs, fn) in ops.items():
         view.add_op(
@@ -90,7 +92,7 @@ def host() -> tf.Host:
                 name=name,
                 signature=tf.Signature(inputs=inputs, attributes=attributes, outputs=outputs),
                 reference=lambda *a, **k: a[0],
-                variants={"cpu": _counted(name, fn)},
+                variants={"dsl" if name == DSL else "cpu": _counted(name, fn)},
             )
         )
     view.commit()
@@ -114,8 +116,8 @@ def _tensor(cpu: Any, values: np.ndarray, view: str) -> tf.Tensor:
         big = cpu.upload(np.concatenate([flat, flat[:1]]))[: flat.size]
         return big if values.ndim == 1 else cpu.upload(values)
     if view == "offset":
-        pad = np.concatenate([values, values[..., :1]], axis=-1)
-        return cpu.upload(pad)[(slice(None),) * (values.ndim - 1) + (slice(0, -1),)]
+        pad = np.concatenate([values[..., :1], values], axis=-1)
+        return cpu.upload(pad)[(slice(None),) * (values.ndim - 1) + (slice(1, None),)]
     if view == "transpose" and values.ndim == 2:
         return cpu.upload(np.ascontiguousarray(values.T)).transpose()
     if view == "step":
@@ -133,7 +135,7 @@ def calls(draw: Any) -> tuple[str, list[tuple[np.ndarray, str]], dict[str, Any],
     """(op, [(values, view)] per input, attributes, warm): random, often wrong on purpose;
     ``warm``: the calls before the last one pass whole tensors (the same key for a prefix view
     or a read-only import: the last call replays a plan recorded on other storage)."""
-    name = draw(st.sampled_from([ADD, ACC, SCALE, DIVMOD, AXPY, BARE]))
+    name = draw(st.sampled_from([ADD, ACC, SCALE, DIVMOD, AXPY, BARE, DSL]))
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
     dt = draw(st.sampled_from(DTYPES))
     arity = 1 if name in (SCALE, BARE) else 2
@@ -189,7 +191,7 @@ def test_plan_and_full_path_give_the_same_results_and_errors(host, call):
     planned, ran_variant = _observe(host, True, call, 3)
     assert planned == full
     name, inputs, _, warm = call
-    if full[0] == "ran" and name != BARE and not warm:
+    if full[0] == "ran" and name not in (BARE, DSL) and not warm:
         replayable = name != ACC or inputs[0][1] != "read-only"
         assert ran_variant is not replayable  # the third call replayed, not the variant
 
@@ -201,6 +203,21 @@ def test_the_add_is_replayed_and_says_so(host):
         out = host.run(ADD, a, b)
     assert out.download().tolist() == list(np.arange(8, dtype=np.float32) + 1)
     assert "replay" in host.op(ADD).plans().values()
+
+
+def test_a_dsl_op_on_the_cpu_is_replayed(host):
+    """The interpreter's launch is recorded like ``ex.launch``: the third call runs the kernel
+    without its variant; a non-compact input (canonicalized: a counted copy) is not planned."""
+    cpu = host.backend("cpu")
+    a = cpu.upload(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for _ in range(3):
+        before = CALLS.get(DSL, 0)
+        out = host.run(DSL, a, a)
+    assert CALLS[DSL] == before and out.download().tolist() == (a.download() * 2).tolist()
+    t, before = a.transpose(), CALLS[DSL]
+    for _ in range(4):
+        assert host.run(DSL, t, t).download().tolist() == (t.download() * 2).tolist()
+    assert CALLS[DSL] == before + 4  # every call ran its variant
 
 
 def test_a_whole_tensor_plan_replays_a_prefix_view_right(host):
