@@ -85,7 +85,7 @@ class CpuExecSession(ExecSession):
             if isinstance(v, Tensor):
                 named = dict(named) if named is kwargs else named
                 named[k] = numpy_view(self._refuse_operand(v, k, False))
-        call(fn, views, tuple(out_views) if several else out_views[0], named)
+        _call(fn, views, tuple(out_views) if several else out_views[0], named)
         rec = getattr(RECORDING, "rec", None)
         if rec is not None:
             _record(rec, fn, args, kwargs, outs, several)
@@ -99,7 +99,7 @@ class CpuExecSession(ExecSession):
         return t
 
 
-def call(fn: Callable[..., Any], args: list[Any], out: Any, kwargs: dict[str, Any]) -> None:
+def _call(fn: Callable[..., Any], args: list[Any], out: Any, kwargs: dict[str, Any]) -> None:
     """Run one launch; what ``fn`` raises (a numpy error: shapes, casting) becomes typed."""
     try:
         fn(*args, out=out, **kwargs)
@@ -157,4 +157,4 @@ def _slot(rec: OpRecording, value: Any, exclusive: bool) -> Slot:
     return (2, (type(value), value, repr(value)))
 
 
-__all__ = ["CpuExecSession", "LaunchRecord", "Slot", "call", "launch_failed"]
+__all__ = ["CpuExecSession", "LaunchRecord", "Slot", "launch_failed"]

@@ -1,8 +1,8 @@
 """The CPU op call's Python cost, counted (never timed): a gate that fails when host.run of the
 example add grows. Planned (the example's cpu variant launches through ``ex.launch``), a call
 is ``host.run``, the handle's guard, the replay, the output's allocation and ``np.add``: 12
-calls (the target is 20; the gate counts its lambda too) in 7 files; on the full path
-(``TENFERRO_OP_PLAN=0``) 70 in 13 files."""
+calls under cProfile (the target is 20; this gate's count, its own lambda included, reads
+14) in 7 files; on the full path (``TENFERRO_OP_PLAN=0``) 70 in 13 files."""
 
 from __future__ import annotations
 
