@@ -16,7 +16,7 @@ with contextlib.redirect_stdout(out):
 caps = json.loads(out.getvalue())
 print(json.dumps({"code": code, "caps": caps, "modules": sorted(sys.modules)}))
 """
-NOT_FOR_CAPS = ("rich", "tenferro_host.benchmarks", "tenferro_host.testing", "statistics")
+NOT_FOR_CAPS = ("rich", "tenferro_host.benchmarks", "tenferro_host.testing")
 
 
 def _loaded(modules: list[str], names: tuple[str, ...]) -> list[str]:
