@@ -6,8 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from .._host import Host
 from ..errors import ValidationError
 from ._tables import make_table
@@ -49,6 +47,8 @@ def cmd_bench(host: Host, args: argparse.Namespace) -> int:
         [t["target"], t["bound"], "—" if t["value"] is None else f"{t['value']:.3g}", t["verdict"]]
         for t in done["targets"]
     ]
+    from rich.console import Console
+
     console = Console()
     console.print(make_table("targets", ["target", "bound", "measured", "verdict"], rows))
     for path in done["files"]:

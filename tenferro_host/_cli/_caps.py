@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
-
-from rich.console import Group, RenderableType
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from .._host import Host
 from .._loader import OWN_DIST, plugin_source
@@ -16,6 +13,9 @@ from ..provider._registry import BackendStatus
 from ._args import common_options, table_options
 from ._exit import SCHEMA_VERSION
 from ._tables import Notes, emit, make_table
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 
 def backend_report(host: Host, status: BackendStatus) -> dict[str, Any]:
@@ -189,6 +189,9 @@ def _backend_order(kind: str) -> tuple[int, str]:
 
 def cmd_caps(host: Host, args: argparse.Namespace) -> int:
     report = caps_report(host)
+    if args.json and not args.probe_p2p:  # no tables to build (nor rich to load)
+        emit(args, report)
+        return 0
     tables = [
         _backends_table(report["backends"], args.wide),
         _plugins_table(report["plugins"], args.wide),
@@ -227,6 +230,9 @@ def _p2p_table(pairs: list[dict[str, Any]], summary: str, wide: bool) -> Rendera
     ]
     columns = ["dst", "src", "status", "GB/s", "link rank"]
     table = make_table("Peer copies (dst reads src)", columns, rows, notes=notes, wide=wide)
+    from rich.console import Group
+    from rich.text import Text
+
     return Group(table, Text(summary))
 
 

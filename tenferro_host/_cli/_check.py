@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
-
-from rich.console import Console, RenderableType
+from typing import TYPE_CHECKING, Any
 
 from .._host import Host
 from ..errors import ValidationError
 from ._args import common_options, list_arg, parse_attr, table_options, tolerance_options
 from ._exit import EXIT_CHECK_FAILED, EXIT_OK, EXIT_OP_RAISED, SCHEMA_VERSION, find_op
 from ._tables import Notes, emit, make_table
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 
 def check_targets(host: Host, targets: Sequence[str]) -> list[str]:
@@ -92,6 +93,7 @@ def check_selection(host: Host, args: argparse.Namespace) -> None:
 
 
 def cmd_check(host: Host, args: argparse.Namespace) -> int:
+    from rich.console import Console
     from rich.progress import Progress
 
     from ..testing.conformance import cases, run_cases

@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from typing import Any
 
-from rich.console import Console
-from rich.text import Text
-
 from .._host import Host
 from ..errors import UnsupportedError, ValidationError
-from ..testing.checks import (
-    accepted_dtype,
-    as_outputs,
-    compare_outputs,
-    default_dtype,
-    download_all,
-    output_problem,
-    sample_inputs,
-)
 from ._args import (
     common_options,
     parse_attr,
@@ -38,6 +25,8 @@ def _inputs(
     sig: Any, shape: tuple[int, ...] | None, dt: Any, seed: int, attrs: dict[str, Any]
 ) -> list[Any]:
     """Random inputs of the op's declared shapes (``--shape`` is the first input's)."""
+    from ..testing.checks import sample_inputs
+
     try:
         return sample_inputs(sig, dt, shape, seed, attrs)
     except ValidationError:
@@ -95,6 +84,17 @@ def _variant_runner(
 
 
 def cmd_run(host: Host, args: argparse.Namespace) -> int:
+    import statistics
+
+    from ..testing.checks import (
+        accepted_dtype,
+        as_outputs,
+        compare_outputs,
+        default_dtype,
+        download_all,
+        output_problem,
+    )
+
     spec = find_op(host, args.op).spec
     assert spec is not None
     sig = spec.signature
@@ -144,6 +144,9 @@ def cmd_run(host: Host, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
+        from rich.console import Console
+        from rich.text import Text
+
         console = Console()
         shown = shapes[0] if len(set(shapes)) == 1 else ", ".join(map(str, shapes))
         what = f"{spec.name} on {runtime.name} ({kind}, {dt.name}, shape {shown})"

@@ -3,7 +3,8 @@
 A cell never breaks a word (each column is at least as wide as its longest word). Long texts
 (a reason, an error, a failed check's message) are not cells: the cell shows a mark such as
 ``[1]`` and the text is said once under the table, however many rows share it. ``--wide``
-adds the columns that do not fit 80 characters and prints every row on one line.
+adds the columns that do not fit 80 characters and prints every row on one line. rich loads
+only when something is rendered: ``--json`` never imports it.
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group, RenderableType
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 #: No column is held wider than this for its longest word (a path folds instead).
 _MAX_WORD = 32
@@ -36,6 +36,8 @@ class Notes:
 
     def render(self) -> list[RenderableType]:
         """The notes, one paragraph each, for under the table."""
+        from rich.text import Text
+
         return [Text(f"[{n}] {text}") for text, n in self._numbers.items()]
 
 
@@ -48,6 +50,10 @@ def make_table(
     wide: bool = False,
 ) -> RenderableType:
     """A table whose cells wrap only between words (``wide``: never), its notes under it."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     cells = [["" if v is None else str(v) for v in row] for row in rows]
     table = Table(title=title, title_justify="left")
     for i, column in enumerate(columns):
@@ -64,6 +70,8 @@ def emit(args: argparse.Namespace, data: Any, *renderables: RenderableType) -> N
     if args.json:
         print(json.dumps(data, indent=2, default=str))
         return
+    from rich.console import Console
+
     wide = getattr(args, "wide", False)
     console = Console(soft_wrap=False, width=_UNBOUNDED if wide else None)
     for renderable in renderables:

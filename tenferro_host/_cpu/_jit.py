@@ -13,6 +13,9 @@ from ..errors import UnsupportedError
 from ..kernel._interpreter import ArrayArg, run
 from ..kernel.ir import U32_MAX
 from ..provider._jit_session import Grid, JitLaunch, JitSession
+from ..provider._op_plan import RECORDING, OpRecording
+from ._exec_session import Slot
+from ._replay import DslLaunchRecord
 
 
 class CpuJitSession(JitSession):
@@ -48,6 +51,26 @@ class CpuJitSession(JitSession):
                 )
             args.append(ArrayArg(storage, value.offset, value.shape, value.strides))
         run(launch.spec, launch.count, launch.dim, args)
+        rec = getattr(RECORDING, "rec", None)
+        if rec is not None:
+            _record(rec, launch)
+
+
+def _record(rec: OpRecording, launch: JitLaunch) -> None:
+    """Add this launch to the op call's recording: each array an input or output slot (written
+    ones exclusive), each scalar a constant; anything else refuses the recording."""
+    written = launch.spec.ir.written
+    slots: list[Slot] = []
+    for param, value in zip(launch.spec.params, launch.args, strict=True):
+        if isinstance(value, np.generic):
+            slots.append((2, (type(value), value, repr(value))))
+            continue
+        slot = rec.slot(value, param.name in written)
+        if slot is None or not value.numel:
+            rec.refuse(f"DSL argument {param.name!r} is not a non-empty input or output tensor")
+            return
+        slots.append(slot)
+    rec.launches.append(DslLaunchRecord(launch.spec, launch.count, launch.dim, tuple(slots)))
 
 
 __all__ = ["CpuJitSession"]

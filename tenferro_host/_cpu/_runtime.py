@@ -20,12 +20,17 @@ import numpy as np
 from ..dtypes import DType, dtype
 from ..errors import OutOfMemoryError, ValidationError
 from ..layout import compact_strides
+from ..provider._op_plan import RECORDING, OpRecording
 from ..provider._runtime import Runtime
 from ..provider._storage import Storage
 from ..tensor import Tensor
+from ._exec_session import CpuExecSession
+from ._replay import CpuReplay
+from ._storage import CpuStorage, numpy_view
 
 if TYPE_CHECKING:
     from ..provider._host_services import HostServices
+    from ..provider._session import BackendSession, ExecSession
 
 
 @dataclass(frozen=True)
@@ -34,18 +39,6 @@ class CpuDeviceInfo:
 
     name: str
     cores: int
-
-
-class CpuStorage(Storage):
-    """A flat numpy array; ``array`` has the dtype of the tensor that allocated it."""
-
-    __slots__ = ("array",)
-
-    def __init__(
-        self, runtime: Runtime, array: np.ndarray, kind: str = "owned", read_only: bool = False
-    ) -> None:
-        super().__init__(runtime, array.nbytes, kind, read_only)
-        self.array = array
 
 
 class CpuRuntime(Runtime):
@@ -62,6 +55,15 @@ class CpuRuntime(Runtime):
     @property
     def device_info(self) -> CpuDeviceInfo:
         return self._info
+
+    def new_exec_session(self, backend_session: BackendSession) -> ExecSession:
+        return CpuExecSession(backend_session)
+
+    def op_replay(self, recording: OpRecording) -> Any:
+        """A recording of ``ex.launch`` calls into ``ex.alloc_output`` tensors, replayed."""
+        if not recording.outputs or not all(t.numel for t in recording.outputs):
+            return None  # an empty output allocates nothing: the full path is as cheap
+        return CpuReplay(self, recording)
 
     #: Set by the test kit (:func:`tenferro_host.testing.poison_fresh_memory`): fresh storage
     #: holds NaN (floats) or 0xA5 bytes (the rest), so reading an output before writing it shows.
@@ -97,31 +99,19 @@ class CpuRuntime(Runtime):
 
     def _copy_to_compact(self, src: Tensor, dst: Tensor) -> None:
         assert isinstance(dst.storage, CpuStorage)
-        dst.storage.array[:] = self.strided_view(src).reshape(-1, order="F")
+        dst.storage.array[:] = numpy_view(src).reshape(-1, order="F")
 
     @staticmethod
     def strided_view(t: Tensor) -> np.ndarray:
-        """A numpy view (no copy) of a CPU tensor with its shape and strides."""
-        if 0 in t.shape:
-            return np.empty(t.shape, dtype=t.dtype.numpy)
-        assert isinstance(t.storage, CpuStorage)
-        whole = t.storage.array
-        if (
-            t.strides == (1,)
-            and t.offset == 0
-            and whole.shape == t.shape
-            and whole.dtype is t.dtype.numpy
-        ):
-            return whole.view()  # a 1-D tensor of its whole storage: a plain view, no layout
-        isz = t.dtype.itemsize
-        # One C call (as_strided costs several Python frames); the buffer bounds are checked.
-        return np.ndarray(
-            t.shape,
-            t.dtype.numpy,
-            buffer=t.storage.array,
-            offset=t.offset * isz,
-            strides=tuple(map(isz.__mul__, t.strides)),  # element -> byte strides, in C
-        )
+        """A numpy view (no copy) of a CPU tensor with its shape and strides.
+
+        Memory reached this way is outside what an op call records, so a call that takes one
+        stays on the full path (``ex.launch`` is the seam a plan replays).
+        """
+        rec = getattr(RECORDING, "rec", None)
+        if rec is not None:
+            rec.refuse("it took a numpy view of a tensor outside ex.launch (strided_view)")
+        return numpy_view(t)
 
     # -- DLPack ------------------------------------------------------------------------------
     def from_dlpack(self, x: Any) -> Tensor:

@@ -92,6 +92,8 @@ PLAN_STEPS = ("replay", "enter/exit", "allocation", "slot writes", "launch")
 PLAN_ROWS = tuple(f"op plan of the cuda-raw add: {step}" for step in PLAN_STEPS)
 WGPU_PLAN_STEPS = ("replay", "allocation", "bind group", "encode + submit")
 WGPU_PLAN_ROWS = tuple(f"op plan of the WebGPU add: {step}" for step in WGPU_PLAN_STEPS)
+CPU_PLAN_STEPS = ("replay", "allocation")
+CPU_PLAN_ROWS = tuple(f"op plan of the cpu add: {step}" for step in CPU_PLAN_STEPS)
 
 CUDA_CALL_ROWS = (
     CORE_LAUNCH,
@@ -185,13 +187,14 @@ def cpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     a, b = cpu.upload(x), cpu.upload(x)
     cases = [Case(CPU_NUMPY, lambda: np.add(x, x, out=o))]
     cases += _ext_add_calls(host, a, b, CPU_HOST_RUN, CPU_HANDLE)
+    cases += _plan_steps(host, a, b, CPU_PLAN_ROWS, CPU_PLAN_STEPS)[0]
     return Group(
         key,
         title,
         cases,
         rounds=sizes.rounds,
         batch=sizes.batch,
-        profiled=(CPU_HOST_RUN, CPU_HANDLE),
+        profiled=(CPU_HOST_RUN, CPU_HANDLE, *CPU_PLAN_ROWS),
     )
 
 

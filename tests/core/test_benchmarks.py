@@ -90,6 +90,7 @@ def test_a_quick_cpu_run_writes_report_json_and_chart(tmp_path):
         cases.CPU_NUMPY,
         cases.CPU_HOST_RUN,
         cases.CPU_HANDLE,
+        *cases.CPU_PLAN_ROWS,
     }
     try:
         import matplotlib  # noqa: F401

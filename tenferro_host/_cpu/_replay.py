@@ -1,0 +1,205 @@
+"""The CPU op replay: a recorded op call's ``ex.launch`` calls re-run on the call's tensors.
+
+The recording (``_exec_session``) holds each launch as its function and every argument as an
+input or output slot or a constant; the call key fixes each input's dtype, shape, strides and
+offset, so each slot's numpy view is known but for its buffer. A call allocates the outputs,
+makes the views — a whole 1-D storage is its array itself for a ufunc (which never changes its
+operands' metadata), a plain ``view()`` for any other function — and calls each function: no
+variant, no session. Nothing here is per thread; the CPU runtime is never poisoned or closed,
+queues no deferred releases and leases nothing, so the guard is the read-only check of an
+input the call writes (the full path raises its typed error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, final
+
+import numpy as np
+
+from ..errors import TenferroError
+from ..provider._op_plan import REPLAY_MISS, OpRecording
+from ..tensor import Tensor
+from ._exec_session import LaunchRecord, Slot, launch_failed
+
+if TYPE_CHECKING:
+    from ..dtypes import DType
+    from ._runtime import CpuRuntime
+
+#: How one tensor argument's view is made: (position in the launch's argument list, 0 input /
+#: 1 output, index, how, the bytes of a whole storage, shape, numpy dtype, byte offset, byte
+#: strides); how: _FRESH (a 1-D output: its array), _WHOLE (a 1-D compact input at offset 0: its
+#: array if the storage is no longer and has its dtype) or _VIEW (a view of the storage's bytes).
+ViewRule = tuple[int, int, int, int, int, tuple[int, ...], Any, int, tuple[int, ...]]
+_FRESH, _WHOLE, _VIEW = 0, 1, 2
+
+
+class DslLaunchRecord(NamedTuple):
+    """One DSL launch on the CPU (recorded by its JIT session): the specialization, the grid and
+    each parameter as an input or output slot or a constant (``Slot``)."""
+
+    spec: Any
+    cubes: tuple[int, int, int]  # the launch's cube count (``count`` is tuple's)
+    dim: tuple[int, int, int]
+    slots: tuple[Slot, ...]
+
+
+@final
+class _DslLaunch:
+    """A recorded DSL launch: the interpreter run again over the call's storages."""
+
+    __slots__ = ("array_arg", "count", "dim", "rules", "run", "spec", "template")
+
+    def __init__(self, record: DslLaunchRecord) -> None:
+        from ..kernel._interpreter import ArrayArg, run  # loaded: it ran the recording
+
+        self.array_arg, self.run = ArrayArg, run
+        self.spec, self.count, self.dim, slots = record
+        self.template = [value[1] if which == 2 else None for which, value in slots]
+        self.rules = tuple(
+            (k, which, index) for k, (which, index) in enumerate(slots) if which != 2
+        )
+
+    def __call__(self, tensors: tuple[Any, ...], outs: list[Any]) -> None:
+        args = [*self.template]
+        for k, which, index in self.rules:
+            t = (outs if which else tensors)[index]
+            args[k] = self.array_arg(t.storage.array, t.offset, t.shape, t.strides)
+        self.run(self.spec, self.count, self.dim, args)
+
+
+@final
+class _Launch:
+    """One recorded launch: its argument list with the constants in place, the view rules."""
+
+    __slots__ = ("bare", "fn", "names", "nout", "npos", "plain", "several", "template", "views")
+
+    def __init__(self, record: LaunchRecord, layouts: tuple[list[Any], list[Any]]) -> None:
+        self.fn, positional, named, written, self.several = record
+        fn = self.fn
+        self.bare = isinstance(fn, np.ufunc)
+        slots: list[Slot] = [*positional, *(s for _, s in named), *written]
+        self.npos, self.nout = len(positional), len(written)
+        self.names = tuple(name for name, _ in named)
+        #: a ufunc's arguments and its one output, all positional
+        self.plain = (
+            isinstance(fn, np.ufunc) and fn.nin == self.npos and not named and not self.several
+        )
+        self.template = [value[1] if which == 2 else None for which, value in slots]
+        rules: list[ViewRule] = []
+        for k, (which, index) in enumerate(slots):
+            if which == 2:
+                continue
+            dt, shape, strides, offset = layouts[which][index]
+            isz = dt.itemsize
+            how = _VIEW
+            if strides == (1,) and offset == 0:
+                how = _FRESH if which == 1 else _WHOLE
+            byte_strides = tuple(isz * s for s in strides)
+            nbytes = shape[0] * isz if how != _VIEW else -1
+            rule = (k, which, index, how, nbytes, shape, dt.numpy, offset * isz, byte_strides)
+            rules.append(rule)
+        self.views = tuple(rules)
+
+
+class CpuReplay:
+    """A recorded CPU op call, replayed: guard, outputs, views, one call per launch."""
+
+    __slots__ = (
+        "_launches",
+        "_nbytes",
+        "_outputs",
+        "_several",
+        "_single",
+        "_typed",
+        "exclusive",
+        "runtime",
+        "signature",
+    )
+
+    def __init__(self, runtime: CpuRuntime, rec: OpRecording) -> None:
+        self.runtime = runtime
+        self._outputs: tuple[tuple[DType, tuple[int, ...], tuple[int, ...], int], ...] = tuple(
+            (t.dtype, t.shape, t.strides, t.storage.nbytes) for t in rec.outputs
+        )
+        self._several = len(self._outputs) > 1
+        dt, shape, strides, self._nbytes = self._outputs[0]
+        self._single = (dt, shape, strides, 0, True)  # Tensor's arguments after the storage
+        self.exclusive = tuple(sorted(rec.exclusive))
+        layouts = (
+            [(t.dtype, t.shape, t.strides, t.offset) for t in rec.inputs],
+            [(t.dtype, t.shape, t.strides, t.offset) for t in rec.outputs],
+        )
+        records: list[LaunchRecord | DslLaunchRecord] = rec.launches
+        dsl = DslLaunchRecord
+        self._launches = tuple(
+            _DslLaunch(r) if isinstance(r, dsl) else _Launch(r, layouts) for r in records
+        )
+        #: (input, numpy dtype) a DSL launch reads its storage as: the full path refuses another
+        self._typed = tuple(
+            {
+                (index, layouts[0][index][0].numpy)
+                for r in records
+                if isinstance(r, DslLaunchRecord)
+                for which, index in r.slots
+                if which == 0
+            }
+        )
+        self.signature = (self._outputs, self.exclusive, tuple(records))
+
+    def __call__(self, tensors: tuple[Any, ...]) -> Any:
+        for i in self.exclusive:
+            if tensors[i].storage.read_only:
+                return REPLAY_MISS  # the full path raises the typed error
+        for i, npdt in self._typed:
+            if tensors[i].storage.array.dtype is not npdt:
+                return REPLAY_MISS
+        rt = self.runtime
+        outs: list[Any] = (
+            [  # rt.empty without its checks
+                Tensor(rt._allocate(nbytes, dt), dt, shape, strides, 0, True)
+                for dt, shape, strides, nbytes in self._outputs
+            ]
+            if self._several
+            else [Tensor(rt._allocate(self._nbytes, self._single[0]), *self._single)]
+        )
+        for launch in self._launches:
+            if type(launch) is _DslLaunch:  # final classes: mypy narrows both branches
+                launch(tensors, outs)
+                continue
+            args = [*launch.template]
+            bare = launch.bare
+            for k, which, index, how, nbytes, shape, npdt, offset, strides in launch.views:
+                storage = (outs if which else tensors)[index].storage
+                array = storage.array  # flat, of its allocating tensor's dtype
+                if how == _FRESH or (
+                    how == _WHOLE and storage.nbytes == nbytes and array.dtype is npdt
+                ):
+                    args[k] = array if bare else array.view()
+                else:
+                    args[k] = np.ndarray(shape, npdt, array, offset, strides)
+            fn = launch.fn
+            try:
+                if launch.plain:  # a ufunc's arguments and its one output, all positional
+                    fn(*args)
+                else:
+                    npos, nout = launch.npos, launch.nout
+                    out = tuple(args[-nout:]) if launch.several else args[-1]
+                    named = dict(zip(launch.names, args[npos:-nout], strict=True))
+                    fn(*args[:npos], out=out, **named)
+            except TenferroError:
+                raise
+            except Exception as exc:
+                raise launch_failed(fn, exc) from exc
+        return tuple(outs) if self._several else outs[0]
+
+    def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
+        """The replay and its allocation on their own, for the bench."""
+        rt, nbytes, single = self.runtime, self._nbytes, self._single
+        return {
+            "replay": lambda: self(tensors),
+            "allocation": lambda: Tensor(rt._allocate(nbytes, single[0]), *single),
+        }
+
+
+__all__ = ["CpuReplay"]
