@@ -145,8 +145,8 @@ class Capture(Session):
     def _on_enter(self) -> None:
         global _opened_count
         runtime = self.runtime
-        if runtime._capture is not None:
-            raise CaptureError(
+        if runtime._capture is not None or runtime.retirement.refuse_wait is not None:
+            raise CaptureError(  # the second: another framework captures the runtime's work
                 f"runtime {runtime.name!r} is already being captured",
                 fix="end that capture first; captures do not nest",
             )

@@ -189,3 +189,13 @@ def test_a_failed_graph_launch_names_the_graphs_ops(world):
 
 def test_caps_says_native_for_cuda(world):
     assert world.host.registry.provider("cuda").capture == "native"
+
+
+def test_ex_capture_inside_a_framework_capture_is_refused_before_the_stream_is_touched(world):
+    rt, fake = world.rt, world.fake
+    fake.calls.clear()
+    with rt.foreign_capture(lambda n: None), rt.session() as s:
+        ex = s.exec_session()
+        with pytest.raises(tf.CaptureError, match="already being captured"):
+            ex.capture().__enter__()
+    assert "cuStreamBeginCapture" not in fake.names() and rt._capture is None

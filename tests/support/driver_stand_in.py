@@ -154,6 +154,7 @@ class RecordingDriver:
         graph = next(self._graphs)
         self.capturing[stream] = graph
         self.graph_objects[graph] = []
+        self.graph_nodes[graph] = []
         return graph
 
     def end_capture(self, graph: int) -> None:
@@ -189,8 +190,7 @@ class RecordingDriver:
     # -- native graphs (ex.capture() on CUDA) ----------
     def cuStreamBeginCapture(self, stream, mode):
         self.calls.append(("cuStreamBeginCapture", mode))
-        graph = self.begin_capture(stream)
-        self.graph_nodes[graph] = []
+        self.begin_capture(stream)
         return (0,)
 
     def cuStreamEndCapture(self, stream):
