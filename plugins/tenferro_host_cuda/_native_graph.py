@@ -20,6 +20,7 @@ replayed form and says why (:meth:`NativeCapture.launcher`).
 from __future__ import annotations
 
 import ctypes
+import threading
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
@@ -164,6 +165,12 @@ class NativeCapture:
             _destroy(self.runtime, self._graph, self._exec)
             self._graph = self._exec = None
 
+    def __del__(self) -> None:
+        if self._graph is not None:  # a capture whose graph() was never asked for
+            self.runtime.deferred.append(
+                ("call", partial(_destroy, self.runtime, self._graph, self._exec))
+            )
+
     def launcher(
         self, slots: list[Tensor], outputs: list[Tensor], ops: tuple[str, ...], scalars: bool
     ) -> NativeLauncher | str:
@@ -179,8 +186,6 @@ class NativeCapture:
         return why
 
     def _refusal(self, outputs: list[Tensor], scalars: bool) -> str | None:
-        if self._exec is None:
-            return "the native graph was already given to another graph of this capture"
         if scalars:
             return "declared scalars are attributes the native graph cannot update yet"
         seen: set[int] = set()
@@ -310,6 +315,7 @@ class NativeLauncher:
         self.updates = nodes
         self._graph, self._exec = capture._graph, capture._exec
         capture._graph = capture._exec = None  # this launcher owns them now
+        self._lock = threading.Lock()
         self._set_params = drv().cuGraphExecKernelNodeSetParams
         self._launch = drv().cuGraphLaunch
 
@@ -322,16 +328,16 @@ class NativeLauncher:
         ]
         bases = [_base(t) for t in tensors]
         bases += [_ptr(t) for t in outs]
-        moved: dict[int, _Node] = {}
-        for n, (base, last) in enumerate(zip(bases, self._bases, strict=True)):
-            if base != last:
-                for node, word, delta in self._sites[n]:
-                    node.words[word] = base + delta
-                    moved[id(node)] = node
         exec_ = self._exec
-        with rt.primary:
+        with self._lock, rt.primary:  # the node words are the launcher's: one replay at a time
+            moved: dict[int, _Node] = {}
+            for n, (base, last) in enumerate(zip(bases, self._bases, strict=True)):
+                if base != last:
+                    for node, word, delta in self._sites[n]:
+                        node.words[word] = base + delta
+                        moved[id(node)] = node
             if moved:
-                self._bases = []  # until every update went through: all nodes rewritten next
+                self._bases = [-1] * len(bases)  # until every update went through
                 for node in moved.values():
                     err = self._set_params(exec_, node.handle, node.params)[0]
                     if int(err) != 0:

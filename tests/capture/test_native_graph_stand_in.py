@@ -199,3 +199,31 @@ def test_ex_capture_inside_a_framework_capture_is_refused_before_the_stream_is_t
         with pytest.raises(tf.CaptureError, match="already being captured"):
             ex.capture().__enter__()
     assert "cuStreamBeginCapture" not in fake.names() and rt._capture is None
+
+
+def test_after_a_failed_node_update_the_next_replay_rewrites_every_pointer_node(world):
+    rt, fake = world.rt, world.fake
+    cap, t, out = capture_two_adds(world)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    a, b = rt.empty("float32", (64,)), rt.empty("float32", (64,))
+    fake.update_result = 1  # CUDA_ERROR_INVALID_VALUE
+    try:
+        with pytest.raises(tf.LaunchError, match="updating a node"):
+            graph.replay(a, b)
+    finally:
+        fake.update_result = 0
+    fake.calls.clear()
+    got = graph.replay(a, b)
+    assert len(updates(fake)) == 2  # both nodes, though a and b did not move since
+    ((first, second),) = (list(words.values()) for words in launched(fake))
+    assert first[:3] == [t.storage.ptr, a.storage.ptr, b.storage.ptr]
+    assert second[:3] == [got.storage.ptr, t.storage.ptr, b.storage.ptr]
+
+
+def test_a_capture_whose_graph_is_never_made_destroys_it_at_a_drain_point(world):
+    fake = world.fake
+    cap, t, out = capture_two_adds(world)
+    assert fake.execs
+    del cap, t, out
+    released(world)
+    assert not fake.execs and not fake.graph_nodes and not fake.arena_live

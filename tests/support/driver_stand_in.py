@@ -64,6 +64,7 @@ class RecordingDriver:
         self.next = 0x10000
         self.oom = 0
         self.launch_result = 0
+        self.update_result = 0  # what cuGraphExecKernelNodeSetParams answers
         self._blocks: dict[int, Any] = {}
         self._events = itertools.count(1)
         #: stream capture, as the driver does it in global mode (see :meth:`begin_capture`)
@@ -255,6 +256,8 @@ class RecordingDriver:
         pointers = (ctypes.c_void_p * n).from_address(params.kernelParams)
         words = [_WORD.from_address(p).value for p in pointers]
         self.calls.append(("cuGraphExecKernelNodeSetParams", (node, words)))
+        if self.update_result:
+            return (self.update_result,)
         self.execs[exec_][node] = words
         return (0,)
 
