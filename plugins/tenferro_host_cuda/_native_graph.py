@@ -311,6 +311,10 @@ class NativeLauncher:
                             found = True
                             break
                 nodes += found
+        for n, sites in enumerate(self._sites):
+            if not sites:  # every slot and output is a kernel's argument: else it is not followed
+                what = f"input {n}" if n < len(slots) else f"output {n - len(slots)}"
+                raise _UnfollowableError(f"{what}'s address is in no kernel node's parameters")
         #: how many kernel nodes carry pointers of slots or outputs (a replay may rewrite them)
         self.updates = nodes
         self._graph, self._exec = capture._graph, capture._exec

@@ -227,3 +227,14 @@ def test_a_capture_whose_graph_is_never_made_destroys_it_at_a_drain_point(world)
     del cap, t, out
     released(world)
     assert not fake.execs and not fake.graph_nodes and not fake.arena_live
+
+
+def test_a_graph_whose_pointers_cannot_be_found_keeps_the_replayed_form(world, monkeypatch):
+    """A driver that lists no parameters must not make a native graph that never moves its
+    pointers (every replay would read the capture's inputs)."""
+    fake = world.fake
+    monkeypatch.setattr(fake, "cuFuncGetParamInfo", lambda func, index: (1, 0, 0))
+    cap, _t, out = capture_two_adds(world)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    assert graph.form == "replayed"
+    assert "input 0's address is in no kernel node's parameters" in (graph.why_replayed or "")
