@@ -5,9 +5,11 @@ and ``host.run`` of a tensor of the runtime, which is routed into it); ``cap.gra
 outputs=...)`` turns the record into a :class:`CapturedGraph` whose signature — one
 :class:`Slot` per input: dtype, shape, strides, allocation domain, runtime — comes from the
 tensors the capture borrowed. ``graph.replay(*tensors, **scalars)`` checks each tensor against
-its slot and runs the graph. The replayed form (every backend today, ``caps`` says
+its slot and runs the graph. The replayed form (CPU and WebGPU: ``caps`` says
 ``capture: replayed``) runs the recorded calls one by one through their op handles: correct and
-portable, not faster (docs/capture.md).
+portable, not faster. A backend whose ``native_capture()`` gives a :class:`NativeCapture` (CUDA:
+``capture: native``) records the block into a device graph as well, and the graph replays it
+whole where it can follow it (``graph.form``, ``graph.why_replayed``; docs/capture.md).
 
 While a capture is open its runtime is locked to it: a session of the runtime from another
 thread is refused, and so is everything a native graph could not hold — a synchronization, a
