@@ -11,7 +11,9 @@ every storage in the arena are gone. At its end the graph is instantiated and la
 the tensors made inside the block hold the captured computation's values, as eagerly.
 
 :class:`NativeLauncher` replays it: each kernel node's pointer parameters were found by matching
-their values against the address ranges of the graph's inputs and outputs; a replay allocates
+their values against the memory of the graph's inputs, outputs and constants (a pointer into
+an input's memory moves with it, one into memory several of them share is not followed: the
+graph keeps the replayed form); a replay allocates
 fresh outputs, rewrites (``cuGraphExecKernelNodeSetParams``) only the nodes whose pointers
 moved, and launches the graph. A graph whose memory or nodes this cannot follow keeps the
 replayed form and says why (:meth:`NativeCapture.launcher`).
@@ -172,14 +174,19 @@ class NativeCapture:
             )
 
     def launcher(
-        self, slots: list[Tensor], outputs: list[Tensor], ops: tuple[str, ...], scalars: bool
+        self,
+        slots: list[Tensor],
+        constants: list[Tensor],
+        outputs: list[Tensor],
+        ops: tuple[str, ...],
+        scalars: bool,
     ) -> NativeLauncher | str:
         """The native replay of the graph with these slots and outputs, or why the graph keeps
         the replayed form (the graph is then destroyed: the recorded calls replay it)."""
         why = self._refusal(outputs, scalars)
         if why is None:
             try:
-                return NativeLauncher(self, slots, outputs, ops)
+                return NativeLauncher(self, slots, constants, outputs, ops)
             except _UnfollowableError as exc:
                 why = str(exc)
         self.discard()
@@ -277,6 +284,7 @@ class NativeLauncher:
         self,
         capture: NativeCapture,
         slots: list[Tensor],
+        constants: list[Tensor],
         outputs: list[Tensor],
         ops: tuple[str, ...],
     ) -> None:
@@ -289,10 +297,11 @@ class NativeLauncher:
         tensors = [*slots, *outputs]
         #: the base address of each slot, then each output, the executable launches with now
         self._bases = [_base(t) for t in tensors]
-        ranges = [(n, *_span(t)) for n, t in enumerate(slots)]
-        ranges += [
-            (len(slots) + k, _ptr(t), _ptr(t) + t.storage.nbytes) for k, t in enumerate(outputs)
+        #: the memory of each slot, output (by index) and constant (None: it never moves)
+        ranges: list[tuple[int | None, int, int]] = [
+            (n, _ptr(t), _ptr(t) + t.storage.nbytes) for n, t in enumerate(tensors)
         ]
+        ranges += [(None, _ptr(t), _ptr(t) + t.storage.nbytes) for t in constants]
         #: per base: the (node, word, byte delta) of each parameter that points into it
         self._sites: list[list[tuple[_Node, int, int]]] = [[] for _ in tensors]
         nodes = 0
@@ -305,11 +314,16 @@ class NativeLauncher:
                     if len(v) != 8:
                         continue
                     value = int.from_bytes(v, "little")
-                    for n, lo, hi in ranges:
-                        if lo <= value < hi:
-                            self._sites[n].append((node, node.word(param), value - self._bases[n]))
-                            found = True
-                            break
+                    hits = [n for n, lo, hi in ranges if lo <= value < hi]
+                    if len(hits) > 1:  # which one it follows is not known: do not guess
+                        raise _UnfollowableError(
+                            "a kernel's pointer is into memory that several of the graph's "
+                            "inputs, outputs or constants share"
+                        )
+                    n = hits[0] if hits else None
+                    if n is not None:
+                        self._sites[n].append((node, node.word(param), value - self._bases[n]))
+                        found = True
                 nodes += found
         for n, sites in enumerate(self._sites):
             if not sites:  # every slot and output is a kernel's argument: else it is not followed
@@ -384,13 +398,6 @@ def _ptr(t: Tensor) -> int:
 def _base(t: Tensor) -> int:
     """The address of ``t``'s element at offset 0 (a parameter is kept relative to it)."""
     return _ptr(t) + t.offset * t.dtype.itemsize
-
-
-def _span(t: Tensor) -> tuple[int, int]:
-    """The byte range ``t`` touches (its base is the first byte)."""
-    lo, hi = t.span()
-    isz = t.dtype.itemsize
-    return _ptr(t) + lo * isz, _ptr(t) + hi * isz
 
 
 __all__ = ["Arena", "NativeCapture", "NativeLauncher"]

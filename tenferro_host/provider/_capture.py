@@ -100,7 +100,12 @@ class NativeCapture(Protocol):
         """Stop; ``failed``: drop what was recorded, else make the graph runnable."""
 
     def launcher(
-        self, slots: list[Tensor], outputs: list[Tensor], ops: tuple[str, ...], scalars: bool
+        self,
+        slots: list[Tensor],
+        constants: list[Tensor],
+        outputs: list[Tensor],
+        ops: tuple[str, ...],
+        scalars: bool,
     ) -> Any:
         """A callable from the slots' tensors to fresh outputs, or (a str) why not."""
 
@@ -291,6 +296,7 @@ class Capture(Session):
         if native is not None:  # the device graph goes to this graph (the first one made)
             found = native.launcher(
                 [self._borrowed[j] for j in slots],
+                [t for j, t in enumerate(self._borrowed) if j not in slots],
                 [self._made[k][i] for _, k, i in refs],
                 graph.ops,
                 bool(self._scalars),

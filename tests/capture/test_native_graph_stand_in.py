@@ -238,3 +238,28 @@ def test_a_graph_whose_pointers_cannot_be_found_keeps_the_replayed_form(world, m
     graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
     assert graph.form == "replayed"
     assert "input 0's address is in no kernel node's parameters" in (graph.why_replayed or "")
+
+
+def test_a_view_slot_moves_by_its_offset_and_shared_memory_is_not_guessed(world):
+    rt, fake, host = world.rt, world.fake, world.host
+    big = rt.empty("float32", (128,))
+    x = big[64:128]  # a view: the kernel reads its first element, 256 bytes into the storage
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            out = ex.run(ADD, x, world.y)
+    graph = cap.graph(inputs=(x, world.y), outputs=(out,))
+    assert graph.form == "native"
+    other = rt.empty("float32", (96,))
+    fake.calls.clear()
+    got = graph.replay(other[32:96], world.y)
+    ((words,),) = (list(w.values()) for w in launched(fake))
+    assert words[:3] == [got.storage.ptr, other.storage.ptr + 32 * 4, world.y.storage.ptr]
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            lo, hi = big[0:64], big[64:128]
+            out = ex.run(ADD, lo, hi)  # two slots in one buffer
+    shared = cap.graph(inputs=(lo, hi), outputs=(out,))
+    assert shared.form == "replayed" and "share" in (shared.why_replayed or "")
+    del host
