@@ -293,15 +293,16 @@ class RecordingDriver:
         """An op replay's launch, recorded with its pointer array and a copy of the words it
         points at now, as the driver reads them (decoded by :func:`launch_words`). The views
         are made once per parameter block, so a recorded launch costs few Python calls."""
+        if stream in self.capturing and extra is not None:  # a node of the words launched
+            pointers = (ctypes.c_void_p * PARAM_COUNTS[f]).from_address(params)
+            words = [_WORD.from_address(p).value for p in pointers]
+            self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, f, words)
         if extra is None:  # as cuda.bindings: ``extra`` is a void* (0, not None); no call
             raise TypeError("an integer is required")
         views = self._blocks.get(params)
         if views is None:
             views = self._blocks[params] = _block_views(params, PARAM_COUNTS[f])
         self.calls.append(("cuLaunchKernel", (f, (gx, gy, gz), (bx, by, bz), shared, views)))
-        if stream in self.capturing:  # a kernel node with the words it was launched with
-            words = launch_words(views) if PARAM_COUNTS[f] else []
-            self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, f, words)
         return (self.launch_result,)
 
 
