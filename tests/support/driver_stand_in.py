@@ -37,6 +37,23 @@ _handles = itertools.count(0x9000)
 _CORE_FUNCTIONS: dict[Any, int] = {}
 
 
+_WORD = ctypes.c_uint64
+
+
+class StandInNode:
+    """A node of a captured graph; a kernel node owns its parameter block, as the driver's
+    does (``kernelParams``: an array of pointers to one 8-byte word per parameter)."""
+
+    def __init__(self, handle: int, kind: int, func: int, words: list[int]) -> None:
+        self.handle, self.kind, self.func, self.words = handle, kind, func, words
+        self._words = (_WORD * max(len(words), 1))(*words)
+        base = ctypes.addressof(self._words)
+        self._pointers = (ctypes.c_void_p * max(len(words), 1))(
+            *(base + 8 * i for i in range(len(words)))
+        )
+        self.address = ctypes.addressof(self._pointers) if words else 0
+
+
 class RecordingDriver:
     """The driver calls of the allocator, sessions and events, recorded as (name, argument);
     ``oom`` makes the next allocations fail with CUDA_ERROR_OUT_OF_MEMORY."""
@@ -304,23 +321,6 @@ class RecordingDriver:
             views = self._blocks[params] = _block_views(params, PARAM_COUNTS[f])
         self.calls.append(("cuLaunchKernel", (f, (gx, gy, gz), (bx, by, bz), shared, views)))
         return (self.launch_result,)
-
-
-_WORD = ctypes.c_uint64
-
-
-class StandInNode:
-    """A node of a captured graph; a kernel node owns its parameter block, as the driver's
-    does (``kernelParams``: an array of pointers to one 8-byte word per parameter)."""
-
-    def __init__(self, handle: int, kind: int, func: int, words: list[int]) -> None:
-        self.handle, self.kind, self.func, self.words = handle, kind, func, words
-        self._words = (_WORD * max(len(words), 1))(*words)
-        base = ctypes.addressof(self._words)
-        self._pointers = (ctypes.c_void_p * max(len(words), 1))(
-            *(base + 8 * i for i in range(len(words)))
-        )
-        self.address = ctypes.addressof(self._pointers) if words else 0
 
 
 def _block_views(params: int, n: int) -> tuple[Any, Any]:
