@@ -278,8 +278,6 @@ def _param_values(params: Any) -> list[bytes]:
 class NativeLauncher:
     """The instantiated graph's replay: fresh outputs, moved pointers rewritten, one launch."""
 
-    form = "native"
-
     def __init__(
         self,
         capture: NativeCapture,
@@ -304,12 +302,10 @@ class NativeLauncher:
         ranges += [(None, _ptr(t), _ptr(t) + t.storage.nbytes) for t in constants]
         #: per base: the (node, word, byte delta) of each parameter that points into it
         self._sites: list[list[tuple[_Node, int, int]]] = [[] for _ in tensors]
-        nodes = 0
         with rt.primary:
             for handle, params in _kernel_nodes(capture._graph):
                 values = _param_values(params)
                 node = _Node(handle, params, values)
-                found = False
                 for param, v in enumerate(values):
                     if len(v) != 8:
                         continue
@@ -323,14 +319,10 @@ class NativeLauncher:
                     n = hits[0] if hits else None
                     if n is not None:
                         self._sites[n].append((node, node.word(param), value - self._bases[n]))
-                        found = True
-                nodes += found
         for n, sites in enumerate(self._sites):
             if not sites:  # every slot and output is a kernel's argument: else it is not followed
                 what = f"input {n}" if n < len(slots) else f"output {n - len(slots)}"
                 raise _UnfollowableError(f"{what}'s address is in no kernel node's parameters")
-        #: how many kernel nodes carry pointers of slots or outputs (a replay may rewrite them)
-        self.updates = nodes
         self._graph, self._exec = capture._graph, capture._exec
         capture._graph = capture._exec = None  # this launcher owns them now
         self._lock = threading.Lock()
