@@ -37,7 +37,7 @@ def _create(host: HostServices, index: int) -> CudaRuntime:
 def tenferro_host_register(registry: RegistrationView) -> None:
     """Provide the ``cuda`` backend (preferred over the others when a device is present) and
     its raw source compiler (NVRTC, no device needed)."""
-    registry.add_backend(BackendProvider("cuda", probe, _create, priority=100))
+    registry.add_backend(BackendProvider("cuda", probe, _create, priority=100, capture="native"))
     registry.add_source_compiler("cuda", compile_only)
 
 

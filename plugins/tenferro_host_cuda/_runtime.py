@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from ._foreign_capture import ForeignCapture, GraphPins
     from ._module import Function
+    from ._native_graph import NativeCapture
 
 #: Pool memory kept after a synchronization instead of returning it to the OS.
 DEFAULT_RELEASE_THRESHOLD = 1 << 30
@@ -191,6 +192,13 @@ class CudaRuntime(Runtime):
 
         return ForeignCapture(self, allocate)
 
+    def native_capture(self) -> NativeCapture:
+        """The CUDA graph an ``ex.capture()`` of this runtime records into
+        (:mod:`._native_graph`)."""
+        from ._native_graph import NativeCapture
+
+        return NativeCapture(self)
+
     def graph_pins(self) -> list[GraphPins]:
         """What the live framework graphs that captured this runtime's work keep alive."""
         from ._foreign_capture import live_pins
@@ -304,6 +312,8 @@ class CudaRuntime(Runtime):
                     self._retire_deleter(handle)
                 elif kind == "module":
                     modules.append(handle)
+                elif kind == "call":  # a native graph's destruction or arena (_native_graph)
+                    handle()
                 elif int(d.cuMemFreeAsync(handle, self._stream)[0]) != 0:
                     self.deferred_errors += 1
             if modules:

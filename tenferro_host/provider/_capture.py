@@ -5,9 +5,11 @@ and ``host.run`` of a tensor of the runtime, which is routed into it); ``cap.gra
 outputs=...)`` turns the record into a :class:`CapturedGraph` whose signature — one
 :class:`Slot` per input: dtype, shape, strides, allocation domain, runtime — comes from the
 tensors the capture borrowed. ``graph.replay(*tensors, **scalars)`` checks each tensor against
-its slot and runs the graph. The replayed form (every backend today, ``caps`` says
+its slot and runs the graph. The replayed form (CPU and WebGPU: ``caps`` says
 ``capture: replayed``) runs the recorded calls one by one through their op handles: correct and
-portable, not faster (docs/capture.md).
+portable, not faster. A backend whose ``native_capture()`` gives a :class:`NativeCapture` (CUDA:
+``capture: native``) records the block into a device graph as well, and the graph replays it
+whole where it can follow it (``graph.form``, ``graph.why_replayed``; docs/capture.md).
 
 While a capture is open its runtime is locked to it: a session of the runtime from another
 thread is refused, and so is everything a native graph could not hold — a synchronization, a
@@ -87,6 +89,27 @@ class OpCall(Protocol):
         """Run the op in ``ex``, checked as ``ex.run`` checks it."""
 
 
+class NativeCapture(Protocol):
+    """What a backend's device graph offers a capture (``runtime.native_capture()``): begin
+    and end the recording, then the replay of the graph for its slots and outputs."""
+
+    def begin(self) -> None:
+        """Start recording the runtime's work into a graph."""
+
+    def end(self, failed: bool) -> None:
+        """Stop; ``failed``: drop what was recorded, else make the graph runnable."""
+
+    def launcher(
+        self,
+        slots: list[Tensor],
+        constants: list[Tensor],
+        outputs: list[Tensor],
+        ops: tuple[str, ...],
+        scalars: bool,
+    ) -> Any:
+        """A callable from the slots' tensors to fresh outputs, or (a str) why not."""
+
+
 class _Call:
     """One recorded op call: its handle, each tensor as a reference, its attributes."""
 
@@ -123,31 +146,45 @@ class Capture(Session):
         self._scalars: dict[str, Scalar] = {}
         self._depth = 0  # > 0 while a recorded call runs (its own ex.run calls are its part)
         self._error: BaseException | None = None
+        self._native: NativeCapture | None = None
 
     # -- session hooks -----------------------------------------------------------------------------
     def _on_enter(self) -> None:
         global _opened_count
         runtime = self.runtime
-        if runtime._capture is not None:
-            raise CaptureError(
+        if runtime._capture is not None or runtime.retirement.refuse_wait is not None:
+            raise CaptureError(  # the second: another framework captures the runtime's work
                 f"runtime {runtime.name!r} is already being captured",
                 fix="end that capture first; captures do not nest",
             )
         why = runtime.capture_refusal()
         if why is not None:
             raise CaptureError(f"runtime {runtime.name!r} cannot be captured now: {why}")
+        native = runtime.native_capture()
+        if native is not None:
+            native.begin()
+        self._native = native
         runtime._capture = self
         runtime.retirement.refuse_wait = self._refuse_wait
         _opened_count = next(_opened) + 1
 
     def _on_exit(self, error: BaseException | None) -> None:
         runtime = self.runtime
-        runtime._capture = None
-        runtime.retirement.refuse_wait = None
-        if error is not None:  # no partial graph: drop everything the capture held
-            self._error = error
-            self._calls, self._borrowed, self._made = [], [], []
-            self._refs.clear()
+        try:
+            if self._native is not None:
+                self._native.end(error is not None or self._error is not None)
+        except BaseException as exc:  # the graph could not be made: the capture failed
+            error = exc
+            raise
+        finally:
+            runtime._capture = None
+            runtime.retirement.refuse_wait = None
+            if error is not None:  # no partial graph: drop everything the capture held
+                self._error = error
+                self._calls, self._borrowed, self._made = [], [], []
+                self._refs.clear()
+            if error is not None or self._error is not None:
+                self._native = None
 
     def _refuse_wait(self, what: str) -> None:
         raise CaptureError(
@@ -252,9 +289,23 @@ class Capture(Session):
                     argument="outputs",
                 )
             refs.append(ref)
-        return CapturedGraph(
+        graph = CapturedGraph(
             self.runtime, self._calls, self._borrowed, slots, refs, dict(self._scalars)
         )
+        native, self._native = self._native, None
+        if native is not None:  # the device graph goes to this graph (the first one made)
+            found = native.launcher(
+                [self._borrowed[j] for j in slots],
+                [t for j, t in enumerate(self._borrowed) if j not in slots],
+                [self._made[k][i] for _, k, i in refs],
+                graph.ops,
+                bool(self._scalars),
+            )
+            if isinstance(found, str):
+                graph.why_replayed = found
+            else:
+                graph._launcher, graph.form = found, "native"
+        return graph
 
 
 def locked(runtime: Runtime, op: str | None = None) -> CaptureError:
@@ -288,7 +339,11 @@ class CapturedGraph:
     overlap now, and the other way round.
     """
 
+    #: "native": a device graph launched whole; "replayed": the recorded calls one by one.
     form = "replayed"
+    #: Why a backend with a native form replays this graph instead (None: it does not).
+    why_replayed: str | None = None
+    _launcher: Any = None
 
     def __init__(
         self,
@@ -320,6 +375,9 @@ class CapturedGraph:
         """Destroy the graph: its leases (constants, ops) are let go; replays are refused."""
         self._calls = None
         self._borrowed = []
+        if self._launcher is not None:
+            self._launcher.close()
+            self._launcher = None
 
     def _overlap_pattern(self, tensors: list[Tensor]) -> frozenset[tuple[int, int]]:
         return frozenset(
@@ -400,6 +458,11 @@ class CapturedGraph:
             raise CaptureError("this graph was closed", fix="capture it again")
         values, scalar_values = self._bind(tensors, scalars)
         runtime = self.runtime
+        if self._launcher is not None:
+            with runtime.session():
+                outs = tuple(self._launcher(list(tensors)))
+            self.replays += 1
+            return outs[0] if len(outs) == 1 else outs
         made: list[tuple[Tensor, ...]] = []
         with runtime.session() as s:
             ex = s._exec
@@ -426,6 +489,7 @@ class CapturedGraph:
 __all__ = [
     "Capture",
     "CapturedGraph",
+    "NativeCapture",
     "Scalar",
     "Slot",
     "captures_opened",

@@ -27,6 +27,7 @@ from ._session import _UNRESOLVED, BackendSession, ExecSession
 from ._storage import Storage
 
 if TYPE_CHECKING:
+    from ._capture import NativeCapture
     from ._host_services import HostServices
     from ._op_plan import OpRecording
 
@@ -159,6 +160,11 @@ class Runtime(ABC):
 
     def capture_refusal(self) -> str | None:
         """Provider hook: why this runtime cannot open a capture now (e.g. debug waits)."""
+        return None
+
+    def native_capture(self) -> NativeCapture | None:
+        """Provider hook: the device graph an ``ex.capture()`` records into, or None where a
+        capture replays its recorded op calls one by one (docs/capture.md)."""
         return None
 
     # -- sessions ------------------------------------------------------------------------------

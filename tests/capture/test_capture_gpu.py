@@ -1,9 +1,10 @@
-"""``ex.capture()`` on a real CUDA device (the replayed form today): replays equal eager runs of
-the cuda-raw and DSL adds on new pointers, the lock holds against another thread, and the bench
-rows run beside cuda.core's graph."""
+"""``ex.capture()`` on a real CUDA device (a native CUDA graph): replays equal eager runs of the
+cuda-raw and DSL ops on new pointers, the graph's arena is freed after it dies, the lock holds
+against another thread, and the bench rows run beside cuda.core's graph."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 from support.capture_support import while_capturing
 from support.cuda_support import cuda_runtime, shared_host
+from support.kernels import saxpy
 
 import tenferro_host as tf
 
@@ -20,6 +22,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.cuda]
 
 ADD = "ext_add_kernel.add"
 DSL_ONLY = "capture_gpu.dsl_add"
+AXPY = "capture_gpu.axpy"
 BENCH = Path(__file__).parents[2] / "bench" / "capture_bench.py"
 
 
@@ -27,6 +30,13 @@ def _dsl_add(ex, lhs, rhs):
     from ext_add_kernel import dsl
 
     return dsl.add(ex, lhs, rhs)
+
+
+def _axpy(ex, x, y, a=1.0):
+    with ex.jit(AXPY) as js:
+        out = js.alloc_output(x.dtype, x.shape)
+        js.launch(saxpy, js.cube_count_1d(out.numel), js.cube_dim_1d(), out, x, y, a)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +50,14 @@ def rt():
                 signature=tf.Signature(inputs=("lhs", "rhs")),
                 reference=lambda a, b: a + b,
                 variants={"dsl": _dsl_add},
+            )
+        )
+        view.add_op(
+            tf.OpSpec(
+                name=AXPY,
+                signature=tf.Signature(inputs=("x", "y"), attributes={"a": float}),
+                reference=lambda x, y, a=1.0: a * x + y,
+                variants={"dsl": _axpy},
             )
         )
         view.commit()
@@ -66,6 +84,44 @@ def test_replay_equals_eager_on_new_pointers(rt, op):
         np.testing.assert_allclose(graph.replay(x, y).download(), eager.download(), rtol=1e-6)
 
 
+def test_a_native_graph_of_raw_and_dsl_ops_replays_new_inputs_and_frees_its_arena(rt):
+    """``out = 3 (x + y) + y + (x + y)``: a raw add, a DSL axpy and a raw add captured as one
+    CUDA graph; each replay on new tensors equals numpy, and once the graph and the tensors made
+    in the block are gone, the arena's cuMemAlloc blocks are freed."""
+    from tenferro_host_cuda._driver import drv
+
+    host = shared_host()
+    x0, y0 = (rt.upload(np.arange(4096, dtype=np.float32) * k) for k in (1, 2))
+    host.run(AXPY, host.run(ADD, x0, y0), y0, a=3.0)  # the warm-up
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            t = ex.run(ADD, x0, y0)
+            u = host.run(AXPY, t, y0, a=3.0)
+            out = ex.run(ADD, u, t)
+    graph = cap.graph(inputs=(x0, y0), outputs=(out,))
+    assert graph.form == "native", graph.why_replayed
+    hx, hy = x0.download(), y0.download()
+    np.testing.assert_allclose(out.download(), 4 * (hx + hy) + hy, rtol=1e-6)  # launched once
+    rng = np.random.default_rng(7)
+    for _ in range(3):  # new tensors each time: moved pointers are node updates
+        nx, ny = (rng.random(4096, np.float32) for _ in range(2))
+        got = graph.replay(rt.upload(nx), rt.upload(ny))
+        np.testing.assert_allclose(got.download(), 4 * (nx + ny) + ny, rtol=1e-5)
+    np.testing.assert_allclose(out.download(), 4 * (hx + hy) + hy, rtol=1e-6)  # still its own
+    blocks = list(graph._launcher.arena.blocks)
+    assert len(blocks) >= 3  # t, u and out at least
+    graph.close()
+    del graph, cap, t, u, out, got
+    gc.collect()
+    for _ in range(3):
+        rt.synchronize()  # drain points: the arena's release, then its event and cuMemFree
+    d = drv()
+    with rt.primary:
+        gone = [int(d.cuMemGetAddressRange(ptr)[0]) != 0 for ptr in blocks]
+    assert all(gone), "the arena's blocks are still allocated after its graph died"
+
+
 def test_the_lock_holds_against_another_thread_on_the_device(rt):
     host = shared_host()
     a = rt.upload(np.ones(256, np.float32))
@@ -85,4 +141,5 @@ def test_the_bench_rows_run_beside_cuda_cores_graph(rt, tmp_path):
     rows = {r["row"]: r for r in json.loads(out.read_text())}
     assert rows["recaptures when only values change"]["count"] == 0
     assert "cuda.core graph of 100 launches (floor)" in rows
+    assert rows["replay, captured 100-op session"]["form"] == "native"
     print(json.dumps(list(rows.values()), indent=2))

@@ -33,6 +33,25 @@ ERROR_STRINGS = {900: b"operation not permitted when stream is capturing"}
 #: the parameter count of each stand-in kernel, by handle (what cuLaunchKernel reads)
 PARAM_COUNTS: dict[int, int] = {}
 _handles = itertools.count(0x9000)
+#: the function handle of each cuda.core kernel launched into a stand-in capture
+_CORE_FUNCTIONS: dict[Any, int] = {}
+
+
+_WORD = ctypes.c_uint64
+
+
+class StandInNode:
+    """A node of a captured graph; a kernel node owns its parameter block, as the driver's
+    does (``kernelParams``: an array of pointers to one 8-byte word per parameter)."""
+
+    def __init__(self, handle: int, kind: int, func: int, words: list[int]) -> None:
+        self.handle, self.kind, self.func, self.words = handle, kind, func, words
+        self._words = (_WORD * max(len(words), 1))(*words)
+        base = ctypes.addressof(self._words)
+        self._pointers = (ctypes.c_void_p * max(len(words), 1))(
+            *(base + 8 * i for i in range(len(words)))
+        )
+        self.address = ctypes.addressof(self._pointers) if words else 0
 
 
 class RecordingDriver:
@@ -49,6 +68,10 @@ class RecordingDriver:
     CUstreamCaptureStatus = types.SimpleNamespace(
         CU_STREAM_CAPTURE_STATUS_NONE=0, CU_STREAM_CAPTURE_STATUS_ACTIVE=1
     )
+    CUstreamCaptureMode = types.SimpleNamespace(CU_STREAM_CAPTURE_MODE_RELAXED=2)
+    CUgraphNodeType = types.SimpleNamespace(
+        CU_GRAPH_NODE_TYPE_KERNEL=0, CU_GRAPH_NODE_TYPE_MEMSET=2, CU_GRAPH_NODE_TYPE_EMPTY=5
+    )
     CUuserObject_flags = types.SimpleNamespace(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC=1)
     CUuserObjectRetain_flags = types.SimpleNamespace(CU_GRAPH_USER_OBJECT_MOVE=1)
 
@@ -58,6 +81,7 @@ class RecordingDriver:
         self.next = 0x10000
         self.oom = 0
         self.launch_result = 0
+        self.update_result = 0  # what cuGraphExecKernelNodeSetParams answers
         self._blocks: dict[int, Any] = {}
         self._events = itertools.count(1)
         #: stream capture, as the driver does it in global mode (see :meth:`begin_capture`)
@@ -66,6 +90,12 @@ class RecordingDriver:
         self.user_objects: dict[int, tuple[int, int]] = {}  # object -> (ptr, destructor)
         self.graph_objects: dict[int, list[int]] = {}  # graph -> the user objects it retains
         self._graphs = itertools.count(0xC000)
+        #: native graphs: each captured graph's nodes, each executable's node words
+        self.graph_nodes: dict[int, list[StandInNode]] = {}
+        self.nodes: dict[int, StandInNode] = {}
+        self.execs: dict[int, dict[int, list[int]]] = {}
+        self.arena_live: dict[int, int] = {}  # cuMemAlloc blocks not freed
+        self._nodes = itertools.count(0xD000)
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -76,6 +106,8 @@ class RecordingDriver:
 
     def cuMemAllocFromPoolAsync(self, nbytes, pool, stream):
         self.calls.append(("alloc", nbytes))
+        if stream in self.capturing:  # a pool allocation would be a node the graph must free
+            return (STREAM_CAPTURE_UNSUPPORTED, None)
         if self.oom:
             self.oom -= 1
             return (driver.OUT_OF_MEMORY, None)
@@ -85,6 +117,8 @@ class RecordingDriver:
 
     def cuMemFreeAsync(self, ptr, stream):
         self.calls.append(("free", ptr))
+        if stream in self.capturing:
+            return (STREAM_CAPTURE_UNSUPPORTED,)
         del self.live[ptr]
         return (0,)
 
@@ -138,6 +172,7 @@ class RecordingDriver:
         graph = next(self._graphs)
         self.capturing[stream] = graph
         self.graph_objects[graph] = []
+        self.graph_nodes[graph] = []
         return graph
 
     def end_capture(self, graph: int) -> None:
@@ -170,6 +205,92 @@ class RecordingDriver:
         self.graph_objects[graph].append(obj)
         return (0,)
 
+    # -- native graphs (ex.capture() on CUDA) ----------
+    def cuStreamBeginCapture(self, stream, mode):
+        self.calls.append(("cuStreamBeginCapture", mode))
+        self.begin_capture(stream)
+        return (0,)
+
+    def cuStreamEndCapture(self, stream):
+        self.calls.append(("cuStreamEndCapture", stream))
+        graph = self.capturing.get(stream)
+        if graph is None:
+            return (1, None)  # CUDA_ERROR_INVALID_VALUE: not capturing
+        self.end_capture(graph)
+        return (0, graph)
+
+    def _node(self, stream: int, kind: int, func: int, words: list[int]) -> None:
+        node = StandInNode(next(self._nodes), kind, func, words)
+        self.nodes[node.handle] = node
+        self.graph_nodes[self.capturing[stream]].append(node)
+
+    def cuMemsetD8Async(self, ptr, value, nbytes, stream):
+        self.calls.append(("cuMemsetD8Async", ptr))
+        if stream in self.capturing:
+            self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMSET, 0, [ptr])
+        return (0,)
+
+    def cuMemAlloc(self, nbytes):
+        self.calls.append(("cuMemAlloc", nbytes))
+        ptr, self.next = self.next, self.next + nbytes
+        self.arena_live[ptr] = nbytes
+        return (0, ptr)
+
+    def cuMemFree(self, ptr):
+        self.calls.append(("cuMemFree", ptr))
+        del self.arena_live[ptr]
+        return (0,)
+
+    def cuGraphInstantiate(self, graph, flags):
+        self.calls.append(("cuGraphInstantiate", graph))
+        exec_ = next(self._graphs)
+        self.execs[exec_] = {n.handle: list(n.words) for n in self.graph_nodes[graph]}
+        return (0, exec_)
+
+    def cuGraphLaunch(self, exec_, stream):
+        """Recorded with the words each node of the executable launches with now."""
+        self.calls.append(("cuGraphLaunch", {k: list(v) for k, v in self.execs[exec_].items()}))
+        return (self.launch_result,)
+
+    def cuGraphGetNodes(self, graph, count=0):
+        nodes = [n.handle for n in self.graph_nodes[graph]]
+        return (0, nodes[:count], len(nodes))
+
+    def cuGraphNodeGetType(self, node):
+        return (0, self.nodes[node].kind)
+
+    def cuGraphKernelNodeGetParams(self, node):
+        found = self.nodes[node]
+        return (0, types.SimpleNamespace(func=found.func, kernelParams=found.address))
+
+    def cuFuncGetParamInfo(self, func, index):
+        if index >= PARAM_COUNTS[func]:
+            return (1, 0, 0)  # CUDA_ERROR_INVALID_VALUE: past the last parameter
+        return (0, 8 * index, 8)
+
+    def cuGraphExecKernelNodeSetParams(self, exec_, node, params):
+        n = PARAM_COUNTS[params.func]
+        pointers = (ctypes.c_void_p * n).from_address(params.kernelParams)
+        words = [_WORD.from_address(p).value for p in pointers]
+        self.calls.append(("cuGraphExecKernelNodeSetParams", (node, words)))
+        if self.update_result:
+            return (self.update_result,)
+        self.execs[exec_][node] = words
+        return (0,)
+
+    def cuGraphExecDestroy(self, exec_):
+        self.calls.append(("cuGraphExecDestroy", exec_))
+        del self.execs[exec_]
+        return (0,)
+
+    def cuGraphDestroy(self, graph):
+        self.calls.append(("cuGraphDestroy", graph))
+        for node in self.graph_nodes.pop(graph):
+            del self.nodes[node.handle]
+        if graph in self.graph_objects:
+            self.destroy_graph(graph)
+        return (0,)
+
     def cuMemGetAddressRange(self, ptr):
         return (1, 0, 0)  # memory the stand-in cannot describe: the import trusts its producer
 
@@ -189,6 +310,10 @@ class RecordingDriver:
         """An op replay's launch, recorded with its pointer array and a copy of the words it
         points at now, as the driver reads them (decoded by :func:`launch_words`). The views
         are made once per parameter block, so a recorded launch costs few Python calls."""
+        if stream in self.capturing and extra is not None:  # a node of the words launched
+            pointers = (ctypes.c_void_p * PARAM_COUNTS[f]).from_address(params)
+            words = [_WORD.from_address(p).value for p in pointers]
+            self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, f, words)
         if extra is None:  # as cuda.bindings: ``extra`` is a void* (0, not None); no call
             raise TypeError("an integer is required")
         views = self._blocks.get(params)
@@ -297,7 +422,17 @@ class StandInModule:
 def recorded_launches() -> Iterator[list[tuple[Any, ...]]]:
     """cuda.core's ``launch`` replaced by a recorder for the block."""
     launches: list[tuple[Any, ...]] = []
-    saved, _launch.launch_fn = _launch.launch_fn, lambda *call: launches.append(call)
+
+    def launch(*call: Any) -> None:
+        launches.append(call)
+        fake = driver._driver
+        if isinstance(fake, RecordingDriver) and STREAM in fake.capturing:
+            _stream, _config, kernel, *args = call  # captured: a kernel node of its arguments
+            func = _CORE_FUNCTIONS.setdefault(kernel, next(_handles))
+            PARAM_COUNTS[func] = len(args)
+            fake._node(STREAM, 0, func, [int(a) for a in args])
+
+    saved, _launch.launch_fn = _launch.launch_fn, launch
     try:
         yield launches
     finally:

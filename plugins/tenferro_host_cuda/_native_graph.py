@@ -1,0 +1,395 @@
+"""``ex.capture()`` on CUDA as a native graph: stream capture of the runtime's one stream,
+instantiated once and launched with ``cuGraphLaunch`` on every replay.
+
+While the capture is open (:class:`NativeCapture`) the runtime's stream is captured in relaxed
+mode, the retirement queue is held by the capture (no event polling, no deferred release, as in
+a framework's capture: :mod:`._foreign_capture`), an upload from host is refused (it would
+capture a copy from a temporary host buffer), and every allocation comes from an
+:class:`Arena` of ``cuMemAlloc`` blocks the graph owns: their addresses are baked into the
+graph, so they are freed — behind an event, after the last replay — only once the graph and
+every storage in the arena are gone. At its end the graph is instantiated and launched once, so
+the tensors made inside the block hold the captured computation's values, as eagerly.
+
+:class:`NativeLauncher` replays it: each kernel node's pointer parameters were found by matching
+their values against the memory of the graph's inputs, outputs and constants (a pointer into
+an input's memory moves with it, one into memory several of them share is not followed: the
+graph keeps the replayed form); a replay allocates
+fresh outputs, rewrites (``cuGraphExecKernelNodeSetParams``) only the nodes whose pointers
+moved, and launches the graph. A graph whose memory or nodes this cannot follow keeps the
+replayed form and says why (:meth:`NativeCapture.launcher`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from tenferro_host import CaptureError, LaunchError, Tensor
+from tenferro_host.provider import Lease
+
+from ._driver import drv, failure
+from ._foreign_capture import GraphPins
+from ._storage import CudaStorage
+
+if TYPE_CHECKING:
+    from ._runtime import CudaRuntime
+
+_INVALID_VALUE = 1  # CUDA_ERROR_INVALID_VALUE
+
+
+class Arena:
+    """The ``cuMemAlloc`` blocks of one capture. Each storage made from it holds it (its release
+    is ``("drop", arena)``) and so does the graph; when the last goes, the blocks are freed at
+    the runtime's next drain point behind an event (every launch that used them is before it)."""
+
+    __slots__ = ("blocks", "runtime")
+
+    def __init__(self, runtime: CudaRuntime) -> None:
+        self.runtime = runtime
+        self.blocks: list[int] = []
+
+    def allocate(self, nbytes: int, op: str | None = None) -> CudaStorage:
+        rt = self.runtime
+        with rt.primary:
+            ptr = int(
+                rt.ok(drv().cuMemAlloc(nbytes), f"allocating {nbytes} bytes (cuMemAlloc)", op)
+            )
+        self.blocks.append(ptr)
+        return CudaStorage(rt, ptr, nbytes, release=("drop", self))
+
+    def owns(self, release: Any) -> bool:
+        """Whether ``release`` (a storage's) is of this arena's memory."""
+        return type(release) is tuple and release[1] is self
+
+    def __del__(self) -> None:
+        if self.blocks:  # a finalizer never calls the driver: the drain point frees them
+            self.runtime.deferred.append(
+                ("call", partial(_retire_blocks, self.runtime, self.blocks))
+            )
+
+
+def _retire_blocks(rt: CudaRuntime, blocks: list[int]) -> None:
+    """Free ``blocks`` once the stream passes an event recorded now (context current)."""
+    event = rt.record_event(context_current=True)
+    rt.retirement.retire(
+        event, [Lease(blocks, partial(_free_blocks, rt)), Lease(event, rt.recycle_event)]
+    )
+
+
+def _free_blocks(rt: CudaRuntime, blocks: list[int]) -> None:
+    d = drv()
+    with rt.primary:
+        for ptr in blocks:
+            if int(d.cuMemFree(ptr)[0]) != 0:
+                rt.deferred_errors += 1
+
+
+def _destroy(rt: CudaRuntime, graph: Any, exec_: Any) -> None:
+    """Destroy an executable and its graph (in flight, the driver frees it on completion)."""
+    d = drv()
+    with rt.primary:
+        if exec_ is not None:
+            d.cuGraphExecDestroy(exec_)
+        d.cuGraphDestroy(graph)
+
+
+class NativeCapture:
+    """The CUDA side of one ``ex.capture()``: :meth:`begin`, then :meth:`end`, then
+    :meth:`launcher` for the graph (see the module docstring)."""
+
+    def __init__(self, runtime: CudaRuntime) -> None:
+        self.runtime = runtime
+        self.arena = Arena(runtime)
+        self._graph: Any = None
+        self._exec: Any = None
+
+    def begin(self) -> None:
+        """Capture the runtime's stream; allocations from the arena, uploads refused."""
+        rt = self.runtime
+        d = drv()
+        with rt.primary:
+            mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+            rt.ok(d.cuStreamBeginCapture(rt._stream, mode), "cuStreamBeginCapture")
+        rt.allocate_bytes = self.arena.allocate  # type: ignore[method-assign]
+        rt.free_now = self._free_now  # type: ignore[method-assign]
+        rt._write = self._refuse_upload  # type: ignore[method-assign]
+
+    def _free_now(self, storage: CudaStorage) -> None:
+        """A workspace freed inside the capture: arena memory stays the graph's; pool memory
+        waits for the capture's end (a free now would be a node of the graph)."""
+        release, storage.ptr, storage.release = storage.release, 0, None
+        if release is not None and not self.arena.owns(release):
+            self.runtime.deferred.append(release)
+
+    def _refuse_upload(self, storage: Any, data: Any) -> None:
+        raise CaptureError(
+            f"an upload from host inside a capture of {self.runtime.name!r} would capture a "
+            "copy from a temporary host buffer",
+            fix="upload before the capture and pass the tensor in (a constant or a slot)",
+        )
+
+    def end(self, failed: bool) -> None:
+        """End the capture. ``failed``: destroy what was captured (no partial graph); else
+        instantiate the graph and launch it once (the block's tensors get their values)."""
+        rt = self.runtime
+        del rt.allocate_bytes, rt.free_now, rt._write  # the class's methods again
+        d = drv()
+        with rt.primary:
+            err, graph = d.cuStreamEndCapture(rt._stream)
+        if int(err) != 0:
+            if failed:  # the block's own error is the one to raise
+                return
+            raise failure(err, "ending the capture (cuStreamEndCapture)", uuid=rt.uuid_bytes)
+        if failed:
+            _destroy(rt, graph, None)
+            return
+        with rt.primary:
+            err, exec_ = d.cuGraphInstantiate(graph, 0)
+        if int(err) != 0:
+            _destroy(rt, graph, None)
+            raise failure(err, "instantiating the captured graph", uuid=rt.uuid_bytes)
+        self._graph, self._exec = graph, exec_
+        with rt.primary:
+            err = d.cuGraphLaunch(exec_, rt._stream)[0]
+        if int(err) != 0:
+            self.discard()
+            raise failure(
+                err, "launching the captured graph", uuid=rt.uuid_bytes, error=LaunchError
+            )
+
+    def discard(self) -> None:
+        """Destroy the graph now (its form is the replayed one, or the capture failed)."""
+        if self._graph is not None:
+            _destroy(self.runtime, self._graph, self._exec)
+            self._graph = self._exec = None
+
+    def __del__(self) -> None:
+        if self._graph is not None:  # a capture whose graph() was never asked for
+            self.runtime.deferred.append(
+                ("call", partial(_destroy, self.runtime, self._graph, self._exec))
+            )
+
+    def launcher(
+        self,
+        slots: list[Tensor],
+        constants: list[Tensor],
+        outputs: list[Tensor],
+        ops: tuple[str, ...],
+        scalars: bool,
+    ) -> NativeLauncher | str:
+        """The native replay of the graph with these slots and outputs, or why the graph keeps
+        the replayed form (the graph is then destroyed: the recorded calls replay it)."""
+        why = self._refusal(outputs, scalars)
+        if why is None:
+            try:
+                return NativeLauncher(self, slots, constants, outputs, ops)
+            except _UnfollowableError as exc:
+                why = str(exc)
+        self.discard()
+        return why
+
+    def _refusal(self, outputs: list[Tensor], scalars: bool) -> str | None:
+        if scalars:
+            return "declared scalars are attributes the native graph cannot update yet"
+        seen: set[int] = set()
+        for n, t in enumerate(outputs):
+            if (
+                not self.arena.owns(getattr(t.storage, "release", None))
+                or t.offset
+                or id(t.storage) in seen
+            ):
+                return f"output {n} is not a whole buffer the capture allocated"
+            seen.add(id(t.storage))
+        return None
+
+
+class _UnfollowableError(Exception):
+    """A node the native replay cannot update (the graph keeps the replayed form)."""
+
+
+class _Node:
+    """One kernel node: its parameters and a parameter block of its own (whole words per
+    parameter, which the driver copies at each update)."""
+
+    __slots__ = ("_starts", "handle", "params", "pointers", "words")
+
+    def __init__(self, handle: Any, params: Any, values: list[bytes]) -> None:
+        self.handle, self.params = handle, params
+        width = [max(1, (len(v) + 7) // 8) for v in values]
+        self.words = np.zeros(max(sum(width), 1), np.uint64)
+        raw = self.words.view(np.uint8)
+        starts = np.cumsum([0, *width[:-1]]) * 8 if values else np.zeros(0, np.int64)
+        for start, v in zip(starts, values, strict=True):
+            raw[start : start + len(v)] = np.frombuffer(v, np.uint8)
+        self.pointers = self.words.ctypes.data + starts.astype(np.uint64)
+        params.kernelParams = int(self.pointers.ctypes.data) if values else 0
+        self._starts = starts
+
+    def word(self, param: int) -> int:
+        return int(self._starts[param]) // 8
+
+
+def _kernel_nodes(graph: Any) -> list[tuple[Any, Any]]:
+    """Each kernel node of ``graph`` with its parameters; _UnfollowableError on any other work."""
+    d = drv()
+    err, _, count = d.cuGraphGetNodes(graph)
+    if int(err) == 0 and count:
+        err, nodes, count = d.cuGraphGetNodes(graph, count)
+    if int(err) != 0:
+        raise _UnfollowableError(f"the graph's nodes could not be listed ({int(err)})")
+    kernel = d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
+    empty = d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_EMPTY
+    out = []
+    for node in nodes[:count] if count else ():
+        kind = d.cuGraphNodeGetType(node)[1]
+        if kind == empty:
+            continue
+        if kind != kernel:
+            raise _UnfollowableError(
+                f"the graph holds a {kind} node (a copy or fill) besides kernels"
+            )
+        err, params = d.cuGraphKernelNodeGetParams(node)
+        if int(err) != 0 or not params.kernelParams:
+            raise _UnfollowableError("a kernel node's parameters could not be read")
+        out.append((node, params))
+    return out
+
+
+def _param_values(params: Any) -> list[bytes]:
+    """The bytes of each parameter of a kernel node (sizes from ``cuFuncGetParamInfo``)."""
+    d = drv()
+    values: list[bytes] = []
+    array = ctypes.cast(params.kernelParams, ctypes.POINTER(ctypes.c_void_p))
+    index = 0
+    while True:
+        err, _offset, size = d.cuFuncGetParamInfo(params.func, index)
+        if int(err) == _INVALID_VALUE:  # past the last parameter
+            return values
+        if int(err) != 0:
+            raise _UnfollowableError(f"a kernel's parameters could not be listed ({int(err)})")
+        values.append(ctypes.string_at(array[index], size))
+        index += 1
+
+
+class NativeLauncher:
+    """The instantiated graph's replay: fresh outputs, moved pointers rewritten, one launch."""
+
+    def __init__(
+        self,
+        capture: NativeCapture,
+        slots: list[Tensor],
+        constants: list[Tensor],
+        outputs: list[Tensor],
+        ops: tuple[str, ...],
+    ) -> None:
+        self.runtime = rt = capture.runtime
+        self._exec: Any = None  # set last: a launcher that failed to build owns nothing
+        self.arena = capture.arena  # the intermediates' memory lives with the graph
+        self.pins = GraphPins("ex.capture()", tuple(rt.resources.values()))
+        self.ops = ops
+        self._outputs = [(t.storage.nbytes, t.dtype, t.shape, t.strides) for t in outputs]
+        tensors = [*slots, *outputs]
+        #: the base address of each slot, then each output, the executable launches with now
+        self._bases = [_base(t) for t in tensors]
+        #: the memory of each slot, output (by index) and constant (None: it never moves)
+        ranges: list[tuple[int | None, int, int]] = [
+            (n, _ptr(t), _ptr(t) + t.storage.nbytes) for n, t in enumerate(tensors)
+        ]
+        ranges += [(None, _ptr(t), _ptr(t) + t.storage.nbytes) for t in constants]
+        #: per base: the (node, word, byte delta) of each parameter that points into it
+        self._sites: list[list[tuple[_Node, int, int]]] = [[] for _ in tensors]
+        with rt.primary:
+            for handle, params in _kernel_nodes(capture._graph):
+                values = _param_values(params)
+                node = _Node(handle, params, values)
+                for param, v in enumerate(values):
+                    if len(v) != 8:
+                        continue
+                    value = int.from_bytes(v, "little")
+                    hits = [n for n, lo, hi in ranges if lo <= value < hi]
+                    if len(hits) > 1:  # which one it follows is not known: do not guess
+                        raise _UnfollowableError(
+                            "a kernel's pointer is into memory that several of the graph's "
+                            "inputs, outputs or constants share"
+                        )
+                    n = hits[0] if hits else None
+                    if n is not None:
+                        self._sites[n].append((node, node.word(param), value - self._bases[n]))
+        for n, sites in enumerate(self._sites):
+            if not sites:  # every slot and output is a kernel's argument: else it is not followed
+                what = f"input {n}" if n < len(slots) else f"output {n - len(slots)}"
+                raise _UnfollowableError(f"{what}'s address is in no kernel node's parameters")
+        self._graph, self._exec = capture._graph, capture._exec
+        capture._graph = capture._exec = None  # this launcher owns them now
+        self._lock = threading.Lock()
+        self._set_params = drv().cuGraphExecKernelNodeSetParams
+        self._launch = drv().cuGraphLaunch
+
+    def __call__(self, tensors: list[Tensor]) -> list[Tensor]:
+        """Run the graph on ``tensors`` (one per slot, checked): the fresh outputs."""
+        rt = self.runtime
+        outs = [
+            Tensor(rt.allocate_bytes(nbytes), dt, shape, strides, 0, True)
+            for nbytes, dt, shape, strides in self._outputs
+        ]
+        bases = [_base(t) for t in tensors]
+        bases += [_ptr(t) for t in outs]
+        exec_ = self._exec
+        with self._lock, rt.primary:  # the node words are the launcher's: one replay at a time
+            moved: dict[int, _Node] = {}
+            for n, (base, last) in enumerate(zip(bases, self._bases, strict=True)):
+                if base != last:
+                    for node, word, delta in self._sites[n]:
+                        node.words[word] = base + delta
+                        moved[id(node)] = node
+            if moved:
+                self._bases = [-1] * len(bases)  # until every update went through
+                for node in moved.values():
+                    err = self._set_params(exec_, node.handle, node.params)[0]
+                    if int(err) != 0:
+                        raise self._failed(err, "updating a node (cuGraphExecKernelNodeSetParams)")
+                self._bases = bases
+            err = self._launch(exec_, rt._stream)[0]
+        if int(err) != 0:
+            raise self._failed(err, "launching it (cuGraphLaunch)")
+        return outs
+
+    def _failed(self, err: Any, what: str) -> Exception:
+        ops = ", ".join(dict.fromkeys(self.ops))
+        exc = failure(
+            err,
+            f"{what} of a captured graph of ops {ops}",
+            uuid=self.runtime.uuid_bytes,
+            op=self.ops[0] if self.ops else None,
+            error=LaunchError,
+        )
+        exc.add_note(f"in a native CUDA graph of {len(self.ops)} nodes (ops {ops})")
+        return exc
+
+    def close(self) -> None:
+        """Destroy the executable now; the arena goes once its last storage does."""
+        if self._exec is not None:
+            _destroy(self.runtime, self._graph, self._exec)
+            self._graph = self._exec = None
+
+    def __del__(self) -> None:
+        if self._exec is not None:  # a finalizer never calls the driver: the drain point does
+            self.runtime.deferred.append(
+                ("call", partial(_destroy, self.runtime, self._graph, self._exec))
+            )
+
+
+def _ptr(t: Tensor) -> int:
+    return cast(CudaStorage, t.storage).ptr
+
+
+def _base(t: Tensor) -> int:
+    """The address of ``t``'s element at offset 0 (a parameter is kept relative to it)."""
+    return _ptr(t) + t.offset * t.dtype.itemsize
+
+
+__all__ = ["Arena", "NativeCapture", "NativeLauncher"]

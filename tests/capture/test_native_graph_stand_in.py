@@ -1,0 +1,265 @@
+"""The native CUDA graph's bookkeeping without a GPU (the recording driver stand-in captures
+kernel launches as nodes): a replay launches the instantiated graph on the replay's pointers
+and rewrites only the nodes whose pointers moved; the capture's memory is an arena freed once
+the graph and its last storage are gone; an error destroys what was captured; an upload from
+host inside the capture is refused; what the native form cannot follow keeps the replayed one."""
+
+from __future__ import annotations
+
+import gc
+import types
+from typing import Any
+
+import pytest
+from support.driver_stand_in import (
+    StandInModule,
+    recorded_launches,
+    recording_driver,
+    stand_in_runtime,
+)
+
+import tenferro_host as tf
+
+ADD = "ext_add_kernel.add"
+
+
+@pytest.fixture
+def world() -> Any:
+    with recording_driver() as fake, recorded_launches():
+        host = tf.Host()
+        rt = stand_in_runtime(host)
+        rt.resources.get((ADD, "module"), lambda: StandInModule(rt, (8, 8, 8, 4)))
+        x, y = rt.empty("float32", (64,)), rt.empty("float32", (64,))
+        host.run(ADD, x, y)  # the warm-up
+        yield types.SimpleNamespace(host=host, rt=rt, fake=fake, x=x, y=y)
+
+
+def capture_two_adds(w: Any) -> tuple[Any, Any, Any]:
+    """``(x + y) + y`` captured: the capture, its intermediate and its output."""
+    with w.rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            t = ex.run(ADD, w.x, w.y)
+            out = w.host.run(ADD, t, w.y)  # routed into the capture
+    return cap, t, out
+
+
+def released(w: Any) -> None:
+    """Collect, then run the runtime's drain points until nothing more is queued."""
+    gc.collect()
+    for _ in range(3):
+        w.rt.drain_deferred()
+        w.rt.retirement.poll()
+
+
+def launched(fake: Any) -> list[dict[int, list[int]]]:
+    return [arg for name, arg in fake.calls if name == "cuGraphLaunch"]
+
+
+def updates(fake: Any) -> list[tuple[int, list[int]]]:
+    return [arg for name, arg in fake.calls if name == "cuGraphExecKernelNodeSetParams"]
+
+
+def test_the_capture_is_one_graph_launched_once_with_memory_from_its_arena(world):
+    fake = world.fake
+    fake.calls.clear()
+    cap, t, out = capture_two_adds(world)
+    names = fake.names()
+    assert names.count("cuStreamBeginCapture") == 1 and names.count("cuStreamEndCapture") == 1
+    assert names.count("cuMemAlloc") == 2 and "alloc" not in names  # no pool block baked in
+    assert names.count("cuGraphInstantiate") == 1
+    ((first, second),) = (list(words.values()) for words in launched(fake))
+    assert first[:3] == [t.storage.ptr, world.x.storage.ptr, world.y.storage.ptr]
+    assert second[:3] == [out.storage.ptr, t.storage.ptr, world.y.storage.ptr]
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    assert graph.form == "native" and graph.why_replayed is None
+
+
+def test_a_replay_rewrites_only_the_nodes_whose_pointers_moved(world):
+    rt, fake = world.rt, world.fake
+    cap, t, out = capture_two_adds(world)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    a, b = rt.empty("float32", (64,)), rt.empty("float32", (64,))
+    fake.calls.clear()
+    got = graph.replay(a, b)
+    ((first, second),) = (list(words.values()) for words in launched(fake))
+    assert first[:3] == [t.storage.ptr, a.storage.ptr, b.storage.ptr]
+    assert second[:3] == [got.storage.ptr, t.storage.ptr, b.storage.ptr]
+    assert got.storage.ptr != out.storage.ptr and len(updates(fake)) == 2
+    fake.calls.clear()
+    again = graph.replay(a, b)  # same inputs; only the fresh output moved: one node rewritten
+    ((_node, words),) = updates(fake)
+    assert words[:3] == [again.storage.ptr, t.storage.ptr, b.storage.ptr]
+    assert len(launched(fake)) == 1 and "cuStreamBeginCapture" not in fake.names()
+    assert graph.replays == 2 and got.storage.ptr != again.storage.ptr
+
+
+def test_the_arena_is_freed_once_the_graph_and_its_last_storage_are_gone(world):
+    fake = world.fake
+    cap, t, out = capture_two_adds(world)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    arena = set(fake.arena_live)
+    assert len(arena) == 2
+    graph.close()
+    assert "cuGraphExecDestroy" in fake.names()
+    del graph, t
+    released(world)
+    assert set(fake.arena_live) == arena  # `out` (and the capture) still hold the arena
+    del cap, out
+    released(world)
+    assert not fake.arena_live
+    assert world.rt.deferred_errors == 0
+
+
+def test_a_collected_graph_is_destroyed_at_the_next_drain_point(world):
+    fake = world.fake
+    cap, t, out = capture_two_adds(world)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    graph.replay(world.x, world.y)
+    del graph, cap, t, out
+    gc.collect()
+    assert "cuGraphExecDestroy" not in fake.names()  # a finalizer never calls the driver
+    released(world)
+    assert "cuGraphExecDestroy" in fake.names() and not fake.execs and not fake.arena_live
+
+
+def test_an_error_in_the_block_destroys_the_captured_graph(world):
+    rt, fake = world.rt, world.fake
+    fake.calls.clear()
+    with rt.session() as s:
+        ex = s.exec_session()
+        with pytest.raises(KeyError), ex.capture() as cap:
+            ex.run(ADD, world.x, world.y)
+            raise KeyError("in the block")
+    names = fake.names()
+    assert "cuGraphDestroy" in names and "cuGraphInstantiate" not in names
+    assert "allocate_bytes" not in vars(rt) and "_write" not in vars(rt)  # the runtime's again
+    with pytest.raises(tf.CaptureError, match="KeyError"):
+        cap.graph(inputs=(world.x,))
+    released(world)
+    assert not fake.arena_live and not fake.graph_nodes
+    assert rt.empty("float32", (8,)).storage.release[0] == "block"  # the pool again
+
+
+def test_an_upload_from_host_inside_a_native_capture_is_refused(world):
+    rt, fake = world.rt, world.fake
+    with rt.session() as s:
+        ex = s.exec_session()
+        with pytest.raises(tf.CaptureError, match="upload from host") as info, ex.capture():
+            rt.upload([1.0, 2.0])
+    assert "before the capture" in info.value.fix
+    assert "cuGraphDestroy" in fake.names() and not fake.capturing
+
+
+@pytest.mark.parametrize("kind", ["scalar", "memset"])
+def test_what_the_native_form_cannot_follow_keeps_the_replayed_form(world, kind):
+    rt, fake, host = world.rt, world.fake, world.host
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            if kind == "scalar":
+                cap.scalar("k", 2.0)
+                out = ex.run(ADD, world.x, world.y)
+            else:
+                zero = rt.zeros("float32", (64,))  # a fill node: not a kernel node
+                out = ex.run(ADD, zero, world.y)
+    graph = cap.graph(inputs=(world.y,), outputs=(out,))
+    assert graph.form == "replayed"
+    assert ("scalars" if kind == "scalar" else "copy or fill") in (graph.why_replayed or "")
+    assert not fake.execs  # the device graph was destroyed: the recorded calls replay it
+    fake.calls.clear()
+    graph.replay(rt.empty("float32", (64,)))
+    assert "cuGraphLaunch" not in fake.names()
+    del host
+
+
+def test_a_failed_graph_launch_names_the_graphs_ops(world):
+    fake = world.fake
+    cap, _t, out = capture_two_adds(world)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    fake.launch_result = 1  # CUDA_ERROR_INVALID_VALUE
+    try:
+        with pytest.raises(tf.LaunchError, match="captured graph of ops") as info:
+            graph.replay(world.x, world.y)
+    finally:
+        fake.launch_result = 0
+    assert info.value.op == ADD
+    assert any("native CUDA graph of 2 nodes" in n for n in info.value.__notes__)
+
+
+def test_caps_says_native_for_cuda(world):
+    assert world.host.registry.provider("cuda").capture == "native"
+
+
+def test_ex_capture_inside_a_framework_capture_is_refused_before_the_stream_is_touched(world):
+    rt, fake = world.rt, world.fake
+    fake.calls.clear()
+    with rt.foreign_capture(lambda n: None), rt.session() as s:
+        ex = s.exec_session()
+        with pytest.raises(tf.CaptureError, match="already being captured"):
+            ex.capture().__enter__()
+    assert "cuStreamBeginCapture" not in fake.names() and rt._capture is None
+
+
+def test_after_a_failed_node_update_the_next_replay_rewrites_every_pointer_node(world):
+    rt, fake = world.rt, world.fake
+    cap, t, out = capture_two_adds(world)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    a, b = rt.empty("float32", (64,)), rt.empty("float32", (64,))
+    fake.update_result = 1  # CUDA_ERROR_INVALID_VALUE
+    try:
+        with pytest.raises(tf.LaunchError, match="updating a node"):
+            graph.replay(a, b)
+    finally:
+        fake.update_result = 0
+    fake.calls.clear()
+    got = graph.replay(a, b)
+    assert len(updates(fake)) == 2  # both nodes, though a and b did not move since
+    ((first, second),) = (list(words.values()) for words in launched(fake))
+    assert first[:3] == [t.storage.ptr, a.storage.ptr, b.storage.ptr]
+    assert second[:3] == [got.storage.ptr, t.storage.ptr, b.storage.ptr]
+
+
+def test_a_capture_whose_graph_is_never_made_destroys_it_at_a_drain_point(world):
+    fake = world.fake
+    cap, t, out = capture_two_adds(world)
+    assert fake.execs
+    del cap, t, out
+    released(world)
+    assert not fake.execs and not fake.graph_nodes and not fake.arena_live
+
+
+def test_a_graph_whose_pointers_cannot_be_found_keeps_the_replayed_form(world, monkeypatch):
+    """A driver that lists no parameters must not make a native graph that never moves its
+    pointers (every replay would read the capture's inputs)."""
+    fake = world.fake
+    monkeypatch.setattr(fake, "cuFuncGetParamInfo", lambda func, index: (1, 0, 0))
+    cap, _t, out = capture_two_adds(world)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    assert graph.form == "replayed"
+    assert "input 0's address is in no kernel node's parameters" in (graph.why_replayed or "")
+
+
+def test_a_view_slot_moves_by_its_offset_and_shared_memory_is_not_guessed(world):
+    rt, fake, host = world.rt, world.fake, world.host
+    big = rt.empty("float32", (128,))
+    x = big[64:128]  # a view: the kernel reads its first element, 256 bytes into the storage
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            out = ex.run(ADD, x, world.y)
+    graph = cap.graph(inputs=(x, world.y), outputs=(out,))
+    assert graph.form == "native"
+    other = rt.empty("float32", (96,))
+    fake.calls.clear()
+    got = graph.replay(other[32:96], world.y)
+    ((words,),) = (list(w.values()) for w in launched(fake))
+    assert words[:3] == [got.storage.ptr, other.storage.ptr + 32 * 4, world.y.storage.ptr]
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            lo, hi = big[0:64], big[64:128]
+            out = ex.run(ADD, lo, hi)  # two slots in one buffer
+    shared = cap.graph(inputs=(lo, hi), outputs=(out,))
+    assert shared.form == "replayed" and "share" in (shared.why_replayed or "")
+    del host
