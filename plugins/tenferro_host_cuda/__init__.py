@@ -20,6 +20,7 @@ from . import raw
 from ._copies import copy_from_peer, copy_from_same_device
 from ._device import CudaDeviceInfo, nvrtc_version, probe
 from ._exec_session import CudaExecSession
+from ._graph_form import registered_form
 from ._nvrtc import compile_only
 from ._p2p_probe import PeerProbe, probe_p2p
 from ._peer import can_access_peer, has_accessible_peer
@@ -37,7 +38,9 @@ def _create(host: HostServices, index: int) -> CudaRuntime:
 def tenferro_host_register(registry: RegistrationView) -> None:
     """Provide the ``cuda`` backend (preferred over the others when a device is present) and
     its raw source compiler (NVRTC, no device needed)."""
-    registry.add_backend(BackendProvider("cuda", probe, _create, priority=100, capture="native"))
+    registry.add_backend(
+        BackendProvider("cuda", probe, _create, priority=100, capture=registered_form())
+    )
     registry.add_source_compiler("cuda", compile_only)
 
 

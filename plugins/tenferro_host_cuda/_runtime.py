@@ -33,6 +33,7 @@ from ._driver import (
     require_healthy,
 )
 from ._exec_session import CudaExecSession
+from ._graph_form import native_graphs
 from ._storage import CudaStorage
 
 if TYPE_CHECKING:
@@ -192,9 +193,12 @@ class CudaRuntime(Runtime):
 
         return ForeignCapture(self, allocate)
 
-    def native_capture(self) -> NativeCapture:
+    def native_capture(self) -> NativeCapture | None:
         """The CUDA graph an ``ex.capture()`` of this runtime records into
-        (:mod:`._native_graph`)."""
+        (:mod:`._native_graph`), when ``TENFERRO_CUDA_GRAPHS=native`` asks for one
+        (:mod:`._graph_form`)."""
+        if not native_graphs():
+            return None
         from ._native_graph import NativeCapture
 
         return NativeCapture(self)

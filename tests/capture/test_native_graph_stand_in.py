@@ -24,7 +24,8 @@ ADD = "ext_add_kernel.add"
 
 
 @pytest.fixture
-def world() -> Any:
+def world(monkeypatch) -> Any:
+    monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", "native")  # opt-in until it has run on a GPU
     with recording_driver() as fake, recorded_launches():
         host = tf.Host()
         rt = stand_in_runtime(host)
@@ -187,8 +188,24 @@ def test_a_failed_graph_launch_names_the_graphs_ops(world):
     assert any("native CUDA graph of 2 nodes" in n for n in info.value.__notes__)
 
 
-def test_caps_says_native_for_cuda(world):
+def test_caps_says_native_for_cuda_when_asked_for(world):
     assert world.host.registry.provider("cuda").capture == "native"
+
+
+def test_without_the_opt_in_cuda_captures_in_the_replayed_form(world, monkeypatch):
+    """The native form has not run on a GPU yet: by default a capture replays its plans, caps
+    says so, and a value that is no form is a typed error when a capture opens."""
+    monkeypatch.delenv("TENFERRO_CUDA_GRAPHS")
+    assert tf.Host().registry.provider("cuda").capture == "replayed"
+    cap, _, out = capture_two_adds(world)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    assert graph.form == "replayed"
+    graph_calls = ("cuStreamBeginCapture", "cuGraph")
+    assert not any(name.startswith(graph_calls) for name, _ in world.fake.calls)
+    monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", "nativ")
+    with world.rt.session() as s:
+        with pytest.raises(tf.ValidationError, match="TENFERRO_CUDA_GRAPHS='nativ'"):
+            s.exec_session().capture().__enter__()
 
 
 def test_ex_capture_inside_a_framework_capture_is_refused_before_the_stream_is_touched(world):
