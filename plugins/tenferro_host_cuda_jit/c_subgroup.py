@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from tenferro_host import dtypes
+from tenferro_host import dtype
 from tenferro_host.kernel import ir
 
 from .c_numerics import C_TYPE, SIGNED_ZERO_MIN_MAX, wrapping
@@ -36,7 +36,7 @@ def _combine(op: str, t: str) -> str:
     if op == "add":
         if t == "float32":
             return "__fadd_rn(v, w)"
-        return wrapping("+", "v", "w", dtypes.dtype(t))
+        return wrapping("+", "v", "w", dtype(t))
     if t == "float32":
         return f"tf_f{op}f(v, w)"
     return f"{op}(v, w)"
