@@ -22,7 +22,7 @@ from tenferro_host import InvalidLaunchConfigError, Tensor, UnsupportedError
 from tenferro_host.kernel import Specialization
 from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession, Memo, memo
 
-from . import wgsl, wgsl_cache, wgsl_canary, wgsl_types
+from . import wgsl, wgsl_cache, wgsl_canary, wgsl_subgroup, wgsl_types
 from ._replay import PlannedDispatch
 from ._runtime import WebGpuRuntime, WebGpuStorage
 from ._uniforms import ArrayView, pack_uniforms
@@ -33,11 +33,13 @@ class _Facts:
     """What launching a specialization needs that depends on it alone, worked out once (IR
     walks cost each launch otherwise)."""
 
-    __slots__ = ("loops", "portable", "shared_bytes", "spec")
+    __slots__ = ("fallback_unit_bytes", "loops", "portable", "shared_bytes", "spec")
 
     def __init__(self, spec: Specialization) -> None:
         self.spec = spec  # keeps the id in the key from being reused
         self.shared_bytes = wgsl_types.workgroup_bytes(spec.ir)
+        native = wgsl_subgroup.FEATURE in spec.features
+        self.fallback_unit_bytes = wgsl_subgroup.fallback_unit_bytes(spec.ir, native)
         self.loops = wgsl_canary.uses_loops(spec.ir.body)
         self.portable = False  # set once the dtypes passed the portability rule
 
@@ -115,17 +117,35 @@ class WebGpuJitSession(JitSession):
                 )
         facts.portable = True
 
-    def _check_workgroup_bytes(self, spec: Specialization, nbytes: int) -> None:
-        """The shared arrays (at a launch's sizes) fit the adapter's workgroup storage."""
+    def _check_workgroup_bytes(
+        self, spec: Specialization, nbytes: int, dim: Grid | None = None
+    ) -> None:
+        """The shared arrays (at a launch's sizes) fit the adapter's workgroup storage, with the
+        subgroup fallback's array for a cube of ``dim`` when the launch is known (the driver
+        may not check it: llvmpipe runs such a pipeline)."""
         limit = self._info.max_compute_workgroup_storage_size
-        if nbytes > limit:
+        units = dim[0] * dim[1] * dim[2] if dim is not None else 0
+        fallback = _facts(spec).fallback_unit_bytes * units
+        if nbytes + fallback <= limit:
+            return
+        if fallback:
             raise UnsupportedError(
                 f"kernel {spec.kernel_name!r} declares {nbytes} bytes of shared arrays (at this "
-                f"launch's sizes); the adapter grants {limit} bytes of workgroup storage: use "
-                "smaller shared arrays",
+                f"launch's sizes), and its subgroup operations add {fallback} bytes (the "
+                f"fallback's workgroup array, 4 per unit of the cube of {units} units: the "
+                f"adapter has no '{wgsl_subgroup.FEATURE}' feature); the adapter grants {limit} "
+                "bytes of workgroup storage: use smaller shared arrays or a smaller cube, or an "
+                f"adapter with the '{wgsl_subgroup.FEATURE}' feature",
                 backend=self.runtime.name,
                 feature="maxComputeWorkgroupStorageSize",
             )
+        raise UnsupportedError(
+            f"kernel {spec.kernel_name!r} declares {nbytes} bytes of shared arrays (at this "
+            f"launch's sizes); the adapter grants {limit} bytes of workgroup storage: use "
+            "smaller shared arrays",
+            backend=self.runtime.name,
+            feature="maxComputeWorkgroupStorageSize",
+        )
 
     def _dispatch(self, launch: JitLaunch) -> PlannedDispatch:
         spec = launch.spec
@@ -142,8 +162,9 @@ class WebGpuJitSession(JitSession):
         # Specializations are cached objects: the pipeline keeps its own alive, so its id is a
         # key that cannot be reused while the entry exists (hashing the IR would cost each launch).
         sizes = launch.shared_sizes
-        if sizes:
-            self._check_workgroup_bytes(spec, wgsl_types.workgroup_bytes(spec.ir, sizes))
+        if sizes or _facts(spec).fallback_unit_bytes:
+            nbytes = wgsl_types.workgroup_bytes(spec.ir, sizes)
+            self._check_workgroup_bytes(spec, nbytes, launch.dim)
         key = (id(spec), launch.dim, groups, folded, canary, sizes)
         pipeline = rt.pipelines.lookup(key) or self._pipeline(key, spec, launch.dim)
         # The uniform block is determined by the specialization, the grid and ``block`` (views

@@ -164,6 +164,12 @@ class SubgroupEmitter:
         return f"bitcast<{t}>(tf_sg[{at}])"
 
 
+def fallback_unit_bytes(kernel: ir.KernelIR, native: bool) -> int:
+    """Workgroup memory the fallback's array ``tf_sg`` takes per unit of a cube (a u32 each);
+    none with the native builtins or without subgroup operations."""
+    return 0 if native or not uses_subgroups(kernel) else 4
+
+
 def fallback_declarations(dim: tuple[int, int, int]) -> list[str]:
     """The workgroup array of the fallback and the base lane of the unit's subgroup."""
     cube = dim[0] * dim[1] * dim[2]

@@ -133,3 +133,14 @@ def shuffle_past_the_subgroup(out: K.Array[K.f32], x: K.Array[K.f32]):
     """Reads lane ``SUBGROUP_SIZE`` (one past the last): refused."""
     i = K.ABSOLUTE_POS
     out[i] = K.subgroup_shuffle(x[i], K.SUBGROUP_SIZE)  # PAST
+
+
+@K.kernel
+def shared_then_subgroup_add(out: K.Array[K.f32], n: K.u32):
+    """A shared array sized at launch, then a subgroup sum of its elements: on WebGPU without
+    subgroups the fallback's workgroup array comes on top of ``n`` floats."""
+    s = K.shared(K.f32, n)
+    u = K.UNIT_POS
+    s[u] = K.f32(u)
+    K.sync_cube()
+    out[K.ABSOLUTE_POS] = K.subgroup_add(s[u])

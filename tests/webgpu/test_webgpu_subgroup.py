@@ -114,3 +114,31 @@ def test_a_subgroup_op_in_a_branch_has_no_fallback(fresh_rt: Any) -> None:
     with pytest.raises(UnsupportedError, match=r"subgroup_kernels.py:\d+: this adapter has no"):
         with webgpu_jit(fresh_rt) as js:
             js.launch(sk.divergent_subgroup_add, 1, 32, x)
+
+
+def test_the_fallbacks_workgroup_array_counts_in_the_workgroup_storage(fresh_rt: Any) -> None:
+    """Shared floats that fit alone, with the fallback's 4 bytes per unit on top, do not: the
+    launch is refused naming the kernel and both sizes, not by the driver at pipeline creation."""
+    fresh_rt._info = dataclasses.replace(fresh_rt.device_info, subgroups=False)
+    limit, cube = fresh_rt.device_info.max_compute_workgroup_storage_size, 256
+    n = limit // 4 - cube // 2  # fits alone; with the fallback's cube * 4 bytes it does not
+    with webgpu_jit(fresh_rt) as js:
+        out = js.alloc_output("float32", (cube,))
+        with pytest.raises(UnsupportedError, match="shared_then_subgroup_add") as info:
+            js.launch(sk.shared_then_subgroup_add, 1, cube, out, n)
+    message = str(info.value)
+    assert f"{4 * n} bytes of shared arrays" in message
+    assert f"{4 * cube} bytes" in message and f"grants {limit} bytes" in message
+    assert "'subgroup' feature" in message and "smaller cube" in message
+
+
+def test_shared_arrays_that_fit_beside_the_fallback_run(fresh_rt: Any) -> None:
+    fresh_rt._info = dataclasses.replace(fresh_rt.device_info, subgroups=False)
+    limit, cube = fresh_rt.device_info.max_compute_workgroup_storage_size, 64
+    n = limit // 4 - cube  # exactly the storage with the fallback's array
+    out = View.compact(np.zeros(cube, np.float32))
+    (got,) = on_target(
+        fresh_rt, lambda: webgpu_jit(fresh_rt), sk.shared_then_subgroup_add, 1, cube, out, n
+    )
+    lanes = np.arange(cube, dtype=np.float32).reshape(-1, wgsl_subgroup.FALLBACK_SIZE)
+    np.testing.assert_array_equal(got, np.repeat(lanes.sum(axis=1), lanes.shape[1]))
