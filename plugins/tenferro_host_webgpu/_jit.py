@@ -106,15 +106,7 @@ class WebGpuJitSession(JitSession):
         self._check_workgroup_bytes(spec, facts.shared_bytes)
         if facts.portable:
             return
-        for dt, where in wgsl_types.value_types(spec.ir).items():
-            wgsl_types.wgsl_type(dt, f"{where} of kernel {spec.kernel_name!r}")
-            if dt.name == "float16" and not self._info.shader_f16:
-                raise UnsupportedError(
-                    f"kernel {spec.kernel_name!r} uses f16 ({where}), but the adapter does not "
-                    "offer the 'shader-f16' feature; use f32 or another adapter",
-                    backend=self.runtime.name,
-                    feature="shader-f16",
-                )
+        wgsl_types.check_portable(spec.ir, self._info.shader_f16, self.runtime.name)
         facts.portable = True
 
     def _check_workgroup_bytes(

@@ -33,6 +33,20 @@ def wgsl_type(dt: DType, what: str = "") -> str:
     return found
 
 
+def check_portable(kernel: ir.KernelIR, shader_f16: bool, backend: str) -> None:
+    """The portability rule for ``kernel``'s values: no f64/i64 ever, f16 only on a device with
+    the ``shader-f16`` feature; typed errors naming the value and the way out."""
+    for dt, where in value_types(kernel).items():
+        wgsl_type(dt, f"{where} of kernel {kernel.name!r}")
+        if dt.name == "float16" and not shader_f16:
+            raise UnsupportedError(
+                f"kernel {kernel.name!r} uses f16 ({where}), but the adapter does not "
+                "offer the 'shader-f16' feature; use f32 or another adapter",
+                backend=backend,
+                feature="shader-f16",
+            )
+
+
 def storage_type(dt: DType) -> str:
     """The element type of a storage buffer holding ``dt`` (bool -> u32)."""
     return "u32" if dt.name == "bool" else wgsl_type(dt)

@@ -81,14 +81,19 @@ def compile_only(
     *,
     arch: str = "sm_90",
     dim: tuple[int, int, int] = (256, 1, 1),
+    features: Sequence[str] | None = None,
     host: Host | None = None,
 ) -> CompiledKernel:
     """Specialize ``kernel`` for ``signature`` and compile it for ``target`` ("cuda" | "wgsl").
 
     cuda: the generated CUDA C compiled by NVRTC for ``arch`` (``sm_XY`` gives a CUBIN,
-    ``compute_XY`` PTX); needs the ``cuda`` extra, not a GPU. wgsl: the generated WGSL for a
-    workgroup of ``dim``, every array bound separately. Errors are the ones a launch would raise
-    (DTypeError, DslError, CompileError ...). ``host`` picks whose plugins provide the target.
+    ``compute_XY`` PTX); needs the ``cuda`` extra, not a GPU; ``arch`` says what the device
+    has, ``features`` is refused. wgsl: the generated WGSL for a workgroup of ``dim``, every
+    array bound separately, for a device with ``features`` (of ``"shader-f16"``,
+    ``"subgroup"``): with ``"subgroup"`` subgroup operations are the feature's builtins, without
+    it the fallback through workgroup memory; None means ``"shader-f16"`` where an argument is
+    f16 and no ``"subgroup"``. Errors are the ones a launch would raise (DTypeError, DslError,
+    UnsupportedError, CompileError ...). ``host`` picks whose plugins provide the target.
     """
     if not isinstance(kernel, Kernel):
         raise ValidationError(
@@ -104,7 +109,18 @@ def compile_only(
             argument="signature",
         )
     descs = [arg_desc(item) for item in signature]
-    return compile(kernel, descs, constants or {}, CompileOptions(arch=arch, dim=dim))
+    if features is not None and (
+        isinstance(features, (str, bytes))
+        or not isinstance(features, Sequence)
+        or not all(isinstance(f, str) for f in features)
+    ):
+        raise ValidationError(
+            f"features must be a sequence of feature names such as ('subgroup',), got {features!r}",
+            argument="features",
+        )
+    wanted = None if features is None else tuple(features)
+    options = CompileOptions(arch=arch, dim=dim, features=wanted)
+    return compile(kernel, descs, constants or {}, options)
 
 
 def compile_source(

@@ -18,10 +18,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class CompileOptions:
     """What a compile-only target may use: the CUDA ``arch`` (``sm_XY`` gives a CUBIN,
-    ``compute_XY`` PTX) and the WGSL workgroup size ``dim``; each target reads its own."""
+    ``compute_XY`` PTX), the WGSL workgroup size ``dim`` and the optional ``features`` of the
+    device compiled for (WGSL: ``shader-f16``, ``subgroup``; None: the target's default); each
+    target reads its own and refuses what it cannot use."""
 
     arch: str = "sm_90"
     dim: tuple[int, int, int] = (256, 1, 1)
+    features: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from support.webgpu_harness import View, on_interpreter, on_target, webgpu_jit
 from tenferro_host_webgpu import wgsl_subgroup
 
 from tenferro_host import UnsupportedError
+from tenferro_host.kernel.compile_only import compile_only
 
 RNG = np.random.default_rng(26)
 
@@ -142,3 +143,12 @@ def test_shared_arrays_that_fit_beside_the_fallback_run(fresh_rt: Any) -> None:
     )
     lanes = np.arange(cube, dtype=np.float32).reshape(-1, wgsl_subgroup.FALLBACK_SIZE)
     np.testing.assert_array_equal(got, np.repeat(lanes.sum(axis=1), lanes.shape[1]))
+
+
+@pytest.mark.parametrize("features", [(), ("subgroup",)])
+def test_compile_only_wgsl_is_valid_for_the_features_named(fresh_rt: Any, features: Any) -> None:
+    """The compile-only WGSL, native or fallback, passes the device's shader validation."""
+    if features and not fresh_rt.device_info.subgroups:
+        pytest.skip("the adapter does not offer the 'subgroup' feature")
+    wgsl = compile_only(sk.row_softmax, "wgsl", ["float32[2]", "float32[2]"], features=features)
+    fresh_rt._device.create_shader_module(code=wgsl.source)
