@@ -19,6 +19,11 @@ What must match, per generated kernel (``docs/dsl-guide.md``, "Numeric rules"):
 
 Input ``y`` is a strided 1-D view (``dsl_fuzz.STRIDED``), so every target's linear ``y[i]``
 must follow the stride (a read of raw storage gives other values).
+
+Matrix fragments have kernels of their own (:mod:`fragment_fuzz`, ``TENFERRO_DIFF_FRAGMENT_
+KERNELS``, default 24): random 16 x 16 x 16 f16 tile products with f32 accumulation of small
+integers, exact in any summation order, so numpy, the interpreter and WebGPU must agree bit for
+bit, and each kernel compiles to an sm_90 CUBIN.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support import dsl_fuzz
+from support import dsl_fuzz, fragment_fuzz
 from support.nvrtc_compile import compile_sm90
 
 import tenferro_host as tf
@@ -42,6 +47,7 @@ from tenferro_host import kernel as K
 from tenferro_host.kernel._interpreter import ArrayArg, run
 
 COUNT = int(os.environ.get("TENFERRO_DIFF_KERNELS", "180"))
+FRAGMENT_COUNT = int(os.environ.get("TENFERRO_DIFF_FRAGMENT_KERNELS", "24"))
 SEED = int(os.environ.get("TENFERRO_DIFF_SEED", "2026"))
 OUTPUTS = ("fo", "io", "bo", "fa", "vo")
 CHUNK = 60
@@ -71,20 +77,28 @@ TOLERANCES: dict[tuple[str, str], dict[str, tuple[float, float]]] = {
 }
 
 
-def _module(tmp: Path) -> tuple[Any, list[dsl_fuzz.GeneratedKernel], Path]:
-    source, kernels = dsl_fuzz.generate(SEED, COUNT)
-    path = tmp / f"generated_kernels_{SEED}_{COUNT}.py"
+def _import(path: Path, source: str) -> Any:
+    """The generated module ``source``, written to ``path`` (kernel source must live in a file)."""
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module, kernels, path
+    return module
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory):
-    return _module(tmp_path_factory.mktemp("dsl_fuzz"))
+    source, kernels = dsl_fuzz.generate(SEED, COUNT)
+    path = tmp_path_factory.mktemp("dsl_fuzz") / f"generated_kernels_{SEED}_{COUNT}.py"
+    return _import(path, source), kernels, path
+
+
+@pytest.fixture(scope="module")
+def fragments(tmp_path_factory: pytest.TempPathFactory):
+    source, kernels = fragment_fuzz.generate(SEED, FRAGMENT_COUNT)
+    path = tmp_path_factory.mktemp("fragment_fuzz") / f"fragment_kernels_{SEED}.py"
+    return _import(path, source), kernels, path
 
 
 def _descs(args: dict[str, Any]) -> list[Any]:
@@ -227,3 +241,61 @@ def test_generated_kernels_compile_for_sm90(chunk, generated):
         assert compile_sm90(generate(spec).source) > 0, gk.name
         compiled += 1
     print(f"differential: {compiled} kernels compiled to sm_90 CUBIN with NVRTC")
+
+
+# ------------------------------------------------------------ matrix fragments
+
+
+def _fragment_run(
+    kernel: K.Kernel, args: dict[str, np.ndarray], rt: Any = None, jit: Any = None
+) -> np.ndarray:
+    """``d`` after one launch on the interpreter (``rt`` None) or on ``rt``."""
+    if rt is None:
+        copies = {k: v.copy() for k, v in args.items()}
+        descs = [K.ArrayDesc(dtypes.dtype(v.dtype), 1) for v in copies.values()]
+        arrays = [ArrayArg(v, 0, (v.size,), (1,)) for v in copies.values()]
+        grid = (fragment_fuzz.CUBES, 1, 1), (fragment_fuzz.CUBE, 1, 1)
+        run(kernel.specialize(descs, {}, "cpu"), *grid, arrays)
+        return copies["d"]
+    tensors = [rt.upload(v) for v in args.values()]
+    with jit() as js:
+        js.launch(kernel, fragment_fuzz.CUBES, fragment_fuzz.CUBE, *tensors)
+    return np.asarray(tensors[0].download())
+
+
+def _fragment_failure(fk: Any, where: str, expected: np.ndarray, got: np.ndarray) -> str | None:
+    bad = np.flatnonzero(expected != got)
+    if not bad.size:
+        return None
+    t = int(bad[0])
+    return f"{fk.name} ({fk}) on {where}: d[{t}] expected {expected[t]!r}, got {got[t]!r}"
+
+
+@pytest.mark.parametrize(
+    "target", ["interpreter", pytest.param("webgpu", marks=pytest.mark.webgpu, id="webgpu")]
+)
+def test_fragment_kernels_agree_with_numpy_bit_for_bit(target, fragments):
+    """Random fragment tile products of small integers (every partial sum exact): the
+    interpreter and WebGPU give numpy's bits, the sentinel outside the stored tiles included."""
+    module, kernels, path = fragments
+    rt, jit, _ = _target(target) if target == "webgpu" else (None, None, None)
+    failures = []
+    for n, fk in enumerate(kernels):
+        args = fragment_fuzz.inputs(SEED + n, fk)
+        got = _fragment_run(getattr(module, fk.name), args, rt, jit)
+        problem = _fragment_failure(fk, target, fragment_fuzz.expected(fk, args), got)
+        if problem:
+            failures.append(problem)
+    print(f"differential: {len(kernels)} fragment kernels x {target} (seed {SEED}) in {path}")
+    assert not failures, "\n".join(failures[:10])
+
+
+def test_fragment_kernels_compile_for_sm90(fragments):
+    module, kernels, _path = fragments
+    from tenferro_host_cuda_jit.codegen import generate
+
+    for n, fk in enumerate(kernels):
+        args = fragment_fuzz.inputs(SEED + n, fk)
+        descs = [K.ArrayDesc(dtypes.dtype(v.dtype), 1) for v in args.values()]
+        spec = getattr(module, fk.name).specialize(descs, {}, "cuda", ("sm_90",))
+        assert compile_sm90(generate(spec).source) > 0, fk.name
