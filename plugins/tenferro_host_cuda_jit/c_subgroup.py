@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from tenferro_host import dtype
+from tenferro_host import DslError, dtype
 from tenferro_host.kernel import ir
 
 from .c_numerics import C_TYPE, SIGNED_ZERO_MIN_MAX, wrapping
@@ -29,6 +29,20 @@ def subgroup_prologue(kernel: ir.KernelIR) -> Iterator[str]:
     """The lane, the warp's unit count and its mask, where the kernel has subgroup nodes."""
     if ir.subgroup_nodes(kernel.body):
         yield from _PROLOGUE
+
+
+def check_lanes(kernel: ir.KernelIR) -> None:
+    """Refuse a shuffle whose constant lane or mask is past the warp: ``__shfl_sync`` would
+    read lane ``lane % 32`` instead, a wrong answer rather than the interpreter's error."""
+    for e in ir.subgroup_nodes(kernel.body):
+        past = ir.constant_lane_past(e, WARP) if isinstance(e, ir.SubgroupShuffle) else None
+        if past is not None:
+            raise DslError(
+                f"kernel {kernel.name!r} on cuda (subgroups are warps of {WARP}): "
+                + ir.shuffle_past_message(e, past, WARP),
+                filename=ir.source_file(e, kernel),
+                lineno=e.line,
+            )
 
 
 def _combine(op: str, t: str) -> str:

@@ -79,7 +79,7 @@ from .c_numerics import (
     saturating_cast,
     wrapping,
 )
-from .c_subgroup import SubgroupEmitter, subgroup_prologue
+from .c_subgroup import SubgroupEmitter, check_lanes, subgroup_prologue
 from .codegen_matrix import FRAGMENT_ALIGN, MatrixEmitter, check_arch
 
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
@@ -233,6 +233,7 @@ def generate(spec: Specialization, grid: str = GRID_FOLDED) -> CudaKernelSource:
             feature=f"static shared memory beyond {MAX_STATIC_SHARED_BYTES} bytes",
         )
     check_arch(spec)
+    check_lanes(spec.ir)
     return _Emitter(spec, grid).emit()
 
 

@@ -23,8 +23,7 @@ from ._interpreter_numerics import FLOAT_OPS, INT_OPS, math_func
 DEFAULT_SUBGROUP_SIZE = 32
 """The interpreter's subgroup size unless a launch names another (CUDA's warp)."""
 
-MAX_SUBGROUP_SIZE = 128
-"""The widest subgroup a WebGPU adapter may have."""
+MAX_SUBGROUP_SIZE = ir.MAX_SUBGROUP_SIZE
 
 
 def check_subgroup_size(size: int) -> None:

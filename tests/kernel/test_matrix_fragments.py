@@ -25,6 +25,7 @@ from tenferro_host.errors import (
     ValidationError,
 )
 from tenferro_host.kernel import ir
+from tenferro_host.kernel.compile_only import compile_only
 
 RNG = np.random.default_rng(26)
 F16, F32 = dtypes.float16, dtypes.float32
@@ -176,6 +177,37 @@ def test_typed_refusals(kern: K.Kernel, marker: str, match: str) -> None:
     with pytest.raises(DslError, match=match) as info:
         kern.specialize(descs, {}, "cpu")
     assert info.value.lineno == line_of(kern, marker)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda", "wgsl"])
+@pytest.mark.parametrize(
+    "kern,marker,match",
+    [
+        (mk.a_of_f32, "DTYPE", r"K\.MATRIX_A fragment holds f16 \(f16 x f16 -> f32 .*\), not f32"),
+        (mk.accumulator_of_f16, "DTYPE", r"K\.ACCUMULATOR fragment holds f32 .*, not f16"),
+        (mk.shape_m4, "SHAPE", r"m4n4k4 is not a fragment shape .*; use one of m16n16k16, "),
+        (mk.shape_k8, "SHAPE", r"m16n16k8 is not a fragment shape .*; use one of m16n16k16, "),
+    ],
+)
+def test_an_unsupported_dtype_or_shape_is_refused_on_every_target(
+    kern: K.Kernel, marker: str, match: str, target: str
+) -> None:
+    """Every target refuses them at specialization, naming the line and what it takes."""
+    with pytest.raises(DslError, match=match) as info:
+        if target == "cpu":
+            kern.specialize([K.ArrayDesc(F32, 1)], {}, "cpu")
+        else:
+            if target == "cuda":
+                pytest.importorskip("cuda.bindings", reason="the cuda target needs the cuda extra")
+            compile_only(kern, target, ["float32[1]"])
+    assert info.value.lineno == line_of(kern, marker)
+
+
+def test_wgsl_fragments_need_shader_f16_among_the_features_named() -> None:
+    sig = ["float32[1]", "float16[1]", "float16[1]", "uint32"]
+    assert "enable f16;" in compile_only(mk.tile_col, "wgsl", sig, features=["shader-f16"]).source
+    with pytest.raises(UnsupportedError, match="'shader-f16' feature; use f32 or another"):
+        compile_only(mk.tile_col, "wgsl", sig, features=[])
 
 
 def test_a_shared_array_sized_at_launch_is_refused() -> None:

@@ -5,15 +5,18 @@ types, a subgroup size that is not a power of two)."""
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+from typing import Any
 
 import numpy as np
 import pytest
 from support import subgroup_kernels as sk
 from support.webgpu_harness import View, on_interpreter
 
-from tenferro_host import DslError, InvalidLaunchConfigError, ValidationError
+from tenferro_host import DslError, InvalidLaunchConfigError, UnsupportedError, ValidationError
 from tenferro_host import kernel as K
+from tenferro_host.kernel.compile_only import arg_desc, compile_only
 
 RNG = np.random.default_rng(26)
 
@@ -134,3 +137,65 @@ def test_a_subgroup_size_that_is_not_a_power_of_two_up_to_128_is_refused(size: i
     x = View.compact(np.ones(32, np.float32))
     with pytest.raises(InvalidLaunchConfigError, match=f"subgroup size {size}"):
         on_interpreter(sk.divergent_subgroup_add, 1, 32, x, subgroup_size=size)
+
+
+# ------------------------------------------------------------ refusals on every target
+
+
+def _compile(kernel: K.Kernel, target: str, sig: list[str], **options: Any) -> Any:
+    """Specialize for ``cpu`` (the interpreter's target) or compile for ``cuda``/``wgsl``."""
+    if target == "cpu":
+        return kernel.specialize([arg_desc(s) for s in sig], {}, "cpu")
+    if target == "cuda":
+        pytest.importorskip("cuda.bindings", reason="the cuda target needs the cuda extra")
+    return compile_only(kernel, target, sig, **options)
+
+
+TARGETS = ["cpu", "cuda", "wgsl"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    "kernel,dtype,marker",
+    [
+        (sk.float_add, "f16", "FLOAT_ADD"),
+        (sk.float_add, "f64", "FLOAT_ADD"),
+        (sk.int_shuffle, "i64", "INT_SHUFFLE"),
+    ],
+)
+def test_a_subgroup_op_on_a_type_no_target_exchanges_is_refused_on_every_target(
+    kernel: K.Kernel, dtype: str, marker: str, target: str
+) -> None:
+    with pytest.raises(DslError, match=r"takes an f32, i32 or u32 value .* cast with K\.f32") as e:
+        _compile(kernel, target, [f"{getattr(K, dtype).dtype.name}[1]"])
+    assert e.value.lineno == _line(marker) and f"not {dtype};" in str(e.value)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_constant_lane_past_every_subgroup_is_refused_on_every_target(target: str) -> None:
+    with pytest.raises(DslError, match=r"reads lane 128, which is past every subgroup of at most "):
+        _compile(sk.shuffle_lane_128, target, ["float32[1]", "float32[1]"])
+
+
+@pytest.mark.parametrize(
+    "kernel,marker,what",
+    [(sk.shuffle_lane_40, "LANE40", "lane 40"), (sk.shuffle_xor_mask_32, "MASK32", "lane \\^ 32")],
+)
+def test_a_constant_lane_past_32_units(kernel: K.Kernel, marker: str, what: str) -> None:
+    """CUDA (warps of 32) and WebGPU's fallback (subgroups of 32) refuse it before the kernel
+    runs, the interpreter at 32 units when it reads; subgroups of 64 have the lane."""
+    sig = ["float32[1]", "float32[1]"]
+    line = _line(marker)
+    if importlib.util.find_spec("cuda.bindings") is not None:
+        with pytest.raises(DslError, match=rf"on cuda \(subgroups are warps of 32\): .*{what}"):
+            compile_only(kernel, "cuda", sig)
+    with pytest.raises(UnsupportedError, match=rf":{line}: .*fallback's subgroups have 32 units"):
+        compile_only(kernel, "wgsl", sig)
+    assert "subgroupShuffle" in compile_only(kernel, "wgsl", sig, features=["subgroup"]).source
+    x = View.compact(RNG.integers(-9, 9, 64).astype(np.float32))
+    out = View.compact(np.zeros(64, np.float32))
+    with pytest.raises(ValidationError, match=rf":{line}: the shuffle reads"):
+        on_interpreter(kernel, 1, 64, out, x)
+    (got, _) = on_interpreter(kernel, 1, 64, out, x, subgroup_size=64)
+    lanes = np.full(64, 40) if kernel is sk.shuffle_lane_40 else np.arange(64) ^ 32
+    np.testing.assert_array_equal(got, x.storage[lanes])

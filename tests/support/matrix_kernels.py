@@ -101,6 +101,16 @@ def shape_m4(c: K.Array[K.f32]):
 
 
 @K.kernel
+def accumulator_of_f16(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f16, 16, 16, 16, K.ROW_MAJOR)  # noqa: F841 DTYPE
+
+
+@K.kernel
+def shape_k8(c: K.Array[K.f32]):
+    fa = K.fragment(K.MATRIX_A, K.f16, 16, 16, 8, K.ROW_MAJOR)  # noqa: F841 SHAPE
+
+
+@K.kernel
 def store_of_a(c: K.Array[K.f16]):
     fa = K.fragment(K.MATRIX_A, K.f16, 16, 16, 16, K.ROW_MAJOR)
     K.fill_fragment(fa, 1.0)

@@ -144,3 +144,36 @@ def shared_then_subgroup_add(out: K.Array[K.f32], n: K.u32):
     s[u] = K.f32(u)
     K.sync_cube()
     out[K.ABSOLUTE_POS] = K.subgroup_add(s[u])
+
+
+@K.kernel
+def shuffle_lane_40(out: K.Array[K.f32], x: K.Array[K.f32]):
+    """A constant lane past a warp (and the fallback's subgroups), within a subgroup of 64."""
+    i = K.ABSOLUTE_POS
+    out[i] = K.subgroup_shuffle(x[i], 40)  # LANE40
+
+
+@K.kernel
+def shuffle_xor_mask_32(out: K.Array[K.f32], x: K.Array[K.f32]):
+    """A constant mask that leaves a warp from every lane."""
+    i = K.ABSOLUTE_POS
+    out[i] = K.subgroup_shuffle_xor(x[i], 32)  # MASK32
+
+
+@K.kernel
+def shuffle_lane_128(out: K.Array[K.f32], x: K.Array[K.f32]):
+    """A constant lane past every subgroup of every target."""
+    i = K.ABSOLUTE_POS
+    out[i] = K.subgroup_shuffle(x[i], 128)  # LANE128
+
+
+@K.kernel
+def float_add(x: K.Array[K.F]):
+    """A subgroup sum of any float type (f32 only is a subgroup type)."""
+    x[K.ABSOLUTE_POS] = K.subgroup_add(x[K.ABSOLUTE_POS])  # FLOAT_ADD
+
+
+@K.kernel
+def int_shuffle(x: K.Array[K.I]):
+    """A shuffle of any int type (i32 and u32 only are subgroup types)."""
+    x[K.ABSOLUTE_POS] = K.subgroup_shuffle(x[K.ABSOLUTE_POS], K.u32(0))  # INT_SHUFFLE

@@ -3,16 +3,17 @@ wgpu or llvmpipe), equal to the interpreter bit for bit, the f16 GEMM included."
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import dsl_gemm_f16 as gemm
 import numpy as np
 import pytest
 from support import matrix_kernels as mk
-from support.webgpu_harness import View, assert_same
+from support.webgpu_harness import View, assert_same, webgpu_jit
 from tenferro_host_webgpu.wgsl_canary import uses_loops
 
-from tenferro_host import dtypes
+from tenferro_host import InvalidLaunchConfigError, UnsupportedError, dtypes
 from tenferro_host import kernel as K
 
 RNG = np.random.default_rng(27)
@@ -64,3 +65,20 @@ def test_fragment_statements_count_as_loops_for_the_canary() -> None:
 def test_a_fragment_store_into_memory_atomics_use(rt: Any) -> None:
     c, back = View.compact(np.zeros(257, np.float32)), View.compact(np.zeros(256, np.float32))
     assert_same(rt, mk.store_beside_atomics, 1, 32, c, back)
+
+
+def test_a_partial_warp_of_fragments_is_refused_before_it_runs(rt: Any) -> None:
+    out = rt.upload(np.zeros(512, np.float32))
+    with webgpu_jit(rt) as js:
+        with pytest.raises(InvalidLaunchConfigError, match="launch a multiple of 32 units"):
+            js.launch(mk.fill_and_store, 1, 48, out, np.float32(1))
+
+
+def test_fragments_without_shader_f16_are_refused_naming_the_feature(fresh_rt: Any) -> None:
+    fresh_rt._info = dataclasses.replace(fresh_rt.device_info, shader_f16=False)
+    c = fresh_rt.upload(np.zeros(512, np.float32))
+    a, b = (fresh_rt.upload(f16(512)) for _ in range(2))
+    with webgpu_jit(fresh_rt) as js:
+        with pytest.raises(UnsupportedError, match="'shader-f16' feature; use f32") as info:
+            js.launch(mk.tile_col, 1, 64, c, a, b, np.uint32(16))
+    assert info.value.feature == "shader-f16"

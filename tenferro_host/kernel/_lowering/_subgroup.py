@@ -47,4 +47,8 @@ class SubgroupLowering(ExpressionLowering):
         if kind == "reduce":
             return ir.SubgroupReduce(op, value, type=value.type, line=line)
         lane = self.materialize(node.args[1], self.expr(node.args[1]), dtypes.uint32)
-        return ir.SubgroupShuffle(op, value, lane, type=value.type, line=line)
+        shuffle = ir.SubgroupShuffle(op, value, lane, type=value.type, line=line)
+        past = ir.constant_lane_past(shuffle, ir.MAX_SUBGROUP_SIZE)
+        if past is not None:
+            raise self.error(node, ir.shuffle_past_message(shuffle, past, ir.MAX_SUBGROUP_SIZE))
+        return shuffle

@@ -93,6 +93,7 @@ from ._nodes import (
 )
 from ._subgroup import (
     BALLOT_BITS,
+    MAX_SUBGROUP_SIZE,
     SUBGROUP_EXPRESSIONS,
     SUBGROUP_FACTS,
     SUBGROUP_REDUCE_OPS,
@@ -102,6 +103,8 @@ from ._subgroup import (
     SubgroupFact,
     SubgroupReduce,
     SubgroupShuffle,
+    constant_lane_past,
+    shuffle_past_message,
     subgroup_nodes,
 )
 from ._visit import SourceEmitter, Visitor, dispatch_table
@@ -118,6 +121,7 @@ __all__ = [
     "LOGICAL_OPS",
     "MATH_FUNCS",
     "MATRIX_STATEMENTS",
+    "MAX_SUBGROUP_SIZE",
     "NODES",
     "POW_SQUARING_BITS",
     "POW_SQUARING_MAX",
@@ -181,6 +185,7 @@ __all__ = [
     "check_shared_sizes",
     "check_u32_array",
     "children",
+    "constant_lane_past",
     "dispatch_table",
     "dynamic_shared_layout",
     "element_position",
@@ -188,6 +193,7 @@ __all__ = [
     "fragments",
     "in_file",
     "scalar_accesses",
+    "shuffle_past_message",
     "source_file",
     "subgroup_nodes",
     "walk",

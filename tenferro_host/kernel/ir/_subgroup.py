@@ -9,13 +9,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from . import _nodes
-from ._nodes import Expr, Node
+from ._nodes import Const, Expr, Node
 
 SUBGROUP_FACTS = ("SUBGROUP_SIZE", "SUBGROUP_UNIT_POS")
 SUBGROUP_REDUCE_OPS = ("add", "min", "max")
 SUBGROUP_SHUFFLE_MODES = ("index", "xor")
 SUBGROUP_TYPES = ("float32", "int32", "uint32")
 """Element types of subgroup reductions and shuffles (32-bit on every target)."""
+
+MAX_SUBGROUP_SIZE = 128
+"""The widest subgroup of any target (a WebGPU adapter's may be up to 128 units)."""
 
 BALLOT_BITS = 32
 """``K.subgroup_ballot`` gives the 32 bits of the caller's lane group (lanes ``32k .. 32k+31``
@@ -72,3 +75,23 @@ SUBGROUP_EXPRESSIONS: tuple[type[Expr], ...] = (
 def subgroup_nodes(nodes: Iterable[Node]) -> list[Expr]:
     """The subgroup operations in ``nodes`` and below (facts included), in walk order."""
     return [n for n in _nodes.walk(nodes) if isinstance(n, SUBGROUP_EXPRESSIONS)]
+
+
+def constant_lane_past(e: SubgroupShuffle, size: int) -> int | None:
+    """The constant lane (``index``) or mask (``xor``) of ``e`` when it reads past a subgroup of
+    ``size`` units (a power of two) from every lane, else None: what a target whose subgroups
+    have at most ``size`` units refuses before the kernel runs."""
+    if isinstance(e.lane, Const) and int(e.lane.value) >= size:
+        return int(e.lane.value)
+    return None
+
+
+def shuffle_past_message(e: SubgroupShuffle, past: int, size: int) -> str:
+    """Why a shuffle with a constant lane or mask ``past`` reads no unit of a subgroup of at
+    most ``size`` units, and what to write instead (each target's refusal says it so)."""
+    what = f"lane {past}" if e.mode == "index" else f"lane ^ {past}"
+    return (
+        f"the shuffle reads {what}, which is past every subgroup of at most {size} units: a "
+        "shuffle reads a lane below K.SUBGROUP_SIZE (compute it from K.SUBGROUP_SIZE, e.g. "
+        "lane % K.SUBGROUP_SIZE)"
+    )
