@@ -170,6 +170,14 @@ def test_a_jit_launch_of_a_partial_warp_is_refused_before_it_runs() -> None:
         (mk.fragment_in_loop, "NESTED", "top level of the kernel body"),
         (mk.fragment_as_value, "VALUE", "is a matrix fragment, not a value"),
         (mk.load_of_other_type, "TYPE", "fragments load and store their own element type"),
+        (mk.fragment_unnamed, "UNNAMED", r"declare a fragment with a name: f = K\.fragment"),
+        (mk.statement_as_value, "AS_VALUE", r"K\.fill_fragment\(\.\.\.\) is a statement"),
+        (mk.fill_of_one_argument, "ARITY", "K.fill_fragment takes 2 positional arguments"),
+        (mk.fragment_pair, "TUPLE", "assign a fragment to one name"),
+        (mk.fragment_of_five, "FIVE", r"takes \(use, element type, m, n, k, layout\): K\.frag"),
+        (mk.fragment_named_as_a_parameter, "REDECLARED", "'c' is already a parameter"),
+        (mk.layout_as_use, "USE", "use is K.MATRIX_A, K.MATRIX_B or K.ACCUMULATOR, not K.ROW"),
+        (mk.value_into_a_fragment, "ASSIGNED", "'acc' is a matrix fragment; fill, load or mma"),
     ],
 )
 def test_typed_refusals(kern: K.Kernel, marker: str, match: str) -> None:
@@ -208,6 +216,20 @@ def test_wgsl_fragments_need_shader_f16_among_the_features_named() -> None:
     assert "enable f16;" in compile_only(mk.tile_col, "wgsl", sig, features=["shader-f16"]).source
     with pytest.raises(UnsupportedError, match="'shader-f16' feature; use f32 or another"):
         compile_only(mk.tile_col, "wgsl", sig, features=[])
+
+
+def test_a_fragment_statement_in_a_device_function_is_refused() -> None:
+    with pytest.raises(DslError, match="fragments live in the kernel body") as info:
+        mk.fragment_statement_in_a_function.specialize([K.ArrayDesc(F32, 1)], {}, "cpu")
+    assert info.value.lineno == line_of(mk.fill_in_a_function, "IN_FUNC")
+
+
+def test_a_fragment_dimension_known_only_at_run_time_is_refused() -> None:
+    with pytest.raises(DslError, match="m, n and k are compile-time ints") as info:
+        mk.runtime_dimension.specialize(
+            [K.ArrayDesc(F32, 1), K.ScalarDesc(dtypes.uint32)], {}, "cpu"
+        )
+    assert info.value.lineno == line_of(mk.runtime_dimension, "RUNTIME")
 
 
 def test_a_shared_array_sized_at_launch_is_refused() -> None:

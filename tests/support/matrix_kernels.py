@@ -168,3 +168,61 @@ def load_of_dynamic_shared(c: K.Array[K.f32], n: K.u32):
     s = K.shared(K.f32, n)
     acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
     K.load_fragment(acc, s, 0, 16)  # DYNAMIC
+
+
+@K.kernel
+def fragment_unnamed(c: K.Array[K.f32]):
+    K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)  # UNNAMED
+
+
+@K.kernel
+def statement_as_value(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    x = K.fill_fragment(acc, 1.0)  # noqa: F841 AS_VALUE
+
+
+@K.kernel
+def fill_of_one_argument(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    K.fill_fragment(acc)  # ARITY
+
+
+@K.func
+def fill_in_a_function(c):
+    K.fill_fragment(c, 1.0)  # IN_FUNC
+
+
+@K.kernel
+def fragment_statement_in_a_function(c: K.Array[K.f32]):
+    fill_in_a_function(c)
+
+
+@K.kernel
+def fragment_pair(c: K.Array[K.f32]):
+    fa, fb = K.fragment(K.MATRIX_A, K.f16, 16, 16, 16, K.ROW_MAJOR)  # noqa: RUF059 TUPLE
+
+
+@K.kernel
+def fragment_of_five(c: K.Array[K.f32]):
+    fa = K.fragment(K.MATRIX_A, K.f16, 16, 16, 16)  # noqa: F841 FIVE
+
+
+@K.kernel
+def fragment_named_as_a_parameter(c: K.Array[K.f32]):
+    c = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)  # noqa: F841 REDECLARED
+
+
+@K.kernel
+def layout_as_use(c: K.Array[K.f32]):
+    fa = K.fragment(K.ROW_MAJOR, K.f16, 16, 16, 16, K.ROW_MAJOR)  # noqa: F841 USE
+
+
+@K.kernel
+def value_into_a_fragment(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, K.ROW_MAJOR)
+    acc = 1.0  # noqa: F841 ASSIGNED
+
+
+@K.kernel
+def runtime_dimension(c: K.Array[K.f32], m: K.u32):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, m, 16, 16, K.ROW_MAJOR)  # noqa: F841 RUNTIME
