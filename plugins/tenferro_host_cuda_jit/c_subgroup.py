@@ -34,15 +34,15 @@ def subgroup_prologue(kernel: ir.KernelIR) -> Iterator[str]:
 def check_lanes(kernel: ir.KernelIR) -> None:
     """Refuse a shuffle whose constant lane or mask is past the warp: ``__shfl_sync`` would
     read lane ``lane % 32`` instead, a wrong answer rather than the interpreter's error."""
-    for e in ir.subgroup_nodes(kernel.body):
-        past = ir.constant_lane_past(e, WARP) if isinstance(e, ir.SubgroupShuffle) else None
-        if past is not None:
-            raise DslError(
-                f"kernel {kernel.name!r} on cuda (subgroups are warps of {WARP}): "
-                + ir.shuffle_past_message(e, past, WARP),
-                filename=ir.source_file(e, kernel),
-                lineno=e.line,
-            )
+    found = ir.first_shuffle_past(kernel.body, WARP)
+    if found is not None:
+        e, past = found
+        raise DslError(
+            f"kernel {kernel.name!r} on cuda (subgroups are warps of {WARP}): "
+            + ir.shuffle_past_message(e, past, WARP),
+            filename=ir.source_file(e, kernel),
+            lineno=e.line,
+        )
 
 
 def _combine(op: str, t: str) -> str:

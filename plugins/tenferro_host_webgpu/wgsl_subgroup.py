@@ -71,19 +71,16 @@ def check_fallback(kernel: ir.KernelIR) -> None:
                 feature=FEATURE,
             )
         returned |= any(isinstance(n, ir.Return) for n in ir.walk([s]))
-    for e in ir.subgroup_nodes(kernel.body):
-        past = (
-            ir.constant_lane_past(e, FALLBACK_SIZE) if isinstance(e, ir.SubgroupShuffle) else None
+    found = ir.first_shuffle_past(kernel.body, FALLBACK_SIZE)
+    if found is not None:
+        e, past = found
+        raise UnsupportedError(
+            f"kernel {kernel.name!r} at {ir.source_file(e, kernel)}:{e.line}: this adapter has "
+            f"no '{FEATURE}' feature, and the fallback's subgroups have {FALLBACK_SIZE} units: "
+            + ir.shuffle_past_message(e, past, FALLBACK_SIZE),
+            backend="webgpu",
+            feature=FEATURE,
         )
-        if past is not None:
-            where = ir.source_file(e, kernel)
-            raise UnsupportedError(
-                f"kernel {kernel.name!r} at {where}:{e.line}: this adapter has no '{FEATURE}' "
-                f"feature, and the fallback's subgroups have {FALLBACK_SIZE} units: "
-                + ir.shuffle_past_message(e, past, FALLBACK_SIZE),
-                backend="webgpu",
-                feature=FEATURE,
-            )
 
 
 class SubgroupEmitter:

@@ -104,6 +104,7 @@ from ._subgroup import (
     SubgroupReduce,
     SubgroupShuffle,
     constant_lane_past,
+    first_shuffle_past,
     shuffle_past_message,
     subgroup_nodes,
 )
@@ -189,6 +190,7 @@ __all__ = [
     "dispatch_table",
     "dynamic_shared_layout",
     "element_position",
+    "first_shuffle_past",
     "fragment_alignment",
     "fragments",
     "in_file",

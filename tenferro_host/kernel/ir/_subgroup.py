@@ -86,6 +86,17 @@ def constant_lane_past(e: SubgroupShuffle, size: int) -> int | None:
     return None
 
 
+def first_shuffle_past(nodes: Iterable[Node], size: int) -> tuple[SubgroupShuffle, int] | None:
+    """The first shuffle in ``nodes`` whose constant lane or mask is past a subgroup of
+    ``size`` units (:func:`constant_lane_past`), with that constant; None if there is none."""
+    for n in _nodes.walk(nodes):
+        if isinstance(n, SubgroupShuffle):
+            past = constant_lane_past(n, size)
+            if past is not None:
+                return n, past
+    return None
+
+
 def shuffle_past_message(e: SubgroupShuffle, past: int, size: int) -> str:
     """Why a shuffle with a constant lane or mask ``past`` reads no unit of a subgroup of at
     most ``size`` units, and what to write instead (each target's refusal says it so)."""
