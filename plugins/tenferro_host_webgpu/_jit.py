@@ -110,31 +110,29 @@ class WebGpuJitSession(JitSession):
         facts.portable = True
 
     def _check_workgroup_bytes(
-        self, spec: Specialization, nbytes: int, dim: Grid | None = None
+        self, spec: Specialization, nbytes: int, unit_bytes: int = 0, units: int = 0
     ) -> None:
         """The shared arrays (at a launch's sizes) fit the adapter's workgroup storage, with the
-        subgroup fallback's array for a cube of ``dim`` when the launch is known (the driver
+        subgroup fallback's ``unit_bytes`` for each of a launch's ``units`` per cube (the driver
         may not check it: llvmpipe runs such a pipeline)."""
         limit = self._info.max_compute_workgroup_storage_size
-        units = dim[0] * dim[1] * dim[2] if dim is not None else 0
-        fallback = _facts(spec).fallback_unit_bytes * units
+        fallback = unit_bytes * units
         if nbytes + fallback <= limit:
             return
-        if fallback:
-            raise UnsupportedError(
-                f"kernel {spec.kernel_name!r} declares {nbytes} bytes of shared arrays (at this "
-                f"launch's sizes), and its subgroup operations add {fallback} bytes (the "
-                f"fallback's workgroup array, 4 per unit of the cube of {units} units: the "
-                f"adapter has no '{wgsl_subgroup.FEATURE}' feature); the adapter grants {limit} "
-                "bytes of workgroup storage: use smaller shared arrays or a smaller cube, or an "
-                f"adapter with the '{wgsl_subgroup.FEATURE}' feature",
-                backend=self.runtime.name,
-                feature="maxComputeWorkgroupStorageSize",
-            )
+        feature = wgsl_subgroup.FEATURE
+        added = (
+            f", and its subgroup operations add {fallback} bytes (the fallback's workgroup array, "
+            f"4 per unit of the cube of {units} units: the adapter has no '{feature}' feature)"
+        )
         raise UnsupportedError(
             f"kernel {spec.kernel_name!r} declares {nbytes} bytes of shared arrays (at this "
-            f"launch's sizes); the adapter grants {limit} bytes of workgroup storage: use "
-            "smaller shared arrays",
+            f"launch's sizes){added if fallback else ''}; the adapter grants {limit} bytes of "
+            "workgroup storage: use smaller shared arrays"
+            + (
+                f" or a smaller cube, or an adapter with the '{feature}' feature"
+                if fallback
+                else ""
+            ),
             backend=self.runtime.name,
             feature="maxComputeWorkgroupStorageSize",
         )
@@ -154,9 +152,8 @@ class WebGpuJitSession(JitSession):
         # Specializations are cached objects: the pipeline keeps its own alive, so its id is a
         # key that cannot be reused while the entry exists (hashing the IR would cost each launch).
         sizes = launch.shared_sizes
-        if sizes or _facts(spec).fallback_unit_bytes:
-            nbytes = wgsl_types.workgroup_bytes(spec.ir, sizes)
-            self._check_workgroup_bytes(spec, nbytes, launch.dim)
+        if sizes:
+            self._check_workgroup_bytes(spec, wgsl_types.workgroup_bytes(spec.ir, sizes))
         key = (id(spec), launch.dim, groups, folded, canary, sizes)
         pipeline = rt.pipelines.lookup(key) or self._pipeline(key, spec, launch.dim)
         # The uniform block is determined by the specialization, the grid and ``block`` (views
@@ -180,8 +177,14 @@ class WebGpuJitSession(JitSession):
 
     # -- helpers ----------------------------------------------------------------------------------
     def _pipeline(self, key: tuple[Any, ...], spec: Specialization, dim: Grid) -> Any:
-        """The pipeline of ``key`` on a miss of the fast lookup: loaded or built."""
+        """The pipeline of ``key`` on a miss of the fast lookup: loaded or built, once the
+        subgroup fallback's array (per cube of ``dim``, so per pipeline) fits beside the shared
+        arrays."""
         _, _, groups, folded, canary, sizes = key
+        unit_bytes = _facts(spec).fallback_unit_bytes
+        if unit_bytes:
+            nbytes = wgsl_types.workgroup_bytes(spec.ir, sizes)
+            self._check_workgroup_bytes(spec, nbytes, unit_bytes, dim[0] * dim[1] * dim[2])
         info = self._info
         return self.webgpu.pipelines.get(
             key,
