@@ -43,12 +43,7 @@ class CpuExecSession(ExecSession):
 
     def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
         """A fresh compact tensor of this runtime, uninitialised: an output of the op call."""
-        self._check()
-        out = self.runtime.empty(dtype, shape)
-        rec = getattr(RECORDING, "rec", None)  # an op call being recorded: outputs are slots
-        if rec is not None:
-            rec.outputs.append(out)
-        return out
+        return self._alloc_output(dtype, shape)
 
     def launch(self, fn: Callable[..., Any], *args: Any, out: Any, **kwargs: Any) -> None:
         """Call ``fn(*views, out=views, **kwargs)``: each Tensor among ``args``, ``kwargs`` and

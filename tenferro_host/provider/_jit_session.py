@@ -284,12 +284,7 @@ class JitSession(Session):
 
     def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
         """A fresh compact tensor of this runtime, uninitialised (stream-ordered on GPUs)."""
-        self._check()
-        out = self.runtime.empty(dtype, shape)
-        rec = getattr(RECORDING, "rec", None)  # an op call being recorded: outputs are slots
-        if rec is not None:
-            rec.outputs.append(out)
-        return out
+        return self._alloc_output(dtype, shape)
 
     def cube_dim_1d(self) -> Grid:
         """The backend's default 1-D cube shape."""

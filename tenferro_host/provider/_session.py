@@ -18,9 +18,11 @@ from ..errors import (
     ValidationError,
     WrongThreadError,
 )
+from ._op_plan import RECORDING
 
 if TYPE_CHECKING:
     from ..identity import AllocationDomainId, RuntimeIdentity
+    from ..tensor import Tensor
     from ._runtime import Runtime
 
 _NEW, _OPEN, _CLOSED = 0, 1, 2
@@ -143,6 +145,16 @@ class Session:
                 f"this {self.kind_name} must end on the thread that opened it", op=self.op
             )
         self._close(exc)
+
+    def _alloc_output(self, dtype: Any, shape: Any) -> Tensor:
+        """A fresh compact tensor of the runtime, uninitialised: the shared body of the sessions'
+        ``alloc_output`` (an op call being recorded gets it as an output slot)."""
+        self._check()
+        out = self.runtime.empty(dtype, shape)
+        rec = getattr(RECORDING, "rec", None)
+        if rec is not None:
+            rec.outputs.append(out)
+        return out
 
     def _on_enter(self) -> None:
         """Provider hook: acquire what the session needs."""
