@@ -18,6 +18,18 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host import DType, DTypeError, ForeignRuntimeError, Tensor, ValidationError, dtype
+from tenferro_host.provider import (
+    DL_TYPE_CODES,
+    DLPACK_FLAG_BITMASK_READ_ONLY,
+    KDL_CPU,
+    KDL_CUDA,
+    DLDataType,
+    DLDeleter,
+    DLDevice,
+    DLManagedTensor,
+    DLManagedTensorVersioned,
+    dl_dtype,
+)
 
 from ._driver import drv
 from ._storage import CudaStorage
@@ -25,60 +37,7 @@ from ._storage import CudaStorage
 if TYPE_CHECKING:
     from ._runtime import CudaRuntime
 
-KDL_CPU, KDL_CUDA = 1, 2
-_CODES = {"int": 0, "uint": 1, "float": 2, "complex": 5, "bool": 6}
-_NAMES = {0: "int", 1: "uint", 2: "float", 5: "complex", 6: "bool"}
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class DLManagedTensor(ctypes.Structure):
-    pass
-
-
-_Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
-DLManagedTensor._fields_ = [
-    ("dl_tensor", DLTensor),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", _Deleter),
-]
-
-
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    pass
-
-
-_DeleterVersioned = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
-DLManagedTensorVersioned._fields_ = [
-    ("version", DLPackVersion),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", _DeleterVersioned),
-    ("flags", ctypes.c_uint64),
-    ("dl_tensor", DLTensor),
-]
-DLPACK_FLAG_BITMASK_READ_ONLY = 1 << 0
+_NAMES = {code: name for name, code in DL_TYPE_CODES.items()}
 
 _api = ctypes.pythonapi
 _api.PyCapsule_New.restype = ctypes.py_object
@@ -138,7 +97,7 @@ def _release(address: int) -> None:
         rt.deferred_errors += 1
 
 
-@_Deleter
+@DLDeleter
 def _deleter(managed: Any) -> None:
     _release(ctypes.addressof(managed.contents))
 
@@ -148,10 +107,6 @@ def _capsule_destructor(capsule: int) -> None:
     obj = ctypes.cast(capsule, ctypes.py_object)
     if _api.PyCapsule_IsValid(obj, _NAME):  # never consumed: we delete it ourselves
         _release(_api.PyCapsule_GetPointer(obj, _NAME))
-
-
-def _dl_dtype(dt: DType) -> DLDataType:
-    return DLDataType(_CODES[dt.category], dt.itemsize * 8, 1)
 
 
 def _stream_like(stream: int) -> bool:
@@ -196,7 +151,7 @@ def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
     dl.data = getattr(t.storage, "ptr", 0) or None
     dl.device = DLDevice(KDL_CUDA, runtime.index)
     dl.ndim = t.ndim
-    dl.dtype = _dl_dtype(t.dtype)
+    dl.dtype = dl_dtype(t.dtype)
     dl.shape = ctypes.cast(exp.shape, ctypes.POINTER(ctypes.c_int64))
     dl.strides = ctypes.cast(exp.strides, ctypes.POINTER(ctypes.c_int64))
     dl.byte_offset = t.offset * t.dtype.itemsize

@@ -10,14 +10,14 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from tenferro_host_cuda._dlpack import (
+from tenferro_host.provider import (
     DLPACK_FLAG_BITMASK_READ_ONLY,
     KDL_CUDA,
     DLDataType,
     DLDevice,
     DLManagedTensorVersioned,
     DLPackVersion,
-    _DeleterVersioned,
+    DLVersionedDeleter,
 )
 
 _api = ctypes.pythonapi
@@ -53,7 +53,7 @@ class ReadOnlyFloat32:
         dl.strides = None
         dl.byte_offset = 0
 
-        @_DeleterVersioned
+        @DLVersionedDeleter
         def deleter(_: Any) -> None:
             self.deleted += 1
 
