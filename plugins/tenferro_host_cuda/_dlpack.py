@@ -23,11 +23,16 @@ from tenferro_host.provider import (
     DLPACK_FLAG_BITMASK_READ_ONLY,
     KDL_CPU,
     KDL_CUDA,
+    CapsuleDestructor,
     DLDataType,
     DLDeleter,
     DLDevice,
     DLManagedTensor,
     DLManagedTensorVersioned,
+    capsule_is_valid,
+    capsule_new,
+    capsule_pointer,
+    capsule_set_name,
     dl_dtype,
 )
 
@@ -39,16 +44,6 @@ if TYPE_CHECKING:
 
 _NAMES = {code: name for name, code in DL_TYPE_CODES.items()}
 
-_api = ctypes.pythonapi
-_api.PyCapsule_New.restype = ctypes.py_object
-_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_SetName.restype = ctypes.c_int
-_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _NAME = b"dltensor"
 _USED = b"used_dltensor"
 _NAME_VERSIONED = b"dltensor_versioned"
@@ -102,11 +97,11 @@ def _deleter(managed: Any) -> None:
     _release(ctypes.addressof(managed.contents))
 
 
-@_CapsuleDestructor
+@CapsuleDestructor
 def _capsule_destructor(capsule: int) -> None:
     obj = ctypes.cast(capsule, ctypes.py_object)
-    if _api.PyCapsule_IsValid(obj, _NAME):  # never consumed: we delete it ourselves
-        _release(_api.PyCapsule_GetPointer(obj, _NAME))
+    if capsule_is_valid(obj, _NAME):  # never consumed: we delete it ourselves
+        _release(capsule_pointer(obj, _NAME))
 
 
 def _stream_like(stream: int) -> bool:
@@ -159,7 +154,7 @@ def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
     address = ctypes.addressof(exp.managed)
     with _exports_lock:
         _exports[address] = exp
-    return _api.PyCapsule_New(address, _NAME, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+    return capsule_new(address, _NAME, _capsule_destructor)
 
 
 # -- import ----------
@@ -239,9 +234,9 @@ def _take_capsule(x: Any, stream: int) -> tuple[Any, bool]:
         capsule = x.__dlpack__(stream=stream, max_version=(1, 0))
     except TypeError:
         capsule = x.__dlpack__(stream=stream)
-    if _api.PyCapsule_IsValid(capsule, _NAME_VERSIONED):
-        address = _api.PyCapsule_GetPointer(capsule, _NAME_VERSIONED)
-        _api.PyCapsule_SetName(capsule, _USED_VERSIONED)  # ours now: its destructor must not
+    if capsule_is_valid(capsule, _NAME_VERSIONED):
+        address = capsule_pointer(capsule, _NAME_VERSIONED)
+        capsule_set_name(capsule, _USED_VERSIONED)  # ours now: its destructor must not
         versioned = DLManagedTensorVersioned.from_address(address)
         if versioned.version.major != 1:
             call_deleter(versioned)
@@ -252,8 +247,8 @@ def _take_capsule(x: Any, stream: int) -> tuple[Any, bool]:
                 argument="x",
             )
         return versioned, bool(versioned.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
-    address = _api.PyCapsule_GetPointer(capsule, _NAME)  # raises for a capsule of another name
-    _api.PyCapsule_SetName(capsule, _USED)  # ours now: its destructor must not delete it
+    address = capsule_pointer(capsule, _NAME)  # raises for a capsule of another name
+    capsule_set_name(capsule, _USED)  # ours now: its destructor must not delete it
     return DLManagedTensor.from_address(address), False
 
 

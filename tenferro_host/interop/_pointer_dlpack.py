@@ -15,10 +15,14 @@ from ..dtypes import DType
 from ..layout import compact_strides
 from ..provider import (
     DLPACK_FLAG_BITMASK_READ_ONLY,
+    CapsuleDestructor,
     DLDevice,
     DLManagedTensorVersioned,
     DLPackVersion,
     DLVersionedDeleter,
+    capsule_is_valid,
+    capsule_new,
+    capsule_pointer,
     dl_dtype,
 )
 
@@ -32,24 +36,11 @@ def _delete(managed: Any) -> None:
     _LIVE.pop(ctypes.addressof(managed.contents), None)
 
 
-_Destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-# Own prototypes of the C API (``ctypes.pythonapi.X`` is one object per process whose argtypes
-# other libraries set: jax.ffi.pycapsule sets PyCapsule_New's).
-_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", ctypes.pythonapi)
-)
-_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi)
-)
-_new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, _Destructor)(
-    ("PyCapsule_New", ctypes.pythonapi)
-)
-
-
-@_Destructor
+@CapsuleDestructor
 def _destroy_capsule(capsule: int) -> None:
-    if _capsule_is_valid(capsule, _NAME):  # never consumed: the deleter is ours to call
-        _LIVE.pop(_capsule_pointer(capsule, _NAME), None)
+    obj = ctypes.cast(capsule, ctypes.py_object)
+    if capsule_is_valid(obj, _NAME):  # never consumed: the deleter is ours to call
+        _LIVE.pop(capsule_pointer(obj, _NAME), None)
 
 
 class PointerBuffer:
@@ -93,7 +84,7 @@ class PointerBuffer:
         dl.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
         address = ctypes.addressof(managed)
         _LIVE[address] = (managed, shape, strides)
-        return _new_capsule(address, _NAME, _destroy_capsule)
+        return capsule_new(address, _NAME, _destroy_capsule)
 
 
 __all__ = ["PointerBuffer"]

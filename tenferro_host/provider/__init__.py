@@ -62,6 +62,7 @@ _LAZY = {
     **{
         name: f"{__name__}._dlpack"
         for name in (
+            "CapsuleDestructor",
             "DLPACK_FLAG_BITMASK_READ_ONLY",
             "DL_TYPE_CODES",
             "KDL_CPU",
@@ -74,6 +75,10 @@ _LAZY = {
             "DLPackVersion",
             "DLTensor",
             "DLVersionedDeleter",
+            "capsule_is_valid",
+            "capsule_new",
+            "capsule_pointer",
+            "capsule_set_name",
             "dl_dtype",
         )
     },
@@ -105,6 +110,7 @@ __all__ = [
     "BackendSession",
     "BackendStatus",
     "CachedKernel",
+    "CapsuleDestructor",
     "Capture",
     "CapturedGraph",
     "CompileFn",
@@ -150,6 +156,10 @@ __all__ = [
     "TransferRecord",
     "active_kernel_cache",
     "cached_probe",
+    "capsule_is_valid",
+    "capsule_new",
+    "capsule_pointer",
+    "capsule_set_name",
     "compact_strides",
     "convert_scalar",
     "dl_dtype",

@@ -3,7 +3,10 @@
 DLPack is a C ABI: a capsule named ``dltensor`` holds a :class:`DLManagedTensor`, one named
 ``dltensor_versioned`` (DLPack 1.x) a :class:`DLManagedTensorVersioned`, whose ``flags`` can say
 the memory is lent read-only. A backend that exports or imports device memory (the CUDA plugin)
-and the host's own pointer producer (``tenferro_host.interop``) build the same structs from here.
+and the host's own pointer producer (``tenferro_host.interop``) build the same structs from here,
+and make and read capsules through this module's own prototypes of the capsule C API:
+``ctypes.pythonapi.PyCapsule_New`` is one object per process whose ``argtypes`` other libraries
+set (``jax.ffi.pycapsule`` sets a destructor type that refuses a ``c_void_p``).
 """
 
 from __future__ import annotations
@@ -72,6 +75,24 @@ DLManagedTensorVersioned._fields_ = [
 ]
 
 
+#: The C type of a capsule's destructor: it receives the capsule's address (cast it with
+#: ``ctypes.cast(address, ctypes.py_object)`` to pass it to the functions below).
+CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+capsule_new = ctypes.PYFUNCTYPE(
+    ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, CapsuleDestructor
+)(("PyCapsule_New", ctypes.pythonapi))
+capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi)
+)
+#: The pointer a capsule of this name holds; raises ValueError for a capsule of another name.
+capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
+capsule_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_SetName", ctypes.pythonapi)
+)
+
+
 def dl_dtype(dt: DType) -> DLDataType:
     """The DLPack type of ``dt`` (one lane)."""
     return DLDataType(DL_TYPE_CODES[dt.category], dt.itemsize * 8, 1)
@@ -82,6 +103,7 @@ __all__ = [
     "DL_TYPE_CODES",
     "KDL_CPU",
     "KDL_CUDA",
+    "CapsuleDestructor",
     "DLDataType",
     "DLDeleter",
     "DLDevice",
@@ -90,5 +112,9 @@ __all__ = [
     "DLPackVersion",
     "DLTensor",
     "DLVersionedDeleter",
+    "capsule_is_valid",
+    "capsule_new",
+    "capsule_pointer",
+    "capsule_set_name",
     "dl_dtype",
 ]

@@ -13,16 +13,14 @@ from typing import Any
 from tenferro_host.provider import (
     DLPACK_FLAG_BITMASK_READ_ONLY,
     KDL_CUDA,
+    CapsuleDestructor,
     DLDataType,
     DLDevice,
     DLManagedTensorVersioned,
     DLPackVersion,
     DLVersionedDeleter,
+    capsule_new,
 )
-
-_api = ctypes.pythonapi
-_api.PyCapsule_New.restype = ctypes.py_object
-_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
 class ReadOnlyFloat32:
@@ -59,4 +57,5 @@ class ReadOnlyFloat32:
 
         managed.deleter = deleter
         self._keep.append((managed, shape, deleter))
-        return _api.PyCapsule_New(ctypes.addressof(managed), b"dltensor_versioned", None)
+        no_destructor = CapsuleDestructor(0)  # the consumer takes it (tests never leave one)
+        return capsule_new(ctypes.addressof(managed), b"dltensor_versioned", no_destructor)
