@@ -146,21 +146,26 @@ class Session:
             )
         self._close(exc)
 
-    def _alloc_output(self, dtype: Any, shape: Any) -> Tensor:
-        """A fresh compact tensor of the runtime, uninitialised: the shared body of the sessions'
-        ``alloc_output`` (an op call being recorded gets it as an output slot)."""
+    def _on_enter(self) -> None:
+        """Provider hook: acquire what the session needs."""
+
+    def _on_exit(self, error: BaseException | None) -> None:
+        """Provider hook: submit, record completion, release; never synchronize on success."""
+
+
+class OutputSession(Session):
+    """A session a variant allocates an op call's outputs through (the CPU exec session, every
+    JIT session): one ``alloc_output`` for all of them."""
+
+    def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
+        """A fresh compact tensor of this runtime, uninitialised (stream-ordered on GPUs): an
+        output of the op call (a slot of its recording, when one is being recorded)."""
         self._check()
         out = self.runtime.empty(dtype, shape)
         rec = getattr(RECORDING, "rec", None)
         if rec is not None:
             rec.outputs.append(out)
         return out
-
-    def _on_enter(self) -> None:
-        """Provider hook: acquire what the session needs."""
-
-    def _on_exit(self, error: BaseException | None) -> None:
-        """Provider hook: submit, record completion, release; never synchronize on success."""
 
 
 class SessionHandle:
