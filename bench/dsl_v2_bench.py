@@ -437,45 +437,26 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
     if expected is None and m <= 1024:
         expected = a_host.astype(np.float64) @ b_host.astype(np.float64)
 
+    sums = (("", dsl_sum), (" load4", dsl_sum4), (" subgroup", dsl_sum_subgroup))  # the rows
     for kind, status in kinds.items():
         if not status.available:
             reason = status.reason or "unavailable"
-            rows.append(row("sum", f"DSL {kind}", None, gb, "GB/s", reason))
-            rows.append(row("sum", f"DSL {kind} load4", None, gb, "GB/s", reason))
-            rows.append(row("sum", f"DSL {kind} subgroup", None, gb, "GB/s", reason))
+            for suffix, _ in sums:
+                rows.append(row("sum", f"DSL {kind}{suffix}", None, gb, "GB/s", reason))
             rows.append(row("matmul", f"DSL {kind}", None, tflop, "TFLOP/s", reason))
             continue
         rt = host.backend(kind)
-        run_variant(
-            rows,
-            "sum",
-            f"DSL {kind}",
-            gb,
-            "GB/s",
-            lambda rt=rt, kind=kind: dsl_sum_seconds(
-                rt, kind, x_host, args.launches, args.repeats, args.sum_cubes
-            ),
-        )
-        run_variant(
-            rows,
-            "sum",
-            f"DSL {kind} load4",
-            gb,
-            "GB/s",
-            lambda rt=rt, kind=kind: dsl_sum_seconds(
-                rt, kind, x_host, args.launches, args.repeats, args.sum_cubes, dsl_sum4
-            ),
-        )
-        run_variant(
-            rows,
-            "sum",
-            f"DSL {kind} subgroup",
-            gb,
-            "GB/s",
-            lambda rt=rt, kind=kind: dsl_sum_seconds(
-                rt, kind, x_host, args.launches, args.repeats, args.sum_cubes, dsl_sum_subgroup
-            ),
-        )
+        for suffix, kernel in sums:
+            run_variant(
+                rows,
+                "sum",
+                f"DSL {kind}{suffix}",
+                gb,
+                "GB/s",
+                lambda rt=rt, kind=kind, kernel=kernel: dsl_sum_seconds(
+                    rt, kind, x_host, args.launches, args.repeats, args.sum_cubes, kernel
+                ),
+            )
         run_variant(
             rows,
             "matmul",

@@ -26,6 +26,7 @@ from typing import Any
 
 import pluggy
 
+from ._env import env_switch
 from .capability import ExtensionCapability
 from .errors import PluginError, ValidationError
 from .provider import SPI_VERSION
@@ -65,16 +66,12 @@ _STRICT_ON = frozenset({"1", "true", "yes", "on"})
 
 def env_strict() -> bool:
     """``TENFERRO_STRICT_PLUGINS`` read as a boolean (1/true/yes/on, 0/false/no/off or empty)."""
-    raw = os.environ.get("TENFERRO_STRICT_PLUGINS", "")
-    value = raw.strip().lower()
-    if value in _STRICT_OFF:
-        return False
-    if value in _STRICT_ON:
-        return True
-    raise ValidationError(
-        f"TENFERRO_STRICT_PLUGINS={raw!r} is not a boolean; set it to 1/true/yes/on for strict "
-        "plugin loading, or 0/false/no/off (or leave it unset) for the default",
-        argument="TENFERRO_STRICT_PLUGINS",
+    return env_switch(
+        "TENFERRO_STRICT_PLUGINS",
+        _STRICT_ON,
+        _STRICT_OFF,
+        "is not a boolean; set it to 1/true/yes/on for strict plugin loading, or 0/false/no/off "
+        "(or leave it unset) for the default",
     )
 
 

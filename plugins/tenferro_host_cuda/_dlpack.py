@@ -18,6 +18,23 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host import DType, DTypeError, ForeignRuntimeError, Tensor, ValidationError, dtype
+from tenferro_host.provider import (
+    DL_TYPE_CODES,
+    DLPACK_FLAG_BITMASK_READ_ONLY,
+    KDL_CPU,
+    KDL_CUDA,
+    CapsuleDestructor,
+    DLDataType,
+    DLDeleter,
+    DLDevice,
+    DLManagedTensor,
+    DLManagedTensorVersioned,
+    capsule_is_valid,
+    capsule_new,
+    capsule_pointer,
+    capsule_set_name,
+    dl_dtype,
+)
 
 from ._driver import drv
 from ._storage import CudaStorage
@@ -25,71 +42,8 @@ from ._storage import CudaStorage
 if TYPE_CHECKING:
     from ._runtime import CudaRuntime
 
-KDL_CPU, KDL_CUDA = 1, 2
-_CODES = {"int": 0, "uint": 1, "float": 2, "complex": 5, "bool": 6}
-_NAMES = {0: "int", 1: "uint", 2: "float", 5: "complex", 6: "bool"}
+_NAMES = {code: name for name, code in DL_TYPE_CODES.items()}
 
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class DLManagedTensor(ctypes.Structure):
-    pass
-
-
-_Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
-DLManagedTensor._fields_ = [
-    ("dl_tensor", DLTensor),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", _Deleter),
-]
-
-
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    pass
-
-
-_DeleterVersioned = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
-DLManagedTensorVersioned._fields_ = [
-    ("version", DLPackVersion),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", _DeleterVersioned),
-    ("flags", ctypes.c_uint64),
-    ("dl_tensor", DLTensor),
-]
-DLPACK_FLAG_BITMASK_READ_ONLY = 1 << 0
-
-_api = ctypes.pythonapi
-_api.PyCapsule_New.restype = ctypes.py_object
-_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_SetName.restype = ctypes.c_int
-_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _NAME = b"dltensor"
 _USED = b"used_dltensor"
 _NAME_VERSIONED = b"dltensor_versioned"
@@ -138,20 +92,16 @@ def _release(address: int) -> None:
         rt.deferred_errors += 1
 
 
-@_Deleter
+@DLDeleter
 def _deleter(managed: Any) -> None:
     _release(ctypes.addressof(managed.contents))
 
 
-@_CapsuleDestructor
+@CapsuleDestructor
 def _capsule_destructor(capsule: int) -> None:
     obj = ctypes.cast(capsule, ctypes.py_object)
-    if _api.PyCapsule_IsValid(obj, _NAME):  # never consumed: we delete it ourselves
-        _release(_api.PyCapsule_GetPointer(obj, _NAME))
-
-
-def _dl_dtype(dt: DType) -> DLDataType:
-    return DLDataType(_CODES[dt.category], dt.itemsize * 8, 1)
+    if capsule_is_valid(obj, _NAME):  # never consumed: we delete it ourselves
+        _release(capsule_pointer(obj, _NAME))
 
 
 def _stream_like(stream: int) -> bool:
@@ -196,7 +146,7 @@ def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
     dl.data = getattr(t.storage, "ptr", 0) or None
     dl.device = DLDevice(KDL_CUDA, runtime.index)
     dl.ndim = t.ndim
-    dl.dtype = _dl_dtype(t.dtype)
+    dl.dtype = dl_dtype(t.dtype)
     dl.shape = ctypes.cast(exp.shape, ctypes.POINTER(ctypes.c_int64))
     dl.strides = ctypes.cast(exp.strides, ctypes.POINTER(ctypes.c_int64))
     dl.byte_offset = t.offset * t.dtype.itemsize
@@ -204,7 +154,7 @@ def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
     address = ctypes.addressof(exp.managed)
     with _exports_lock:
         _exports[address] = exp
-    return _api.PyCapsule_New(address, _NAME, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+    return capsule_new(address, _NAME, _capsule_destructor)
 
 
 # -- import ----------
@@ -284,9 +234,9 @@ def _take_capsule(x: Any, stream: int) -> tuple[Any, bool]:
         capsule = x.__dlpack__(stream=stream, max_version=(1, 0))
     except TypeError:
         capsule = x.__dlpack__(stream=stream)
-    if _api.PyCapsule_IsValid(capsule, _NAME_VERSIONED):
-        address = _api.PyCapsule_GetPointer(capsule, _NAME_VERSIONED)
-        _api.PyCapsule_SetName(capsule, _USED_VERSIONED)  # ours now: its destructor must not
+    if capsule_is_valid(capsule, _NAME_VERSIONED):
+        address = capsule_pointer(capsule, _NAME_VERSIONED)
+        capsule_set_name(capsule, _USED_VERSIONED)  # ours now: its destructor must not
         versioned = DLManagedTensorVersioned.from_address(address)
         if versioned.version.major != 1:
             call_deleter(versioned)
@@ -297,8 +247,8 @@ def _take_capsule(x: Any, stream: int) -> tuple[Any, bool]:
                 argument="x",
             )
         return versioned, bool(versioned.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
-    address = _api.PyCapsule_GetPointer(capsule, _NAME)  # raises for a capsule of another name
-    _api.PyCapsule_SetName(capsule, _USED)  # ours now: its destructor must not delete it
+    address = capsule_pointer(capsule, _NAME)  # raises for a capsule of another name
+    capsule_set_name(capsule, _USED)  # ours now: its destructor must not delete it
     return DLManagedTensor.from_address(address), False
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import LaunchError, TenferroError, ValidationError
 from ..provider._op_plan import RECORDING, OpRecording
 from ..provider._residency import require_resident
-from ..provider._session import ExecSession, _get_ident
+from ..provider._session import ExecSession, OutputSession, _get_ident
 from ..provider._storage import require_writable
 from ..tensor import Tensor
 from ._storage import numpy_view
@@ -38,17 +38,9 @@ LaunchRecord = tuple[
 ]
 
 
-class CpuExecSession(ExecSession):
-    """``tf.cpu.exec_session(s)``: the base exec session plus the CPU launch seam."""
-
-    def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
-        """A fresh compact tensor of this runtime, uninitialised: an output of the op call."""
-        self._check()
-        out = self.runtime.empty(dtype, shape)
-        rec = getattr(RECORDING, "rec", None)  # an op call being recorded: outputs are slots
-        if rec is not None:
-            rec.outputs.append(out)
-        return out
+class CpuExecSession(ExecSession, OutputSession):
+    """``tf.cpu.exec_session(s)``: the base exec session plus the CPU launch seam (outputs from
+    :meth:`alloc_output`)."""
 
     def launch(self, fn: Callable[..., Any], *args: Any, out: Any, **kwargs: Any) -> None:
         """Call ``fn(*views, out=views, **kwargs)``: each Tensor among ``args``, ``kwargs`` and

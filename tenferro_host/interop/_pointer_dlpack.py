@@ -13,76 +13,34 @@ from typing import Any
 
 from ..dtypes import DType
 from ..layout import compact_strides
-
-_CODES = {"int": 0, "uint": 1, "float": 2, "complex": 5, "bool": 6}
-_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
-
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", _DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", _DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class _Version(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class _Managed(ctypes.Structure):
-    pass
-
-
-_Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(_Managed))
-_Managed._fields_ = [
-    ("version", _Version),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", _Deleter),
-    ("flags", ctypes.c_uint64),
-    ("dl_tensor", _DLTensor),
-]
+from ..provider import (
+    DLPACK_FLAG_BITMASK_READ_ONLY,
+    CapsuleDestructor,
+    DLDevice,
+    DLManagedTensorVersioned,
+    DLPackVersion,
+    DLVersionedDeleter,
+    capsule_is_valid,
+    capsule_new,
+    capsule_pointer,
+    dl_dtype,
+)
 
 _NAME = b"dltensor_versioned"
 #: address of a managed tensor -> what it points into (shape and strides arrays, the struct)
 _LIVE: dict[int, Any] = {}
 
 
-@_Deleter
+@DLVersionedDeleter
 def _delete(managed: Any) -> None:
     _LIVE.pop(ctypes.addressof(managed.contents), None)
 
 
-_Destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-# Own prototypes of the C API (``ctypes.pythonapi.X`` is one object per process whose argtypes
-# other libraries set: jax.ffi.pycapsule sets PyCapsule_New's).
-_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", ctypes.pythonapi)
-)
-_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi)
-)
-_new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, _Destructor)(
-    ("PyCapsule_New", ctypes.pythonapi)
-)
-
-
-@_Destructor
+@CapsuleDestructor
 def _destroy_capsule(capsule: int) -> None:
-    if _capsule_is_valid(capsule, _NAME):  # never consumed: the deleter is ours to call
-        _LIVE.pop(_capsule_pointer(capsule, _NAME), None)
+    obj = ctypes.cast(capsule, ctypes.py_object)
+    if capsule_is_valid(obj, _NAME):  # never consumed: the deleter is ours to call
+        _LIVE.pop(capsule_pointer(obj, _NAME), None)
 
 
 class PointerBuffer:
@@ -113,20 +71,20 @@ class PointerBuffer:
         ndim = len(self.shape)
         shape = (ctypes.c_int64 * max(ndim, 1))(*self.shape)
         strides = (ctypes.c_int64 * max(ndim, 1))(*compact_strides(self.shape))
-        managed = _Managed()
-        managed.version = _Version(1, 0)
+        managed = DLManagedTensorVersioned()
+        managed.version = DLPackVersion(1, 0)
         managed.deleter = _delete
-        managed.flags = _READ_ONLY if self.read_only else 0
+        managed.flags = DLPACK_FLAG_BITMASK_READ_ONLY if self.read_only else 0
         dl = managed.dl_tensor
         dl.data = self.address
-        dl.device = _DLDevice(*self.device)
+        dl.device = DLDevice(*self.device)
         dl.ndim = ndim
-        dl.dtype = _DLDataType(_CODES[self.dtype.category], self.dtype.itemsize * 8, 1)
+        dl.dtype = dl_dtype(self.dtype)
         dl.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
         dl.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
         address = ctypes.addressof(managed)
         _LIVE[address] = (managed, shape, strides)
-        return _new_capsule(address, _NAME, _destroy_capsule)
+        return capsule_new(address, _NAME, _destroy_capsule)
 
 
 __all__ = ["PointerBuffer"]

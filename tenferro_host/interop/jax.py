@@ -40,6 +40,7 @@ import numpy as np
 from ..dtypes import DType, dtype
 from ..errors import ValidationError
 from ..layout import is_compact
+from ..provider import KDL_CPU, KDL_CUDA
 from ._bridge import ExportedOp, ForeignStream, OutputAllocator, as_tuple
 from ._hosts import default_host
 from ._pointer_dlpack import PointerBuffer
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
     from ..tensor import Tensor
 
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")
-_KDL_CPU, _KDL_CUDA = 1, 2
 _LOCK = threading.Lock()
 _EXPORTS: dict[str, JaxOp] = {}
 
@@ -119,10 +119,10 @@ class JaxOp:
             stream = ForeignStream(call.stream())
             ordinal = call.device_ordinal()
             runtime = self.op.runtime(f"cuda:{ordinal}")
-            device = (_KDL_CUDA, ordinal)
+            device = (KDL_CUDA, ordinal)
         else:
             runtime = self.op.runtime("cpu")
-            device = (_KDL_CPU, 0)
+            device = (KDL_CPU, 0)
         with runtime.session() as s:
             ex = s.exec_session()
             if gpu:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from .._env import env_switch
 from ..errors import (
     CaptureError,
     CompileError,
@@ -134,16 +135,12 @@ class Choice:
 
 def env_frozen() -> bool:
     """``TENFERRO_AUTOTUNE``: ``frozen`` freezes every autotuned kernel, unset or ``on`` tunes."""
-    raw = os.environ.get(ENV_FREEZE, "")
-    value = raw.strip().lower()
-    if value in _FROZEN:
-        return True
-    if value in _TUNING:
-        return False
-    raise ValidationError(
-        f"{ENV_FREEZE}={raw!r} is neither 'frozen' (no tuning: tables or the first config) nor "
-        "'on' (tune on first use); set one of them or unset it",
-        argument=ENV_FREEZE,
+    return env_switch(
+        ENV_FREEZE,
+        _FROZEN,
+        _TUNING,
+        "is neither 'frozen' (no tuning: tables or the first config) nor 'on' (tune on first "
+        "use); set one of them or unset it",
     )
 
 

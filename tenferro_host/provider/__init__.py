@@ -12,7 +12,8 @@ blocks for reuse; the :class:`RetirementQueue` holds each :class:`Lease` (an obj
 is let go) until its event completes. An op call's seam fills the thread's
 :class:`OpRecording` (``RECORDING.rec``) and :meth:`Runtime.op_replay` turns it into a replay
 (answering :data:`REPLAY_MISS` when its guard fails); :func:`cached_probe` keeps a probe's answer
-across processes, keyed on driver files.
+across processes, keyed on driver files. The DLPack C structs (:class:`DLManagedTensorVersioned`
+...) have one ctypes definition here, for every capsule a backend or the host makes or reads.
 A DSL (JIT) provider subclasses :class:`JitSession` and reads the typed IR of
 :mod:`tenferro_host.kernel.ir` (the DSL's one public SPI module). A plugin marks its hooks with
 :data:`hookimpl` and registers a :class:`BackendProvider` (whose probe answers a
@@ -44,8 +45,8 @@ from ._storage import Storage, require_writable
 
 SPI_VERSION = (1, 0)
 
-# The kernel cache and the JIT session base (which needs the DSL) load on first use: importing
-# the host must not pay for them.
+# The kernel cache, the DLPack structs and the JIT session base (which needs the DSL) load on
+# first use: importing the host must not pay for them.
 _LAZY = {
     **{
         name: f"{__name__}._kernel_cache"
@@ -58,6 +59,29 @@ _LAZY = {
         )
     },
     "cached_probe": f"{__name__}._probe_cache",
+    **{
+        name: f"{__name__}._dlpack"
+        for name in (
+            "CapsuleDestructor",
+            "DLPACK_FLAG_BITMASK_READ_ONLY",
+            "DL_TYPE_CODES",
+            "KDL_CPU",
+            "KDL_CUDA",
+            "DLDataType",
+            "DLDeleter",
+            "DLDevice",
+            "DLManagedTensor",
+            "DLManagedTensorVersioned",
+            "DLPackVersion",
+            "DLTensor",
+            "DLVersionedDeleter",
+            "capsule_is_valid",
+            "capsule_new",
+            "capsule_pointer",
+            "capsule_set_name",
+            "dl_dtype",
+        )
+    },
     **{
         name: f"{__name__}._jit_session"
         for name in (
@@ -74,6 +98,10 @@ _LAZY = {
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
+    "DLPACK_FLAG_BITMASK_READ_ONLY",
+    "DL_TYPE_CODES",
+    "KDL_CPU",
+    "KDL_CUDA",
     "RECORDING",
     "REPLAY_MISS",
     "SPI_VERSION",
@@ -82,12 +110,21 @@ __all__ = [
     "BackendSession",
     "BackendStatus",
     "CachedKernel",
+    "CapsuleDestructor",
     "Capture",
     "CapturedGraph",
     "CompileFn",
     "CompileOptions",
     "CompiledKernel",
     "Counters",
+    "DLDataType",
+    "DLDeleter",
+    "DLDevice",
+    "DLManagedTensor",
+    "DLManagedTensorVersioned",
+    "DLPackVersion",
+    "DLTensor",
+    "DLVersionedDeleter",
     "DeferredReleases",
     "DeviceStorage",
     "ExecSession",
@@ -119,8 +156,13 @@ __all__ = [
     "TransferRecord",
     "active_kernel_cache",
     "cached_probe",
+    "capsule_is_valid",
+    "capsule_new",
+    "capsule_pointer",
+    "capsule_set_name",
     "compact_strides",
     "convert_scalar",
+    "dl_dtype",
     "exec_session_of",
     "fold_grid",
     "hookimpl",

@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 
+from .._env import env_switch
 from ..errors import ValidationError
 
 ENV_DIR = "TENFERRO_CACHE_DIR"
@@ -46,16 +47,7 @@ def default_dir() -> Path:
 
 def switched_on() -> bool:
     """``TENFERRO_CACHE`` read as on (unset, on/1/true/yes) or off (off/0/false/no)."""
-    raw = os.environ.get(ENV_SWITCH, "")
-    switch = raw.strip().lower()
-    if switch in OFF:
-        return False
-    if switch in ON:
-        return True
-    raise ValidationError(
-        f"{ENV_SWITCH}={raw!r} is not 'on' or 'off' (also 1/true/yes, 0/false/no)",
-        argument=ENV_SWITCH,
-    )
+    return env_switch(ENV_SWITCH, ON, OFF, "is not 'on' or 'off' (also 1/true/yes, 0/false/no)")
 
 
 def max_bytes() -> int:

@@ -38,7 +38,7 @@ from ..kernel.ir import U32_MAX, WARP, check_fragment_cube, check_shared_sizes, 
 from ..tensor import Tensor
 from ._op_plan import RECORDING, OpRecording
 from ._residency import require_resident
-from ._session import ExecSession, Session, SessionHandle
+from ._session import ExecSession, OutputSession, SessionHandle
 from ._storage import require_writable
 from ._tuning_tables import TABLES
 
@@ -213,7 +213,7 @@ def check_written_bindings(spec: Specialization, args: Sequence[Any]) -> None:
             require_writable(t, f"kernel {spec.kernel_name!r} writes {p.name!r}", p.name)
 
 
-class JitSession(Session):
+class JitSession(OutputSession):
     """Base of every backend's DSL session (``ex.jit(op)``).
 
     User API: :meth:`binding`, :meth:`alloc_output`, :meth:`cube_count_1d`,
@@ -281,15 +281,6 @@ class JitSession(Session):
         t = require_resident(self.runtime, t, argument="t", op=self.op)
         self._check_layout("t", t)
         return JitBinding(self, t)
-
-    def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
-        """A fresh compact tensor of this runtime, uninitialised (stream-ordered on GPUs)."""
-        self._check()
-        out = self.runtime.empty(dtype, shape)
-        rec = getattr(RECORDING, "rec", None)  # an op call being recorded: outputs are slots
-        if rec is not None:
-            rec.outputs.append(out)
-        return out
 
     def cube_dim_1d(self) -> Grid:
         """The backend's default 1-D cube shape."""

@@ -18,9 +18,11 @@ from ..errors import (
     ValidationError,
     WrongThreadError,
 )
+from ._op_plan import RECORDING
 
 if TYPE_CHECKING:
     from ..identity import AllocationDomainId, RuntimeIdentity
+    from ..tensor import Tensor
     from ._runtime import Runtime
 
 _NEW, _OPEN, _CLOSED = 0, 1, 2
@@ -149,6 +151,21 @@ class Session:
 
     def _on_exit(self, error: BaseException | None) -> None:
         """Provider hook: submit, record completion, release; never synchronize on success."""
+
+
+class OutputSession(Session):
+    """A session a variant allocates an op call's outputs through (the CPU exec session, every
+    JIT session): one ``alloc_output`` for all of them."""
+
+    def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
+        """A fresh compact tensor of this runtime, uninitialised (stream-ordered on GPUs): an
+        output of the op call (a slot of its recording, when one is being recorded)."""
+        self._check()
+        out = self.runtime.empty(dtype, shape)
+        rec = getattr(RECORDING, "rec", None)
+        if rec is not None:
+            rec.outputs.append(out)
+        return out
 
 
 class SessionHandle:

@@ -15,6 +15,7 @@ from support.driver_stand_in import (
     recording_driver,
     stand_in_runtime,
 )
+from support.op_registration import register_ops
 
 import tenferro_host as tf
 from tenferro_host.provider import _op_plan
@@ -44,17 +45,9 @@ def world() -> Any:
         rt = stand_in_runtime(host)
         module = StandInModule(rt, (8, 8, 8, 4))
         rt.resources.get((ADD, "module"), lambda: module)
-        view = host.registry.staging("capture-cuda-tests")
-        for name, variant in ((LOADS, _loads), (RAW_COMPILE, _compiles)):
-            view.add_op(
-                tf.OpSpec(
-                    name=name,
-                    signature=tf.Signature(inputs=("x",)),
-                    reference=lambda x: x,
-                    variants={"cuda-raw": variant},
-                )
-            )
-        view.commit()
+        register_ops(
+            host, "capture-cuda-tests", "cuda-raw", {LOADS: _loads, RAW_COMPILE: _compiles}
+        )
         yield types.SimpleNamespace(host=host, rt=rt, fake=fake, launches=launches)
 
 

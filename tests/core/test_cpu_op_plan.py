@@ -12,6 +12,7 @@ import pytest
 from ext_add_kernel import dsl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.op_registration import register_ops
 
 import tenferro_host as tf
 from tenferro_host.cpu import CpuRuntime
@@ -274,16 +275,7 @@ def test_a_launch_that_raises_is_typed(host):
         ex.launch(np.add, x, np.float32(1), out=out, casting="bogus")
         return out
 
-    view = host.registry.staging("tests_cpu_plan_wrong")
-    view.add_op(
-        tf.OpSpec(
-            name="tests_cpu_plan_wrong.add1",
-            signature=tf.Signature(inputs=("x",)),
-            reference=lambda x: x,
-            variants={"cpu": wrong},
-        )
-    )
-    view.commit()
+    register_ops(host, "tests_cpu_plan_wrong", "cpu", {"tests_cpu_plan_wrong.add1": wrong})
     x = host.backend("cpu").upload(np.ones(4, np.float32))
     for _ in range(4):
         with pytest.raises(tf.LaunchError, match=r"ex.launch\(add"):

@@ -23,6 +23,7 @@ BELOW_PROVIDER = {
     "tenferro_host.facade",
     "tenferro_host.identity",
     "tenferro_host._memo",
+    "tenferro_host._env",
     "tenferro_host.layout",
     "tenferro_host.ops",
     "tenferro_host.tensor",
@@ -74,6 +75,7 @@ LAYERS = [
             "facade",
             "_memo",
             "_shapes",
+            "_env",
         ),
     ),
     (

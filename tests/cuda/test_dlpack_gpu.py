@@ -117,9 +117,7 @@ def test_unconsumed_capsule_and_export_options(rt):
 
 
 def test_round_trip_and_malformed_producer(rt):
-    import ctypes
-
-    from tenferro_host_cuda import _dlpack as dlpack
+    from tenferro_host.provider import DLManagedTensor, capsule_pointer
 
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     t = rt.upload(x)
@@ -135,8 +133,8 @@ def test_round_trip_and_malformed_producer(rt):
 
         def __dlpack__(self, stream=None):
             capsule = t.__dlpack__(stream=stream)
-            address = ctypes.pythonapi.PyCapsule_GetPointer(capsule, b"dltensor")
-            dlpack.DLManagedTensor.from_address(address).dl_tensor.shape[0] = 10**9
+            address = capsule_pointer(capsule, b"dltensor")
+            DLManagedTensor.from_address(address).dl_tensor.shape[0] = 10**9
             return capsule
 
     before = _exports_alive()

@@ -19,6 +19,7 @@ from support.driver_stand_in import (
     recording_driver,
     stand_in_runtime,
 )
+from support.op_registration import register_ops
 from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda._runtime import _COPY_CODES
 
@@ -245,17 +246,12 @@ def test_a_variant_that_is_not_replayable_stays_on_the_full_path(world):
             )
             return out
 
-    view = world.host.registry.staging("tests_plan2")
-    for op, variant in (("tests_plan2.ws", with_workspace), ("tests_plan2.drift", drifting)):
-        view.add_op(
-            tf.OpSpec(
-                name=op,
-                signature=tf.Signature(inputs=("x",)),
-                reference=lambda x: x,
-                variants={"cuda-raw": variant},
-            )
-        )
-    view.commit()
+    register_ops(
+        world.host,
+        "tests_plan2",
+        "cuda-raw",
+        {"tests_plan2.ws": with_workspace, "tests_plan2.drift": drifting},
+    )
     x = rt.empty("float32", (16,))
     for op, why in (("tests_plan2.ws", "workspace"), ("tests_plan2.drift", "first recording")):
         for _ in range(6):

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support import cache_support
+from support.op_registration import register_ops
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
@@ -330,16 +331,7 @@ def test_a_capture_never_tunes_it_names_the_warm_up(cpu: Any) -> None:
             js.launch(tuned, lambda config: -(-x.numel // config.dim[0]), None, out, x)
         return out
 
-    view = host.registry.staging("autotune-capture-test")
-    view.add_op(
-        tf.OpSpec(
-            name=CAPTURED,
-            signature=tf.Signature(inputs=("x",)),
-            reference=lambda x: x,
-            variants={"dsl": variant},
-        )
-    )
-    view.commit()
+    register_ops(host, "autotune-capture-test", "dsl", {CAPTURED: variant})
     x = cpu.upload(X)
     with cpu.session() as s:
         ex = s.exec_session()

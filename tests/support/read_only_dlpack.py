@@ -10,19 +10,17 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from tenferro_host_cuda._dlpack import (
+from tenferro_host.provider import (
     DLPACK_FLAG_BITMASK_READ_ONLY,
     KDL_CUDA,
+    CapsuleDestructor,
     DLDataType,
     DLDevice,
     DLManagedTensorVersioned,
     DLPackVersion,
-    _DeleterVersioned,
+    DLVersionedDeleter,
+    capsule_new,
 )
-
-_api = ctypes.pythonapi
-_api.PyCapsule_New.restype = ctypes.py_object
-_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
 class ReadOnlyFloat32:
@@ -53,10 +51,11 @@ class ReadOnlyFloat32:
         dl.strides = None
         dl.byte_offset = 0
 
-        @_DeleterVersioned
+        @DLVersionedDeleter
         def deleter(_: Any) -> None:
             self.deleted += 1
 
         managed.deleter = deleter
         self._keep.append((managed, shape, deleter))
-        return _api.PyCapsule_New(ctypes.addressof(managed), b"dltensor_versioned", None)
+        no_destructor = CapsuleDestructor(0)  # the consumer takes it (tests never leave one)
+        return capsule_new(ctypes.addressof(managed), b"dltensor_versioned", no_destructor)
