@@ -138,10 +138,11 @@ class OpHandle:
                     if plan is None or type(plan) is _Learning:
                         return self._call_recorded(runtime, tensors, attrs, key, plan)
                     plans.hot = (key, plan)
+                opened = runtime._session_threads
                 if (
                     runtime._capture is None  # a capture records the call (or is locked)
                     and not runtime.host.observes_sessions
-                    and runtime not in getattr(_per_thread, "runtimes", ())
+                    and (not opened or runtime not in getattr(_per_thread, "runtimes", ()))
                 ):  # no observer, no session of it open here (the full path refuses)
                     result = plan(tensors)
                     if result is not REPLAY_MISS:

@@ -195,6 +195,7 @@ class BackendSession(Session):
             runtime.drain_deferred()
         runtime.retirement.poll()
         opened.add(runtime)
+        runtime._session_threads.add(_get_ident())
         try:
             self._exec = runtime.new_exec_session(self)
             self._exec._open()
@@ -203,12 +204,14 @@ class BackendSession(Session):
                 services.session_started(self)
         except BaseException as exc:
             opened.discard(runtime)
+            runtime._session_threads.discard(_get_ident())
             if self._exec is not None:
                 self._exec._close(exc)  # release what the exec session acquired on entry
             raise
 
     def _on_exit(self, error: BaseException | None) -> None:
         _open_runtimes().discard(self.runtime)
+        self.runtime._session_threads.discard(_get_ident())
         self._exec = None  # no cycle left with its exec session: both are freed by refcount
         services = self.runtime.host
         if services.observes_sessions:
