@@ -287,6 +287,8 @@ class Host:
         else:
             if handle.ops.get(name) is not handle.record:  # replaced by a later registration
                 handle = self.op(name)
+        if backend is None:  # no keyword to merge into the call's
+            return handle(*tensors, **attrs)
         return handle(*tensors, backend=backend, **attrs)
 
     def run_in_session(

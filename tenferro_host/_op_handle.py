@@ -41,7 +41,7 @@ from .layout import is_compact
 from .provider import _op_plan
 from .provider._op_plan import REPLAY_MISS, OpRecording, record_into
 from .provider._runtime import Runtime as _Runtime
-from .provider._session import _per_thread
+from .provider._session import thread_token
 from .provider._storage import require_writable
 from .tensor import Tensor
 
@@ -108,18 +108,18 @@ class OpHandle:
         """
         if backend is None and tensors and _op_plan.ENABLED:
             key: Any = ()
-            seen: tuple[Any, ...] = ()  # the inputs' storages: which inputs share one is keyed
-            shared = False
             for t in tensors:  # the key inline: no call per tensor
                 if type(t) is not Tensor:
                     break
-                storage = t.storage
-                key += (t.dtype, t.shape, t.strides, t.offset, storage.runtime)
-                shared |= storage in seen
-                seen += (storage,)
+                key += (t.dtype, t.shape, t.strides, t.offset, t.storage.runtime)
             else:
-                if shared:  # rare: a tuple, where an input's dtype or an attribute's name is
-                    key += (_sharing(seen),)
+                n = len(tensors)  # which inputs share a storage is keyed (two: one compare)
+                if n > 1 and (
+                    tensors[0].storage is tensors[1].storage
+                    if n == 2
+                    else len({t.storage for t in tensors}) < n
+                ):  # rare: a tuple, where an input's dtype or an attribute's name is
+                    key += (_sharing(tensors),)
                 if attrs:
                     for item in attrs.items():
                         key += (*item, type(item[1]))
@@ -142,7 +142,7 @@ class OpHandle:
                 if (
                     runtime._capture is None  # a capture records the call (or is locked)
                     and not runtime.host.observes_sessions
-                    and (not opened or runtime not in getattr(_per_thread, "runtimes", ()))
+                    and (not opened or thread_token() not in opened)
                 ):  # no observer, no session of it open here (the full path refuses)
                     result = plan(tensors)
                     if result is not REPLAY_MISS:
@@ -427,8 +427,9 @@ def _described(key: tuple[Any, ...]) -> str:
     return f"{key[4].name}({', '.join(parts)})"
 
 
-def _sharing(storages: tuple[Any, ...]) -> tuple[int, ...]:
+def _sharing(tensors: tuple[Tensor, ...]) -> tuple[int, ...]:
     """Which inputs share a storage: per input, the index of the first one with its storage."""
+    storages = [t.storage for t in tensors]
     return tuple(storages.index(s) for s in storages)
 
 
