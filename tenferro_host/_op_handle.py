@@ -127,7 +127,7 @@ class OpHandle:
                 plans = self._plans
                 hot = plans.hot  # the last key replayed, compared before hashing one
                 try:
-                    plan = hot[1] if key == hot[0] else None
+                    plan: Any = hot[1] if key == hot[0] else None
                 except Exception:  # an attribute whose == raises: the lookup's rules decide
                     plan = None
                 if plan is None:
