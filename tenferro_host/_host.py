@@ -285,7 +285,7 @@ class Host:
         except (KeyError, TypeError):  # not resolved yet, or not a name: op() says which
             handle = self.op(name)
         else:
-            if handle.ops.get(name) is not handle.record:  # replaced by a later registration
+            if handle._ops.get(name) is not handle.record:  # replaced by a later registration
                 handle = self.op(name)
         if backend is None:  # no keyword to merge into the call's
             return handle(*tensors, **attrs)

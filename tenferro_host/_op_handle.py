@@ -65,12 +65,12 @@ class OpHandle:
         "_attr_types",
         "_host",
         "_inputs",
+        "_ops",
         "_outputs",
         "_plans",
         "_same",
         "_variants",
         "name",
-        "ops",
         "record",
         "spec",
     )
@@ -82,7 +82,7 @@ class OpHandle:
         self.spec: OpSpec = record.spec
         self.name = record.name
         #: the registry's ops (one dict for the host's life): a replaced op is a new record there
-        self.ops: Mapping[str, OpRecord] = host.registry.ops
+        self._ops: Mapping[str, OpRecord] = host.registry.ops
         sig = self.spec.signature
         self._inputs = tuple(sig.inputs)
         self._outputs = tuple(sig.outputs)

@@ -91,3 +91,38 @@ def test_no_outputs_is_the_reason_given(host: tf.Host) -> None:
     assert a.download().tolist() == [3.0, 3.0, 3.0]
     (state,) = host.op(NONE).plans().values()
     assert state.startswith("full path: it allocated no outputs"), state
+
+
+def test_an_attribute_whose_equality_raises_gets_the_full_paths_error(
+    host: tf.Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last replayed key is compared before a lookup: an array where a float is declared
+    makes that comparison raise, and the call still gets the full path's typed error."""
+    name = "tests_plan_states.scale"
+    view = host.registry.staging("tests_plan_states_scale")
+
+    def scale(ex: Any, x: tf.Tensor, factor: float = 1.0) -> tf.Tensor:
+        out = ex.alloc_output(x.dtype, x.shape)
+        ex.launch(np.multiply, x, factor, out=out)
+        return out
+
+    view.add_op(
+        tf.OpSpec(
+            name=name,
+            signature=tf.Signature(inputs=("x",), attributes={"factor": float}),
+            reference=lambda x, factor=1.0: x * factor,
+            variants={"cpu": scale},
+        )
+    )
+    view.commit()
+    x = host.backend("cpu").upload(np.ones(3, np.float32))
+    for _ in range(3):
+        assert host.run(name, x, factor=2.0).download().tolist() == [2.0, 2.0, 2.0]
+    assert list(host.op(name).plans().values()) == ["replay"]
+    errors = []
+    for planned in (True, False):
+        monkeypatch.setattr(_op_plan, "ENABLED", planned)
+        with pytest.raises(tf.ValidationError) as info:
+            host.run(name, x, factor=np.full(3, 2.0))
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] and "declared float, got ndarray" in errors[0]
