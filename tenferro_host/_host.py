@@ -280,13 +280,15 @@ class Host:
 
     def run(self, name: str, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:
         """Run op ``name`` on the backend its tensors live on, inside a fresh session."""
-        handle = self._handles.get(name) if type(name) is str else None
-        if (
-            handle is None
-            or self._plugins is None
-            or self._plugins.registry.ops.get(name) is not (handle.record)
-        ):
-            handle = self.op(name)  # resolves (or replaces) the handle, or says what is wrong
+        try:
+            handle = self._handles[name]
+        except (KeyError, TypeError):  # not resolved yet, or not a name: op() says which
+            handle = self.op(name)
+        else:
+            if handle._ops.get(name) is not handle.record:  # replaced by a later registration
+                handle = self.op(name)
+        if backend is None:  # no keyword to merge into the call's
+            return handle(*tensors, **attrs)
         return handle(*tensors, backend=backend, **attrs)
 
     def run_in_session(

@@ -37,10 +37,11 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
+from .layout import is_compact
 from .provider import _op_plan
 from .provider._op_plan import REPLAY_MISS, OpRecording, record_into
 from .provider._runtime import Runtime as _Runtime
-from .provider._session import _per_thread
+from .provider._session import thread_token
 from .provider._storage import require_writable
 from .tensor import Tensor
 
@@ -64,6 +65,7 @@ class OpHandle:
         "_attr_types",
         "_host",
         "_inputs",
+        "_ops",
         "_outputs",
         "_plans",
         "_same",
@@ -79,6 +81,8 @@ class OpHandle:
         self.record = record
         self.spec: OpSpec = record.spec
         self.name = record.name
+        #: the registry's ops (one dict for the host's life): a replaced op is a new record there
+        self._ops: Mapping[str, OpRecord] = host.registry.ops
         sig = self.spec.signature
         self._inputs = tuple(sig.inputs)
         self._outputs = tuple(sig.outputs)
@@ -89,47 +93,57 @@ class OpHandle:
         #: runtime kind -> (variant kind, variant callable)
         self._variants: dict[str, tuple[str, Callable[..., Any]]] = {}
         #: call key -> its replay, or what the key's recordings gave so far (provider._op_plan)
-        self._plans: dict[Any, Any] = {}
+        self._plans = _Plans()
 
     def __repr__(self) -> str:
         return f"<OpHandle {self.name}>"
 
-    def __call__(self, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:
+    def __call__(  # noqa: C901 - the planned path inline: a call per step costs what it saves
+        self, *tensors: Any, backend: str | None = None, **attrs: Any
+    ) -> Any:
         """Run the op on the backend its first tensor lives on (or ``backend``), in a session.
 
         A call whose key was planned replays (see :mod:`tenferro_host.provider._op_plan`);
         any other takes the full path below, recorded so that its key can be planned.
         """
-        if backend is None and tensors and _op_plan.ENABLED and type(tensors[0]) is Tensor:
-            runtime = tensors[0].storage.runtime
-            key: Any = (runtime,)
-            seen: tuple[Any, ...] = ()  # the storages so far: which inputs share one is keyed
-            for t in tensors:  # the key inline: no call per tensor (index only when shared)
+        if backend is None and tensors and _op_plan.ENABLED:
+            key: Any = ()
+            for t in tensors:  # the key inline: no call per tensor
                 if type(t) is not Tensor:
                     break
-                storage = t.storage
-                shared = seen.index(storage) if storage in seen else -1
-                key += (t.dtype.name, t.shape, t.strides, t.offset, storage.runtime, shared)
-                seen += (storage,)
+                key += (t.dtype, t.shape, t.strides, t.offset, t.storage.runtime)
             else:
+                n = len(tensors)  # which inputs share a storage is keyed (two: one compare)
+                if n > 1 and (
+                    tensors[0].storage is tensors[1].storage
+                    if n == 2
+                    else len({t.storage for t in tensors}) < n
+                ):  # rare: a tuple, where an input's dtype or an attribute's name is
+                    key += (_sharing(tensors),)
                 if attrs:
                     for item in attrs.items():
                         key += (*item, type(item[1]))
+                runtime = key[4]
+                plans = self._plans
+                hot = plans.hot  # the last key replayed, compared before hashing one
                 try:
-                    plan = self._plans.get(key)
-                except TypeError:  # an unhashable attribute: never planned
-                    plan = _UNPLANNED
-                if type(plan) is _Learning:
-                    if plan.tries < _TRIES:
+                    plan: Any = hot[1] if key == hot[0] else None
+                except Exception:  # an attribute whose == raises: the lookup's rules decide
+                    plan = None
+                if plan is None:
+                    try:
+                        plan = plans.get(key)
+                    except TypeError:  # an unhashable attribute: never planned
+                        plan = _UNHASHABLE
+                    if plan is None or type(plan) is _Learning:
                         return self._call_recorded(runtime, tensors, attrs, key, plan)
-                elif plan is None:
-                    return self._call_recorded(runtime, tensors, attrs, key, None)
-                elif (
-                    plan is not _UNPLANNED
-                    and runtime._capture is None  # a capture records the call (or is locked)
-                    and runtime not in getattr(_per_thread, "runtimes", ())
+                    plans.hot = (key, plan)
+                opened = runtime._session_threads
+                if (
+                    runtime._capture is None  # a capture records the call (or is locked)
                     and not runtime.host.observes_sessions
-                ):  # no session of it open here (the full path refuses), no observer
+                    and (not opened or thread_token() not in opened)
+                ):  # no observer, no session of it open here (the full path refuses)
                     result = plan(tensors)
                     if result is not REPLAY_MISS:
                         return result
@@ -166,7 +180,10 @@ class OpHandle:
         learning: _Learning | None,
     ) -> Any:
         """The full path, with the backend's seam recording what the variant does; a clean
-        recording whose replay repeats the previous one's signature plans ``key``."""
+        recording whose replay repeats the previous one's signature plans ``key``. A key
+        recorded ``_TRIES`` times without a plan takes the full path unrecorded."""
+        if learning is not None and learning.tries >= _TRIES:
+            return self._call_full(runtime, tensors, attrs)
         if type(runtime).op_replay is _NO_REPLAY:  # nothing to record for: full path from now
             learning = learning or _Learning()
             learning.tries, learning.why = _TRIES, f"backend {runtime.kind!r} has no op replay"
@@ -190,7 +207,7 @@ class OpHandle:
         why = rec.why or _result_refusal(rec, result, runtime, before)
         replay = runtime.op_replay(rec) if why is None else None
         if replay is None:
-            learning.why = why or f"backend {runtime.kind!r} has no op replay"
+            learning.why = why or f"backend {runtime.kind!r} cannot replay what this call launched"
             learning.signature = None
         elif replay.signature == learning.signature:
             self._plans[key] = replay
@@ -201,13 +218,10 @@ class OpHandle:
 
     def plans(self) -> dict[str, str]:
         """Each call key's state, for the bench and ``ops``: "replay" or why the full path."""
-        out = {}
-        for key, plan in self._plans.items():
-            what = ", ".join(key[1::6]) or "no inputs"
-            out[f"{key[0].name}({what})"] = (
-                f"full path: {plan.why}" if type(plan) is _Learning else "replay"
-            )
-        return out
+        return {
+            _described(key): f"full path: {plan.why}" if type(plan) is _Learning else "replay"
+            for key, plan in self._plans.items()
+        }
 
     def run_in(self, ex: ExecSession, tensors: Sequence[Any], attrs: dict[str, Any]) -> Any:
         """Run the op inside the open exec session ``ex``; check inputs, attributes, outputs."""
@@ -393,8 +407,45 @@ class OpHandle:
 
 #: recordings of one key before it stays on the full path; plans kept per handle
 _TRIES, _MAX_PLANS = 4, 64
-_UNPLANNED: Any = object()
 _NO_REPLAY = _Runtime.op_replay
+
+
+def _described(key: tuple[Any, ...]) -> str:
+    """A call key as ``plans()`` shows it: the runtime, each input's dtype, shape and layout
+    (strides, offset where not compact), which inputs share a storage, the attributes."""
+    parts, at = [], 0
+    while at < len(key) and isinstance(key[at], DType):
+        dt, shape, strides, offset, _ = key[at : at + 5]
+        compact = is_compact(shape, strides) and not offset
+        layout = "" if compact else f" strides {strides} offset {offset}"
+        parts.append(f"{dt.name}{list(shape)}{layout}")
+        at += 5
+    if at < len(key) and type(key[at]) is tuple:
+        parts.append(f"sharing {key[at]}")
+        at += 1
+    parts += [f"{key[i]}={key[i + 1]!r}" for i in range(at, len(key), 3)]
+    return f"{key[4].name}({', '.join(parts)})"
+
+
+def _sharing(tensors: tuple[Tensor, ...]) -> tuple[int, ...]:
+    """Which inputs share a storage: per input, the index of the first one with its storage."""
+    storages = [t.storage for t in tensors]
+    return tuple(storages.index(s) for s in storages)
+
+
+class _Plans(dict[Any, Any]):
+    """A handle's call keys and their states, with the last key replayed beside them (``hot``:
+    compared before a key is hashed); cleared together, so a dropped plan frees its modules."""
+
+    __slots__ = ("hot",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hot: tuple[Any, Any] = ((), None)
+
+    def clear(self) -> None:
+        self.hot = ((), None)
+        super().clear()
 
 
 class _Learning:
@@ -406,6 +457,11 @@ class _Learning:
         self.tries = 0
         self.signature: Any = None
         self.why: str | None = None
+
+
+#: the state of a key with an unhashable attribute: never recorded, never planned
+_UNHASHABLE = _Learning()
+_UNHASHABLE.tries, _UNHASHABLE.why = _TRIES, "an attribute is unhashable"
 
 
 def _result_refusal(
@@ -423,6 +479,11 @@ def _result_refusal(
         or any(r is not o for r, o in zip(result, outputs, strict=True))
     ):
         return "it returned something other than the outputs it allocated, in order"
+    if not outputs:
+        return "it allocated no outputs (a replay allocates a call's outputs and launches)"
+    for t in outputs:
+        if not t.numel:
+            return f"its output of shape {t.shape} is empty (a replay allocates no empty output)"
     after = runtime.counters.snapshot()
     moved = sorted(k for k, v in after.items() if before.get(k) != v)
     if moved:

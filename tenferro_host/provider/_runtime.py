@@ -89,6 +89,10 @@ class Runtime(ABC):
         self.host = host
         self.kind = kind
         self.index = index
+        #: the tokens of the threads with a backend session of this runtime open (``_session``:
+        #: one a thread); an op handle's "none open anywhere" is one attribute, without a lock
+        self._session_threads: set[object] = set()
+        self._capture = None  # an instance attribute: read on every planned op call
         self.software = software
         #: 1 for ``host.backend(name)``; 2, 3 ... for each ``host.new_backend`` of one device
         self.instance = 1

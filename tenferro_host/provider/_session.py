@@ -32,13 +32,14 @@ _get_ident = threading.get_ident
 _UNRESOLVED: Any = object()
 
 
-def _open_runtimes() -> set[Any]:
-    """The runtimes with an open backend session on this thread (keyed by object identity)."""
+def thread_token() -> object:
+    """This thread's token in ``Runtime._session_threads`` (an object, not the thread's id: a
+    thread that died with a session open leaves a token no later thread has)."""
     try:
-        opened: set[Any] = _per_thread.runtimes
+        return _per_thread.token
     except AttributeError:
-        opened = _per_thread.runtimes = set()
-    return opened
+        token = _per_thread.token = object()
+        return token
 
 
 class Session:
@@ -193,6 +194,7 @@ class BackendSession(Session):
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(runtime)
         self._exec: ExecSession | None = None
+        self._token: object = None  # this thread's token while open (``thread_token``)
 
     def _on_enter(self) -> None:
         runtime = self.runtime
@@ -201,8 +203,8 @@ class BackendSession(Session):
             from ._capture import locked
 
             raise locked(runtime)
-        opened = _open_runtimes()
-        if runtime in opened:
+        opened, me = runtime._session_threads, thread_token()
+        if me in opened:
             raise RuntimeStateError(
                 f"a session of runtime {runtime.name!r} is already open on this thread; "
                 "an op that needs another op calls ex.run(op, ...) inside its session"
@@ -211,7 +213,8 @@ class BackendSession(Session):
         if runtime.deferred:  # a drain point: what was collected since is released first
             runtime.drain_deferred()
         runtime.retirement.poll()
-        opened.add(runtime)
+        opened.add(me)
+        self._token = me
         try:
             self._exec = runtime.new_exec_session(self)
             self._exec._open()
@@ -219,13 +222,13 @@ class BackendSession(Session):
             if services.observes_sessions:
                 services.session_started(self)
         except BaseException as exc:
-            opened.discard(runtime)
+            opened.discard(me)
             if self._exec is not None:
                 self._exec._close(exc)  # release what the exec session acquired on entry
             raise
 
     def _on_exit(self, error: BaseException | None) -> None:
-        _open_runtimes().discard(self.runtime)
+        self.runtime._session_threads.discard(self._token)
         self._exec = None  # no cycle left with its exec session: both are freed by refcount
         services = self.runtime.host
         if services.observes_sessions:

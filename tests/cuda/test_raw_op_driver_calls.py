@@ -28,9 +28,11 @@ ADD = "ext_add_kernel.add"
 #: three included), planned (a replay) and on the full path (TENFERRO_OP_PLAN=0). Planned, both
 #: were 38 while a replay's output went through the free list (its lock, the deferred queue's
 #: drain and the free list's put of the previous output): 21 since the replay reuses the block
-#: the previous output queued and checks the context inline (docs/op-call-cost.md).
-RAW_PLANNED, RAW_FULL_PATH = 22, 150
-DSL_PLANNED, DSL_FULL_PATH = 22, 230
+#: the previous output queued and checks the context inline, 19 since the handle compares the
+#: last replayed key before a dict lookup and asks the runtime's set of session threads, not the
+#: per-thread one (docs/op-call-cost.md); the full path 146 and 223 (147 and 224 before).
+RAW_PLANNED, RAW_FULL_PATH = 20, 147
+DSL_PLANNED, DSL_FULL_PATH = 20, 224
 
 
 @pytest.fixture

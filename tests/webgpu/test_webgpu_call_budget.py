@@ -3,8 +3,9 @@ the example add (its DSL variant) grows, planned and on the full path.
 
 Planned (docs/op-call-cost.md), a call is the handle's guard, the replay's guard, the output from
 the free list (with the previous output's release), the cached bind group and one encode +
-submit: 234 cProfile calls, of which 187 are wgpu-py's own for the dispatch (its proxies and
-cffi structs: the bare wgpu-py dispatch of the same pipeline counts 187 alone), so ours are 47.
+submit: 232 cProfile calls (234 before the handle's last-key compare), of which 187 are
+wgpu-py's own for the dispatch (its proxies and cffi structs: the bare wgpu-py dispatch of the
+same pipeline counts 187 alone), so ours are 45.
 The trace counts wgpu-py's internals (with the stdlib they call) as one unit, being no project
 file: 12 project files and 18 switches, no file entered more than 3 times (165 switches over 32
 files before the replay, wgpu-py's files counted one by one). The full path
@@ -26,9 +27,9 @@ ADD = "ext_add_kernel.add"
 ROOT = str(Path(__file__).resolve().parents[2])
 WGPU_PY = "wgpu-py (with the stdlib it calls)"
 
-#: cProfile calls per call: {planned: budget}; planned, 187 (the dispatch in wgpu-py) + 47 (ours)
+#: cProfile calls per call: {planned: budget}; planned, 187 (the dispatch in wgpu-py) + 45 (ours)
 #: + a margin of 3 (a wgpu-py patch release may add a proxy); the full path's is today's with 8.
-CALLS = {True: 237, False: 490}
+CALLS = {True: 235, False: 490}
 #: (project files, switches, most entries of one file) of the traced call, wgpu-py one unit:
 #: what each path reaches today.
 TRACE = {True: (12, 18, 3), False: (26, 106, 15)}
