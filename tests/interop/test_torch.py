@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -27,12 +29,34 @@ def test_values_and_the_registered_operator(bridge_host: tf.Host) -> None:
     assert add(a, a).stride() == (1, 2)  # the host's compact layout, as the fake kernel says
 
 
-def test_outputs_are_torch_allocations_written_in_place(bridge_host: tf.Host) -> None:
+def test_outputs_are_torch_allocations_written_in_place(
+    bridge_host: tf.Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[torch.Tensor] = []
+    empty = torch.empty
+
+    def recording_empty(*args: Any, **kwargs: Any) -> torch.Tensor:
+        made.append(empty(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(torch, "empty", recording_empty)
+    add = tf_torch.export("ext_add_kernel.add")
     a = torch.ones(1000)
-    out = tf_torch.export("ext_add_kernel.add")(a, a)
-    # a view of the buffer the runtime allocated through torch.empty: no copy was made
-    assert out._base is not None and out._base.numel() == 1000
-    assert torch.equal(out, a + a)
+    for _ in range(3):  # the full path, then the planned call (a replay): both write torch's
+        made.clear()
+        out = add(a, a)
+        # the buffer the runtime allocated through torch.empty itself: no copy was made
+        assert [m.data_ptr() for m in made] == [out.data_ptr()] and out.numel() == 1000
+        assert torch.equal(out, a + a)
+    b = torch.ones(4, 5)
+    for _ in range(3):
+        made.clear()
+        out = add(b, b)  # 2-D: a view of the flat buffer
+        assert out._base is made[0] and out.stride() == (1, 4)
+        assert torch.equal(out, b + b)
+    plans = bridge_host.op("ext_add_kernel.add")._plans  # call key -> its plan
+    planned = {key[2]: type(plan).__name__ for key, plan in plans.items() if key[1] == "float32"}
+    assert planned[(1000,)] == planned[(4, 5)] == "CpuReplay"  # the key's first input shape
 
 
 def test_an_output_aliasing_its_input_is_copied(bridge_host: tf.Host) -> None:
