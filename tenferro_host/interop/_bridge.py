@@ -79,14 +79,13 @@ class ExportedOp:
         return list(self._runtimes.values())
 
     def call(self, runtime: Runtime, inputs: Sequence[Tensor], attrs: dict[str, Any]) -> Any:
-        """Run the op on host tensors of ``runtime`` with the framework's ``attrs``, outside any
-        session: the op handle's call, so a planned call replays (no session, no variant) and
-        any other takes the full path with every check (``host.op``)."""
+        """Run the op on host tensors of ``runtime`` (``attrs``: the op's own, decoded) outside
+        any session: the op handle's call, so a planned call replays (no session, no variant)
+        and any other takes the full path with every check (``host.op``)."""
         handle = self.host.op(self.name)
-        decoded = self.decode_attributes(attrs) if attrs else attrs
         if inputs:
-            return handle(*inputs, **decoded)
-        return handle(backend=runtime.name, **decoded)
+            return handle(*inputs, **attrs)
+        return handle(backend=runtime.name, **attrs)
 
     def encode_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Attributes as the framework carries them: literals for the ``object`` ones."""

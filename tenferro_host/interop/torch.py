@@ -124,7 +124,7 @@ class TorchOp:
         runtime = cast("CpuRuntime", op.runtime("cpu"))
         inputs = [_cpu_input(runtime, t) for t in tensors]
         with OutputAllocator(runtime, _CPU_BUFFER, _cpu_storage(runtime)) as allocator:
-            result = op.call(runtime, inputs, attrs)
+            result = op.call(runtime, inputs, op.decode_attributes(attrs) if attrs else attrs)
         return self._outputs(as_tuple(result, len(op.outputs)), allocator, _CPU)
 
     def _cuda(self, *tensors: torch.Tensor, **attrs: Any) -> Any:

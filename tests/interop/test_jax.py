@@ -31,6 +31,15 @@ def test_eager_jit_and_vmap(bridge_host: tf.Host) -> None:
     np.testing.assert_array_equal(jax.jit(jax.vmap(add, in_axes=(1, 1)))(x, x), want.T)
 
 
+def test_a_planned_call_writes_each_calls_result_buffer(bridge_host: tf.Host) -> None:
+    add = jax.jit(tf_jax.export("ext_add_kernel.add"))
+    for k in range(4):  # the full path twice, then the op handle's replay into XLA's buffer
+        x = jnp.full((3, 5), float(k), jnp.float32)
+        np.testing.assert_array_equal(add(x, x), np.full((3, 5), 2.0 * k, np.float32))
+    plans = bridge_host.op("ext_add_kernel.add")._plans  # call key -> its plan
+    assert [type(p).__name__ for key, p in plans.items() if key[2] == (3, 5)] == ["CpuReplay"]
+
+
 def test_several_outputs_and_attributes(bridge_host: tf.Host) -> None:
     a = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
     u, s, vh = jax.jit(tf_jax.export("linalg.svd"))(jnp.asarray(a))
