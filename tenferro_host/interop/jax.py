@@ -6,10 +6,11 @@ XLA's stream on a GPU (``ex.wait_external`` / ``ex.signal_external`` order the h
 between XLA's work, no host synchronization). Result shapes and dtypes come from the op's rules;
 buffers are column-major (requested through the call's layouts), the host's compact layout.
 
-Inputs are imported zero-copy and read-only. Results: while the variant runs, an allocation of
-exactly a result's dtype and size is XLA's result buffer, so the common op writes its output in
-place; a result that ended elsewhere (a workspace took the buffer, a view, a cached constant) is
-copied into XLA's buffer on the device, after the variant.
+Inputs are imported zero-copy and read-only (on the CPU as numpy views of XLA's buffers, where
+the op handle's call runs outside a session, so a planned call replays). Results: while the
+variant runs, an allocation of exactly a result's dtype and size is XLA's result buffer, so the
+common op writes its output in place; a result that ended elsewhere (a workspace took the
+buffer, a view, a cached constant) is copied into XLA's buffer on the device, after the variant.
 
 ``vmap`` goes through ``jax.ffi.ffi_call``'s ``vmap_method`` (``"sequential"`` by default: one
 call per batch element, right for every op; ``"broadcast_all"`` for elementwise ops).

@@ -6,9 +6,12 @@ axes travels as ``str``, the Python literal of its value), the fake kernel from 
 shape rules, and the CPU and CUDA kernels run the op's variant in a session of the host on
 torch's tensors:
 
-* inputs are imported zero-copy (``runtime.from_dlpack``); on CUDA the import orders torch's
-  current stream before the host's stream, and ``ex.signal_external`` orders torch's current
-  stream after the variant's launches: no host synchronization;
+* inputs are imported zero-copy: on the CPU through torch's numpy view, on CUDA through
+  ``runtime.from_dlpack``, whose import orders torch's current stream before the host's stream,
+  and ``ex.signal_external`` orders torch's current stream after the variant's launches: no
+  host synchronization;
+* on the CPU the call is the op handle's (``host.op``) outside a session, so a call whose key
+  is planned replays, allocating its outputs through torch as the full path does;
 * outputs are torch's: while the variant runs, the runtime allocates through torch
   (``torch.empty``, on the current stream), so the tensor the variant writes is the tensor torch
   gets back. Outputs are column-major (the host's compact layout) and the fake kernel says so.
@@ -176,7 +179,8 @@ def _cpu_input(runtime: CpuRuntime, t: torch.Tensor) -> Tensor:
     """A CPU torch tensor as a host tensor, zero-copy through its numpy view (a C call; torch's
     ``__dlpack__`` is Python). A tensor numpy cannot view (a dtype numpy lacks, a conjugate or
     negative bit) goes through DLPack, which imports it or says why not."""
-    t = t.detach()
+    if t.requires_grad:  # no autograd formula: the forward reads the data
+        t = t.detach()
     try:
         arr = t.numpy()
     except (RuntimeError, TypeError):

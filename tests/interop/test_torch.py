@@ -59,6 +59,15 @@ def test_outputs_are_torch_allocations_written_in_place(
     assert planned[(1000,)] == planned[(4, 5)] == "CpuReplay"  # the key's first input shape
 
 
+def test_inputs_that_require_grad_and_views(bridge_host: tf.Host) -> None:
+    add = tf_torch.export("ext_add_kernel.add")
+    x = torch.arange(12.0, requires_grad=True)
+    assert torch.equal(add(x, x).detach(), 2 * x.detach())  # forward only: no autograd formula
+    v = torch.arange(24.0).reshape(4, 6)[1:, ::2]  # offset and strides: a strided import
+    assert torch.equal(add(v, v), v + v)
+    assert torch.equal(add(v.T, v.T), (v + v).T)
+
+
 def test_an_output_aliasing_its_input_is_copied(bridge_host: tf.Host) -> None:
     op = tf_torch.export("tfx.passthrough")
     x = torch.arange(5.0)
@@ -102,6 +111,10 @@ def test_wrong_inputs_get_typed_errors(bridge_host: tf.Host) -> None:
         add(torch.ones(2), torch.ones(3))
     with pytest.raises(tf.DTypeError, match="one dtype"):
         add(torch.ones(2), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(tf.DTypeError, match="int8 is not supported"):  # through numpy's view
+        add(torch.ones(2, dtype=torch.int8), torch.ones(2, dtype=torch.int8))
+    with pytest.raises(tf.ValidationError, match="through DLPack"):  # numpy has no bfloat16
+        add(torch.ones(2, dtype=torch.bfloat16), torch.ones(2, dtype=torch.bfloat16))
     with pytest.raises(tf.ValidationError, match="no attributes"):
         tf_torch.export("tfx.scale")(torch.ones(2), factr=2.0)
     with pytest.raises(tf.ValidationError, match="Python literal"):
