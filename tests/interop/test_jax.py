@@ -73,3 +73,9 @@ def test_export_arguments_are_checked(bridge_host: tf.Host) -> None:
     tf_jax.export("tfx.scale")
     with pytest.raises(tf.ValidationError, match="already exported"):
         tf_jax.export("tfx.scale", vmap_method="broadcast_all")
+
+
+def test_an_op_with_no_array_inputs(bridge_host: tf.Host) -> None:
+    ones = tf_jax.export("tfx.ones")
+    for _ in range(3):
+        np.testing.assert_array_equal(jax.jit(lambda: ones(n=4))(), np.ones(4, np.float32))
