@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..dtypes import DType, dtype
+from ..dtypes import ALL, DType, dtype
 from ..errors import OutOfMemoryError, ValidationError
 from ..layout import compact_strides
 from ..provider._op_plan import RECORDING, OpRecording
@@ -130,13 +130,26 @@ class CpuRuntime(Runtime):
                 "CPU buffer (e.g. numpy.ascontiguousarray(x, dtype=x.dtype.newbyteorder('=')))",
                 argument="x",
             ) from exc
-        dt = self._check_dtype(dtype(arr.dtype))
+        return self._import_array(arr)
+
+    def _import_array(self, arr: np.ndarray) -> Tensor:
+        """:meth:`from_dlpack` of a numpy array already imported (a framework's CPU bridge
+        takes one from its tensor without the DLPack round trip)."""
+        dt = self._check_dtype(_HOST_DTYPES.get(arr.dtype) or dtype(arr.dtype))
         isz = arr.itemsize
-        if arr.size and all(s >= 0 and s % isz == 0 for s in arr.strides):
-            hi = _byte_extent(arr)
-            flat = np.lib.stride_tricks.as_strided(arr, shape=(hi // isz,), strides=(isz,))
-            strides = tuple(s // isz for s in arr.strides)
-            storage = CpuStorage(self, flat, kind="imported", read_only=not arr.flags.writeable)
+        byte_strides = arr.strides
+        if byte_strides == (isz,) and arr.size:  # 1-D compact, the common import: itself
+            storage = CpuStorage(self, arr, kind="imported", read_only=not arr.flags.writeable)
+            return Tensor(storage, dt, arr.shape, (1,), 0, True)
+        if arr.size and all(s >= 0 and s % isz == 0 for s in byte_strides):
+            strides = tuple(s // isz for s in byte_strides)
+            flags = arr.flags
+            if flags.c_contiguous or flags.f_contiguous:
+                flat = arr.ravel("K")  # a view of the same bytes, no Python frames
+            else:
+                hi = _byte_extent(arr)
+                flat = np.lib.stride_tricks.as_strided(arr, shape=(hi // isz,), strides=(isz,))
+            storage = CpuStorage(self, flat, kind="imported", read_only=not flags.writeable)
             return Tensor(storage, dt, tuple(arr.shape), strides, 0)
         copy = np.asfortranarray(arr)
         storage = CpuStorage(self, copy.reshape(-1, order="F"), kind="imported")
@@ -152,6 +165,10 @@ class CpuRuntime(Runtime):
 
     def dlpack_device(self) -> tuple[int, int]:
         return (1, 0)  # kDLCPU
+
+
+#: numpy dtype -> host dtype, the import's lookup without ``dtype()``'s conversions
+_HOST_DTYPES = {d.numpy: d for d in ALL}
 
 
 def _byte_extent(arr: np.ndarray) -> int:

@@ -78,6 +78,15 @@ class ExportedOp:
         """The runtimes this op has run on through the bridge."""
         return list(self._runtimes.values())
 
+    def call(self, runtime: Runtime, inputs: Sequence[Tensor], attrs: dict[str, Any]) -> Any:
+        """Run the op on host tensors of ``runtime`` (``attrs``: the op's own, decoded) outside
+        any session: the op handle's call, so a planned call replays (no session, no variant)
+        and any other takes the full path with every check (``host.op``)."""
+        handle = self.host.op(self.name)
+        if inputs:
+            return handle(*inputs, **attrs)
+        return handle(backend=runtime.name, **attrs)
+
     def encode_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Attributes as the framework carries them: literals for the ``object`` ones."""
         unknown = sorted(set(attrs) - set(self.attributes))
@@ -138,16 +147,25 @@ class OutputAllocator:
     """While active, ``runtime``'s allocations on this thread come from ``make_buffer``.
 
     ``make_buffer(nbytes, dt)`` returns a framework array of ``nbytes // dt.itemsize`` elements
-    of ``dt`` (anything ``runtime.from_dlpack`` imports), or None to leave that allocation to the
-    runtime; the storage of the import is what the variant writes, so a result tensor lives in
-    framework memory with no copy. Other threads' allocations keep the runtime's allocator.
+    of ``dt`` (anything ``runtime.from_dlpack`` imports, or ``import_buffer`` when given), or
+    None to leave that allocation to the runtime; the storage of the import is what the variant
+    writes, so a result tensor lives in framework memory with no copy. Other threads'
+    allocations keep the runtime's allocator. An op handle's planned call (its replay) allocates
+    through the same seam, so it writes the framework's buffers too.
     """
 
-    __slots__ = ("_buffers", "_make", "_previous", "_runtime", "_thread")
+    __slots__ = ("_buffers", "_import", "_make", "_previous", "_runtime", "_thread")
 
-    def __init__(self, runtime: Runtime, make_buffer: Callable[[int, DType], Any | None]) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        make_buffer: Callable[[int, DType], Any | None],
+        import_buffer: Callable[[Any], Storage] | None = None,
+    ) -> None:
         self._runtime = runtime
         self._make = make_buffer
+        #: the storage of a framework buffer (default: ``runtime.from_dlpack``'s)
+        self._import = import_buffer
         #: id(storage) -> (storage, framework buffer); the storage is kept so its id stays its own
         self._buffers: dict[int, tuple[Storage, Any]] = {}
         self._thread = 0
@@ -159,7 +177,8 @@ class OutputAllocator:
         buffer = self._make(nbytes, dt)
         if buffer is None:
             return self._previous(nbytes, dt)
-        storage = self._runtime.from_dlpack(buffer).storage
+        imp = self._import
+        storage = self._runtime.from_dlpack(buffer).storage if imp is None else imp(buffer)
         self._buffers[id(storage)] = (storage, buffer)
         return storage
 

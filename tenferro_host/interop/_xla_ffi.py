@@ -14,8 +14,7 @@ from __future__ import annotations
 import ctypes
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax.ffi
 
@@ -193,8 +192,7 @@ def _struct_size(cls: type[ctypes.Structure]) -> int:
     return int(getattr(cls, name).offset + ctypes.sizeof(kind))
 
 
-@dataclass(frozen=True)
-class BufferView:
+class BufferView(NamedTuple):
     """One argument or result buffer: its host dtype name, dims and device address."""
 
     dtype: str
@@ -202,25 +200,56 @@ class BufferView:
     address: int
 
 
-@dataclass(frozen=True)
 class Call:
-    """One execution of the target: buffers, string attributes, stream and device getters."""
+    """One execution of the target: buffers, string attributes, stream and device getters
+    (asked only by a GPU handler)."""
 
-    args: list[BufferView]
-    rets: list[BufferView]
-    attrs: dict[str, str]
-    stream: Callable[[], int]
-    device_ordinal: Callable[[], int]
+    __slots__ = ("_api", "_ctx", "args", "attrs", "rets")
+
+    def __init__(
+        self,
+        args: list[BufferView],
+        rets: list[BufferView],
+        attrs: dict[str, str],
+        api: Any,
+        ctx: int,
+    ) -> None:
+        self.args = args
+        self.rets = rets
+        self.attrs = attrs
+        self._api = api
+        self._ctx = ctx
+
+    def stream(self) -> int:
+        """XLA's stream for this call (``XLA_FFI_Stream_Get``)."""
+        args = _StreamGetArgs(_struct_size(_StreamGetArgs), None, self._ctx, None)
+        if self._api.stream_get(ctypes.addressof(args)):
+            raise RuntimeError("XLA_FFI_Stream_Get failed (is this a GPU target?)")
+        return int(args.stream or 0)
+
+    def device_ordinal(self) -> int:
+        """The device this call runs on (0 on an XLA older than ``XLA_FFI_DeviceOrdinal_Get``)."""
+        api = self._api
+        if api.struct_size < _struct_size(_Api):
+            return 0  # one device
+        args = _DeviceOrdinalGetArgs(_struct_size(_DeviceOrdinalGetArgs), None, self._ctx, 0)
+        if api.device_ordinal_get(ctypes.addressof(args)):
+            raise RuntimeError("XLA_FFI_DeviceOrdinal_Get failed")
+        return int(args.device_ordinal)
+
+
+_BufferP = ctypes.POINTER(_Buffer)
 
 
 def _buffers(items: _List) -> list[BufferView]:
     out = []
     for i in range(items.size):
-        b = ctypes.cast(items.items[i], ctypes.POINTER(_Buffer)).contents
+        b = ctypes.cast(items.items[i], _BufferP).contents
         name = DTYPES.get(b.dtype)
         if name is None:
             raise TypeError(f"XLA dtype code {b.dtype} has no host dtype")
-        out.append(BufferView(name, tuple(b.dims[k] for k in range(b.rank)), b.data or 0))
+        rank = b.rank
+        out.append(BufferView(name, tuple(b.dims[:rank]) if rank else (), b.data or 0))
     return out
 
 
@@ -239,29 +268,6 @@ def _attributes(attrs: _Attrs) -> dict[str, str]:
 def _error(api: Any, message: str, code: int) -> int:
     args = _ErrorCreateArgs(_struct_size(_ErrorCreateArgs), None, message.encode(), code)
     return int(api.error_create(ctypes.addressof(args)) or 0)
-
-
-def _stream_getter(api: Any, ctx: int) -> Callable[[], int]:
-    def stream() -> int:
-        args = _StreamGetArgs(_struct_size(_StreamGetArgs), None, ctx, None)
-        failed = api.stream_get(ctypes.addressof(args))
-        if failed:
-            raise RuntimeError("XLA_FFI_Stream_Get failed (is this a GPU target?)")
-        return int(args.stream or 0)
-
-    return stream
-
-
-def _ordinal_getter(api: Any, ctx: int) -> Callable[[], int]:
-    def ordinal() -> int:
-        if api.struct_size < _struct_size(_Api):
-            return 0  # an XLA older than XLA_FFI_DeviceOrdinal_Get: one device
-        args = _DeviceOrdinalGetArgs(_struct_size(_DeviceOrdinalGetArgs), None, ctx, 0)
-        if api.device_ordinal_get(ctypes.addressof(args)):
-            raise RuntimeError("XLA_FFI_DeviceOrdinal_Get failed")
-        return int(args.device_ordinal)
-
-    return ordinal
 
 
 _Handler = ctypes.CFUNCTYPE(_void_p, ctypes.POINTER(_CallFrame))
@@ -287,8 +293,8 @@ def handler_capsule(run: Callable[[Call], None]) -> tuple[Any, Any]:
                 _buffers(frame.args),
                 _buffers(frame.rets),
                 _attributes(frame.attrs),
-                _stream_getter(api, frame.ctx),
-                _ordinal_getter(api, frame.ctx),
+                api,
+                frame.ctx,
             )
             run(call)
         except Exception as exc:  # noqa: BLE001 - handed to XLA as its error

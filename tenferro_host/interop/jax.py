@@ -6,10 +6,11 @@ XLA's stream on a GPU (``ex.wait_external`` / ``ex.signal_external`` order the h
 between XLA's work, no host synchronization). Result shapes and dtypes come from the op's rules;
 buffers are column-major (requested through the call's layouts), the host's compact layout.
 
-Inputs are imported zero-copy and read-only. Results: while the variant runs, an allocation of
-exactly a result's dtype and size is XLA's result buffer, so the common op writes its output in
-place; a result that ended elsewhere (a workspace took the buffer, a view, a cached constant) is
-copied into XLA's buffer on the device, after the variant.
+Inputs are imported zero-copy and read-only (on the CPU as numpy views of XLA's buffers, where
+the op handle's call runs outside a session, so a planned call replays). Results: while the
+variant runs, an allocation of exactly a result's dtype and size is XLA's result buffer, so the
+common op writes its output in place; a result that ended elsewhere (a workspace took the
+buffer, a view, a cached constant) is copied into XLA's buffer on the device, after the variant.
 
 ``vmap`` goes through ``jax.ffi.ffi_call``'s ``vmap_method`` (``"sequential"`` by default: one
 call per batch element, right for every op; ``"broadcast_all"`` for elementwise ops).
@@ -29,10 +30,12 @@ the data (``jax.pure_callback`` would copy GPU buffers to the host and back).
 from __future__ import annotations
 
 import ast
+import ctypes
 import functools
+import math
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import jax
 import numpy as np
@@ -40,15 +43,17 @@ import numpy as np
 from ..dtypes import DType, dtype
 from ..errors import ValidationError
 from ..layout import is_compact
-from ..provider import KDL_CPU, KDL_CUDA
+from ..provider import KDL_CUDA
 from ._bridge import ExportedOp, ForeignStream, OutputAllocator, as_tuple
 from ._hosts import default_host
 from ._pointer_dlpack import PointerBuffer
 from ._xla_ffi import BufferView, Call, handler_capsule
 
 if TYPE_CHECKING:
+    from .._cpu._runtime import CpuRuntime
     from .._host import Host
     from ..provider._runtime import Runtime
+    from ..provider._storage import Storage
     from ..tensor import Tensor
 
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")
@@ -115,63 +120,130 @@ class JaxOp:
     # -- the FFI handler -------------------------------------------------------------------------
     def _execute(self, call: Call, gpu: bool) -> None:
         attrs = _literal(call.attrs["attrs"])
-        if gpu:
-            stream = ForeignStream(call.stream())
-            ordinal = call.device_ordinal()
-            runtime = self.op.runtime(f"cuda:{ordinal}")
-            device = (KDL_CUDA, ordinal)
-        else:
-            runtime = self.op.runtime("cpu")
-            device = (KDL_CPU, 0)
+        if not gpu:
+            return self._execute_cpu(call, attrs)
+        stream = ForeignStream(call.stream())
+        ordinal = call.device_ordinal()
+        runtime = self.op.runtime(f"cuda:{ordinal}")
+        device = (KDL_CUDA, ordinal)
         with runtime.session() as s:
             ex = s.exec_session()
-            if gpu:
-                ex.wait_external(stream)
+            ex.wait_external(stream)
             inputs = [runtime.from_dlpack(_pointer(b, device, True)) for b in call.args]
-            claims = _Claims(call.rets, device)
+            claims = _Claims(
+                call.rets, lambda ret, dt, n: PointerBuffer(ret.address, dt, (n,), device, False)
+            )
             with OutputAllocator(runtime, claims.take) as allocator:
                 result = ex.run(self.op.name, *inputs, **attrs)
-            outs = as_tuple(result, len(call.rets))
-            sources = [
-                _source(runtime, out, ret, allocator.buffer_of(out.storage))
-                for out, ret in zip(outs, call.rets, strict=True)
-            ]
-            for source, ret in zip(sources, call.rets, strict=True):
-                if source is not None:  # a device copy, after the variant (stream-ordered)
-                    target = runtime.from_dlpack(_pointer(ret, device, False))
-                    runtime._copy_to_compact(source, target)
-            if gpu:
-                ex.signal_external(stream)
+            _fill_results(
+                runtime,
+                result,
+                claims,
+                allocator,
+                lambda r: runtime.from_dlpack(_pointer(r, device, False)),
+            )
+            ex.signal_external(stream)
+
+    def _execute_cpu(self, call: Call, attrs: dict[str, Any]) -> None:
+        """On JAX's CPU platform: XLA's buffers as numpy arrays (no DLPack capsule) and the op
+        handle's call outside a session, so a planned call replays into XLA's result buffer."""
+        runtime = cast("CpuRuntime", self.op.runtime("cpu"))
+        inputs = [
+            runtime._import_array(_host_array(b.address, dtype(b.dtype), b.shape, True))
+            for b in call.args
+        ]
+        claims = _Claims(call.rets, lambda ret, dt, n: _host_array(ret.address, dt, (n,), False))
+
+        def import_buffer(array: np.ndarray) -> Storage:
+            return runtime._import_array(array).storage
+
+        with OutputAllocator(runtime, claims.take, import_buffer) as allocator:
+            result = self.op.call(runtime, inputs, attrs)
+        _fill_results(
+            runtime,
+            result,
+            claims,
+            allocator,
+            lambda r: runtime._import_array(_host_array(r.address, dtype(r.dtype), r.shape, False)),
+        )
+
+
+def _fill_results(
+    runtime: Runtime,
+    result: Any,
+    claims: _Claims,
+    allocator: OutputAllocator,
+    target: Callable[[BufferView], Tensor],
+) -> None:
+    """Copy into XLA's result buffers the results the variant did not write there (``target``:
+    a result buffer as a host tensor of ``runtime``)."""
+    rets = claims.rets
+    sources = [
+        _source(runtime, out, ret, claims.ret_of(allocator.buffer_of(out.storage)))
+        for out, ret in zip(as_tuple(result, len(rets)), rets, strict=True)
+    ]
+    for source, ret in zip(sources, rets, strict=True):
+        if source is not None:  # a device copy, after the variant (stream-ordered)
+            runtime._copy_to_compact(source, target(ret))
 
 
 def _pointer(b: BufferView, device: tuple[int, int], read_only: bool) -> PointerBuffer:
     return PointerBuffer(b.address, dtype(b.dtype), b.shape, device, read_only)
 
 
+def _host_array(address: int, dt: DType, shape: tuple[int, ...], read_only: bool) -> np.ndarray:
+    """XLA's CPU buffer at ``address`` as a column-major numpy array: one ctypes view of its
+    bytes, no DLPack capsule. XLA keeps the buffer for the call."""
+    count = math.prod(shape)
+    if count == 0:
+        return np.empty(shape, dt.numpy, order="F")
+    raw = (ctypes.c_char * (count * dt.itemsize)).from_address(address)
+    array = np.ndarray(shape, dt.numpy, buffer=raw, order="F")  # type: ignore[arg-type]  # a buffer
+    if read_only:
+        array.flags.writeable = False
+    return array
+
+
 class _Claims:
-    """XLA's result buffers, each handed to the first allocation of its dtype and size."""
+    """XLA's result buffers, each handed to the first allocation of its dtype and size
+    (``view(ret, dt, n)``: the buffer as ``n`` flat elements of ``dt``, for the runtime)."""
 
-    def __init__(self, rets: Sequence[BufferView], device: tuple[int, int]) -> None:
+    def __init__(
+        self, rets: Sequence[BufferView], view: Callable[[BufferView, DType, int], Any]
+    ) -> None:
+        self.rets = rets
         self._free = list(rets)
-        self._device = device
+        self._view = view
+        #: id(buffer handed out) -> (the buffer, its result): the buffer kept so its id stays
+        self._taken: dict[int, tuple[Any, BufferView]] = {}
 
-    def take(self, nbytes: int, dt: DType) -> PointerBuffer | None:
+    def take(self, nbytes: int, dt: DType) -> Any:
         for i, ret in enumerate(self._free):
-            if ret.dtype == dt.name and int(np.prod(ret.shape)) * dt.itemsize == nbytes:
+            if ret.dtype == dt.name and math.prod(ret.shape) * dt.itemsize == nbytes:
                 del self._free[i]
-                return PointerBuffer(ret.address, dt, (nbytes // dt.itemsize,), self._device, False)
+                buffer = self._view(ret, dt, nbytes // dt.itemsize)
+                self._taken[id(buffer)] = (buffer, ret)
+                return buffer
         return None
 
+    def ret_of(self, buffer: Any) -> BufferView | None:
+        """The result whose memory ``buffer`` (from :meth:`take`) is, else None."""
+        entry = self._taken.get(id(buffer)) if buffer is not None else None
+        return None if entry is None or entry[0] is not buffer else entry[1]
 
-def _source(runtime: Runtime, out: Tensor, ret: BufferView, buffer: Any) -> Tensor | None:
-    """What to copy into XLA's result buffer ``ret`` for output ``out``: None when the variant
-    wrote it there; an output lying in another of XLA's result buffers is first made compact
-    elsewhere, so no copy into a result buffer overwrites an output still to be copied."""
+
+def _source(
+    runtime: Runtime, out: Tensor, ret: BufferView, held: BufferView | None
+) -> Tensor | None:
+    """What to copy into XLA's result buffer ``ret`` for output ``out`` (``held``: the result
+    buffer it was written to, if any): None when the variant wrote it there; an output lying in
+    another of XLA's result buffers is first made compact elsewhere, so no copy into a result
+    buffer overwrites an output still to be copied."""
     if out.numel == 0:
         return None
-    if not isinstance(buffer, PointerBuffer):
+    if held is None:
         return out
-    if buffer.address == ret.address and out.offset == 0 and is_compact(out.shape, out.strides):
+    if held is ret and out.offset == 0 and is_compact(out.shape, out.strides):
         return None
     return runtime.canonicalize(out)
 

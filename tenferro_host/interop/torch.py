@@ -6,9 +6,12 @@ axes travels as ``str``, the Python literal of its value), the fake kernel from 
 shape rules, and the CPU and CUDA kernels run the op's variant in a session of the host on
 torch's tensors:
 
-* inputs are imported zero-copy (``runtime.from_dlpack``); on CUDA the import orders torch's
-  current stream before the host's stream, and ``ex.signal_external`` orders torch's current
-  stream after the variant's launches: no host synchronization;
+* inputs are imported zero-copy: on the CPU through torch's numpy view, on CUDA through
+  ``runtime.from_dlpack``, whose import orders torch's current stream before the host's stream,
+  and ``ex.signal_external`` orders torch's current stream after the variant's launches: no
+  host synchronization;
+* on the CPU the call is the op handle's (``host.op``) outside a session, so a call whose key
+  is planned replays, allocating its outputs through torch as the full path does;
 * outputs are torch's: while the variant runs, the runtime allocates through torch
   (``torch.empty``, on the current stream), so the tensor the variant writes is the tensor torch
   gets back. Outputs are column-major (the host's compact layout) and the fake kernel says so.
@@ -31,7 +34,8 @@ for one host.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -42,7 +46,9 @@ from ._bridge import ExportedOp, OutputAllocator, as_tuple, column_major_strides
 from ._hosts import default_host
 
 if TYPE_CHECKING:
+    from .._cpu._runtime import CpuRuntime
     from .._host import Host
+    from ..provider._storage import Storage
     from ..tensor import Tensor
 
 _SCHEMA_TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
@@ -117,14 +123,12 @@ class TorchOp:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _cpu(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
-        runtime = self.op.runtime("cpu")
-        device = torch.device("cpu")
-        with runtime.session() as s:
-            ex = s.exec_session()
-            inputs = [runtime.from_dlpack(t.detach()) for t in tensors]
-            with OutputAllocator(runtime, _buffer_maker(device)) as allocator:
-                result = ex.run(self.op.name, *inputs, **self.op.decode_attributes(attrs))
-            return self._outputs(as_tuple(result, len(self.op.outputs)), allocator, device)
+        op = self.op
+        runtime = cast("CpuRuntime", op.runtime("cpu"))
+        inputs = [_cpu_input(runtime, t) for t in tensors]
+        with OutputAllocator(runtime, _CPU_BUFFER, _cpu_storage(runtime)) as allocator:
+            result = op.call(runtime, inputs, op.decode_attributes(attrs) if attrs else attrs)
+        return self._outputs(as_tuple(result, len(op.outputs)), allocator, _CPU)
 
     def _cuda(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
         device = tensors[0].device if tensors else torch.device("cuda", torch.cuda.current_device())
@@ -167,10 +171,35 @@ def _buffer_maker(device: torch.device) -> Any:
     return make_buffer
 
 
+_CPU = torch.device("cpu")
+_CPU_BUFFER = _buffer_maker(_CPU)
+
+
+def _cpu_input(runtime: CpuRuntime, t: torch.Tensor) -> Tensor:
+    """A CPU torch tensor as a host tensor, zero-copy through its numpy view (a C call; torch's
+    ``__dlpack__`` is Python). A tensor numpy cannot view (a dtype numpy lacks, a conjugate or
+    negative bit) goes through DLPack, which imports it or says why not."""
+    if t.requires_grad:  # no autograd formula: the forward reads the data
+        t = t.detach()
+    try:
+        arr = t.numpy()
+    except (RuntimeError, TypeError):
+        return runtime.from_dlpack(t)
+    return runtime._import_array(arr)
+
+
+def _cpu_storage(runtime: CpuRuntime) -> Callable[[torch.Tensor], Storage]:
+    """The storage of a torch buffer the CPU runtime allocated through (a host dtype, so numpy
+    views it)."""
+    return lambda buffer: runtime._import_array(buffer.numpy()).storage
+
+
 def _as_torch(t: Tensor, buffer: torch.Tensor | None, device: torch.device) -> torch.Tensor:
     """The torch tensor of result ``t``: a view of the torch buffer it was written to, else a
     copy (an output in memory torch did not allocate, or not compact)."""
     shape = t.shape
+    if buffer is not None and t.strides == (1,) and t.offset == 0 and buffer.shape == shape:
+        return buffer  # the whole buffer, 1-D: itself (as_strided costs a dispatch)
     strides = column_major_strides(shape)
     if buffer is not None and is_compact(shape, t.strides):
         return buffer.as_strided(shape, strides, t.offset)

@@ -21,8 +21,10 @@ def cpu(host):
         np.asfortranarray,
         lambda a: a[1:, ::2],
         lambda a: a.T,
+        lambda a: a.reshape(-1),
+        lambda a: a[1:2, 1:],
     ],
-    ids=["c-order", "f-order", "sliced", "transposed"],
+    ids=["c-order", "f-order", "sliced", "transposed", "1-d", "one-row"],
 )
 def test_from_dlpack_shares_memory_when_strides_are_positive(cpu, make):
     array = make(np.arange(24, dtype=np.float32).reshape(4, 6))
@@ -32,6 +34,14 @@ def test_from_dlpack_shares_memory_when_strides_are_positive(cpu, make):
     np.testing.assert_array_equal(t.download(), array)
     array[...] = -1  # the tensor sees the producer's writes: one buffer
     assert (t.download() == -1).all()
+
+
+@pytest.mark.parametrize("shape", [(6,), (2, 3)])
+def test_from_dlpack_of_a_read_only_array_is_read_only(cpu, shape):
+    array = np.ones(shape, np.float32)
+    array.flags.writeable = False
+    assert cpu.from_dlpack(array).storage.read_only
+    assert not cpu.from_dlpack(np.ones(shape, np.float32)).storage.read_only
 
 
 def test_from_dlpack_copies_negative_strides(cpu):

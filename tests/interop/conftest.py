@@ -23,6 +23,11 @@ def _transposed(ex: Any, x: tf.Tensor) -> tf.Tensor:
     return buf.T
 
 
+def _ones(ex: Any, n: int) -> tf.Tensor:
+    """A variant with no tensor inputs: the bridges name its backend."""
+    return ex.runtime.upload(np.ones(n, np.float32))
+
+
 @pytest.fixture(scope="session")
 def bridge_host() -> tf.Host:
     """The bridges' default host, with the test package ``tfx`` registered once."""
@@ -55,6 +60,19 @@ def bridge_host() -> tf.Host:
                         x.download() * factor
                     )
                 },
+            )
+        )
+        view.add_op(
+            tf.OpSpec(
+                name="tfx.ones",
+                signature=tf.Signature(
+                    inputs=(),
+                    attributes={"n": int},
+                    dtype_rule=lambda n: "float32",
+                    shape_rule=lambda n: (n,),
+                ),
+                reference=lambda n: np.ones(n, np.float32),
+                variants={"cpu": _ones},
             )
         )
         view.commit()

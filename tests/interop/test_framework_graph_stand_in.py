@@ -193,3 +193,33 @@ def test_a_host_wait_inside_a_framework_capture_is_a_capture_error(world):
     with rt.session():  # polled again after the capture
         pass
     assert not len(retirement)
+
+
+def test_the_jax_gpu_handler_writes_xlas_result_buffer_on_xlas_stream(world):
+    """The JAX handler's CUDA branch on the stand-in driver: it orders the host's stream after
+    XLA's, the add's launch writes XLA's result buffer itself (no copy), and XLA's stream waits
+    for the launch."""
+    pytest.importorskip("jax", reason="JAX is not installed (scripts/setup installs it)")
+    from tenferro_host.interop import jax as tf_jax
+    from tenferro_host.interop._xla_ffi import BufferView
+
+    op = ExportedOp(world.host, ADD)
+    op._runtimes["cuda:0"] = world.rt  # the handler's runtime: the stand-in
+    args = [BufferView("float32", (256,), next(_addresses)) for _ in range(2)]
+    ret = BufferView("float32", (256,), next(_addresses))
+    call = types.SimpleNamespace(
+        args=args,
+        rets=[ret],
+        attrs={"attrs": "{}"},
+        stream=lambda: FRAMEWORK_STREAM,
+        device_ordinal=lambda: 0,
+    )
+    world.fake.calls.clear()
+    world.launches.clear()
+    tf_jax.JaxOp._execute(types.SimpleNamespace(op=op), call, gpu=True)
+    names = world.fake.names()
+    out, lhs, rhs = (int(a) for a in world.launches[-1][3:6])  # the add's (out, lhs, rhs, n)
+    assert (out, lhs, rhs) == (ret.address, args[0].address, args[1].address)
+    assert not any("Memcpy" in n for n in names)  # the result written in place: no copy
+    # wait_external before the launch, signal_external after: an event and a wait each
+    assert names.count("cuEventRecord") == names.count("cuStreamWaitEvent") == 2

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tenferro_host as tf
+from tenferro_host.provider import _op_plan
 
 jax = pytest.importorskip("jax", reason="JAX is not installed (scripts/setup installs it)")
 jnp = jax.numpy
@@ -29,6 +30,16 @@ def test_eager_jit_and_vmap(bridge_host: tf.Host) -> None:
     np.testing.assert_array_equal(jax.jit(add)(x, x), want)
     np.testing.assert_array_equal(jax.vmap(add)(x, x), want)
     np.testing.assert_array_equal(jax.jit(jax.vmap(add, in_axes=(1, 1)))(x, x), want.T)
+
+
+def test_a_planned_call_writes_each_calls_result_buffer(bridge_host: tf.Host) -> None:
+    add = jax.jit(tf_jax.export("ext_add_kernel.add"))
+    for k in range(4):  # the full path twice, then the op handle's replay into XLA's buffer
+        x = jnp.full((3, 5), float(k), jnp.float32)
+        np.testing.assert_array_equal(add(x, x), np.full((3, 5), 2.0 * k, np.float32))
+    if _op_plan.ENABLED:  # TENFERRO_OP_PLAN=0: the full path on every call
+        plans = bridge_host.op("ext_add_kernel.add")._plans  # call key -> its plan
+        assert [type(p).__name__ for key, p in plans.items() if key[1] == (3, 5)] == ["CpuReplay"]
 
 
 def test_several_outputs_and_attributes(bridge_host: tf.Host) -> None:
@@ -62,3 +73,9 @@ def test_export_arguments_are_checked(bridge_host: tf.Host) -> None:
     tf_jax.export("tfx.scale")
     with pytest.raises(tf.ValidationError, match="already exported"):
         tf_jax.export("tfx.scale", vmap_method="broadcast_all")
+
+
+def test_an_op_with_no_array_inputs(bridge_host: tf.Host) -> None:
+    ones = tf_jax.export("tfx.ones")
+    for _ in range(3):
+        np.testing.assert_array_equal(jax.jit(lambda: ones(n=4))(), np.ones(4, np.float32))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 import tenferro_host as tf
+from tenferro_host.provider import _op_plan
 
 torch = pytest.importorskip("torch", reason="torch is not installed (scripts/setup installs it)")
 
@@ -27,12 +30,46 @@ def test_values_and_the_registered_operator(bridge_host: tf.Host) -> None:
     assert add(a, a).stride() == (1, 2)  # the host's compact layout, as the fake kernel says
 
 
-def test_outputs_are_torch_allocations_written_in_place(bridge_host: tf.Host) -> None:
+def test_outputs_are_torch_allocations_written_in_place(
+    bridge_host: tf.Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[torch.Tensor] = []
+    empty = torch.empty
+
+    def recording_empty(*args: Any, **kwargs: Any) -> torch.Tensor:
+        made.append(empty(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(torch, "empty", recording_empty)
+    add = tf_torch.export("ext_add_kernel.add")
     a = torch.ones(1000)
-    out = tf_torch.export("ext_add_kernel.add")(a, a)
-    # a view of the buffer the runtime allocated through torch.empty: no copy was made
-    assert out._base is not None and out._base.numel() == 1000
-    assert torch.equal(out, a + a)
+    for _ in range(3):  # the full path, then the planned call (a replay): both write torch's
+        made.clear()
+        out = add(a, a)
+        # the buffer the runtime allocated through torch.empty itself: no copy was made
+        assert [m.data_ptr() for m in made] == [out.data_ptr()] and out.numel() == 1000
+        assert torch.equal(out, a + a)
+    b = torch.ones(4, 5)
+    for _ in range(3):
+        made.clear()
+        out = add(b, b)  # 2-D: a view of the flat buffer
+        assert out._base is made[0] and out.stride() == (1, 4)
+        assert torch.equal(out, b + b)
+    if _op_plan.ENABLED:  # TENFERRO_OP_PLAN=0: the full path on every call
+        plans = bridge_host.op("ext_add_kernel.add")._plans  # call key -> its plan
+        planned = {
+            key[1]: type(plan).__name__ for key, plan in plans.items() if key[0] == tf.float32
+        }
+        assert planned[(1000,)] == planned[(4, 5)] == "CpuReplay"  # the key's first input shape
+
+
+def test_inputs_that_require_grad_and_views(bridge_host: tf.Host) -> None:
+    add = tf_torch.export("ext_add_kernel.add")
+    x = torch.arange(12.0, requires_grad=True)
+    assert torch.equal(add(x, x).detach(), 2 * x.detach())  # forward only: no autograd formula
+    v = torch.arange(24.0).reshape(4, 6)[1:, ::2]  # offset and strides: a strided import
+    assert torch.equal(add(v, v), v + v)
+    assert torch.equal(add(v.T, v.T), (v + v).T)
 
 
 def test_an_output_aliasing_its_input_is_copied(bridge_host: tf.Host) -> None:
@@ -78,6 +115,10 @@ def test_wrong_inputs_get_typed_errors(bridge_host: tf.Host) -> None:
         add(torch.ones(2), torch.ones(3))
     with pytest.raises(tf.DTypeError, match="one dtype"):
         add(torch.ones(2), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(tf.DTypeError, match="int8 is not supported"):  # through numpy's view
+        add(torch.ones(2, dtype=torch.int8), torch.ones(2, dtype=torch.int8))
+    with pytest.raises(tf.ValidationError, match="through DLPack"):  # numpy has no bfloat16
+        add(torch.ones(2, dtype=torch.bfloat16), torch.ones(2, dtype=torch.bfloat16))
     with pytest.raises(tf.ValidationError, match="no attributes"):
         tf_torch.export("tfx.scale")(torch.ones(2), factr=2.0)
     with pytest.raises(tf.ValidationError, match="Python literal"):
