@@ -466,8 +466,6 @@ class CudaRuntime(Runtime):
         """A recorded op call replayed with ``cuLaunchKernel`` (:mod:`._replay`)."""
         from ._replay import RawReplay
 
-        if not recording.outputs or not all(t.numel for t in recording.outputs):
-            return None  # an empty output has no storage to allocate the way the seam did
         return RawReplay(self, recording)
 
     # -- events and synchronization ----------

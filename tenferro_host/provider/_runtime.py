@@ -159,7 +159,8 @@ class Runtime(ABC):
     def op_replay(self, recording: OpRecording) -> Any:
         """Provider hook: a replay of the recorded op call (called with the call's tensors, it
         returns the outputs or ``MISS``; its ``signature`` compares recordings), or None when
-        this backend cannot replay it (the op then stays on the full path)."""
+        this backend cannot replay it (the op then stays on the full path). The op handle asks
+        only for a recording that launched and returned its outputs, none of them empty."""
         return None
 
     def capture_refusal(self) -> str | None:
