@@ -9,10 +9,12 @@ list matches its kernel's PTX parameters (:mod:`.recording`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..dtypes import DType
 from ..dtypes import dtype as resolve_dtype
 from ..errors import ArgumentMismatchError, SymbolLookupError, TenferroError, UnsupportedError
 from ..ops import OpSpec
@@ -20,7 +22,7 @@ from ..tensor import Tensor
 from .backend_checks import reference_refusal, stored_dtypes
 from .case import CaseSkipped, CheckFailure, Settings
 from .checks import random_arrays
-from .suite_shapes import probe_sets
+from .suite_shapes import ShapeSet, probe_sets
 
 if TYPE_CHECKING:
     from ..provider._runtime import Runtime
@@ -102,6 +104,17 @@ class _RecordingJitExec:
         return _LaunchRecorder(self._ex.jit(op), self._seen)
 
 
+def _suite_inputs(
+    spec: OpSpec, cpu: Runtime, cfg: Settings, dtypes: Iterable[DType]
+) -> Iterator[tuple[DType, ShapeSet, list[Tensor]]]:
+    """Each dtype over the small shape sets, uploaded to ``cpu``, where the reference takes it."""
+    for dt in dtypes:
+        for shape_set in probe_sets(spec, cfg.attrs):
+            arrays = random_arrays(shape_set.shapes, dt)
+            if reference_refusal(spec, arrays, cfg) is None:
+                yield dt, shape_set, [cpu.upload(a) for a in arrays]
+
+
 def check_dsl_compiles(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
     """Each DSL kernel the ``dsl`` variant launches (seen on the CPU interpreter: every
     declared dtype over the small shape sets) compiles for cuda (NVRTC) and WGSL; a typed
@@ -109,18 +122,13 @@ def check_dsl_compiles(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
     from ..kernel.compile_only import compile_only
 
     seen: dict[Any, tuple[Any, list[Any], dict[str, Any]]] = {}
-    for dt in stored_dtypes(spec, cpu):
-        for shape_set in probe_sets(spec, cfg.attrs):
-            arrays = random_arrays(shape_set.shapes, dt)
-            if reference_refusal(spec, arrays, cfg) is not None:
-                continue
-            tensors = [cpu.upload(a) for a in arrays]
-            with cpu.session() as bs:
-                ex = _RecordingJitExec(bs.exec_session(), seen)
-                try:
-                    spec.variants["dsl"](ex, *tensors, **cfg.attrs)
-                except TenferroError:
-                    continue  # the variant refused the dtype or shape with a typed error
+    for _, _, tensors in _suite_inputs(spec, cpu, cfg, stored_dtypes(spec, cpu)):
+        with cpu.session() as bs:
+            ex = _RecordingJitExec(bs.exec_session(), seen)
+            try:
+                spec.variants["dsl"](ex, *tensors, **cfg.attrs)
+            except TenferroError:
+                continue  # the variant refused the dtype or shape with a typed error
     if not seen:
         raise CaseSkipped("the dsl variant launched no kernel on the suite's shapes")
     try:
@@ -155,24 +163,19 @@ def check_raw_launches(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
         )
     _nvrtc_or_skip()
     launched = 0
-    for dt in [resolve_dtype(n) for n in spec.signature.dtypes]:
-        for shape_set in probe_sets(spec, cfg.attrs):
-            arrays = random_arrays(shape_set.shapes, dt)
-            if reference_refusal(spec, arrays, cfg) is not None:
-                continue
-            tensors = [cpu.upload(a) for a in arrays]
-            with cpu.session() as bs:
-                ex = RecordingExecSession(bs.exec_session(), spec.kernels)
-                try:
-                    spec.variants["cuda-raw"](ex, *tensors, **cfg.attrs)
-                except (ArgumentMismatchError, SymbolLookupError) as exc:
-                    raise CheckFailure(
-                        f"op {spec.name!r}, variant 'cuda-raw' ({dt.name}, shape "
-                        f"{shape_set}): {exc}"
-                    ) from exc
-                except TenferroError:
-                    continue  # the variant refused the dtype or shape with a typed error
-            launched += sum(len(rs.launches) for rs in ex.raw_sessions)
+    dtypes = [resolve_dtype(n) for n in spec.signature.dtypes]
+    for dt, shape_set, tensors in _suite_inputs(spec, cpu, cfg, dtypes):
+        with cpu.session() as bs:
+            ex = RecordingExecSession(bs.exec_session(), spec.kernels)
+            try:
+                spec.variants["cuda-raw"](ex, *tensors, **cfg.attrs)
+            except (ArgumentMismatchError, SymbolLookupError) as exc:
+                raise CheckFailure(
+                    f"op {spec.name!r}, variant 'cuda-raw' ({dt.name}, shape {shape_set}): {exc}"
+                ) from exc
+            except TenferroError:
+                continue  # the variant refused the dtype or shape with a typed error
+        launched += sum(len(rs.launches) for rs in ex.raw_sessions)
     if not launched:
         raise CaseSkipped("the cuda-raw variant launched no kernel on the suite's shapes")
 
