@@ -302,6 +302,10 @@ class _Emitter(SubgroupEmitter, MatrixEmitter):
     def visit_ArrayStride(self, e: ir.ArrayStride) -> str:
         return meta_name(e.array, "stride", e.axis)
 
+    def visit_AxisIndex(self, e: ir.AxisIndex) -> str:
+        """The index itself: only the interpreter checks it against its dimension."""
+        return self.expr(e.value)
+
     def visit_Load(self, e: ir.Load) -> str:
         code = f"{self.memory(e.array)}[{self.expr(e.index)}]"
         return f"({code} != 0)" if e.type is bool_ else code

@@ -208,6 +208,10 @@ class _Emitter(wgsl_subgroup.SubgroupEmitter, MatrixEmitter):
         p = self.spec.ir.param(e.array)
         return self.param_word(e.array, 2 + (p.ndim or 0) + e.axis)
 
+    def visit_AxisIndex(self, e: ir.AxisIndex) -> str:
+        """The index itself: only the interpreter checks it against its dimension."""
+        return self.expr(e.value)
+
     def visit_Load(self, e: ir.Load) -> str:
         return self.load(e.array, e.index, e.type)
 

@@ -37,6 +37,7 @@ class SharedState:
     def __init__(self, decl: ir.SharedArray, size: int, ncubes: int) -> None:
         self.decl = decl
         self.size = size  # elements per cube: the declared size, or the launch's
+        self.shape = (size,) if decl.size_param is not None else decl.shape  # sized: 1-D
         n = ncubes * size
         self.data = np.zeros(n, decl.dtype.numpy)
         self.written = np.zeros(n, bool)

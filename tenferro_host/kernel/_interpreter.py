@@ -8,8 +8,10 @@ Semantics match the GPU targets: integers wrap around (u32 indices too), ``//`` 
 truncate toward zero, f16/f32 arithmetic stays in its type (each operation rounds), float
 division by zero gives inf/nan. Where a GPU would silently misbehave the interpreter raises a
 typed :class:`ValidationError` naming kernel, file and line: an out-of-bounds array access by an
-active thread (the bound is the view's extent: ``1 + sum((shape[k]-1) * stride[k])``), an integer
-division or remainder by zero, and a ``range`` step of zero.
+active thread (each index of ``a[i, j]`` against its own dimension, :class:`ir.AxisIndex`; a
+linear index against the view's extent, ``1 + sum((shape[k]-1) * stride[k])``, which is its
+length on the compact views that take one), an integer division or remainder by zero, and a
+``range`` step of zero.
 
 Cooperation (shared arrays, ``K.sync_cube()``, atomics): the units of a cube run in lock-step
 between barriers, every statement for all of them, which is one legal GPU schedule. What a GPU
@@ -402,6 +404,24 @@ class _Machine(SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
 
     def visit_ArrayStride(self, e: ir.ArrayStride, active: np.ndarray[Any, Any]) -> Any:
         return np.uint32(self.arrays[e.array].strides[e.axis])
+
+    def visit_AxisIndex(self, e: ir.AxisIndex, active: np.ndarray[Any, Any]) -> Any:
+        value = self.expr(e.value, active)
+        state = self.shared.get(e.array)
+        size = self.arrays[e.array].shape[e.axis] if state is None else state.shape[e.axis]
+        lanes = self.lanes(value)
+        bad = active & ((lanes < 0) | (lanes >= size))
+        if bad.any():
+            what = "array" if state is None else "shared array"
+            raise self.fail(
+                e,
+                f"index {lanes[bad][0]} along dimension {e.axis} of {what} {e.array!r} is out "
+                f"of bounds ({e.array}.shape[{e.axis}] is {size}); guard the access with "
+                f"{e.array}.shape[{e.axis}]",
+                bad,
+                argument=e.array if state is None else None,
+            )
+        return value
 
     def visit_Load(self, e: ir.Load, active: np.ndarray[Any, Any]) -> Any:
         index = self.expr(e.index, active)

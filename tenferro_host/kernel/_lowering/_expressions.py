@@ -192,8 +192,11 @@ class ExpressionLowering(LowererBase):
         return total
 
     def strided(self, k: ir.Expr, array: ArrayRef, axis: int, line: int) -> ir.Expr:
-        """``k * array.stride[axis]`` in u32 (a shared array's strides are constants)."""
+        """``k * array.stride[axis]`` in u32 (a shared array's strides are constants), ``k``
+        marked as the index along ``axis`` (:class:`ir.AxisIndex`: the interpreter checks it
+        against that dimension, before the cast, so a negative one reads as such)."""
         u32 = dtypes.uint32
+        k = ir.AxisIndex(array.name, axis, k, type=k.type, line=line)
         if k.type is not u32:
             k = ir.Cast(k, type=u32, line=line)
         stride: ir.Expr

@@ -115,6 +115,19 @@ class ArrayStride(Expr):
 
 
 @dataclass(frozen=True)
+class AxisIndex(Expr):
+    """``value`` (an integer, ``type``) as the index along dimension ``axis`` of ``array`` (a
+    parameter or a shared array): one index of ``a[i, j]``, or the linear index of a strided 1-D
+    view. Targets compute ``value`` and scale it by the stride; the interpreter first refuses
+    one outside ``[0, a.shape[axis])``, which a GPU would quietly take to another element of
+    the storage (the view's linear span does not bound each dimension)."""
+
+    array: str
+    axis: int
+    value: Expr
+
+
+@dataclass(frozen=True)
 class Load(Expr):
     """``a[index]``: element ``offset + index`` of the storage; ``index`` has an integer type."""
 
@@ -352,6 +365,7 @@ EXPRESSIONS: tuple[type[Expr], ...] = (
     ArrayLen,
     ArrayShape,
     ArrayStride,
+    AxisIndex,
     Load,
     Atomic,
     Unary,
