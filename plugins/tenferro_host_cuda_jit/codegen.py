@@ -205,7 +205,7 @@ class CudaKernelSource:
 #: unfolded launch (physical grid = logical count), and a folded one (works for every launch).
 GRID_1D, GRID_DIRECT, GRID_FOLDED = "1d", "direct", "folded"
 
-MAX_STATIC_SHARED_BYTES = 48 * 1024
+MAX_STATIC_SHARED_BYTES = ir.CUBE_SHARED_BYTES
 """Static ``__shared__`` memory a CUDA kernel may declare (more needs dynamic shared memory)."""
 
 

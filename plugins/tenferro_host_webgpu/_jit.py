@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tenferro_host import InvalidLaunchConfigError, Tensor, UnsupportedError
-from tenferro_host.kernel import Specialization
+from tenferro_host.kernel import Specialization, ir
 from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession, Memo, memo
 
 from . import wgsl, wgsl_cache, wgsl_canary, wgsl_subgroup, wgsl_types
@@ -124,17 +124,20 @@ class WebGpuJitSession(JitSession):
             f", and its subgroup operations add {fallback} bytes (the fallback's workgroup array, "
             f"4 per unit of the cube of {units} units: the adapter has no '{feature}' feature)"
         )
-        raise UnsupportedError(
-            f"kernel {spec.kernel_name!r} declares {nbytes} bytes of shared arrays (at this "
-            f"launch's sizes){added if fallback else ''}; the adapter grants {limit} bytes of "
-            "workgroup storage: use smaller shared arrays"
-            + (
+        raise ir.shared_memory_error(
+            spec.ir,
+            nbytes,
+            limit,
+            "the adapter",
+            "workgroup storage",
+            backend=self.runtime.name,
+            feature="maxComputeWorkgroupStorageSize",
+            added=added if fallback else "",
+            fix=(
                 f" or a smaller cube, or an adapter with the '{feature}' feature"
                 if fallback
                 else ""
             ),
-            backend=self.runtime.name,
-            feature="maxComputeWorkgroupStorageSize",
         )
 
     def _dispatch(self, launch: JitLaunch) -> PlannedDispatch:

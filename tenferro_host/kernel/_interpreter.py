@@ -11,7 +11,8 @@ typed :class:`ValidationError` naming kernel, file and line: an out-of-bounds ar
 active thread (each index of ``a[i, j]`` against its own dimension, :class:`ir.AxisIndex`; a
 linear index against the view's extent, ``1 + sum((shape[k]-1) * stride[k])``, which is its
 length on the compact views that take one), an integer division or remainder by zero, and a
-``range`` step of zero.
+``range`` step of zero. A cube's shared arrays fit :data:`ir.CUBE_SHARED_BYTES`, checked before
+they are allocated.
 
 Cooperation (shared arrays, ``K.sync_cube()``, atomics): the units of a cube run in lock-step
 between barriers, every statement for all of them, which is one legal GPU schedule. What a GPU
@@ -519,6 +520,24 @@ class _Machine(SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
         return value.astype(np.uint32)
 
 
+def _check_shared_memory(kernel: ir.KernelIR, args: Sequence[ArrayArg | Any]) -> None:
+    """A cube's shared arrays at this launch's sizes fit :data:`ir.CUBE_SHARED_BYTES`, checked
+    before the machine allocates them for every cube (a size parameter of 2**30 would exhaust
+    the host's memory instead)."""
+    sizes = kernel.shared_sizes(args)
+    ir.check_shared_sizes(kernel, sizes)
+    nbytes = ir.shared_bytes(kernel, sizes)
+    if nbytes > ir.CUBE_SHARED_BYTES:
+        raise ir.shared_memory_error(
+            kernel,
+            nbytes,
+            ir.CUBE_SHARED_BYTES,
+            "the CPU interpreter",
+            "shared memory per cube (what every CUDA GPU gives a block)",
+            feature=f"shared memory beyond {ir.CUBE_SHARED_BYTES} bytes per cube",
+        )
+
+
 def run(
     spec: Specialization,
     count: Grid,
@@ -582,7 +601,7 @@ def run(
             "split the work",
             feature="2^32 or more threads per launch",
         )
-    ir.check_shared_sizes(spec.ir, spec.ir.shared_sizes(args))
+    _check_shared_memory(spec.ir, args)
     check_subgroup_size(subgroup_size)
     machine = _Machine(spec, count, dim, args, subgroup_size)
     with np.errstate(all="ignore"):

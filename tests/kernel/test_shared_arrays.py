@@ -1,6 +1,7 @@
 """Shared arrays sized at launch (``K.shared(T, n)``, ``n`` a scalar parameter) and shared arrays
 of more than one dimension (``K.shared(T, (d0, d1))``, column-major) in the interpreter, the
-front-end and the CUDA C generator (compiled by NVRTC, no GPU needed)."""
+front-end and the CUDA C generator (compiled by NVRTC, no GPU needed); the interpreter's budget
+of shared memory per cube (``ir.CUBE_SHARED_BYTES``), checked before it allocates."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from test_frontend import assert_dsl_error
 import tenferro_host as tf
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
-from tenferro_host.errors import InvalidLaunchConfigError, ValidationError
+from tenferro_host.errors import InvalidLaunchConfigError, UnsupportedError, ValidationError
 from tenferro_host.kernel import ir
 
 RNG = np.random.default_rng(26)
@@ -54,6 +55,57 @@ def test_a_dynamic_size_below_one_is_refused(n: int) -> None:
         out = js.alloc_output("float32", (16,))
         with pytest.raises(InvalidLaunchConfigError, match="sized by 'm'"):
             js.launch(sk.two_dynamic, 2, 8, out, 8, n)
+
+
+@K.kernel
+def dynamic_copy(out: K.Array[K.f32], x: K.Array[K.f32], n: K.u32):
+    s = K.shared(K.f32, n)
+    u = K.UNIT_POS
+    s[u] = x[u]
+    K.sync_cube()
+    out[u] = s[u]
+
+
+@K.kernel
+def static_copy(out: K.Array[K.f32], x: K.Array[K.f32], N: K.Const[int]):  # noqa: N803
+    s = K.shared(K.f32, N)
+    u = K.UNIT_POS
+    s[u] = x[u]
+    K.sync_cube()
+    out[u] = s[u]
+
+
+#: f32 elements of the shared memory the CPU interpreter grants a cube
+ELEMENTS = ir.CUBE_SHARED_BYTES // 4
+
+
+def test_a_dynamic_array_beyond_the_cpu_budget_is_refused_before_it_is_allocated() -> None:
+    cpu = tf.Host().backend("cpu")
+    x = cpu.upload(RNG.standard_normal(32).astype(np.float32))
+    with cpu.session() as s, tf.cpu.exec_session(s).jit("tests.shared") as js:
+        out = js.alloc_output("float32", (32,))
+        js.launch(dynamic_copy, 1, 32, out, x, ELEMENTS)
+        np.testing.assert_array_equal(out.download(), x.download())
+        for n in (ELEMENTS + 1, 2 * ELEMENTS):
+            with pytest.raises(UnsupportedError) as info:
+                js.launch(dynamic_copy, 1, 32, out, x, n)
+            nbytes = 16 * -(-4 * n // 16)  # CUDA's layout: 16-byte aligned dynamic arrays
+            message = str(info.value)
+            assert f"'dynamic_copy' declares {nbytes} bytes of shared arrays" in message
+            assert f"grants {ir.CUBE_SHARED_BYTES} bytes of shared memory per cube" in message
+
+
+def test_static_and_dynamic_arrays_share_the_budget_on_every_interpreter_run() -> None:
+    x = View.compact(np.zeros(32, np.float32))
+    out = View.compact(np.zeros(16, np.float32))
+    on_interpreter(static_copy, 1, 32, x, x, N=ELEMENTS)
+    with pytest.raises(UnsupportedError, match=f"{4 * ELEMENTS + 4} bytes of shared arrays"):
+        on_interpreter(static_copy, 1, 32, x, x, N=ELEMENTS + 1)
+    # two_dynamic: 4 static f32 (16 bytes), m i32 then n = 16 f32 (64 bytes) sized at launch
+    m = ELEMENTS - 20
+    on_interpreter(sk.two_dynamic, 1, 16, out, np.uint32(16), np.int32(m))
+    with pytest.raises(UnsupportedError, match=f"{ir.CUBE_SHARED_BYTES + 16} bytes"):
+        on_interpreter(sk.two_dynamic, 1, 16, out, np.uint32(16), np.int32(m + 1))
 
 
 def test_a_dynamic_array_through_the_cpu_jit_session() -> None:

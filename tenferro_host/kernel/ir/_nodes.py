@@ -544,6 +544,45 @@ def dynamic_shared_layout(kernel: KernelIR, sizes: Sequence[int]) -> tuple[tuple
     return tuple(offsets), total
 
 
+CUBE_SHARED_BYTES = 48 * 1024
+"""Shared memory every CUDA GPU gives a block without opting in to more: CUDA's limit on static
+``__shared__`` arrays, and the CPU interpreter's budget per cube, so that a launch it runs fits
+a GPU and a huge launch-sized array is refused before the interpreter allocates it (with its
+race bookkeeping, some 50 bytes per element of each cube)."""
+
+
+def shared_bytes(kernel: KernelIR, sizes: Sequence[int]) -> int:
+    """Bytes of one cube's shared arrays at a launch's ``sizes`` (those of the arrays sized at
+    launch) as CUDA lays them out: the static arrays, then :func:`dynamic_shared_layout`'s."""
+    static = sum(a.size * a.dtype.itemsize for a in kernel.shared if a.size_param is None)
+    return static + dynamic_shared_layout(kernel, sizes)[1]
+
+
+def shared_memory_error(
+    kernel: KernelIR,
+    nbytes: int,
+    limit: int,
+    who: str,
+    memory: str,
+    *,
+    feature: str,
+    backend: str | None = None,
+    added: str = "",
+    fix: str = "",
+) -> UnsupportedError:
+    """The refusal of a launch whose cube needs more than a target's ``limit`` bytes of shared
+    memory (the caller compares, so a launch that fits costs no call): ``nbytes`` of shared
+    arrays at the launch's sizes, and what the target adds as ``added`` says. It reads "``who``
+    grants ``limit`` bytes of ``memory``"; ``fix`` adds remedies to "use smaller shared
+    arrays"."""
+    return UnsupportedError(
+        f"kernel {kernel.name!r} declares {nbytes} bytes of shared arrays (at this launch's "
+        f"sizes){added}; {who} grants {limit} bytes of {memory}: use smaller shared arrays{fix}",
+        backend=backend,
+        feature=feature,
+    )
+
+
 def check_shared_sizes(kernel: KernelIR, sizes: Sequence[int]) -> None:
     """Each dynamic shared array gets 1 to ``U32_MAX`` elements (its size parameter's value)."""
     for a, n in zip(kernel.dynamic_shared, sizes, strict=True):
