@@ -3,10 +3,10 @@ the CPU interpreter, the reference; every generated kernel also compiles to an s
 NVRTC (no GPU needed).
 
 CI runs ``TENFERRO_DIFF_KERNELS`` kernels (default 180) from seed ``TENFERRO_DIFF_SEED``
-(default 2026), in test items of :data:`CHUNK` kernels; a GPU run sets more, e.g.
-``TENFERRO_DIFF_KERNELS=1000``. Each failure names the
-kernel, the target and the first differing thread, and writes the generated module to the
-pytest temporary directory so it can be run again.
+(default 2026), in test items of :data:`CHUNK` kernels (fragments: :data:`FRAGMENT_CHUNK`); a
+GPU run sets more, e.g. ``TENFERRO_DIFF_KERNELS=1000``. Each failure names the kernel, the target
+and the first differing thread, and writes the generated module to the pytest temporary directory
+so it can be run again.
 
 What must match, per generated kernel (``docs/dsl-guide.md``, "Numeric rules"):
 
@@ -53,7 +53,20 @@ OUTPUTS = ("fo", "io", "bo", "fa", "vo")
 CHUNK = 60
 """Kernels per test item: each item stays well inside a per-test timeout (the GPU runner's is
 120 s), however many kernels a run asks for."""
-CHUNKS = range(-(-COUNT // CHUNK))
+FRAGMENT_CHUNK = 6
+"""Fragment kernels per test item: llvmpipe takes seconds for each (24 in one item timed out
+at 300 s on a loaded 2-core machine)."""
+
+
+def _chunks(count: int, size: int) -> range:
+    """The test items' indices for ``count`` kernels, ``size`` per item."""
+    return range(-(-count // size))
+
+
+def _chunk(items: list[Any], k: int, size: int = CHUNK) -> list[tuple[int, Any]]:
+    """Item ``k``'s share of ``items``, each with its index (its input seed)."""
+    return list(enumerate(items))[k * size : (k + 1) * size]
+
 
 #: (target, float type) -> rtol, atol for ``fa`` per approximate operation. WGSL leaves ``/`` at
 #: 2.5 ulp, ``sqrt`` and the transcendental functions to the implementation, and ``fma`` may not
@@ -197,11 +210,7 @@ def _runs_on(target: str, floats: set[str], profile: dsl_fuzz.Profile) -> bool:
     return profile.float_type in floats
 
 
-def _chunk(kernels: list[dsl_fuzz.GeneratedKernel], k: int):
-    return list(enumerate(kernels))[k * CHUNK : (k + 1) * CHUNK]
-
-
-@pytest.mark.parametrize("chunk", CHUNKS)
+@pytest.mark.parametrize("chunk", _chunks(COUNT, CHUNK))
 @pytest.mark.parametrize("target", _targets())
 def test_generated_kernels_agree_with_the_interpreter(target, chunk, generated):
     module, kernels, path = generated
@@ -229,7 +238,7 @@ def test_generated_kernels_agree_with_the_interpreter(target, chunk, generated):
     assert not failures, "\n".join(failures[:20])
 
 
-@pytest.mark.parametrize("chunk", CHUNKS)
+@pytest.mark.parametrize("chunk", _chunks(COUNT, CHUNK))
 def test_generated_kernels_compile_for_sm90(chunk, generated):
     module, kernels, _path = generated
     from tenferro_host_cuda_jit.codegen import generate
@@ -271,23 +280,25 @@ def _fragment_failure(fk: Any, where: str, expected: np.ndarray, got: np.ndarray
     return f"{fk.name} ({fk}) on {where}: d[{t}] expected {expected[t]!r}, got {got[t]!r}"
 
 
+@pytest.mark.parametrize("chunk", _chunks(FRAGMENT_COUNT, FRAGMENT_CHUNK))
 @pytest.mark.parametrize(
     "target", ["interpreter", pytest.param("webgpu", marks=pytest.mark.webgpu, id="webgpu")]
 )
-def test_fragment_kernels_agree_with_numpy_bit_for_bit(target, fragments):
+def test_fragment_kernels_agree_with_numpy_bit_for_bit(target, chunk, fragments):
     """Random fragment tile products of small integers (every partial sum exact): the
     interpreter and WebGPU give numpy's bits, the sentinel outside the stored tiles included."""
     module, kernels, path = fragments
     rt, jit, _ = _target(target) if target == "webgpu" else (None, None, None)
     failures = []
-    for n, fk in enumerate(kernels):
+    mine = _chunk(kernels, chunk, FRAGMENT_CHUNK)
+    for n, fk in mine:
         args = fragment_fuzz.inputs(SEED + n, fk)
         got = _fragment_run(getattr(module, fk.name), args, rt, jit)
         problem = _fragment_failure(fk, target, fragment_fuzz.expected(fk, args), got)
         if problem:
             failures.append(problem)
-    print(f"differential: {len(kernels)} fragment kernels x {target} (seed {SEED}) in {path}")
-    assert not failures, "\n".join(failures[:10])
+    print(f"differential: {len(mine)} fragment kernels x {target} (seed {SEED}) in {path}")
+    assert mine and not failures, "\n".join(failures[:10])
 
 
 def test_fragment_kernels_compile_for_sm90(fragments):
