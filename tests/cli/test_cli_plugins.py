@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.install_kind import install_kind
+
+from tenferro_host._loader import module_file
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -138,10 +141,12 @@ def test_builtin_only_imports_no_third_party_plugin(subproc, fixture_dists):
 def test_plugins_table_shows_install_kind_and_each_plugin_file(subproc):
     proc = subproc.cli("plugins", TENFERRO_PLUGINS="ext_add_kernel")
     assert proc.returncode == 0, proc.stderr
-    assert "editable" in proc.stdout and "allow-list" in proc.stdout
+    assert "allow-list" in proc.stdout
     code = proc.stdout.split("Code:\n", 1)[1].splitlines()
     ext = next(line for line in code if line.split()[0] == "ext_add_kernel")
     assert ext.split()[1].endswith(str(Path("ext_add_kernel") / "plugin.py"))
+    row = next(line for line in proc.stdout.splitlines() if " ext_add_kernel " in line)
+    assert install_kind("ext-add-kernel", module_file("ext_add_kernel.plugin") or "") in row
 
 
 def test_an_unknown_allow_list_name_is_a_one_line_error(subproc):

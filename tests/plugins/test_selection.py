@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import pytest
+from support.install_kind import install_kind
 
 import tenferro_host as tf
 from tenferro_host._loader import PluginRecord, module_file, plugin_source
@@ -96,24 +97,37 @@ def test_where_a_plugin_comes_from_is_found_without_importing_it() -> None:
     assert source["file"] is not None and source["file"].endswith(
         os.path.join("ext_add_kernel", "plugin.py")
     )
-    assert source["install"] == "editable"  # scripts/setup installs the example with -e
+    # editable from scripts/setup, installed from the wheels scripts/gpu-tests installs
+    assert source["install"] == install_kind("ext-add-kernel", source["file"])
     assert source["url"] is not None and source["url"].startswith("file://")
     cpu = plugin_source(records["cpu"])
     assert cpu["file"] is not None and cpu["file"].endswith(os.path.join("_cpu", "__init__.py"))
     assert module_file("no_such_module_anywhere.sub") is None
 
 
-def test_a_distribution_without_direct_url_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PEP 610: pip writes ``direct_url.json`` for a local or editable install only; a wheel
-    from an index has none."""
+@pytest.mark.parametrize(
+    ("direct_url", "install", "url"),
+    [
+        (None, "installed", None),  # a wheel from an index: pip writes no direct_url.json
+        ('{"url": "file:///w/x.whl", "archive_info": {}}', "installed", "file:///w/x.whl"),
+        ('{"url": "file:///src", "dir_info": {"editable": true}}', "editable", "file:///src"),
+        ('{"url": "file:///src", "dir_info": {}}', "installed", "file:///src"),
+    ],
+    ids=["index", "wheel-file", "editable", "local-dir"],
+)
+def test_the_install_kind_is_read_from_direct_url(
+    monkeypatch: pytest.MonkeyPatch, direct_url: str | None, install: str, url: str | None
+) -> None:
+    """PEP 610: ``dir_info.editable`` marks an editable install; any other record, or none, an
+    installed one, whatever this checkout's own install kind is."""
     from importlib import metadata
 
     real = metadata.distribution("ext-add-kernel")
 
-    class FromIndex:
+    class Recorded:
         def read_text(self, name: str) -> str | None:
-            return None if name == "direct_url.json" else real.read_text(name)
+            return direct_url if name == "direct_url.json" else real.read_text(name)
 
-    monkeypatch.setattr(metadata, "distribution", lambda name: FromIndex())
+    monkeypatch.setattr(metadata, "distribution", lambda name: Recorded())
     record = PluginRecord("ext_add_kernel", "ext-add-kernel", "0.1.0", "disabled", module="x")
-    assert plugin_source(record) == {"file": None, "install": "installed", "url": None}
+    assert plugin_source(record) == {"file": None, "install": install, "url": url}
