@@ -15,7 +15,8 @@ files before the replay, wgpu-py's files counted one by one). The full path
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib.util
+import os
 
 import numpy as np
 import pytest
@@ -24,7 +25,6 @@ from support.call_budget import call_trace, calls_per_op
 from tenferro_host.provider import _op_plan
 
 ADD = "ext_add_kernel.add"
-ROOT = str(Path(__file__).resolve().parents[2])
 WGPU_PY = "wgpu-py (with the stdlib it calls)"
 
 #: cProfile calls per call: {planned: budget}; planned, 187 (the dispatch in wgpu-py) + 45 (ours)
@@ -35,9 +35,28 @@ CALLS = {True: 235, False: 490}
 TRACE = {True: (12, 18, 3), False: (26, 106, 15)}
 
 
+def _package_dir(name: str) -> str:
+    """Where package ``name`` lies, found without importing it: a source tree or site-packages,
+    whichever way the project is installed."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.submodule_search_locations, name
+    return os.path.join(next(iter(spec.submodule_search_locations)), "")
+
+
+PROJECT = tuple(
+    _package_dir(name)
+    for name in (
+        "tenferro_host",
+        "tenferro_host_webgpu",
+        "tenferro_host_cuda_jit",
+        "ext_add_kernel",
+    )
+)
+
+
 def _library(filename: str) -> str | None:
     """wgpu-py's files and the stdlib's: one unit; the project's (and generated code) as is."""
-    ours = filename.startswith(ROOT) and "site-packages" not in filename
+    ours = filename.startswith(PROJECT)
     return None if ours or filename.startswith("<") else WGPU_PY
 
 
