@@ -47,6 +47,7 @@ from .tensor import Tensor
 
 if TYPE_CHECKING:
     from ._host import Host
+    from ._rules import Rule
     from .ops import OpSpec
     from .provider._registry import OpRecord
     from .provider._runtime import Runtime
@@ -63,12 +64,14 @@ class OpHandle:
 
     __slots__ = (
         "_attr_types",
+        "_dtype_rule",
         "_host",
         "_inputs",
         "_ops",
         "_outputs",
         "_plans",
         "_same",
+        "_shape_rule",
         "_variants",
         "name",
         "record",
@@ -87,9 +90,8 @@ class OpHandle:
         self._inputs = tuple(sig.inputs)
         self._outputs = tuple(sig.outputs)
         self._attr_types = dict(sig.attributes)
-        self._same = (
-            len(self._outputs) == 1 and sig.dtype_rule == "same" and sig.shape_rule == "same"
-        )
+        self._dtype_rule, self._shape_rule = sig.rule("dtype_rule"), sig.rule("shape_rule")
+        self._same = len(self._outputs) == 1 and self._dtype_rule is self._shape_rule is None
         #: runtime kind -> (variant kind, variant callable)
         self._variants: dict[str, tuple[str, Callable[..., Any]]] = {}
         #: call key -> its replay, or what the key's recordings gave so far (provider._op_plan)
@@ -356,7 +358,6 @@ class OpHandle:
                 argument="outputs",
                 op=self.name,
             )
-        sig = self.spec.signature
         dtypes = shapes = None
         for i, (out_name, value) in enumerate(zip(outputs, values, strict=True)):
             where = f"op {self.name!r} (variant {variant!r}) output {out_name!r}"
@@ -384,9 +385,9 @@ class OpHandle:
             if not tensors:
                 continue  # no inputs: the rules have nothing to derive from
             if dtypes is None:
-                n = len(outputs)
-                dtypes = output_rule(sig.dtype_rule, [t.dtype for t in tensors], n, attrs)
-                shapes = output_rule(sig.shape_rule, [t.shape for t in tensors], n, attrs)
+                n, name = len(outputs), self.name
+                dtypes = output_rule(self._dtype_rule, [t.dtype for t in tensors], n, attrs, name)
+                shapes = output_rule(self._shape_rule, [t.shape for t in tensors], n, attrs, name)
             assert shapes is not None
             want_dtype = dtypes[i]
             if value.dtype is not want_dtype and value.dtype != dtype(want_dtype):
@@ -509,15 +510,18 @@ def convert_attribute(value: Any, want: type) -> Any:
 
 
 def output_rule(
-    rule: Any, values: Sequence[Any], n_outputs: int, attrs: Mapping[str, Any] | None = None
+    rule: Rule | None,
+    values: Sequence[Any],
+    n_outputs: int,
+    attrs: Mapping[str, Any] | None,
+    op: str,
 ) -> tuple[Any, ...]:
-    """What a ``dtype_rule``/``shape_rule`` gives for the inputs' dtypes or shapes, one per
-    output: ``"same"`` repeats the first input's (None without inputs); a callable gets them
-    positionally and the call's attributes by keyword, and returns one value (a single output)
-    or a tuple of ``n_outputs``."""
-    if rule == "same":
+    """What a ``dtype_rule``/``shape_rule`` of op ``op`` (``Signature.rule``) gives for the
+    inputs' dtypes or shapes, one per output: None (``"same"``) repeats the first input's (None
+    without inputs); a rule returns one value (a single output) or a tuple of ``n_outputs``."""
+    if rule is None:
         return (values[0] if values else None,) * n_outputs  # no inputs: nothing to derive
-    got = rule(*values, **attrs) if attrs else rule(*values)
+    got = rule(op, values, attrs)
     if n_outputs == 1 and not _is_sequence_of_outputs(got):
         return (got,)
     return tuple(got)

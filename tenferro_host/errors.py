@@ -202,6 +202,16 @@ class PluginError(TenferroError):
     """A plugin that failed to load, register or validate (fatal only in strict mode)."""
 
 
+class RuleError(PluginError):
+    """An op's rule (``rule``: ``dtype_rule``, ``shape_rule``, ``reduction_length``,
+    ``shapes``) that raised something other than a typed error: the op package's bug, always
+    raised; the rule's own exception is kept as ``__cause__``."""
+
+    def __init__(self, message: str, *, rule: str | None = None, op: str | None = None) -> None:
+        super().__init__(message, op=op)
+        self.rule = rule
+
+
 class DslError(TenferroError):
     """Kernel DSL source the front-end cannot compile, located at file:line:column."""
 
@@ -242,6 +252,7 @@ __all__ = [
     "OutOfMemoryError",
     "PeerAccessError",
     "PluginError",
+    "RuleError",
     "RuntimeStateError",
     "SessionClosedError",
     "ShapeError",

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _shapes
+from ._rules import Rule, bind
 from ._shapes import ShapeDecl
-from .errors import ValidationError
+from .errors import RuleError, ValidationError
 
 #: Variant kinds an op may declare; ``dsl`` expands to every backend with JIT_KERNEL.
 VARIANT_KINDS = ("cpu", "cuda-raw", "dsl")
@@ -49,13 +50,16 @@ class Signature:
 
     ``dtypes`` lists the input dtypes the op accepts (the CLI draws random inputs from it);
     ``dtype_rule``/``shape_rule`` are ``"same"`` (every input and output alike) or callables
-    that take the input dtypes/shapes positionally and the call's attributes by keyword and
-    return the output dtype/shape (a tuple of them when there are several outputs).
+    that take the input dtypes/shapes positionally and return the output dtype/shape (a tuple
+    of them when there are several outputs). A rule gets, by keyword, the attributes it names
+    among its parameters (every one with ``**kwargs``), none otherwise (:mod:`._rules`); a
+    parameter without a default that is neither an input's slot nor an attribute is refused
+    here.
 
     ``shapes`` declares each input's dimensions by symbols the inputs share (``{"a": ("m",
     "k"), "b": ("k", "n")}``; a size such as ``3`` is fixed, ``"*batch"`` is any number of
-    dimensions), or is a callable taking the attributes by keyword and returning that mapping
-    (None where it cannot say); ``samples`` are symbol sizes ``run`` uses by default
+    dimensions), or is a callable of the attributes it names (by keyword) returning that
+    mapping (None where it cannot say); ``samples`` are symbol sizes ``run`` uses by default
     (``{"m": 64, "k": 32, "n": 16}``); ``sample_attributes`` are the attribute values the kit
     passes when the caller gives none. The conformance suite and ``run`` draw shapes from the
     declaration; an op that declares none gets every input of one shape (1-D by default).
@@ -70,6 +74,23 @@ class Signature:
     shapes: ShapeDecl | Callable[..., ShapeDecl | None] | None = None
     samples: tuple[Mapping[str, Any], ...] = ()
     sample_attributes: Mapping[str, Any] = field(default_factory=dict)
+    #: the callable rules as the host calls them, bound once (:func:`._rules.bind`)
+    _rules: Mapping[str, Rule] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        rules = {
+            kind: bind(kind, rule, self.inputs, self.attributes)
+            for kind, rule in (("dtype_rule", self.dtype_rule), ("shape_rule", self.shape_rule))
+            if not (isinstance(rule, str) and rule == "same")
+        }
+        if callable(self.shapes) and not isinstance(self.shapes, Mapping):
+            rules["shapes"] = bind("shapes", self.shapes, (), self.attributes)
+        object.__setattr__(self, "_rules", rules)
+
+    def rule(self, kind: str) -> Rule | None:
+        """The callable ``dtype_rule``, ``shape_rule`` or ``shapes`` as the host calls it
+        (``rule(op, values, attributes)``); None for ``"same"`` or a declaration."""
+        return self._rules.get(kind)
 
     def attributes_or_samples(self, attributes: Mapping[str, Any] | None) -> dict[str, Any]:
         """``attributes`` when the caller gives any, else ``sample_attributes``."""
@@ -77,9 +98,10 @@ class Signature:
 
     def declared_shapes(self, attributes: Mapping[str, Any] | None = None) -> ShapeDecl | None:
         """The input dimensions declared for a call with ``attributes``, or None."""
-        if self.shapes is None or isinstance(self.shapes, Mapping):
-            return self.shapes
-        return self.shapes(**self.attributes_or_samples(attributes))
+        shapes = self._rules.get("shapes")
+        if shapes is not None:
+            return shapes(None, (), self.attributes_or_samples(attributes))
+        return self.shapes if isinstance(self.shapes, Mapping) else None
 
     def input_shapes(
         self,
@@ -183,12 +205,14 @@ class OpSpec:
     doc: str = ""
     rtol: Tolerance = None
     atol: Tolerance = None
-    #: The number of terms each output element sums (input shapes positionally, attributes by
-    #: keyword), for ops that reduce: their tolerances grow with its square root.
+    #: The number of terms each output element sums, for ops that reduce: their tolerances grow
+    #: with its square root. A rule like ``shape_rule``: the input shapes positionally, the
+    #: attributes it names by keyword.
     reduction_length: Callable[..., int] | None = None
     #: variant kind -> :class:`Requirement`; a variant whose requirement is unmet is listed
     #: under ``unavailable`` by ``caps``/``ops`` and refused by the host before it runs.
     variant_requirements: Mapping[str, Requirement] = field(default_factory=dict)
+    _reduction: Rule | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -223,11 +247,11 @@ class OpSpec:
             )
         for argument in ("rtol", "atol"):
             _check_tolerance(self.name, argument, getattr(self, argument))
-        if self.reduction_length is not None and not callable(self.reduction_length):
-            raise ValidationError(
-                f"op {self.name!r}: reduction_length must be a callable taking the input shapes",
-                argument="reduction_length",
-            )
+        sig, length = self.signature, self.reduction_length
+        reduction = None
+        if length is not None:
+            reduction = bind("reduction_length", length, sig.inputs, sig.attributes, self.name)
+        object.__setattr__(self, "_reduction", reduction)
         _check_shapes(self.name, self.signature)
         requirements = self.variant_requirements
         if not isinstance(requirements, Mapping) or not all(
@@ -268,9 +292,9 @@ class OpSpec:
         """
         d_rtol, d_atol = DEFAULT_TOLERANCES.get(dtype_name, (0.0, 0.0))
         rtol, atol = _pick(self.rtol, dtype_name, d_rtol), _pick(self.atol, dtype_name, d_atol)
-        if self.reduction_length is None or shapes is None:
+        if self._reduction is None or shapes is None:
             return rtol, atol
-        scale = math.sqrt(max(1, int(self.reduction_length(*shapes, **(attributes or {})))))
+        scale = math.sqrt(max(1, int(self._reduction(self.name, shapes, attributes))))
         return rtol * scale, atol * scale
 
     def unavailable_reason(self, kind: str) -> str | None:
@@ -340,8 +364,9 @@ def _check_shapes(op: str, sig: Signature) -> None:
         try:
             decl = sig.declared_shapes()
         except Exception as exc:
+            raised = exc.__cause__ if isinstance(exc, RuleError) else exc
             raise ValidationError(
-                f"op {op!r}: shapes(**sample_attributes) raised {type(exc).__name__}: {exc}",
+                f"op {op!r}: shapes(**sample_attributes) raised {type(raised).__name__}: {raised}",
                 argument="shapes",
                 op=op,
             ) from exc

@@ -30,6 +30,7 @@ WORD = dtype("uint32")
 
 if TYPE_CHECKING:
     from .._host import Host
+    from .._rules import Rule
     from ..ops import OpSpec
     from ..provider._runtime import Runtime
     from ..provider._storage import Storage
@@ -124,18 +125,20 @@ class ExportedOp:
         """(dtype, shape) of every output for inputs of ``dtypes`` and ``shapes``."""
         sig = self.spec.signature
         n = len(self.outputs)
-        out_dtypes = _apply(sig.dtype_rule, list(dtypes), n, attrs)
-        out_shapes = _apply(sig.shape_rule, [tuple(s) for s in shapes], n, attrs)
+        out_dtypes = _apply(sig.rule("dtype_rule"), list(dtypes), n, attrs, self.name)
+        out_shapes = _apply(sig.rule("shape_rule"), [tuple(s) for s in shapes], n, attrs, self.name)
         return [(dtype(d), tuple(s)) for d, s in zip(out_dtypes, out_shapes, strict=True)]
 
 
-def _apply(rule: Any, values: list[Any], n_outputs: int, attrs: dict[str, Any]) -> tuple[Any, ...]:
+def _apply(
+    rule: Rule | None, values: list[Any], n_outputs: int, attrs: dict[str, Any], op: str
+) -> tuple[Any, ...]:
     """What a dtype or shape rule gives, one value per output. Unlike the host's own check it
     keeps symbolic sizes (torch's SymInts under dynamic shapes) as they are: a single output's
     shape is whatever the rule returns, unless that is a 1-tuple holding one shape."""
-    if rule == "same":
+    if rule is None:
         return (values[0],) * n_outputs
-    got = rule(*values, **attrs)
+    got = rule(op, values, attrs)
     if n_outputs > 1:
         return tuple(got)
     if isinstance(got, (tuple, list)) and len(got) == 1 and isinstance(got[0], (tuple, list)):

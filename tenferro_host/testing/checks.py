@@ -131,18 +131,19 @@ def expected_outputs(
     """(dtype, shape) of every output that the op's ``dtype_rule``/``shape_rule`` give.
 
     ``"same"`` means every output has the first input's dtype (shape); a callable takes the
-    input dtypes (shapes) positionally and the call's attributes by keyword, and returns one
-    value or one per output.
+    input dtypes (shapes) positionally and the attributes it names by keyword, and returns one
+    value or one per output (:func:`tenferro_host._op_handle.output_rule`).
     """
-    sig = spec.signature
+    sig, op = spec.signature, spec.name
     n = len(sig.outputs)
+    dtype_rule, shape_rule = sig.rule("dtype_rule"), sig.rule("shape_rule")
     dtypes = [
         None if d is None else resolve_dtype(d)
-        for d in output_rule(sig.dtype_rule, [t.dtype for t in inputs], n, attributes)
+        for d in output_rule(dtype_rule, [t.dtype for t in inputs], n, attributes, op)
     ]
     shapes = [
         None if s is None else tuple(s)
-        for s in output_rule(sig.shape_rule, [t.shape for t in inputs], n, attributes)
+        for s in output_rule(shape_rule, [t.shape for t in inputs], n, attributes, op)
     ]
     return list(zip(dtypes, shapes, strict=True))
 

@@ -33,6 +33,7 @@ HIERARCHY = {
     "PeerAccessError": "BackendError",
     "OutOfMemoryError": "BackendError",
     "PluginError": "TenferroError",
+    "RuleError": "PluginError",
     "DslError": "TenferroError",
 }
 

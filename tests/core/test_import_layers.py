@@ -75,6 +75,7 @@ LAYERS = [
             "facade",
             "_memo",
             "_shapes",
+            "_rules",
             "_env",
         ),
     ),
