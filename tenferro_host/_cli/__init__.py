@@ -5,7 +5,8 @@ Commands, one module each: ``caps`` (backends, devices, capabilities, plugins, o
 (a package skeleton), ``cache`` and ``bench``. Tables are for people (``_tables``); ``--json``
 prints stable JSON for scripts and nothing else on stdout. Exit codes (``_exit``): 0 success,
 1 a check failed, 2 a usage or library error, a strict-mode plugin failure or an unwritable
-stdout, 3 an op, a reference or the plugin of the op's package raised; one line on stderr.
+stdout, 3 an op, a reference, a rule or the plugin of the op's package raised; one line on
+stderr.
 
 >>> import tenferro_host as tf
 >>> report = caps_report(tf.Host())
@@ -23,7 +24,7 @@ import traceback
 from collections.abc import Sequence
 
 from .._host import Host
-from ..errors import PluginError, TenferroError
+from ..errors import PluginError, RuleError, TenferroError
 from . import _bench, _cache, _caps, _check, _new_op, _run
 from ._args import parse_attr, shape_arg
 from ._caps import backend_report, caps_report, ops_report, p2p_report, plugins_report
@@ -50,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _command(args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
         return code
-    except OpRaised as exc:
+    except (OpRaised, RuleError) as exc:  # the op's package is at fault
         _say(f"op error: {exc}")
         if getattr(args, "traceback", False) and exc.__cause__ is not None:
             traceback.print_exception(exc.__cause__)

@@ -38,6 +38,10 @@ CASES = [
     ("the variant raised", ["run", "tf_kit_wrong.raises", "--backend", "cpu", "--check"], 3),
     ("the variant raised", ["check", "tf_kit_wrong.raises", "--backends", "cpu"], 3),
     ("the variant exited", ["run", "tf_kit_wrong.exits", "--backend", "cpu"], 3),
+    ("a rule raised", ["run", "tf_kit_wrong.shape_rule_raises", "--backend", "cpu"], 3),
+    ("a rule raised", ["run", "tf_kit_wrong.shape_rule_raises", "--backend", "cpu", "--check"], 3),
+    ("a rule raised", ["run", "tf_kit_wrong.reduction_raises", "--backend", "cpu", "--check"], 3),
+    ("a rule raised", ["check", "tf_kit_wrong.shape_rule_raises", "--backends", "cpu"], 3),
     (
         "the reference raised",
         ["run", "tf_fixture_wrong_op.bad_reference", "--backend", "cpu", "--check"],
