@@ -99,7 +99,8 @@ def test_a_bad_setting_is_a_one_line_error(
     captured = capsys.readouterr()
     err = captured.err.strip()
     assert err.startswith("tenferro-host: error:") and f"{variable}={value!r}" in err
-    assert len(err.splitlines()) == 1 and captured.out == ""
+    assert len(err.splitlines()) == 1  # and --json's one document on stdout is the error's
+    assert err.endswith(json.loads(captured.out)["error"]["message"])
 
 
 def test_path_and_stats_say_whether_the_directory_is_trusted(

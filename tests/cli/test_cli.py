@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -9,7 +10,7 @@ import json
 import pytest
 
 import tenferro_host as tf
-from tenferro_host._cli import caps_report, main, parse_attr, shape_arg
+from tenferro_host._cli import build_parser, caps_report, main, parse_attr, shape_arg
 
 CAPABILITY_NAMES = {c.name for c in tf.ExtensionCapability}
 OPTIONAL_STR = (str, type(None))
@@ -238,6 +239,65 @@ def test_usage_errors_exit_2(capsys, argv):
         main(argv)
     assert info.value.code == 2
     assert "usage: tenferro-host" in capsys.readouterr().err
+
+
+#: Each command whose --json switch prints JSON on stdout, with the rest of an argv that fails
+#: the same way for all of them once TENFERRO_PLUGINS names no installed plugin.
+JSON_COMMANDS = {
+    "caps": [],
+    "plugins": [],
+    "ops": [],
+    "run": ["x.y"],
+    "check": ["x.y"],
+    "cache": ["stats"],
+}
+
+
+def test_json_commands_lists_every_command_with_the_json_switch():
+    """A new command taking --json must join JSON_COMMANDS (bench's --json is a path)."""
+    commands = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices
+    switched = {
+        name
+        for name, parser in commands.items()
+        if any(a.option_strings == ["--json"] and a.nargs == 0 for a in parser._actions)
+    }
+    assert switched == set(JSON_COMMANDS)
+
+
+def error_document(out: str, err: str, code: int) -> dict:
+    """The error document on stdout, checked against the one line on stderr and the code."""
+    document = json.loads(out)
+    error = document["error"]
+    assert document["schema_version"] == 1 and error["exit_code"] == code
+    assert err.count("\n") == 1 and err.rstrip("\n").endswith(f": {error['message']}")
+    return error
+
+
+@pytest.mark.parametrize("command", sorted(JSON_COMMANDS))
+def test_every_json_command_prints_one_error_document_when_it_fails(capsys, monkeypatch, command):
+    monkeypatch.setenv("TENFERRO_PLUGINS", "no_such_plugin")
+    code, out, err = run_main(capsys, command, *JSON_COMMANDS[command], "--json")
+    assert code == 2 and err.startswith("tenferro-host: error: ")
+    error = error_document(out, err, code)
+    assert error["type"] == "ValidationError" and error["op"] is None
+    assert "no_such_plugin" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["check", "nonexistent.op"], "no op named 'nonexistent.op'"),
+        (["check", "ext_add_kernel.add", "--backends", "bogus"], "--backends bogus: no such name"),
+        (["run", "ext_add_kernel.add", "--attr", "alpha=1"], "op has no attributes"),
+    ],
+)
+def test_a_command_error_under_json_is_a_json_document(capsys, argv, message):
+    code, out, err = run_main(capsys, *argv, "--json")
+    assert code == 2
+    error = error_document(out, err, code)
+    assert error["type"] == "ValidationError" and message in error["message"]
 
 
 def test_shape_arg():

@@ -73,7 +73,8 @@ def test_strict_mode_is_fatal(subproc, fixture_dists, how):
     args = ["caps", "--json"] + (["--strict"] if how == "flag" else [])
     env = {"TENFERRO_STRICT_PLUGINS": "1"} if how == "env" else {}
     proc = subproc.cli(*args, paths=(fixture_dists.faulty,), **env)
-    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.returncode == 2  # and --json's one document on stdout is the error's
+    assert json.loads(proc.stdout)["error"]["type"] == "PluginError"
     (line,) = error_lines(proc.stderr)
     assert line.startswith("tenferro-host: plugin error: plugin ")
     assert "failed" in line and "Traceback" not in proc.stderr

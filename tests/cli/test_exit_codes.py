@@ -113,6 +113,21 @@ def test_traceback_is_printed_only_on_request(subproc, kit):
     assert traced.stderr.startswith("tenferro-host: op error: ")
 
 
+def test_a_raising_rule_is_one_line_naming_the_op_and_the_rule_or_a_json_error(subproc, kit):
+    argv = ["run", "tf_kit_wrong.shape_rule_raises", "--backend", "cpu", "--shape", "4"]
+    plain = subproc.cli(*argv, paths=(kit,))
+    assert plain.returncode == 3 and plain.stdout == ""
+    assert plain.stderr.startswith(
+        "tenferro-host: op error: [tf_kit_wrong.shape_rule_raises] the shape_rule "
+        "(_past_the_end) of op 'tf_kit_wrong.shape_rule_raises' raised IndexError"
+    )
+    assert plain.stderr.count("\n") == 1
+    as_json = subproc.cli(*argv, "--json", paths=(kit,))
+    error = json.loads(as_json.stdout)["error"]
+    assert as_json.returncode == error["exit_code"] == 3
+    assert (error["type"], error["op"]) == ("RuleError", "tf_kit_wrong.shape_rule_raises")
+
+
 def caps_json_into(subproc, stdout) -> subprocess.CompletedProcess[str]:
     """``caps --json`` with its standard output on the file descriptor or file ``stdout``."""
     return subprocess.run(
