@@ -76,28 +76,51 @@ def _find(results: list[Result], group: str, row: str) -> Result | None:
     return None
 
 
+def verdict(
+    label: str, value: float | None, op: str, bound: float, unit: str = "x"
+) -> dict[str, Any]:
+    """One target's entry: ``value`` (a ratio when ``unit`` is ``x``, else in the label's unit)
+    met or missed against ``op bound`` (by how much), or not measured when ``value`` is None.
+    Every bench writes its targets this way, so one table shows them all."""
+    entry: dict[str, Any] = {
+        "target": label,
+        "bound": f"{op} {bound:g}{unit}",
+        "unit": unit,
+        "value": value,
+    }
+    if value is None:
+        entry.update(verdict="not measured", by=None)
+    else:
+        met = value <= bound if op == "<=" else value >= bound
+        entry.update(verdict="met" if met else "missed", by=None if met else value / bound)
+    return entry
+
+
 def evaluate(results: list[Result]) -> list[dict[str, Any]]:
     """Each target with its measured value, ratio and verdict (met / missed / not measured)."""
     out = []
     for t in TARGETS:
         row = _find(results, t.group, t.row)
         base = _find(results, t.group, t.versus) if t.versus else None
-        entry: dict[str, Any] = {
-            "target": t.label,
-            "row": t.row,
-            "versus": t.versus,
-            "bound": f"{t.op} {t.bound:g}{'x' if t.versus else ''}",
-        }
-        if row is None or row.median is None or (t.versus and (base is None or not base.median)):
-            entry.update(value=None, verdict="not measured")
-        else:
-            value = row.median / base.median if base is not None and base.median else row.median
-            met = value <= t.bound if t.op == "<=" else value >= t.bound
-            entry.update(
-                value=value, verdict="met" if met else "missed", by=None if met else value / t.bound
-            )
-        out.append(entry)
+        value = None
+        if row is not None and row.median is not None:
+            if t.versus is None:
+                value = row.median
+            elif base is not None and base.median:
+                value = row.median / base.median
+        entry = verdict(t.label, value, t.op, t.bound, "x" if t.versus else "")
+        out.append({**entry, "row": t.row, "versus": t.versus})
     return out
+
+
+def target_table(targets: list[dict[str, Any]]) -> list[str]:
+    """The targets as markdown table lines: target, bound, measured, verdict."""
+    lines = ["| target | bound | measured | verdict |", "|---|---|---|---|"]
+    for t in targets:
+        value = "—" if t["value"] is None else f"{t['value']:.3g}{t['unit']}"
+        shown = t["verdict"] + (f" (by {t['by']:.2f}x)" if t["verdict"] == "missed" else "")
+        lines.append(f"| {t['target']} | {t['bound']} | {value} | {shown} |")
+    return lines
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -132,13 +155,7 @@ def markdown(
         f"- machine: {meta['machine']}",
     ]
     lines += [f"- {k}: {v}" for k, v in meta["versions"].items()]
-    lines += ["", "## Targets", "", "| target | bound | measured | verdict |", "|---|---|---|---|"]
-    for t in targets:
-        value = "—" if t["value"] is None else f"{t['value']:.3g}{'x' if t['versus'] else ''}"
-        verdict = t["verdict"]
-        if verdict == "missed":
-            verdict += f" (by {t['by']:.2f}x)"
-        lines.append(f"| {t['target']} | {t['bound']} | {value} | {verdict} |")
+    lines += ["", "## Targets", "", *target_table(targets)]
     for g in groups:
         rows = [r for r in results if r.group == g["key"]]
         unit = g["unit"]
@@ -245,4 +262,14 @@ def _draw(plt: Any, path: Path, groups: list[dict[str, Any]], results: list[Resu
     return None
 
 
-__all__ = ["HBM_PEAK_GBS", "TARGETS", "Target", "evaluate", "markdown", "write_chart", "write_json"]
+__all__ = [
+    "HBM_PEAK_GBS",
+    "TARGETS",
+    "Target",
+    "evaluate",
+    "markdown",
+    "target_table",
+    "verdict",
+    "write_chart",
+    "write_json",
+]

@@ -27,6 +27,8 @@ class Case:
     note: str = ""
     #: bytes moved per call, for a bandwidth row (GB/s instead of µs)
     nbytes: int = 0
+    #: ``fn`` is None because the measured code itself failed to set up: a failed row
+    failed: bool = False
 
 
 @dataclass
@@ -132,7 +134,8 @@ def measure(group: Group, advance: Callable[[], None] = lambda: None) -> list[Re
     results = []
     for case in group.cases:
         if case.fn is None:
-            results.append(Result(group.key, case.name, group.unit, "not run", note=case.note))
+            status = "failed" if case.failed else "not run"
+            results.append(Result(group.key, case.name, group.unit, status, note=case.note))
         elif case.name in errors:
             results.append(
                 Result(group.key, case.name, group.unit, "failed", note=errors[case.name][:300])
@@ -161,14 +164,18 @@ def measure(group: Group, advance: Callable[[], None] = lambda: None) -> list[Re
     return results
 
 
-def try_case(name: str, setup: Callable[[], Callable[[], Any]], nbytes: int = 0) -> Case:
-    """A case whose setup may fail (a missing or broken baseline library): then not run."""
+def try_case(
+    name: str, setup: Callable[[], Callable[[], Any]], nbytes: int = 0, ours: bool = False
+) -> Case:
+    """A case whose setup may fail: a missing or broken baseline library makes it not run; when
+    the case measures ``ours`` (the project's code), a setup that raises makes it failed."""
     try:
         return Case(name, setup(), nbytes=nbytes)
     except ImportError as exc:
         return Case(name, None, f"not installed: {exc}", nbytes=nbytes)
     except Exception as exc:
-        return Case(name, None, f"setup failed: {type(exc).__name__}: {exc}"[:300], nbytes=nbytes)
+        why = f"setup failed: {type(exc).__name__}: {exc}"[:300]
+        return Case(name, None, why, nbytes=nbytes, failed=ours)
 
 
 __all__ = ["Case", "Group", "Result", "measure", "try_case"]

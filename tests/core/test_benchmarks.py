@@ -8,12 +8,13 @@ verdicts follow the numbers.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from tenferro_host import benchmarks
 from tenferro_host.benchmarks import cases, report
-from tenferro_host.benchmarks.timing import Case, Group, Result, measure
+from tenferro_host.benchmarks.timing import Case, Group, Result, measure, try_case
 
 
 def test_measure_reports_every_case_whatever_happens():
@@ -40,6 +41,41 @@ def test_measure_reports_every_case_whatever_happens():
     assert rows["boom"].status == "failed" and "broken baseline" in rows["boom"].note
     assert rows["absent"].status == "not run" and rows["absent"].note == "not installed: x"
     assert len(steps) == 3
+
+
+def test_a_setup_that_raises_is_a_failed_row_for_ours_and_not_run_for_a_baseline():
+    def broken() -> Any:
+        raise RuntimeError("cudagraph pool not tracked")
+
+    group = Group(
+        "g",
+        "setups",
+        [try_case("ours", broken, ours=True), try_case("baseline", broken)],
+        rounds=1,
+        batch=1,
+    )
+    rows = {r.name: r for r in measure(group)}
+    assert rows["ours"].status == "failed" and "cudagraph pool" in rows["ours"].note
+    assert rows["baseline"].status == "not run" and "cudagraph pool" in rows["baseline"].note
+
+
+def test_a_verdict_and_its_table_line():
+    met = report.verdict("host.run", 1.2, "<=", 1.5)
+    missed = report.verdict("sum vs cupy", 0.9, ">=", 0.98)
+    absolute = report.verdict("first call above the floor", 1.5, "<=", 1, " ms")
+    unmeasured = report.verdict("graph", None, "<=", 1.05)
+    assert (met["verdict"], missed["verdict"], unmeasured["verdict"]) == (
+        "met",
+        "missed",
+        "not measured",
+    )
+    assert missed["by"] == pytest.approx(0.9 / 0.98)
+    assert report.target_table([met, missed, absolute, unmeasured])[2:] == [
+        "| host.run | <= 1.5x | 1.2x | met |",
+        "| sum vs cupy | >= 0.98x | 0.9x | missed (by 0.92x) |",
+        "| first call above the floor | <= 1 ms | 1.5 ms | missed (by 1.50x) |",
+        "| graph | <= 1.05x | — | not measured |",
+    ]
 
 
 def test_bandwidth_rows_are_bytes_per_second():
