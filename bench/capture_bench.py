@@ -11,6 +11,9 @@ Rows, each per op (wall time including the device's, a synchronization per batch
 * the same 100 ops eager through ``host.run``;
 * (CUDA) cuda.core's graph of 100 / 10 launches of the same kernel, ``graph.launch(stream)``.
 
+A row that raises is reported failed with its error and the others run; the targets (the
+capture issue's, with the floors on CUDA) are a table and the JSON's ``targets``.
+
     python bench/capture_bench.py [--backend cuda|webgpu|cpu] [--rounds 7] [--json PATH]
 """
 
@@ -26,6 +29,7 @@ from typing import Any
 import numpy as np
 
 import tenferro_host as tf
+from tenferro_host.benchmarks.report import target_table, verdict
 from tenferro_host.provider._capture import captures_opened
 
 ADD = "ext_add_kernel.add"
@@ -80,61 +84,100 @@ def core_graph(rt: Any, ptrs: list[int], ops: int) -> tuple[Callable[[], Any], C
     return (lambda: graph.launch(stream)), stream.sync
 
 
+def _timed(row: str, measure: Callable[[], float], **about: Any) -> dict[str, Any]:
+    """One row: µs per op, or the error that stopped it (the other rows still run)."""
+    try:
+        return {"row": row, "us_per_op": round(measure(), 3), **about}
+    except Exception as exc:
+        return {"row": row, "failed": f"{type(exc).__name__}: {exc}"[:300], **about}
+
+
 def rows(backend: str, rounds: int) -> list[dict[str, Any]]:
     host = tf.Host()
     rt = host.backend(backend)
     a, b = (rt.upload(np.full(N, v, np.float32)) for v in (1.0, 2.0))
     a2, b2 = (rt.upload(np.full(N, v, np.float32)) for v in (3.0, 4.0))
     eager_chain(host, a, b, 3)  # the warm-up a capture needs
-    g100, g10 = capture_chain(host, rt, a, b, 100), capture_chain(host, rt, a, b, 10)
-    expected = eager_chain(host, a2, b2, 100).download()
-    np.testing.assert_array_equal(g100.replay(a2, b2).download(), expected)
+    sync = rt.synchronize
+    graphs: dict[int, Any] = {}
+
+    def graph(ops: int) -> Any:
+        """The captured ``ops``-op chain, made on first use and checked against eager calls."""
+        if ops not in graphs:
+            g = capture_chain(host, rt, a, b, ops)
+            expected = eager_chain(host, a2, b2, ops).download()
+            np.testing.assert_array_equal(g.replay(a2, b2).download(), expected)
+            graphs[ops] = g
+        return graphs[ops]
+
     flip = [0]
 
     def moved() -> None:
         flip[0] ^= 1
-        g100.replay(*((a2, b2) if flip[0] else (a, b)))
+        graph(100).replay(*((a2, b2) if flip[0] else (a, b)))
 
-    sync = rt.synchronize
-    out = [
-        (
-            "replay, captured 100-op session",
-            per_op(lambda: g100.replay(a, b), sync, 100, 20, rounds),
-        ),
-        ("replay, captured 10-op session", per_op(lambda: g10.replay(a, b), sync, 10, 200, rounds)),
-        ("replay, every input pointer changed (100 ops)", per_op(moved, sync, 100, 20, rounds)),
-        (
-            "the same 100 ops eager (host.run)",
-            per_op(lambda: eager_chain(host, a, b, 100), sync, 100, 20, rounds),
-        ),
-    ]
-    opened = captures_opened()
-    x = a2
-    for _ in range(50):  # only values change: each replay's input holds new values
-        x = host.run(ADD, x, b2)
-        g100.replay(x, b2)
+    def form() -> str:
+        return graphs[100].form if 100 in graphs else "not captured"
+
     report = [
-        {"row": name, "us_per_op": round(us, 3), "form": g100.form, "backend": rt.name}
-        for name, us in out
+        _timed(REPLAY_100, lambda: per_op(lambda: graph(100).replay(a, b), sync, 100, 20, rounds)),
+        _timed(REPLAY_10, lambda: per_op(lambda: graph(10).replay(a, b), sync, 10, 200, rounds)),
+        _timed(MOVED, lambda: per_op(moved, sync, 100, 20, rounds)),
+        _timed(EAGER, lambda: per_op(lambda: eager_chain(host, a, b, 100), sync, 100, 20, rounds)),
     ]
-    report.append(
-        {"row": "recaptures when only values change", "count": captures_opened() - opened}
-    )
+    for r in report:
+        r.update(form=form(), backend=rt.name)
+    try:
+        opened = captures_opened()
+        x = a2
+        for _ in range(50):  # only values change: each replay's input holds new values
+            x = host.run(ADD, x, b2)
+            graph(100).replay(x, b2)
+        report.append({"row": RECAPTURES, "count": captures_opened() - opened})
+    except Exception as exc:
+        report.append({"row": RECAPTURES, "failed": f"{type(exc).__name__}: {exc}"[:300]})
     if backend == "cuda":
         ptrs = [int(t.storage.ptr) for t in (rt.empty("float32", (N,)), a, b)]
         for ops, batch in ((100, 20), (10, 200)):
-            run, core_sync = core_graph(rt, ptrs, ops)
-            us = per_op(run, core_sync, ops, batch, rounds)
-            report.append(
-                {"row": f"cuda.core graph of {ops} launches (floor)", "us_per_op": round(us, 3)}
-            )
-    eager = next(r["us_per_op"] for r in report if r["row"].startswith("the same 100"))
-    replay = report[0]["us_per_op"]
-    report.append({"row": "eager / replay (100 ops)", "ratio": round(eager / replay, 2)})
+
+            def floor(ops: int = ops, batch: int = batch) -> float:
+                run, core_sync = core_graph(rt, ptrs, ops)
+                return per_op(run, core_sync, ops, batch, rounds)
+
+            report.append(_timed(f"cuda.core graph of {ops} launches (floor)", floor))
     return report
 
 
-def main() -> None:
+REPLAY_100 = "replay, captured 100-op session"
+REPLAY_10 = "replay, captured 10-op session"
+MOVED = "replay, every input pointer changed (100 ops)"
+EAGER = "the same 100 ops eager (host.run)"
+RECAPTURES = "recaptures when only values change"
+
+
+def targets(report: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The capture issue's targets from this run's rows (the floors on CUDA only)."""
+    value = {r["row"]: r.get("us_per_op", r.get("count")) for r in report if "failed" not in r}
+
+    def ratio(row: str, versus: str) -> float | None:
+        top, bottom = value.get(row), value.get(versus)
+        return top / bottom if top is not None and bottom else None
+
+    out = [
+        verdict("recaptures when only values change", value.get(RECAPTURES), "<=", 0, ""),
+        verdict("replay per op vs the same ops eager", ratio(REPLAY_100, EAGER), "<=", 0.8),
+        verdict("every pointer changed vs unchanged", ratio(MOVED, REPLAY_100), "<=", 1.5),
+    ]
+    if any(r["row"].startswith("cuda.core graph") for r in report):
+        floor = "cuda.core graph of 100 launches (floor)"
+        out += [
+            verdict("100-op replay vs cuda.core's graph", ratio(REPLAY_100, floor), "<=", 1.05),
+            verdict("10-op replay, µs per op", value.get(REPLAY_10), "<=", 1.5, " µs"),
+        ]
+    return out
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default=None, help="cuda, webgpu or cpu (default: best)")
     parser.add_argument("--rounds", type=int, default=7)
@@ -143,12 +186,15 @@ def main() -> None:
     backend = args.backend or tf.Host().default_backend().split(":")[0]
     report = rows(backend, args.rounds)
     for r in report:
-        value = r.get("us_per_op", r.get("count", r.get("ratio")))
+        value = r.get("us_per_op", r.get("count", r.get("failed")))
         print(f"{r['row']:<52} {value}")
+    verdicts = targets(report)
+    print("\n".join(target_table(verdicts)))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
+            json.dump({"rows": report, "targets": verdicts}, f, indent=2)
+    return 1 if any("failed" in r for r in report) else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

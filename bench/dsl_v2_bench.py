@@ -36,13 +36,17 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import dsl_gemm_f16
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
+import dsl_gemm_f16
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
+from tenferro_host.benchmarks.report import target_table, verdict
 
 SUM_CUBE = 256
 SUM_CUBES = 1056  # 8 resident cubes of 256 units on each of the H200's 132 SMs: one wave
@@ -528,15 +532,18 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         unit = "GB/s" if r["benchmark"] == "sum" else "TFLOP/s"
         figure = "" if r[unit] is None else f"{r['ms']:9.3f} ms {r[unit]:9.2f} {unit}"
         print(f"  {r['benchmark']:7s} {r['variant']:28s} {figure or r['status']}")
+    targets = []
     for name, values in ratios.items():
         for key, value in values.items():
-            if "target" not in key:
-                shown = "n/a" if value is None else f"{value:.3f}"
-                goal = (
-                    values["target"] if key.startswith("DSL cuda") else values.get("webgpu target")
-                )
-                wanted = "" if goal is None else f" (target >= {goal})"
-                print(f"  {name:12s} {key:40s} {shown}{wanted}")
+            if "target" in key:
+                continue
+            goal = values["target"] if key.startswith("DSL cuda") else values.get("webgpu target")
+            if goal is None:
+                print(f"  {name:12s} {key:40s} {'n/a' if value is None else f'{value:.3f}'}")
+            else:
+                targets.append(verdict(f"{name}: {key}", value, ">=", goal))
+    report["targets"] = targets
+    print("\n".join(target_table(targets)))
     print(f"  total {report['seconds']:.1f} s")
     path = args.json or (
         os.path.join(os.environ["OUT"], "dsl_v2_bench.json") if os.environ.get("OUT") else None

@@ -140,7 +140,7 @@ def test_the_bench_rows_run_beside_cuda_cores_graph(rt, tmp_path, monkeypatch):
         [sys.executable, str(BENCH), "--backend", "cuda", "--rounds", "5", "--json", str(out)],
         check=True,
     )
-    rows = {r["row"]: r for r in json.loads(out.read_text())}
+    rows = {r["row"]: r for r in json.loads(out.read_text())["rows"]}
     assert rows["recaptures when only values change"]["count"] == 0
     assert "cuda.core graph of 100 launches (floor)" in rows
     assert rows["replay, captured 100-op session"]["form"] == "native"
