@@ -139,6 +139,21 @@ def fixture_dists(tmp_path_factory: pytest.TempPathFactory) -> FixtureDists:
     return FixtureDists(faulty, collide)
 
 
+GPU_WORKERS = int(os.environ.get("TENFERRO_TEST_GPU_WORKERS", "0"))
+"""Set by ``scripts/gpu-verify``: how many test workers share the GPU (0: not shared)."""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def torch_within_its_share_of_a_shared_gpu() -> Iterator[None]:
+    """Where workers share the GPU, each worker's torch caching allocator is bounded to its
+    share and gives back what it cached after every module, so the others can allocate."""
+    yield
+    torch = sys.modules.get("torch")
+    if GPU_WORKERS and torch is not None and torch.cuda.is_initialized():
+        torch.cuda.set_per_process_memory_fraction(0.9 / GPU_WORKERS)
+        torch.cuda.empty_cache()
+
+
 @pytest.fixture(autouse=True, scope="module")
 def process_intact_after_module(request: pytest.FixtureRequest) -> Iterator[None]:
     """After every test module: the interpreter's shared objects and the CUDA contexts are sound."""

@@ -123,6 +123,7 @@ def test_webgpu_tensor_beyond_its_buffer_limit_keeps_earlier_tensors():
 
 @pytest.mark.gpu
 @pytest.mark.cuda
+@pytest.mark.gpu_alone
 def test_cuda_filled_to_out_of_memory_keeps_earlier_tensors_and_recovers():
     rt = runtime("cuda")
     x = np.arange(1000, dtype=np.float32)
