@@ -117,10 +117,9 @@ def cupyx_jit_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
 
 def numba_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
     """numba-cuda's add (compiled outside the timing)."""
-    from numba import cuda
+    from .numba_add import make_add, numba_cuda
 
-    from .numba_add import make_add
-
+    cuda = numba_cuda()
     add = make_add()
     ones = np.ones(N, np.float32)
     da, db, do = cuda.to_device(ones), cuda.to_device(ones), cuda.device_array(N, np.float32)

@@ -8,12 +8,13 @@ verdicts follow the numbers.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
 
 from tenferro_host import benchmarks
-from tenferro_host.benchmarks import cases, report
+from tenferro_host.benchmarks import baselines, cases, report
 from tenferro_host.benchmarks.timing import Case, Group, Result, measure, try_case
 
 
@@ -208,3 +209,24 @@ def test_an_unwritable_output_is_a_usage_error_before_any_measurement(
     assert err.count("\n") == 1
     assert main([*argv, "--report", str(tmp_path)]) == 2  # a directory is no report file
     assert f"--report {tmp_path} is a directory" in capsys.readouterr().err
+
+
+def test_a_numba_cuda_that_does_not_import_with_this_numpy_says_why(tmp_path, monkeypatch):
+    """numba-cuda 0.30.4 registers ``np.row_stack`` on import, which numpy 2.5 removed: the
+    numba row is not run, naming both versions, rather than failing with numba's own error."""
+    package = tmp_path / "numba" / "cuda"
+    package.mkdir(parents=True)
+    (tmp_path / "numba" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text(
+        "raise AttributeError(\"module 'numpy' has no attribute 'row_stack'\")\n"
+    )
+    info = tmp_path / "numba_cuda-0.30.4.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: numba-cuda\nVersion: 0.30.4\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("numba", "numba.cuda"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    case = try_case("numba-cuda add", lambda: baselines.numba_add([]))
+    assert case.fn is None and not case.failed
+    assert "numba-cuda 0.30.4 does not import with numpy" in case.note
+    assert "row_stack" in case.note
