@@ -62,6 +62,12 @@ def first_line(outcome: ET.Element) -> str:
     return "(no message)"
 
 
+def last_line(log: Path) -> str:
+    """A step's last line of output: why it left no result."""
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    return next((ln.strip()[:160] for ln in reversed(lines) if ln.strip()), "nothing")
+
+
 def failed_rows(doc: Any) -> list[str]:
     """The rows a bench's JSON reports failed: ``status`` failed (with its ``note``) or a wrong
     result, or a ``failed`` error."""
@@ -117,7 +123,10 @@ def summary(work: Path, wall: int, budget: int) -> tuple[str, bool]:
             tables.append((name, doc.get("targets", []) if isinstance(doc, dict) else []))
             ok &= rc == "0"
         else:
-            verdict += f"; no {result.name}" if rc != "skipped" else ""
+            if rc != "skipped":
+                verdict += (
+                    f"; no {result.name} ({name}.log ends: {last_line(work / f'{name}.log')})"
+                )
             ok = False
         lines.append(f"| {name} | {verdict} | {s['seconds']} ({s['cap']}) |")
     lines += ["", f"## Failures ({len(problems)})", ""]

@@ -51,6 +51,7 @@ def _work(tmp_path: Path, steps: tuple[str, ...] = STEPS) -> Path:
         "targets": [verdict("exported add eager vs torch.add", 1.1, "<=", 1.3)],
     }
     (tmp_path / "frameworks_bench.json").write_text(json.dumps(bench))
+    (tmp_path / "first_call.log").write_text("fresh processes\nruns 3/5\n\n")
     return tmp_path
 
 
@@ -63,7 +64,8 @@ def test_counts_failures_steps_and_targets(tmp_path: Path) -> None:
     assert "- tests.cuda.test_b::test_setup: fixture 'rt' failed: OutOfMemoryError" in text
     assert "- frameworks_bench: exported add, reduce-overhead: RuntimeError" in text
     assert "| frameworks_bench | exit 1; 1 failed rows | 70 (90) |" in text
-    assert "| first_call | timed out at its cap of 45 s; no first_call.json | 45 (45) |" in text
+    timed_out = "timed out at its cap of 45 s; no first_call.json (first_call.log ends: runs 3/5)"
+    assert f"| first_call | {timed_out} | 45 (45) |" in text
     assert "| capture_bench | not run: the budget was spent | 0 (3) |" in text
     assert "## Failures (3)" in text
     assert "| exported add eager vs torch.add | <= 1.3x | 1.1x | met |" in text
