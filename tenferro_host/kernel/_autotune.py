@@ -23,6 +23,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -83,25 +84,22 @@ class AutotuneWarning(UserWarning):
 
 class Config:
     """One choice for an autotuned kernel: compile-time ``constants`` and the cube ``dim``
-    (None: the ``dim`` passed at launch). ``config["BM"]`` reads a constant (grid functions)."""
+    (None: the ``dim`` passed at launch). ``config["BM"]`` reads a constant (grid functions).
+
+    Shipped tables read their configs through it too, so a table takes the forms it takes; a
+    wrong field is a ValidationError whose ``argument`` names it."""
 
     __slots__ = ("constants", "dim")
 
     def __init__(self, constants: Mapping[str, Any] | None = None, *, dim: Any = None) -> None:
         if constants is not None and not isinstance(constants, Mapping):
             raise ValidationError(
-                f"K.Config takes a dict of compile-time constants, got {constants!r}",
+                "a config's constants must map compile-time constant names to values, such as "
+                f'{{"BM": 64}}; got {constants!r}',
                 argument="constants",
             )
         self.constants = dict(constants or {})
-        if dim is not None:
-            dims = (dim,) if isinstance(dim, int) else tuple(dim)
-            if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
-                raise InvalidLaunchConfigError(
-                    f"K.Config(dim=...) is 1 to 3 positive ints, got {dim!r}", argument="dim"
-                )
-            dim = dims
-        self.dim: tuple[int, ...] | None = dim
+        self.dim: tuple[int, ...] | None = None if dim is None else _cube(dim)
 
     def __getitem__(self, name: str) -> Any:
         return self.constants[name]
@@ -117,6 +115,23 @@ class Config:
 
     def __repr__(self) -> str:
         return f"K.Config({self.constants!r}, dim={self.dim!r})"
+
+
+def _cube(dim: Any) -> tuple[int, ...]:
+    """A config's ``dim`` as ints: one positive int or a sequence of 1 to 3 of them."""
+    dims = (dim,) if isinstance(dim, Integral) else dim
+    if (
+        isinstance(dims, Sequence)
+        and not isinstance(dims, str)
+        and 1 <= len(dims) <= 3
+        and all(isinstance(d, Integral) and not isinstance(d, bool) and int(d) > 0 for d in dims)
+    ):
+        return tuple(int(d) for d in dims)
+    raise InvalidLaunchConfigError(
+        "a config's dim (its cube shape) must be None, a positive int or 1 to 3 positive ints, "
+        f"such as 64 or [16, 16]; got {dim!r}",
+        argument="dim",
+    )
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ A *shipped* table is a JSON file in the package, by default next to the kernel's
 
 An entry matches when every device and key field it names equals the launch's (a field it
 leaves out matches anything); the entry naming the most fields wins, the earlier one on a tie.
+A config is read by :class:`~tenferro_host.kernel.Config`, so it takes the same forms
+(``"dim": 64`` is ``[64]``) and a wrong field is a ValidationError naming the file, the kernel
+and the field, when the table is read.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ValidationError
+from ..kernel._autotune import Config
 from ._cache_dir import read_private
 from ._cache_entry import CachedKernel, KernelKey, UnusableEntry, decode_entry
 from ._kernel_cache import active_kernel_cache
@@ -145,16 +149,17 @@ def load_shipped(path: Path) -> dict[str, list[dict[str, Any]]]:
     kernels = data.get("kernels")
     if not isinstance(kernels, dict):
         raise _bad(path, '"kernels" must map kernel names to lists of entries')
+    checked: dict[str, list[dict[str, Any]]] = {}
     for name, entries in kernels.items():
         if not isinstance(entries, list):
             raise _bad(path, f"the entries of kernel {name!r} must be a list")
-        for i, entry in enumerate(entries):
-            _check_entry(path, name, i, entry)
-    _LOADED[path] = (stamp, kernels)
-    return kernels
+        checked[name] = [_checked_entry(path, name, i, entry) for i, entry in enumerate(entries)]
+    _LOADED[path] = (stamp, checked)
+    return checked
 
 
-def _check_entry(path: Path, kernel: str, i: int, entry: Any) -> None:
+def _checked_entry(path: Path, kernel: str, i: int, entry: Any) -> dict[str, Any]:
+    """``entry`` with its config in the plain form, read as :class:`Config` reads one."""
     where = f"entry {i} of kernel {kernel!r}"
     if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
         raise _bad(path, f'{where} needs a "config" object ({{"constants": ..., "dim": ...}})')
@@ -162,6 +167,20 @@ def _check_entry(path: Path, kernel: str, i: int, entry: Any) -> None:
         fields = entry.get(field, {})
         if not isinstance(fields, dict) or not all(isinstance(v, str) for v in fields.values()):
             raise _bad(path, f'{where}: "{field}" must map names to strings')
+    config = entry["config"]
+    unknown = sorted(set(config) - {"constants", "dim"})
+    if unknown:
+        raise _bad(
+            path,
+            f'the "config" of {where} has {unknown[0]!r}; a config has only "constants" and "dim"',
+        )
+    try:
+        plain = Config(config.get("constants"), dim=config.get("dim")).plain()
+    except ValidationError as exc:
+        raise _bad(
+            path, f'the "config" of {where} has a wrong {exc.argument!r}: {exc.message}'
+        ) from None
+    return {**entry, "config": plain}
 
 
 def _bad(path: Path, why: str) -> ValidationError:
@@ -223,16 +242,6 @@ def tables_in(directories: Sequence[Path]) -> list[Path]:
     return found
 
 
-def config_of(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A table's config as the plain form a :class:`~tenferro_host.kernel.Config` compares."""
-    config = entry["config"]
-    dim = config.get("dim")
-    return {
-        "constants": dict(config.get("constants", {})),
-        "dim": None if dim is None else list(dim),
-    }
-
-
 class KernelCacheTables:
     """The tables an autotuned kernel consults (``kernel.Tables``): the winners learned in the
     process's kernel cache (none when it is off) and the kernel's shipped table."""
@@ -252,7 +261,7 @@ class KernelCacheTables:
             return None
         SHIPPED_SEEN.add(tuned.table)
         entry = match_entry(load_shipped(tuned.table).get(tuned.name, []), device, values)
-        return None if entry is None else config_of(entry)
+        return None if entry is None else entry["config"]
 
     def keep(
         self,
@@ -287,7 +296,6 @@ __all__ = [
     "TABLES",
     "TABLE_FORMAT",
     "KernelCacheTables",
-    "config_of",
     "device_key",
     "learned_key",
     "learned_tables",

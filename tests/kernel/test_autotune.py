@@ -272,6 +272,38 @@ def test_a_table_that_cannot_be_used_is_a_typed_error(cpu: Any, tmp_path: Path) 
             launch(cpu, K.autotune(CONFIGS, key=["x"], table=bad)(scaled))
 
 
+def test_a_table_config_takes_what_k_config_takes_and_names_a_wrong_field(
+    cpu: Any, tmp_path: Path
+) -> None:
+    """K.Config reads the table's configs: "dim": 64 is [64], as K.Config(dim=64) is (64,); a
+    wrong field is a ValidationError naming the file, the kernel and the field, like K.Config's
+    own error for it."""
+    table = write_table(tmp_path / "int.json", [{"config": {"constants": {"T": 3}, "dim": 64}}])
+    tuned = K.autotune(CONFIGS, key=["x"], table=table, timer=never)(scaled)
+    np.testing.assert_array_equal(launch(cpu, tuned), X * 3)
+    assert only_choice(tuned).source == "shipped"
+    for i, (config, field) in enumerate(
+        [
+            ({"constants": [1, 2], "dim": [64]}, "constants"),
+            ({"constants": {"T": 3}, "dim": [64, "a"]}, "dim"),
+            ({"constants": {"T": 3}, "dim": 6.4}, "dim"),
+            ({"constants": {"T": 3}, "dim": [1, 1, 1, 64]}, "dim"),
+        ]
+    ):
+        with pytest.raises(tf.ValidationError) as own:
+            K.Config(config["constants"], dim=config["dim"])
+        assert own.value.argument == field
+        bad = write_table(tmp_path / f"bad{i}.json", [{"config": config}])
+        with pytest.raises(tf.ValidationError) as info:
+            launch(cpu, K.autotune(CONFIGS, key=["x"], table=bad)(scaled))
+        message = str(info.value)
+        assert str(bad) in message and "kernel 'scaled'" in message, message
+        assert f"has a wrong {field!r}: {own.value.message}" in message
+    typo = write_table(tmp_path / "typo.json", [{"config": {"constants": {"T": 3}, "dims": 64}}])
+    with pytest.raises(tf.ValidationError, match="has 'dims'; a config has only"):
+        launch(cpu, K.autotune(CONFIGS, key=["x"], table=typo)(scaled))
+
+
 # -- bad configs ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "configs,key,why",
