@@ -2,7 +2,8 @@
 
 Every declared CUDA ``KernelSource`` compiles with NVRTC for its archs; every DSL kernel the
 ``dsl`` variant launches on the CPU interpreter (every declared dtype, over the suite's small
-shape sets: empty, one, odd, no multiple of a cube side) compiles for CUDA and WGSL
+shape sets: empty, one, odd, no multiple of a cube side), each config of an autotuned one
+with its constants and cube shape (the interpreter runs only one), compiles for CUDA and WGSL
 (:func:`tenferro_host.kernel.compile_only.compile_only`); every ``cuda-raw`` launch's argument
 list matches its kernel's PTX parameters (:mod:`.recording`).
 """
@@ -17,7 +18,11 @@ import numpy as np
 from ..dtypes import DType
 from ..dtypes import dtype as resolve_dtype
 from ..errors import ArgumentMismatchError, SymbolLookupError, TenferroError, UnsupportedError
+from ..kernel._autotune import Autotuned
+from ..kernel._kernel import Kernel
 from ..ops import OpSpec
+from ..provider._compile_targets import CompileOptions
+from ..provider._jit_session import Grid, as_grid
 from ..tensor import Tensor
 from .backend_checks import reference_refusal, stored_dtypes
 from .case import CaseSkipped, CheckFailure, Settings
@@ -117,8 +122,8 @@ def _suite_inputs(
 
 def check_dsl_compiles(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
     """Each DSL kernel the ``dsl`` variant launches (seen on the CPU interpreter: every
-    declared dtype over the small shape sets) compiles for cuda (NVRTC) and WGSL; a typed
-    refusal (of a dtype, a shape or a target) is not a failure."""
+    declared dtype over the small shape sets), every config of an autotuned one, compiles for
+    cuda (NVRTC) and WGSL; a typed refusal (of a dtype, a shape or a target) is not a failure."""
     from ..kernel.compile_only import compile_only
 
     seen: dict[Any, tuple[Any, list[Any], dict[str, Any]]] = {}
@@ -136,18 +141,38 @@ def check_dsl_compiles(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
         targets: tuple[str, ...] = ("cuda", "wgsl")
     except CaseSkipped:
         targets = ("wgsl",)
-    for kernel, descs, constants in seen.values():
+    for launched, descs, launch_constants in seen.values():
         types = ", ".join((getattr(d, "dtype", None) and d.dtype.name) or "number" for d in descs)
-        for target in targets:
-            try:
-                compile_only(kernel, target, descs, constants)
-            except UnsupportedError:
-                continue
-            except TenferroError as exc:
-                raise CheckFailure(
-                    f"DSL kernel {kernel.name!r} of op {spec.name!r} ({types}) does not "
-                    f"compile for {target}: {type(exc).__name__}: {exc}"
-                ) from exc
+        for kernel, constants, dim, which in _compilations(launched, launch_constants):
+            for target in targets:
+                try:
+                    compile_only(kernel, target, descs, constants, dim=dim)
+                except UnsupportedError:
+                    continue
+                except TenferroError as exc:
+                    raise CheckFailure(
+                        f"DSL kernel {kernel.name!r}{which} of op {spec.name!r} ({types}) does "
+                        f"not compile for {target}: {type(exc).__name__}: {exc}"
+                    ) from exc
+
+
+def _compilations(
+    launched: Any, constants: dict[str, Any]
+) -> Iterator[tuple[Kernel, dict[str, Any], Grid, str]]:
+    """What a launched kernel compiles as: itself, or each config of an autotuned one (its
+    constants, and its cube shape where it has one), with how a failure names it."""
+    default = CompileOptions().dim
+    if not isinstance(launched, Autotuned):
+        yield launched, constants, default, ""
+        return
+    for config in launched.configs:
+        dim = default if config.dim is None else as_grid(config.dim, "dim")
+        yield (
+            launched.kernel,
+            {**constants, **config.constants},
+            dim,
+            f" (config {config.constants})",
+        )
 
 
 def check_raw_launches(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:

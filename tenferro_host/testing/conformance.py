@@ -15,7 +15,8 @@ the CPU interpreter included). The checks, by name (``skip=`` leaves some out):
 * ``inputs`` — an undeclared dtype and another runtime's tensor get typed errors;
 * ``sessions`` — no session or handle outlives the session the variant ran in;
 * GPU-less (backend ``none``, :mod:`.compile_checks`): ``nvrtc`` (declared CUDA sources),
-  ``compile`` (the DSL kernels for CUDA and WGSL), ``launch-args`` (cuda-raw launches).
+  ``compile`` (the DSL kernels, every config of an autotuned one, for CUDA and WGSL),
+  ``launch-args`` (cuda-raw launches).
 
 While a case runs, fresh CPU memory is poisoned (:func:`poison_fresh_memory`).
 """
