@@ -6,8 +6,9 @@ earlier process learned on this machine (the persistent kernel cache), the packa
 table, and else tuning: each config runs ``warmup`` times, then ``repeats`` timed launches on
 the runtime's stream, and the config with the least median wins (the earlier one on a tie).
 Tuning runs on copies of the array arguments, so a kernel that accumulates into its output
-sees it once. Frozen (``frozen=True`` or ``TENFERRO_AUTOTUNE=frozen``): never time, use a table
-or else the first config. The interpreter (target ``cpu``) has no meaningful clock, so it never
+sees it once. Frozen (``frozen=True`` or ``TENFERRO_AUTOTUNE=frozen``; within
+:func:`frozen_launches` too, the conformance kit's calls): never time, use a table or else the
+first config. The interpreter (target ``cpu``) has no meaningful clock, so it never
 times unless a ``timer`` is given: it uses a table or the first config. Inside a capture nothing
 is tuned: a launch with no known choice is a :class:`CaptureError` naming the warm-up.
 """
@@ -21,7 +22,9 @@ import os
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
@@ -45,6 +48,8 @@ _MAX_BATCH = 100
 _MAX_FAST = 4096  # launch keys remembered (dropped all at once beyond)
 _FROZEN = ("frozen", "freeze", "off")
 _TUNING = ("", "on", "tune")
+#: Set within :func:`frozen_launches`.
+_FROZEN_HERE: ContextVar[bool] = ContextVar("tenferro_autotune_frozen_here", default=False)
 
 #: What makes one config unusable on a device (it is skipped and reported); other errors (a
 #: wrong argument, a closed session) fail the launch as they would without tuning.
@@ -146,6 +151,19 @@ class Choice:
     source: str
     timings: tuple[float | None, ...] = ()
     skipped: tuple[tuple[int, str], ...] = ()
+
+
+@contextmanager
+def frozen_launches() -> Iterator[None]:
+    """Within it no autotuned launch times its configs (timing waits on the stream): each runs
+    the choice already known (this process's, one learned on this machine, a shipped table),
+    else its first config, which is not remembered, so later launches tune as they would have.
+    The conformance kit calls ops within it: tuning's waits are not the op's."""
+    token = _FROZEN_HERE.set(True)
+    try:
+        yield
+    finally:
+        _FROZEN_HERE.reset(token)
 
 
 def env_frozen() -> bool:
@@ -359,6 +377,8 @@ class Autotuned:
         if choice is None:
             if self.frozen or env_frozen():
                 choice = Choice(0, self.configs[0], "frozen")
+            elif _FROZEN_HERE.get():
+                return Choice(0, self.configs[0], "frozen")  # not remembered: see frozen_launches
             elif js.runtime._capture is not None:
                 raise CaptureError(
                     f"kernel {self.name!r} has no tuned config for {values} on this device, and "
@@ -537,4 +557,12 @@ def autotune(
     return lambda kernel: Autotuned(kernel, configs, key, **options)
 
 
-__all__ = ["ENV_FREEZE", "AutotuneWarning", "Autotuned", "Choice", "Config", "autotune"]
+__all__ = [
+    "ENV_FREEZE",
+    "AutotuneWarning",
+    "Autotuned",
+    "Choice",
+    "Config",
+    "autotune",
+    "frozen_launches",
+]

@@ -1,8 +1,9 @@
 """The conformance checks run on one (variant, backend) pair: values, views, inputs, sessions.
 
-Each forces variant ``kind`` of the op in a fresh session of the backend (:func:`run_variant`),
-over the shape sets of :mod:`.suite_shapes`, and raises :class:`CheckFailure` saying what the
-op got wrong or :class:`CaseSkipped` saying why nothing could run.
+Each forces variant ``kind`` of the op in a fresh session of the backend (:func:`run_variant`,
+autotuning frozen), over the shape sets of :mod:`.suite_shapes`, and raises
+:class:`CheckFailure` saying what the op got wrong or :class:`CaseSkipped` saying why nothing
+could run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from ..dtypes import ALL, DType
 from ..dtypes import dtype as resolve_dtype
 from ..errors import TenferroError, UnsupportedError
+from ..kernel._autotune import frozen_launches
 from ..ops import OpSpec
 from ..provider._session import Session, SessionHandle
 from ..tensor import Tensor
@@ -58,9 +60,11 @@ def _session_tree(session: Session) -> Iterator[Session]:
 def run_variant(
     spec: OpSpec, kind: str, runtime: Runtime, tensors: Sequence[Any], attrs: dict[str, Any]
 ) -> VariantRun:
-    """Call variant ``kind`` of ``spec`` directly in a fresh session of ``runtime``."""
+    """Call variant ``kind`` of ``spec`` directly in a fresh session of ``runtime``, its
+    autotuned kernels frozen (:func:`~tenferro_host.kernel._autotune.frozen_launches`): tuning
+    waits on the stream by design, and a wait it makes is not the op's."""
     before = runtime.stats()
-    with runtime.session() as bs:
+    with frozen_launches(), runtime.session() as bs:
         result = spec.variants[kind](bs.exec_session(), *tensors, **attrs)
         sessions = [weakref.ref(s) for s in _session_tree(bs)]
     after = runtime.stats()

@@ -18,7 +18,7 @@ import numpy as np
 from ..dtypes import DType
 from ..dtypes import dtype as resolve_dtype
 from ..errors import ArgumentMismatchError, SymbolLookupError, TenferroError, UnsupportedError
-from ..kernel._autotune import Autotuned
+from ..kernel._autotune import Autotuned, frozen_launches
 from ..kernel._kernel import Kernel
 from ..ops import OpSpec
 from ..provider._compile_targets import CompileOptions
@@ -128,7 +128,7 @@ def check_dsl_compiles(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
 
     seen: dict[Any, tuple[Any, list[Any], dict[str, Any]]] = {}
     for _, _, tensors in _suite_inputs(spec, cpu, cfg, stored_dtypes(spec, cpu)):
-        with cpu.session() as bs:
+        with frozen_launches(), cpu.session() as bs:  # to find the kernels, not to tune them
             ex = _RecordingJitExec(bs.exec_session(), seen)
             try:
                 spec.variants["dsl"](ex, *tensors, **cfg.attrs)

@@ -10,7 +10,8 @@ the CPU interpreter included). The checks, by name (``skip=`` leaves some out):
 * ``values`` — every declared dtype the backend stores, over the shapes the op declares (see
   :mod:`.suite_shapes`), vs the reference with the op's tolerance rule; outputs must be
   Tensors of the session's runtime with the dtypes and shapes of the op's rules; no upload,
-  download, peer copy or synchronization happens inside the call (counters);
+  download, peer copy or synchronization happens inside the call (counters; the kit calls ops
+  with autotuning frozen, so tuning's waits are not counted);
 * ``views`` — transposed, sliced and negative-step inputs: right, or a typed error;
 * ``inputs`` — an undeclared dtype and another runtime's tensor get typed errors;
 * ``sessions`` — no session or handle outlives the session the variant ran in;
