@@ -117,13 +117,8 @@ def cupyx_jit_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
 
 def numba_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
     """numba-cuda's add (compiled outside the timing)."""
-    from .numba_add import make_add, numba_cuda
+    from .numba_add import numba_launch
 
-    cuda = numba_cuda()
-    add = make_add()
-    ones = np.ones(N, np.float32)
-    da, db, do = cuda.to_device(ones), cuda.to_device(ones), cuda.device_array(N, np.float32)
-    launch = add[N // BLOCK, BLOCK]
-    launch(do, da, db)  # compile outside the timing
-    syncs.append(cuda.synchronize)
-    return lambda: launch(do, da, db)
+    launch, sync = numba_launch(N, BLOCK)
+    syncs.append(sync)
+    return launch
