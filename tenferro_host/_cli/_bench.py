@@ -52,7 +52,7 @@ def cmd_bench(host: Host, args: argparse.Namespace) -> int:
     console = Console()
     console.print(make_table("targets", ["target", "bound", "measured", "verdict"], rows))
     for path in done["files"]:
-        console.print(f"wrote {path}")
+        console.print(f"wrote {path}", soft_wrap=True)  # a path stays one line, to copy
     return 0
 
 
