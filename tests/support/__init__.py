@@ -3,7 +3,7 @@
 ``tests/`` is on ``sys.path`` through ``pythonpath`` in pyproject.toml's pytest section, not
 through edits of ``sys.path``. ``tests/`` itself stays a plain directory (no ``__init__.py``) and
 the repository root has no ``conftest.py``: either would put the root on ``sys.path``, where the
-source tree would shadow the installed wheel (``scripts/gpu-tests`` refuses both).
+source tree would shadow the installed wheel (``scripts/gpu-env`` refuses both).
 
 A fresh interpreter a test starts gets ``support`` through :func:`env_with_path`.
 """
