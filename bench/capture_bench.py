@@ -34,6 +34,12 @@ from tenferro_host.provider._capture import captures_opened
 
 ADD = "ext_add_kernel.add"
 N = 1024
+#: The rows the targets read.
+REPLAY_100 = "replay, captured 100-op session"
+REPLAY_10 = "replay, captured 10-op session"
+MOVED = "replay, every input pointer changed (100 ops)"
+EAGER = "the same 100 ops eager (host.run)"
+RECAPTURES = "recaptures when only values change"
 
 
 def per_op(
@@ -146,13 +152,6 @@ def rows(backend: str, rounds: int) -> list[dict[str, Any]]:
 
             report.append(_timed(f"cuda.core graph of {ops} launches (floor)", floor))
     return report
-
-
-REPLAY_100 = "replay, captured 100-op session"
-REPLAY_10 = "replay, captured 10-op session"
-MOVED = "replay, every input pointer changed (100 ops)"
-EAGER = "the same 100 ops eager (host.run)"
-RECAPTURES = "recaptures when only values change"
 
 
 def targets(report: list[dict[str, Any]]) -> list[dict[str, Any]]:
