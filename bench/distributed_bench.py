@@ -1,6 +1,7 @@
 """Cost of a remote op call on a local Ray cluster, against Ray's bare actor call.
 
-One process starts a local cluster (2 CPUs, 2 logical GPUs), a pool of two CPU host actors and a
+One process starts a local cluster on loopback (2 CPUs, 2 logical GPUs; the tests' own,
+``tests/support/ray_cluster.py``), a pool of two CPU host actors and a
 bare Ray actor on the same node. Interleaved rounds time, per call and round trip included:
 ``ray_bare`` (a bare actor method taking the same two handles and returning one; ``ray_bare_timed``
 the same waited with a timeout, as every pool call is), ``remote_op``
@@ -14,21 +15,22 @@ Then an op mapped over both actors, results gathered and checked.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import ray
 
-import tenferro_host as tf
-from tenferro_host.distributed import HostPool
+# PYTHONSAFEPATH (scripts/gpu-tests) omits the script's folder; the cluster is the tests' own.
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1] / "tests")]
+from launch_timing import arguments, interleaved_medians, write_json  # noqa: E402
+from support.ray_cluster import start_local_cluster  # noqa: E402  (sets Ray's environment)
 
-sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
-from launch_timing import arguments, interleaved_medians, write_json
+# isort: split
+import ray  # noqa: E402  (after support.ray_cluster: Ray reads its environment at import)
+
+import tenferro_host as tf  # noqa: E402
+from tenferro_host.distributed import HostPool  # noqa: E402
 
 OP = "ext_add_kernel.add"
 N = 16
@@ -39,48 +41,6 @@ class Bare:
 
     def call(self, op: str, *args: object) -> object:
         return args[0]
-
-
-def ray_children() -> set[int]:
-    """The live processes this one started that are Ray's (GCS, raylet, monitors)."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            command = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"ray" in command:
-            found.add(int(stat.parent.name))
-    return found
-
-
-def start_local_cluster() -> float:
-    """Start a local Ray cluster of 2 CPUs and 2 logical GPUs (no dashboard, no usage report);
-    the seconds it took. Ray gives a starting node 30 s to register, which a machine under heavy
-    load can miss once: then the processes of that start are ended and it tries once more."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    options = {
-        "num_cpus": 2,
-        "num_gpus": 2,
-        "include_dashboard": False,
-        "log_to_driver": False,
-        "logging_level": "ERROR",
-        "object_store_memory": 100 << 20,
-    }
-    t0 = time.perf_counter()
-    try:
-        ray.init(**options)
-    except Exception as exc:
-        if "timed out during startup" not in str(exc):
-            raise
-        ray.shutdown()  # knows nothing of a node that never registered: end what it started
-        for pid in ray_children():
-            with contextlib.suppress(ProcessLookupError, ChildProcessError):  # gone already
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-        ray.init(**options)
-    return time.perf_counter() - t0
 
 
 def main() -> int:

@@ -1,9 +1,9 @@
 """A real two-actor Ray cluster on this machine: placement, ops, typed errors, a killed actor,
 collectives bootstrapped through the pool, and a shutdown that leaves no process behind.
 
-One cluster for the module (starting Ray costs seconds; the bench's, bench/distributed_bench.py):
-2 CPUs and 2 logical GPUs, one CPU and one WebGPU actor, each given a GPU by Ray. Nothing here
-waits without a bound.
+One cluster for the module (starting Ray costs seconds; tests/support/ray_cluster.py, on loopback
+only): 2 CPUs and 2 logical GPUs, one CPU and one WebGPU actor, each given a GPU by Ray. Nothing
+here waits without a bound.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("ray")
+# It sets the environment Ray reads at import, then imports Ray: before anything else does.
+pytest.importorskip("support.ray_cluster", reason="needs Ray: the [ray] extra")
 
+# isort: split
 import ray
-from distributed_bench import ray_children, start_local_cluster
+from support.ray_cluster import LOOPBACK, listening_sockets, ray_children, start_local_cluster
 
 import tenferro_host as tf
 from tenferro_host.distributed import HostPool
@@ -46,6 +48,13 @@ def cluster(tmp_path_factory):
 def pool(cluster):
     with HostPool.start(["cpu", "webgpu"], num_gpus=1) as p:
         yield p
+
+
+def test_every_process_of_the_test_cluster_listens_on_loopback_only(pool):
+    sockets = listening_sockets(ray_children() | {int(h.id.split("/")[1]) for h in pool})
+    assert len({pid for _, _, pid in sockets}) >= 3  # GCS, raylet, the actors ...
+    assert [s for s in sockets if s[0] not in LOOPBACK] == []
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
 
 
 def test_each_actor_owns_its_backend_and_its_own_logical_gpu(pool):
