@@ -15,6 +15,7 @@ loads no GPU library.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
 from . import cpu, cuda, webgpu
@@ -34,6 +35,7 @@ from .dtypes import (
     uint32,
 )
 from .errors import *  # noqa: F403 - the error hierarchy is part of the top-level API
+from .errors import HostActorDiedError
 from .errors import __all__ as _errors_all
 from .identity import AllocationDomainId, CudaDeviceId, CudaDeviceUuid, RuntimeIdentity
 from .ops import KernelSource, OpSpec, Requirement, Signature
@@ -52,6 +54,15 @@ Backend = Runtime
 def __getattr__(name: str) -> Any:
     if name == "kernel":
         return importlib.import_module(".kernel", __name__)
+    if name == "ActorUnavailableError":
+        # 0.1's name of HostActorDiedError, which read like Ray's transient error of that name.
+        warnings.warn(
+            "tenferro_host.ActorUnavailableError is now HostActorDiedError (a timed-out call "
+            "is a CallTimeoutError)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return HostActorDiedError
     raise AttributeError(f"module 'tenferro_host' has no attribute {name!r}")
 
 

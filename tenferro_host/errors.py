@@ -31,7 +31,9 @@ class TenferroError(Exception):
 
 
 def _rebuild(cls: type[TenferroError], args: tuple[Any, ...], fields: dict[str, Any]) -> Any:
-    error = cls.__new__(cls)
+    # Made by the builtin whose memory layout the class has (OSError's, for a TimeoutError).
+    make = OSError.__new__ if issubclass(cls, OSError) else Exception.__new__
+    error = make(cls)
     error.args = args
     error.__dict__.update(fields)
     return error
@@ -73,16 +75,51 @@ class RuntimeStateError(TenferroError, RuntimeError):
     """The call is valid but the runtime or session state forbids it now."""
 
 
-class ActorUnavailableError(RuntimeStateError):
-    """A remote host actor that died or did not answer in time; ``actor`` names it and
-    ``reason`` says which (``"died"`` or ``"timed out"``). Start a new pool."""
+class HostActorDiedError(RuntimeStateError):
+    """A remote host actor that died (killed, crashed, its node lost) under a call; ``actor``
+    names it. Its tensors went with it: restart the actor or start a new pool. Unlike Ray's
+    transient ``ActorUnavailableError``, this one does not come back."""
+
+    def __init__(self, message: str, *, actor: str | None = None, op: str | None = None) -> None:
+        super().__init__(message, op=op)
+        self.actor = actor
+
+
+class CallTimeoutError(RuntimeStateError, TimeoutError):
+    """A remote call not answered within its ``timeout_s``; ``actor`` names the host actor, which
+    may still be running it (wait longer, or restart the actor)."""
 
     def __init__(
-        self, message: str, *, actor: str | None = None, reason: str = "died", op: str | None = None
+        self,
+        message: str,
+        *,
+        actor: str | None = None,
+        timeout_s: float | None = None,
+        op: str | None = None,
     ) -> None:
         super().__init__(message, op=op)
         self.actor = actor
-        self.reason = reason
+        self.timeout_s = timeout_s
+
+
+class RemoteOpError(TenferroError):
+    """An exception raised in a host actor that could not be rebuilt in the caller (its class
+    is not importable here, or does not pickle): ``error_type`` names it, the message is its
+    text, ``remote_traceback`` is where it was raised. The actor lives on."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        actor: str | None = None,
+        error_type: str = "",
+        remote_traceback: str = "",
+        op: str | None = None,
+    ) -> None:
+        super().__init__(message, op=op)
+        self.actor = actor
+        self.error_type = error_type
+        self.remote_traceback = remote_traceback
 
 
 class ForeignRuntimeError(RuntimeStateError):
@@ -235,16 +272,17 @@ class DslError(TenferroError):
 
 
 __all__ = [
-    "ActorUnavailableError",
     "AliasingError",
     "ArgumentMismatchError",
     "BackendError",
+    "CallTimeoutError",
     "CaptureError",
     "CompileError",
     "ContextPoisonedError",
     "DTypeError",
     "DslError",
     "ForeignRuntimeError",
+    "HostActorDiedError",
     "InvalidLaunchConfigError",
     "InvalidLayoutError",
     "LaunchError",
@@ -252,6 +290,7 @@ __all__ = [
     "OutOfMemoryError",
     "PeerAccessError",
     "PluginError",
+    "RemoteOpError",
     "RuleError",
     "RuntimeStateError",
     "SessionClosedError",

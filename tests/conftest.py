@@ -35,6 +35,10 @@ hypothesis_settings.register_profile(
 )
 hypothesis_settings.load_profile("tenferro")
 
+# Ray reads this once, when first imported: whichever test imports it first, a test cluster
+# stays on loopback (tests/support/ray_cluster.py).
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
 FIXTURES = Path(__file__).parent / "fixtures"
 COLLIDE = "tf_fixture_collide"
 #: The persistent kernel cache of a test run: a fresh directory, never the user's cache.

@@ -1,27 +1,52 @@
 """A pool of host actors: one per GPU of a Ray cluster (or per node for CPU/WebGPU), placed by
-resources and by what each actor reports it can run.
+Ray — its resources, an optional placement group, its accelerator types — and by what each actor
+reports it can run.
 
 The caller owns the Ray connection (``ray.init`` before, ``ray.shutdown`` after); the pool owns
-its actors and kills them on ``shutdown`` (or leaving its ``with`` block). A sub-pool from
-``where`` shares its parent's actors and owns none.
+its actors (and its placement group) and ends them on ``shutdown`` (or leaving its ``with``
+block). A sub-pool from ``where``, or a pool a Ray task was given, shares the actors and owns
+none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from .._host import parse_backend_name
-from ..errors import RuntimeStateError, UnsupportedError, ValidationError
-from ._remote import DEFAULT_TIMEOUT_S, Pending, RemoteHost, import_ray, wait
-from ._worker import HostWorker, TensorHandle
+from ..errors import CallTimeoutError, RuntimeStateError, UnsupportedError, ValidationError
+from ._remote import (
+    DEFAULT_TIMEOUT_S,
+    Pending,
+    RemoteHost,
+    connected_ray,
+    import_ray,
+    start_actor,
+    wait,
+    wait_any,
+)
+from ._worker import TensorHandle
 from .caps import ActorCaps, arch_resource
 from .collectives import DEFAULT_BINDING
 
 #: Seconds ``start`` waits for every actor to be placed and to have made its Host.
 DEFAULT_START_TIMEOUT_S = 120.0
+#: Placement group strategies (Ray's): one node for an NVLink pool, or across nodes.
+STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+#: Ray actor options ``start`` passes through to every actor.
+ACTOR_OPTIONS = (
+    "max_restarts",
+    "max_task_retries",
+    "runtime_env",
+    "name",
+    "namespace",
+    "lifetime",
+    "max_concurrency",
+)
 
 
 def _placements(ray: Any, kind: str, actors: int | None) -> list[dict[str, Any]]:
@@ -36,7 +61,8 @@ def _placements(ray: Any, kind: str, actors: int | None) -> list[dict[str, Any]]
         gpus = int(ray.cluster_resources().get("GPU", 0))
         if gpus == 0:
             raise UnsupportedError(
-                "the Ray cluster has no GPU: start its nodes with GPUs, or pass actors=N",
+                "the Ray cluster has no GPU now: start its nodes with GPUs, or pass actors=N "
+                "(an autoscaler adds nodes for actors that ask, not for a count of none)",
                 backend="cuda",
                 feature="placement",
             )
@@ -50,27 +76,68 @@ def _placements(ray: Any, kind: str, actors: int | None) -> list[dict[str, Any]]
     ]
 
 
-def _check_feasible(ray: Any, resources: dict[str, float], count: int) -> None:
-    """Refuse at once what no set of nodes offers, instead of leaving actors pending forever."""
-    total = ray.cluster_resources()
-    for name, amount in resources.items():
-        if total.get(name, 0.0) < amount * count:
-            raise UnsupportedError(
-                f"{count} actor(s) need {amount * count:g} of Ray resource {name!r}, the cluster "
-                f"has {total.get(name, 0.0):g}; start nodes that offer it (for GPU archs: "
-                "ray start --resources with tenferro_host.distributed.node_resources(host))",
-                feature="placement",
-            )
+def _actor_options(options: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    """``options`` for each of ``count`` actors: a ``name`` gets the actor's index."""
+    unknown = sorted(set(options) - set(ACTOR_OPTIONS))
+    if unknown:
+        raise ValidationError(
+            f"actor option(s) {', '.join(unknown)} are not passed through; "
+            f"these are: {', '.join(ACTOR_OPTIONS)}",
+            argument="actor_options",
+        )
+    each = []
+    for i in range(count):
+        mine = dict(options)
+        if "name" in mine and count > 1:
+            mine["name"] = f"{mine['name']}-{i}"
+        each.append(mine)
+    return each
+
+
+def _reserve(
+    ray: Any, bundle: dict[str, float], count: int, strategy: str, timeout_s: float
+) -> Any:
+    """A placement group of ``count`` bundles, ready; a CallTimeoutError (the group removed)
+    when Ray — or its autoscaler — cannot make it within ``timeout_s``."""
+    if strategy not in STRATEGIES:
+        raise ValidationError(
+            f"placement strategy {strategy!r} is not one of {', '.join(STRATEGIES)}",
+            argument="strategy",
+        )
+    wanted = {k: v for k, v in bundle.items() if v}
+    if not wanted:
+        raise ValidationError(
+            "a placement group reserves resources, and each actor asks for none: pass "
+            "num_gpus, num_cpus or resources",
+            argument="strategy",
+        )
+    group = ray.util.placement_group([wanted] * count, strategy=strategy)
+    ready, _ = ray.wait([group.ready()], timeout=timeout_s)
+    if not ready:
+        ray.util.remove_placement_group(group)
+        raise CallTimeoutError(
+            f"Ray did not reserve {count} bundle(s) of {wanted} ({strategy}) within "
+            f"{timeout_s} s: the cluster (with what its autoscaler adds) does not offer them "
+            "now; `ray status` shows what it has",
+            timeout_s=timeout_s,
+        )
+    return group
 
 
 class HostPool:
     """Host actors, one per GPU (or node), and the work mapped over them."""
 
-    def __init__(self, hosts: Sequence[RemoteHost], *, owner: bool) -> None:
+    def __init__(
+        self, hosts: Sequence[RemoteHost], *, owner: bool = False, group: Any = None
+    ) -> None:
         self.hosts = list(hosts)
         self._owner = owner
-        self._by_id = {h.id: h for h in self.hosts}
+        self._group = group
         self._closed = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A Ray task given the pool calls its actors and owns none of them.
+        return (HostPool, (self.hosts,))
 
     @classmethod
     def start(
@@ -81,7 +148,10 @@ class HostPool:
         num_gpus: float | None = None,
         num_cpus: float = 0,
         arch: str | None = None,
+        accelerator_type: str | None = None,
         resources: dict[str, float] | None = None,
+        strategy: str | None = None,
+        actor_options: dict[str, Any] | None = None,
         probe_p2p: bool = False,
         timeout_s: float = DEFAULT_START_TIMEOUT_S,
     ) -> HostPool:
@@ -89,11 +159,15 @@ class HostPool:
         ``cuda:0``), or one per node for ``cpu``/``webgpu``, or ``actors`` of them; a list of
         backends starts one actor per entry (``["cpu", "webgpu"]``).
 
-        ``num_gpus`` is what each actor asks Ray for (default 1 for CUDA, 0 otherwise); ``arch``
-        (e.g. ``"sm_90"``) asks for one of the node's GPUs of that arch (see
-        ``node_resources``); ``resources`` adds custom Ray resources. What the cluster does not
-        have is refused at once; actors not placed and ready within ``timeout_s`` are an
-        ``ActorUnavailableError``.
+        ``num_gpus`` is what each actor asks Ray for (default 1 for CUDA, 0 otherwise);
+        ``accelerator_type`` (Ray's: ``"H100"``) or ``arch`` (``"sm_90"``, the custom resource
+        of ``node_resources``) places actors on such GPUs; ``resources`` adds custom Ray
+        resources. ``strategy`` reserves the actors as one placement group (``"STRICT_PACK"``:
+        one node, e.g. an NVLink pool; ``"SPREAD"``: across nodes), removed with the pool.
+        ``actor_options`` pass through to Ray (``max_restarts``, ``max_task_retries``,
+        ``runtime_env`` so op packages reach every node, ``name``, ``namespace``,
+        ``lifetime``). Feasibility is Ray's (and its autoscaler's): actors not placed and
+        ready within ``timeout_s`` are a ``CallTimeoutError``, and none is left behind.
         """
         ray = import_ray()
         if not ray.is_initialized():
@@ -119,28 +193,47 @@ class HostPool:
         wanted = dict(resources or {})
         if arch is not None:
             wanted[arch_resource(arch)] = wanted.get(arch_resource(arch), 0.0) + 1.0
-        _check_feasible(ray, {"GPU": gpus, "CPU": num_cpus, **wanted}, len(placements))
-        actor_class = ray.remote(max_restarts=0, max_task_retries=0)(HostWorker)
+        each = _actor_options(dict(actor_options or {}), len(placements))
+        group = None
+        if strategy is not None:
+            bundle = {"GPU": gpus, "CPU": num_cpus, **wanted}
+            group = _reserve(ray, bundle, len(placements), strategy, timeout_s)
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            placements = [
+                (name, {"scheduling_strategy": PlacementGroupSchedulingStrategy(group, i)})
+                for i, (name, _) in enumerate(placements)
+            ]
+        options = [
+            {
+                "num_gpus": gpus,
+                "num_cpus": num_cpus,
+                "resources": wanted or None,
+                **({"accelerator_type": accelerator_type} if accelerator_type else {}),
+                **placed,
+                **mine,
+            }
+            for (_, placed), mine in zip(placements, each, strict=True)
+        ]
         started = [
-            actor_class.options(
-                num_gpus=gpus, num_cpus=num_cpus, resources=wanted or None, **options
-            ).remote(name, probe_p2p=probe_p2p)
-            for name, options in placements
+            start_actor(ray, name, o, probe_p2p)
+            for (name, _), o in zip(placements, options, strict=True)
         ]
         pings = [Pending(a.ping.remote(), f"actor {i}", "start") for i, a in enumerate(started)]
         try:
             ids = wait(pings, timeout_s)
         except BaseException:
             for actor in started:
-                ray.kill(actor)
+                with contextlib.suppress(Exception):
+                    ray.kill(actor)
+            if group is not None:
+                ray.util.remove_placement_group(group)
             raise
-        return cls(
-            [
-                RemoteHost(a, i, name)
-                for a, i, (name, _) in zip(started, ids, placements, strict=True)
-            ],
-            owner=True,
-        )
+        hosts = [
+            RemoteHost(a, i, name, o, probe_p2p)
+            for a, i, (name, _), o in zip(started, ids, placements, options, strict=True)
+        ]
+        return cls(hosts, owner=True, group=group)
 
     # -- the actors ----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -153,12 +246,12 @@ class HostPool:
         return self.hosts[index]
 
     def owner_of(self, handle: TensorHandle) -> RemoteHost:
-        """The actor that holds ``handle``."""
-        host = self._by_id.get(handle.owner)
+        """The actor that holds ``handle`` (a ref's: ``ray.get(ref)``)."""
+        host = next((h for h in self.hosts if h.id == handle.owner), None)
         if host is None:
             raise ValidationError(
-                f"tensor handle {handle.key} belongs to host actor {handle.owner}, which is not "
-                "in this pool",
+                f"tensor {handle.call}.{handle.index} belongs to host actor {handle.owner}, "
+                "which is not in this pool",
                 argument="handle",
             )
         return host
@@ -207,27 +300,53 @@ class HostPool:
     def map(
         self,
         op: str,
-        shards: Sequence[Any],
+        shards: Iterable[Any],
         *,
+        in_flight: int = 4,
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
         **attrs: Any,
     ) -> list[Any]:
-        """Run ``op`` on every shard, shard ``i`` on actor ``i % len(pool)``, all at once.
+        """Run ``op`` on every shard, each on the actor with the fewest calls in flight (as
+        ``ray.util.ActorPool`` does), at most ``in_flight`` per actor: a long or lazy sequence
+        of shards is read as actors free up, not all at once.
 
         A shard is an array or a tuple of arrays (the op's tensor inputs), uploaded to its
-        actor; the results are handles that stay there (``gather`` downloads them).
+        actor with the call; the results are refs, in shard order, whose tensors stay on their
+        actors (``gather`` downloads them) while the refs live. ``timeout_s`` bounds the whole.
         """
-        pending = []
-        for i, shard in enumerate(shards):
+        if in_flight < 1:
+            raise ValidationError(
+                f"in_flight is the calls each actor may have at once, at least 1, got {in_flight}",
+                argument="in_flight",
+            )
+        ray = connected_ray()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        busy: dict[Any, tuple[Pending, int]] = {}  # ref -> its call, the actor running it
+        load = [0] * len(self.hosts)
+        calls = []
+        for shard in shards:
+            while len(busy) >= in_flight * len(self.hosts):
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                for done in wait_any(ray, [p for p, _ in busy.values()], remaining):
+                    load[busy.pop(done.ref)[1]] -= 1
+            actor = load.index(min(load))
             arrays = shard if isinstance(shard, tuple) else (shard,)
-            pending.append(self.hosts[i % len(self.hosts)].submit("run_arrays", op, arrays, attrs))
-        return wait(pending, timeout_s)
+            pending = self.hosts[actor].map_call(op, arrays, attrs)
+            busy[pending.ref] = (pending, actor)
+            load[actor] += 1
+            calls.append(pending)
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return wait(calls, remaining)
 
     def gather(
-        self, handles: Sequence[TensorHandle], timeout_s: float | None = DEFAULT_TIMEOUT_S
+        self, refs: Sequence[Any], timeout_s: float | None = DEFAULT_TIMEOUT_S
     ) -> list[np.ndarray]:
-        """Each handle's values, downloaded from its actor in parallel."""
-        return wait([self.owner_of(h).submit("download", h) for h in handles], timeout_s)
+        """Each tensor's values (refs, handles or Pendings), downloaded from its actor in
+        parallel, in order."""
+        handles = wait([r for r in refs if not isinstance(r, TensorHandle)], timeout_s)
+        found = iter(handles)
+        owners = [self.owner_of(r if isinstance(r, TensorHandle) else next(found)) for r in refs]
+        return wait([o.submit("download", r) for o, r in zip(owners, refs, strict=True)], timeout_s)
 
     # -- collectives ---------------------------------------------------------------------------
     def init_collectives(
@@ -261,29 +380,48 @@ class HostPool:
                 argument="handles",
             )
         return wait(
-            [
-                h.submit("collective", name, t, **kwargs)
-                for h, t in zip(self.hosts, handles, strict=True)
-            ],
+            [h.collective_call(name, t, kwargs) for h, t in zip(self.hosts, handles, strict=True)],
             timeout_s,
         )
 
     # -- lifetime ------------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Kill the pool's actors (their tensors go with them); a sub-pool kills none."""
+        """End the pool's actors (their tensors go with them) and its placement group; a
+        sub-pool ends none. After ``ray.shutdown()`` there is nothing left to end: a no-op.
+        Every actor is tried; what could not be ended is one RuntimeStateError after."""
         if self._closed:
             return
         self._closed = True
-        if self._owner:
-            ray = import_ray()
-            for host in self.hosts:
+        if not self._owner:
+            return
+        ray = import_ray()
+        if not ray.is_initialized():
+            return  # the cluster's actors ended with the connection
+        failed = []
+        for host in self.hosts:
+            try:
                 ray.kill(host.actor)
+            except Exception as exc:  # noqa: BLE001 - reported after every actor was tried
+                failed.append(f"{host.id}: {type(exc).__name__}: {exc}")
+        if self._group is not None:
+            with contextlib.suppress(Exception):  # removed with the cluster
+                ray.util.remove_placement_group(self._group)
+        if failed:
+            raise RuntimeStateError(
+                "the pool could not end these host actors (end them with ray.kill, or restart "
+                "the cluster): " + "; ".join(failed)
+            )
 
     def __enter__(self) -> HostPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        try:
+            self.shutdown()
+        except Exception as failure:
+            if exc is None:
+                raise
+            exc.add_note(f"and leaving the pool's block then failed: {failure}")
 
 
 __all__ = ["DEFAULT_START_TIMEOUT_S", "HostPool"]

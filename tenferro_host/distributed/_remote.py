@@ -1,25 +1,53 @@
-"""The caller's side of one host actor: remote calls, their results, and the error rules.
+"""The caller's side of one host actor: remote calls, their results as Ray object refs, and the
+error rules.
 
-A call returns a :class:`Pending` at once; ``result()`` waits for it, at most a timeout. An error
-raised in the actor comes back as itself: the same class with the same fields and message (the
-typed errors pickle their fields), with the actor's traceback as a note. An actor that died, or
-did not answer in time, is an ``ActorUnavailableError``; nothing waits forever.
+A tensor result is the ``ObjectRef`` of the call that made it: ``ray.get``, ``ray.wait`` and
+``await`` take it as any ref, another call takes it as an argument (Ray resolves it to its
+:class:`TensorHandle` in the actor), and its tensors live in the actor as long as Ray's own
+reference counting keeps the ref in scope — the caller's copies of it, and every task that was
+given it, until that task ends. Ray tells the ref's owner when it goes out of scope (the
+callback Ray Data uses for its blocks); :class:`_Releaser` sends the call keys of those refs
+back to their actors in batches, one ``release`` task per actor and batch.
+
+A :class:`Pending` is any other call in flight; ``result()`` waits for it, at most a timeout. An
+error raised in the actor comes back as itself (the typed errors pickle their fields) with the
+actor's traceback as a note; one that cannot be rebuilt here is a ``RemoteOpError``. A call
+not answered in time is a ``CallTimeoutError`` (a ``TimeoutError``), one whose actor died a
+``HostActorDiedError``, one after the Ray connection ended a ``RuntimeStateError``; nothing
+waits forever and nothing starts a Ray cluster behind the caller's back.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import itertools
+import threading
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import ActorUnavailableError, UnsupportedError
-from ._worker import TensorHandle
+from ..errors import (
+    CallTimeoutError,
+    HostActorDiedError,
+    RemoteOpError,
+    RuntimeStateError,
+    UnsupportedError,
+    ValidationError,
+)
+from ._worker import HostWorker
 from .caps import ActorCaps
 
 #: Seconds a call waits for its result unless told otherwise.
 DEFAULT_TIMEOUT_S = 300.0
+#: Seconds the releaser lets out-of-scope keys gather before it sends them.
+RELEASE_BATCH_S = 0.01
+#: The longest pause between two looks at calls in flight in :func:`wait` (how late a failure
+#: among many calls may be raised).
+WAIT_POLL_S = 0.05
 
 
 def import_ray() -> Any:
@@ -34,64 +62,103 @@ def import_ray() -> Any:
     return ray
 
 
+def connected_ray() -> Any:
+    """The ``ray`` module while its connection is up; a RuntimeStateError otherwise (Ray's
+    auto-init would start a new local cluster, which knows none of the pool's actors)."""
+    ray = import_ray()
+    if not ray.is_initialized():
+        raise RuntimeStateError(
+            "the Ray connection is shut down: the pool's actors and tensors went with it; "
+            "ray.init() again and start a new pool"
+        )
+    return ray
+
+
+def connection_lost(what: str, actor: str) -> RuntimeStateError:
+    """The error of a call whose Ray connection was shut down while the caller waited."""
+    return RuntimeStateError(
+        f"the Ray connection was shut down while waiting for {what} on host actor {actor}; "
+        "ray.init() again and start a new pool"
+    )
+
+
 def translate(exc: BaseException, actor: str, what: str, timeout_s: float | None) -> BaseException:
     """The error a caller sees for Ray's ``exc`` from ``what`` on ``actor``."""
     from ray import exceptions as rex
 
     if isinstance(exc, rex.RayTaskError):
         cause = exc.cause
+        remote = getattr(exc, "traceback_str", None) or str(exc)  # Ray's own text of it
         if isinstance(cause, Exception) and not isinstance(cause, rex.RayError):
-            remote = getattr(exc, "traceback_str", None) or str(exc)  # Ray's own text of it
             cause.add_note(f"raised in host actor {actor} by {what}:\n{remote}")
             return cause
+        return _not_rebuilt(remote, actor, what)
+    if isinstance(exc, rex.UnserializableException):
+        return _not_rebuilt(exc._original_stack_trace, actor, what)
     if isinstance(exc, rex.GetTimeoutError):
-        return ActorUnavailableError(
+        return CallTimeoutError(
             f"host actor {actor} did not answer {what} within {timeout_s} s; it may still be "
-            "running it: wait longer (timeout_s=...) or shut the pool down",
+            "running it: wait longer (timeout_s=...), or restart the actor "
+            "(RemoteHost.restart())",
             actor=actor,
-            reason="timed out",
+            timeout_s=timeout_s,
         )
+    if not import_ray().is_initialized():
+        return connection_lost(what, actor)
     said = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return ActorUnavailableError(
+    return HostActorDiedError(
         f"host actor {actor} died before {what} finished ({type(exc).__name__}: "
-        f"{said[-1] if said else 'no reason given'}); its tensors are lost: start a new pool",
+        f"{said[-1] if said else 'no reason given'}); its tensors are lost: restart it "
+        "(RemoteHost.restart()) or start a new pool",
         actor=actor,
-        reason="died",
     )
 
 
-def wait(pending: Sequence[Pending], timeout_s: float | None = DEFAULT_TIMEOUT_S) -> list[Any]:
-    """Every result, in order. The first call to fail raises its error (as :func:`translate`
-    says) as soon as it fails, without waiting for the others; ``timeout_s`` bounds the whole."""
-    ray = import_ray()
-    from ray import exceptions as rex
+def _not_rebuilt(remote: str, actor: str, what: str) -> RemoteOpError:
+    """An exception raised in the actor that Ray could not rebuild here, from its text (whose
+    last line is Python's ``Type: message``)."""
+    said = [line.strip() for line in remote.splitlines() if line.strip()]
+    last = said[-1] if said else "an exception"
+    error_type = last.split(":", 1)[0] if ":" in last else last
+    return RemoteOpError(
+        f"{what} on host actor {actor} raised {last} (Ray could not rebuild it here: make its "
+        "class importable and picklable in the caller); the actor lives on",
+        actor=actor,
+        error_type=error_type.rsplit(".", 1)[-1],
+        remote_traceback=remote,
+    )
 
-    by_ref = {p.ref: p for p in pending}
-    left = list(by_ref)
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while left:
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready, left = ray.wait(left, num_returns=1, timeout=remaining)
-        if not ready:
-            first = by_ref[left[0]]
-            raise translate(rex.GetTimeoutError(), first.actor, first.what, timeout_s)
-        by_ref[ready[0]].result(timeout_s=None)  # ready: raises its error now, if any
-    return [p.result(timeout_s=None) for p in pending]
+
+def _get(ray: Any, refs: Any, timeout_s: float | None, what: str, actor: str) -> Any:
+    """``ray.get``; Ray shut down under it (it raises ``SystemExit`` then, which would end the
+    caller's program with status 0 mid-work) as the typed error."""
+    try:
+        return ray.get(refs, timeout=timeout_s)
+    except SystemExit as exc:
+        if ray.is_initialized():
+            raise
+        raise connection_lost(what, actor) from exc
 
 
 class Pending:
-    """A remote call in flight; another remote call may take it as an argument unwaited."""
+    """A remote call in flight; another remote call may take it (or its ``ref``) as an
+    argument unwaited. ``tensors``: the call keeps tensors, so its result is its ref."""
 
-    def __init__(self, ref: Any, actor: str, what: str) -> None:
+    def __init__(self, ref: Any, actor: str, what: str, *, tensors: bool = False) -> None:
         self.ref = ref
         self.actor = actor
         self.what = what
+        self.tensors = tensors
 
     def result(self, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> Any:
-        """The call's result (a handle, a tuple of handles, an array ...), or its error."""
-        ray = import_ray()
+        """The call's result (for a call that made tensors, its ``ObjectRef`` once done; else
+        its value: an array, caps ...), or its error."""
+        value = self._value(connected_ray(), timeout_s)
+        return self.ref if self.tensors else value
+
+    def _value(self, ray: Any, timeout_s: float | None) -> Any:
         try:
-            return ray.get(self.ref, timeout=timeout_s)
+            return _get(ray, self.ref, timeout_s, self.what, self.actor)
         except ray.exceptions.RayError as exc:
             raise translate(exc, self.actor, self.what, timeout_s) from None
 
@@ -99,44 +166,246 @@ class Pending:
         return f"<Pending {self.what} on {self.actor}>"
 
 
+def wait(pending: Sequence[Any], timeout_s: float | None = DEFAULT_TIMEOUT_S) -> list[Any]:
+    """Every result, in order (a ``Pending``'s as ``result()`` gives it, a bare ref's value).
+    The first call to fail raises its error (as :func:`translate` says) once it has failed,
+    without waiting for the others; ``timeout_s`` bounds the whole. Linear in the number of
+    calls: ``ray.wait`` over all of them, at most every ``WAIT_POLL_S``."""
+    ray = connected_ray()
+    calls = [p if isinstance(p, Pending) else Pending(p, "?", "a remote call") for p in pending]
+    by_ref = {p.ref: p for p in calls}
+    values: dict[Any, Any] = {}
+    left = list(by_ref)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    pause = 0.001
+    while left:
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        step = pause if remaining is None else min(pause, remaining)
+        try:
+            ready, left = ray.wait(left, num_returns=len(left), timeout=step)
+        except SystemExit as exc:
+            if ray.is_initialized():
+                raise
+            raise connection_lost(calls[0].what, calls[0].actor) from exc
+        if ready:
+            try:
+                values.update(zip(ready, _get(ray, ready, None, "calls", "?"), strict=True))
+            except ray.exceptions.RayError:
+                for ref in ready:  # which one failed: its own error, as itself
+                    values[ref] = by_ref[ref]._value(ray, None)
+        elif remaining == 0.0:
+            first = by_ref[left[0]]
+            raise translate(ray.exceptions.GetTimeoutError(), first.actor, first.what, timeout_s)
+        pause = min(pause * 2, WAIT_POLL_S)
+    return [p.ref if p.tensors else values[p.ref] for p in calls]
+
+
+def wait_any(ray: Any, pending: Sequence[Pending], timeout_s: float | None) -> list[Pending]:
+    """The calls of ``pending`` that are done (at least one; their errors raised), waiting at
+    most ``timeout_s`` for the first."""
+    by_ref = {p.ref: p for p in pending}
+    try:
+        ready, _ = ray.wait(list(by_ref), num_returns=1, timeout=timeout_s)
+        ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
+    except SystemExit as exc:
+        if ray.is_initialized():
+            raise
+        raise connection_lost(pending[0].what, pending[0].actor) from exc
+    if not ready:
+        first = pending[0]
+        raise translate(ray.exceptions.GetTimeoutError(), first.actor, first.what, timeout_s)
+    for ref in ready:
+        by_ref[ref]._value(ray, None)
+    return [by_ref[r] for r in ready]
+
+
+class _Releaser:
+    """Sends the call keys of refs Ray found out of scope back to their actors, batched.
+
+    Ray calls :meth:`out_of_scope` on its own thread, which must not block: it only queues the
+    key. A daemon thread sends what gathered within ``RELEASE_BATCH_S`` as one ``release`` task
+    per actor (after the calls that made them: Ray runs one caller's tasks on an actor in order).
+    """
+
+    def __init__(self) -> None:
+        self._queue: collections.deque[tuple[RemoteHost, str]] = collections.deque()
+        self._woken = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def track(self, ray: Any, ref: Any, host: RemoteHost, call: str) -> None:
+        """Release ``call`` on ``host`` once ``ref`` (which this process owns) is out of scope."""
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="tenferro-ray-releaser", daemon=True
+                    )
+                    self._thread.start()
+        worker = ray._private.worker.global_worker.core_worker
+        if not worker.add_object_out_of_scope_callback(ref, lambda _id: self._queued(host, call)):
+            self._queued(host, call)  # already out of scope
+
+    def _queued(self, host: RemoteHost, call: str) -> None:
+        self._queue.append((host, call))
+        self._woken.set()
+
+    def _run(self) -> None:
+        ray = import_ray()
+        while True:
+            self._woken.wait()
+            time.sleep(RELEASE_BATCH_S)
+            self._woken.clear()
+            batches: dict[RemoteHost, list[str]] = {}
+            while self._queue:
+                host, call = self._queue.popleft()
+                batches.setdefault(host, []).append(call)
+            if not ray.is_initialized():
+                continue  # the cluster, its actors and their tensors are gone
+            for host, calls in batches.items():
+                with contextlib.suppress(Exception):  # a dead actor's tensors went with it
+                    host.actor.release.remote(calls)
+
+
+_RELEASER = _Releaser()
+#: This process's prefix of call keys: keys stay unique across every caller of an actor.
+_CALLER = uuid.uuid4().hex[:12]
+_COUNTER = itertools.count()
+
+
+def start_actor(ray: Any, backend: str, options: dict[str, Any], probe_p2p: bool) -> Any:
+    """A new host actor of ``backend`` made with Ray actor ``options`` (resources, placement,
+    restarts, ``runtime_env``, names ...)."""
+    return ray.remote(HostWorker).options(**options).remote(backend, probe_p2p=probe_p2p)
+
+
 def _ref(value: Any) -> Any:
     return value.ref if isinstance(value, Pending) else value
 
 
 class RemoteHost:
-    """One host actor as its caller sees it: submit work, wait for handles, download."""
+    """One host actor as its caller sees it: calls whose tensor results are Ray object refs."""
 
-    def __init__(self, actor: Any, actor_id: str, backend: str) -> None:
+    def __init__(
+        self,
+        actor: Any,
+        actor_id: str,
+        backend: str,
+        options: dict[str, Any] | None = None,
+        probe_p2p: bool = False,
+    ) -> None:
         self.actor = actor
         self.id = actor_id
         self.backend = backend
+        self._options = dict(options or {})
+        self._probe_p2p = probe_p2p
         self._caps: ActorCaps | None = None
 
     def __repr__(self) -> str:
         return f"<RemoteHost {self.id}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A Ray task given the pool calls the same actors; its refs are its own (it owns them).
+        return (RemoteHost, (self.actor, self.id, self.backend, self._options, self._probe_p2p))
+
+    def restart(self, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> None:
+        """Replace the actor by a new one made as it was (a hung call is ended with it; its
+        tensors are lost, and its refs raise ``HostActorDiedError``); the pool keeps it."""
+        ray = connected_ray()
+        with contextlib.suppress(Exception):  # already dead
+            ray.kill(self.actor)
+        self.actor = start_actor(ray, self.backend, self._options, self._probe_p2p)
+        self.id = Pending(self.actor.ping.remote(), self.id, "restart").result(timeout_s)
+        self._caps = None
+
+    # -- calls ---------------------------------------------------------------------------------
     def submit(self, method: str, *args: Any, **kwargs: Any) -> Pending:
-        """Call the actor's ``method`` without waiting (``Pending`` arguments are passed on)."""
+        """Call the actor's ``method`` without waiting (``Pending`` and ref arguments are passed
+        on). ``"run"`` and ``"upload"`` are :meth:`remote` and :meth:`upload`'s calls."""
+        ray = connected_ray()
+        if method == "run":
+            op, *rest = args
+            return self._run(ray, op, rest, kwargs, ())
+        if method in ("upload", "run_arrays", "collective"):
+            raise ValidationError(
+                f"submit({method!r}, ...) would keep tensors no ref owns: call "
+                f"RemoteHost.{'upload' if method == 'upload' else 'remote'} or the pool's "
+                f"{'map' if method == 'run_arrays' else method}",
+                argument="method",
+            )
         ref = getattr(self.actor, method).remote(*map(_ref, args), **kwargs)
-        return Pending(ref, self.id, method if method != "run" else f"run({args[0]!r})")
+        return Pending(ref, self.id, method)
+
+    def _call(self) -> str:
+        return f"{_CALLER}:{next(_COUNTER)}"
+
+    def _tensor_call(self, ray: Any, method: str, call: str, *args: Any) -> Pending:
+        ref = getattr(self.actor, method).remote(call, *map(_ref, args))
+        _RELEASER.track(ray, ref, self, call)
+        return Pending(ref, self.id, method, tensors=True)
+
+    def _run(
+        self,
+        ray: Any,
+        op: str,
+        args: Sequence[Any],
+        attrs: dict[str, Any],
+        reserved: tuple[str, ...],
+    ) -> Pending:
+        pending = self._tensor_call(ray, "run", self._call(), op, attrs, reserved, *args)
+        pending.what = f"run({op!r})"
+        return pending
+
+    def map_call(self, op: str, arrays: Sequence[np.ndarray], attrs: dict[str, Any]) -> Pending:
+        """Upload ``arrays`` and run ``op`` on them in one call (a pool's ``map``)."""
+        pending = self._tensor_call(connected_ray(), "run_arrays", self._call(), op, attrs, *arrays)
+        pending.what = f"map({op!r})"
+        return pending
+
+    def collective_call(self, name: str, tensor: Any, kwargs: dict[str, Any]) -> Pending:
+        """Collective ``name`` of the actor's communicator on ``tensor`` (a pool's
+        ``collective``)."""
+        return self._tensor_call(connected_ray(), "collective", self._call(), name, kwargs, tensor)
+
+    def remote(self, op: str, /, *args: Any, **attrs: Any) -> Any:
+        """Run ``op`` in the actor on tensors it holds (refs, handles or Pendings) without
+        waiting: the result's ``ObjectRef``, which ``ray.get`` resolves to its handle(s) and any
+        call takes as an argument. Every keyword is the op's attribute."""
+        return self._run(connected_ray(), op, args, attrs, ()).ref
 
     def run(
-        self, op: str, *args: Any, timeout_s: float | None = DEFAULT_TIMEOUT_S, **attrs: Any
+        self,
+        op: str,
+        /,
+        *args: Any,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        **attrs: Any,
     ) -> Any:
-        """Run ``op`` in the actor on handles it holds; its tensors come back as handles."""
-        return self.submit("run", op, *args, **attrs).result(timeout_s)
+        """:meth:`remote`, waited for at most ``timeout_s``: the result's ``ObjectRef``, or the
+        call's typed error. An op that declares an attribute ``timeout_s`` takes it through
+        :meth:`remote` (here it would be the call's; it is refused, not taken silently)."""
+        pending = self._run(connected_ray(), op, args, attrs, ("timeout_s",))
+        return pending.result(timeout_s)
 
     def upload(self, *arrays: np.ndarray, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> Any:
-        """Copy arrays into the actor's device; a handle per array."""
-        return self.submit("upload", *arrays).result(timeout_s)
+        """Copy arrays into the actor's device: one ref per array (a tuple for several), each
+        tensor living as long as its ref."""
+        ray = connected_ray()
+        calls = tuple(self._call() for _ in arrays)
+        refs = self.actor.upload.options(num_returns=len(arrays)).remote(calls, *arrays)
+        refs = list(refs) if len(arrays) > 1 else [refs]
+        for ref, call in zip(refs, calls, strict=True):
+            _RELEASER.track(ray, ref, self, call)
+        wait([Pending(r, self.id, "upload", tensors=True) for r in refs], timeout_s)
+        return tuple(refs) if len(refs) > 1 else refs[0]
 
-    def download(self, handle: TensorHandle, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> Any:
-        """A handle's values as a numpy array."""
-        return self.submit("download", handle).result(timeout_s)
+    def download(self, tensor: Any, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> Any:
+        """A tensor's values (its ref, handle or Pending) as a numpy array."""
+        return self.submit("download", tensor).result(timeout_s)
 
-    def free(self, *handles: TensorHandle, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> None:
-        """Let the actor drop these tensors."""
-        self.submit("free", *handles).result(timeout_s)
+    def free(self, *tensors: Any, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> None:
+        """Let the actor drop these tensors now, before their refs go out of scope."""
+        self.submit("free", *tensors).result(timeout_s)
 
     def caps(self, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> ActorCaps:
         """The actor's capabilities (asked once, then kept)."""
@@ -149,5 +418,18 @@ class RemoteHost:
         stats: dict[str, int] = self.submit("stats").result(timeout_s)
         return stats
 
+    def held(self, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> int:
+        """How many tensors the actor holds."""
+        held: int = self.submit("held").result(timeout_s)
+        return held
 
-__all__ = ["DEFAULT_TIMEOUT_S", "Pending", "RemoteHost", "import_ray", "translate", "wait"]
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "Pending",
+    "RemoteHost",
+    "connected_ray",
+    "import_ray",
+    "translate",
+    "wait",
+]

@@ -1,14 +1,15 @@
 """The object inside one host actor: a ``Host``, the one runtime it owns, and its tensors.
 
-Tensors never leave the actor's device: ``upload`` and ``run`` keep them in the actor's table and
-answer a :class:`TensorHandle` (a few fields, cheap to send); ``download`` is the one way back to
-the caller's memory. A plain class, so that it runs (and is tested) without Ray as well; the pool
-makes it a Ray actor.
+Tensors never leave the actor's device. Each call that makes tensors (``upload``, ``run``)
+comes with a *call key* its caller chose, keeps its tensors under that key and answers
+:class:`TensorHandle` s (a few fields, cheap to send); the caller holds the call's Ray
+``ObjectRef`` and, when Ray's reference counting finds it out of scope, sends the key back to
+``release`` (see ``_remote.py``). ``download`` is the one way back to the caller's memory. A
+plain class, so that it runs (and is tested) without Ray as well; the pool makes it a Ray actor.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
 import uuid
@@ -35,10 +36,12 @@ COLLECTIVES = ("all_reduce", "all_gather", "broadcast")
 
 @dataclass(frozen=True)
 class TensorHandle:
-    """A tensor that stays in host actor ``owner``: what remote calls take and return."""
+    """Tensor ``index`` of call ``call`` in host actor ``owner``: what remote calls resolve a
+    result's ``ObjectRef`` to. It lives as long as that ref (or until ``free``)."""
 
     owner: str
-    key: int
+    call: str
+    index: int
     shape: tuple[int, ...]
     dtype: str
     backend: str
@@ -60,8 +63,7 @@ class HostWorker:
         self.node_id = _node_id()
         self.id = f"{backend}@{self.node_id[:8] or 'local'}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
         self._probe_p2p = probe_p2p
-        self._tensors: dict[int, Tensor] = {}
-        self._keys = itertools.count()
+        self._calls: dict[str, list[Tensor | None]] = {}
         self._communicator: NcclCommunicator | None = None
         # Ray keeps only the text of an error raised while an actor is made: a typed one is
         # kept here and raised by ping(), so that the pool's start raises it as itself.
@@ -73,36 +75,62 @@ class HostWorker:
             self._unusable = exc
 
     # -- tensors -------------------------------------------------------------------------------
-    def _handle(self, t: Tensor) -> TensorHandle:
-        key = next(self._keys)
-        self._tensors[key] = t
-        return TensorHandle(self.id, key, t.shape, t.dtype.name, self.backend)
+    def _keep(self, call: str, value: Any) -> Any:
+        """Keep the tensors of ``value`` under ``call``; the value with each as its handle."""
+        kept: list[Tensor | None] = []
 
-    def _tensor(self, handle: TensorHandle) -> Tensor:
+        def handles(v: Any) -> Any:
+            if isinstance(v, Tensor):
+                kept.append(v)
+                return TensorHandle(
+                    self.id, call, len(kept) - 1, v.shape, v.dtype.name, self.backend
+                )
+            if isinstance(v, tuple | list):
+                return type(v)(handles(x) for x in v)
+            return v
+
+        result = handles(value)
+        if kept:
+            if call in self._calls:
+                raise ValidationError(
+                    f"call key {call!r} is already used in host actor {self.id}; each call "
+                    "needs its own key",
+                    argument="call",
+                )
+            self._calls[call] = kept
+        return result
+
+    def _tensor(self, handle: Any) -> Any:
+        """The tensor of ``handle``; any other argument as it is."""
+        if not isinstance(handle, TensorHandle):
+            return handle
         if handle.owner != self.id:
             raise ForeignRuntimeError(
-                f"tensor handle {handle.key} lives in host actor {handle.owner}, not in "
-                f"{self.id}; run the op on the actor that holds it, or download it and upload "
-                "it here"
+                f"tensor {handle.call}.{handle.index} lives in host actor {handle.owner}, not "
+                f"in {self.id}; run the op on the actor that holds it, or download it and "
+                "upload it here"
             )
-        try:
-            return self._tensors[handle.key]
-        except KeyError:
+        tensors = self._calls.get(handle.call)
+        tensor = tensors[handle.index] if tensors is not None else None
+        if tensor is None:
             raise SessionClosedError(
-                f"tensor handle {handle.key} of host actor {self.id} was freed; use a handle "
-                "before freeing it"
-            ) from None
+                f"tensor {handle.call}.{handle.index} of host actor {self.id} was freed (its "
+                "ObjectRef went out of scope, or free() released it); keep the ref while you "
+                "use the tensor"
+            )
+        return tensor
 
-    def _output(self, value: Any) -> Any:
-        if isinstance(value, Tensor):
-            return self._handle(value)
-        if isinstance(value, tuple | list):
-            return type(value)(self._output(v) for v in value)
-        return value
-
-    def upload(self, *arrays: np.ndarray) -> TensorHandle | tuple[TensorHandle, ...]:
-        """Copy host arrays onto the actor's device; one handle per array."""
-        handles = tuple(self._handle(self.runtime.upload(a)) for a in arrays)
+    def upload(self, calls: tuple[str, ...], *arrays: np.ndarray) -> Any:
+        """Copy host arrays onto the actor's device, array ``i`` kept under ``calls[i]``; a
+        handle per array (one, or a tuple: one Ray return value each)."""
+        if len(calls) != len(arrays):
+            raise ValidationError(
+                f"upload takes one call key per array: {len(calls)} keys, {len(arrays)} arrays",
+                argument="calls",
+            )
+        handles = tuple(
+            self._keep(c, self.runtime.upload(a)) for c, a in zip(calls, arrays, strict=True)
+        )
         return handles[0] if len(handles) == 1 else handles
 
     def download(self, handle: TensorHandle) -> np.ndarray:
@@ -110,25 +138,55 @@ class HostWorker:
         return self.runtime.download(self._tensor(handle))
 
     def free(self, *handles: TensorHandle) -> None:
-        """Drop the actor's reference to each tensor (its memory goes back to the runtime)."""
+        """Drop the actor's reference to each tensor now (its memory goes back to the runtime);
+        the early form of what ``release`` does when the caller's ref goes out of scope."""
         for handle in handles:
             self._tensor(handle)
-            del self._tensors[handle.key]
+            tensors = self._calls[handle.call]
+            tensors[handle.index] = None
+            if not any(t is not None for t in tensors):
+                del self._calls[handle.call]
+
+    def release(self, calls: list[str]) -> None:
+        """Drop every tensor of these calls: their refs went out of scope in the caller (keys
+        already freed, or of calls that made no tensor, are skipped)."""
+        for call in calls:
+            self._calls.pop(call, None)
 
     def held(self) -> int:
         """How many tensors the actor holds."""
-        return len(self._tensors)
+        return sum(t is not None for tensors in self._calls.values() for t in tensors)
 
     # -- operations ----------------------------------------------------------------------------
-    def run(self, op: str, *args: Any, **attrs: Any) -> Any:
-        """Run a registered op on the actor's runtime; tensor results come back as handles."""
-        tensors = [self._tensor(a) if isinstance(a, TensorHandle) else a for a in args]
-        return self._output(self.host.run(op, *tensors, backend=self.backend, **attrs))
+    def run(
+        self, call: str, op: str, attrs: dict[str, Any], reserved: tuple[str, ...], *args: Any
+    ) -> Any:
+        """Run a registered op on the actor's runtime, its tensors kept under ``call``; tensor
+        results come back as handles. ``reserved``: the keywords the caller's ``run`` took as
+        its own, refused if the op declares an attribute of that name."""
+        if reserved:
+            self._refuse_reserved(op, reserved)
+        tensors = [self._tensor(a) for a in args]
+        return self._keep(call, self.host.run(op, *tensors, backend=self.backend, **attrs))
 
-    def run_arrays(self, op: str, arrays: tuple[np.ndarray, ...], attrs: dict[str, Any]) -> Any:
+    def _refuse_reserved(self, op: str, reserved: tuple[str, ...]) -> None:
+        entry = self.host.registry.ops.get(op)
+        spec = entry.spec if entry is not None else None
+        declared = set(spec.signature.attributes) if spec is not None else set()
+        for name in reserved:
+            if name in declared:
+                raise ValidationError(
+                    f"op {op!r} declares an attribute {name!r}, which RemoteHost.run takes as "
+                    f"the call's own {name}: pass it with RemoteHost.remote(op, ..., "
+                    f"{name}=...) and wait with ray.get(ref, timeout=...)",
+                    argument=name,
+                    op=op,
+                )
+
+    def run_arrays(self, call: str, op: str, attrs: dict[str, Any], *arrays: np.ndarray) -> Any:
         """Upload a shard's arrays and run ``op`` on them in one call; only its result stays."""
         tensors = [self.runtime.upload(a) for a in arrays]
-        return self._output(self.host.run(op, *tensors, backend=self.backend, **attrs))
+        return self._keep(call, self.host.run(op, *tensors, backend=self.backend, **attrs))
 
     def ping(self) -> str:
         """The actor's id (the ``owner`` of its handles), or the error that made it unusable."""
@@ -159,8 +217,11 @@ class HostWorker:
         )
         return rank
 
-    def collective(self, name: str, *handles: TensorHandle, **kwargs: Any) -> TensorHandle:
-        """Run collective ``name`` (all_reduce, all_gather, broadcast) of the communicator."""
+    def collective(
+        self, call: str, name: str, kwargs: dict[str, Any], *handles: TensorHandle
+    ) -> TensorHandle:
+        """Run collective ``name`` (all_reduce, all_gather, broadcast) of the communicator; its
+        result kept under ``call``."""
         if name not in COLLECTIVES:
             raise ValidationError(
                 f"collective {name!r} is not one of {', '.join(COLLECTIVES)}", argument="name"
@@ -170,7 +231,10 @@ class HostWorker:
                 f"host actor {self.id} has no communicator; call pool.init_collectives() first"
             )
         tensors = [self._tensor(h) for h in handles]
-        return self._handle(getattr(self._communicator, name)(*tensors, **kwargs))
+        result: TensorHandle = self._keep(
+            call, getattr(self._communicator, name)(*tensors, **kwargs)
+        )
+        return result
 
 
 __all__ = ["HostWorker", "TensorHandle"]

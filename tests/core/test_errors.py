@@ -21,7 +21,8 @@ HIERARCHY = {
     "SessionClosedError": "RuntimeStateError",
     "WrongThreadError": "RuntimeStateError",
     "ContextPoisonedError": "RuntimeStateError",
-    "ActorUnavailableError": "RuntimeStateError",
+    "HostActorDiedError": "RuntimeStateError",
+    "CallTimeoutError": "RuntimeStateError",
     "CaptureError": "RuntimeStateError",
     "UnsupportedError": "TenferroError",
     "BackendError": "TenferroError",
@@ -35,6 +36,7 @@ HIERARCHY = {
     "PluginError": "TenferroError",
     "RuleError": "PluginError",
     "DslError": "TenferroError",
+    "RemoteOpError": "TenferroError",
 }
 
 
@@ -43,6 +45,7 @@ BUILTIN_PARENT = {
     "ValidationError": ValueError,
     "DTypeError": TypeError,
     "RuntimeStateError": RuntimeError,
+    "CallTimeoutError": TimeoutError,
     "UnsupportedError": NotImplementedError,
     "BackendError": RuntimeError,
     "OutOfMemoryError": MemoryError,

@@ -1,5 +1,7 @@
-"""A real two-actor Ray cluster on this machine: placement, ops, typed errors, a killed actor,
-collectives bootstrapped through the pool, and a shutdown that leaves no process behind.
+"""A real two-actor Ray cluster on this machine: results as Ray object refs released by Ray's
+reference counting, placement, ops, typed errors, a hung and a killed actor, collectives
+bootstrapped through the pool, a pool used by Ray tasks, and a shutdown that leaves no process
+behind.
 
 One cluster for the module (starting Ray costs seconds; tests/support/ray_cluster.py, on loopback
 only): 2 CPUs and 2 logical GPUs, one CPU and one WebGPU actor, each given a GPU by Ray. Nothing
@@ -8,6 +10,8 @@ here waits without a bound.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import os
 import time
 from pathlib import Path
@@ -68,19 +72,93 @@ def test_each_actor_owns_its_backend_and_its_own_logical_gpu(pool):
 def test_an_op_mapped_over_both_actors_gives_the_right_results(pool):
     rng = np.random.default_rng(0)
     shards = [(rng.standard_normal(64).astype(np.float32),) * 2 for _ in range(4)]
-    handles = pool.map("ext_add_kernel.add", shards)
-    assert [h.owner for h in handles] == [pool[0].id, pool[1].id] * 2
-    for got, (x, _) in zip(pool.gather(handles), shards, strict=True):
+    refs = pool.map("ext_add_kernel.add", iter(shards), in_flight=1)
+    assert all(isinstance(r, ray.ObjectRef) for r in refs)
+    owners = [h.owner for h in ray.get(refs)]  # the next shard goes to the actor free first
+    assert owners[:2] == [pool[0].id, pool[1].id] and set(owners) == {h.id for h in pool}
+    for got, (x, _) in zip(pool.gather(refs), shards, strict=True):
         np.testing.assert_allclose(got, x + x, rtol=1e-6)
+    with pytest.raises(tf.ValidationError, match="at least 1"):
+        pool.map("ext_add_kernel.add", shards, in_flight=0)
 
 
-def test_an_op_runs_on_handles_the_actor_keeps(pool):
+def test_an_op_runs_on_tensors_the_actor_keeps_and_its_result_is_an_object_ref(pool):
     for host in pool:
         a = host.upload(np.arange(4, dtype=np.float32))
         out = host.run("ext_add_kernel.add", a, a)
-        assert out.owner == host.id and out.backend == host.backend
+        handle = ray.get(out)
+        assert handle.owner == host.id and handle.backend == host.backend
         np.testing.assert_array_equal(host.download(out), [0, 2, 4, 6])
         host.free(a, out)
+        with pytest.raises(tf.SessionClosedError, match="was freed"):
+            host.download(handle)
+
+
+def test_a_ref_is_awaited_and_waited_on_as_any_ray_ref(pool):
+    host = pool[0]
+    a = host.upload(np.ones(3, np.float32))
+    ref = host.remote("ext_add_kernel.add", a, a)  # no wait
+    ready, _ = ray.wait([ref], timeout=60)
+    assert ready == [ref]
+
+    async def awaited():
+        return await ref
+
+    assert asyncio.run(awaited()).owner == host.id
+    np.testing.assert_array_equal(host.download(ref), [2, 2, 2])
+
+
+def _held_becomes(host, count, within_s=30.0):
+    deadline = time.monotonic() + within_s
+    while host.held() != count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return host.held()
+
+
+@ray.remote(num_cpus=0)
+def _borrow(refs, seconds):
+    """A task given refs (nested: Ray passes them as refs, so the task borrows them)."""
+    time.sleep(seconds)
+    return len(refs)
+
+
+def test_tensors_live_as_long_as_rays_reference_counting_keeps_their_refs(pool):
+    host = pool[0]
+    gc.collect()  # earlier tests' refs: out of scope, released in the background
+    held = _held_becomes(host, 0)
+    a = host.upload(np.ones(2, np.float32))
+    out = host.run("ext_add_kernel.add", a, a)
+    handle = ray.get(out)
+    assert host.held() == held + 2
+    del a
+    assert _held_becomes(host, held + 1) == held + 1  # a went out of scope, out did not
+    borrowed = _borrow.remote([out], 1.5)
+    del out
+    gc.collect()
+    time.sleep(0.5)
+    np.testing.assert_array_equal(host.download(handle), [2, 2])  # the task still holds it
+    assert ray.get(borrowed, timeout=60) == 1
+    assert _held_becomes(host, held) == held
+    with pytest.raises(tf.SessionClosedError, match="went out of scope"):
+        host.download(handle)
+
+
+@ray.remote(num_cpus=0)
+def _driver(pool, x):
+    """A Ray task using a pool it was given: its own calls, its own refs."""
+    host = pool[0]
+    return host.download(host.run("ext_add_kernel.add", host.upload(x), host.upload(x)))
+
+
+def test_several_drivers_use_one_pool(pool):
+    x = np.arange(5, dtype=np.float32)
+    gc.collect()
+    held = _held_becomes(pool[0], 0)
+    got = ray.get([_driver.remote(pool, x) for _ in range(3)], timeout=120)
+    for g in got:
+        np.testing.assert_array_equal(g, 2 * x)
+    assert _held_becomes(pool[0], held) == held
+    assert pool[0].run("ext_add_kernel.add", pool[0].upload(x), pool[0].upload(x))  # still up
 
 
 def test_work_is_placed_by_the_actors_caps(pool):
@@ -92,13 +170,46 @@ def test_work_is_placed_by_the_actors_caps(pool):
         pool.where(arch="sm_90")
 
 
-def test_what_the_cluster_lacks_is_refused_at_once(cluster):
-    with pytest.raises(tf.UnsupportedError, match=r"tenferro\.arch\.sm_90"):
-        HostPool.start("cpu", actors=1, arch="sm_90")
-    with pytest.raises(tf.UnsupportedError, match="need 3 of Ray resource 'GPU'"):
-        HostPool.start("cpu", actors=3, num_gpus=1)
+def test_what_ray_cannot_place_in_time_is_a_call_timeout_and_leaves_nothing_behind(cluster):
+    free = ray.available_resources().get("CPU")
+    for wanted in ({"arch": "sm_90"}, {"accelerator_type": "H100"}):
+        with pytest.raises(tf.CallTimeoutError, match="did not answer start within 1"):
+            HostPool.start("cpu", actors=1, timeout_s=1, **wanted)
+    with pytest.raises(tf.CallTimeoutError, match=r"did not reserve 3 bundle\(s\)") as info:
+        HostPool.start("cpu", actors=3, num_cpus=1, strategy="SPREAD", timeout_s=1)
+    assert isinstance(info.value, TimeoutError)
+    assert all(g["state"] == "REMOVED" for g in ray.util.placement_group_table().values())
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU") != free and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ray.available_resources().get("CPU") == free
     with pytest.raises(tf.ValidationError, match="pass 'cuda', not 'cuda:1'"):
         HostPool.start("cuda:1")
+    with pytest.raises(tf.ValidationError, match="not one of PACK"):
+        HostPool.start("cpu", actors=1, num_cpus=1, strategy="TIGHT")
+    with pytest.raises(tf.ValidationError, match="asks for none"):
+        HostPool.start("cpu", actors=1, strategy="PACK")
+    with pytest.raises(tf.ValidationError, match="not passed through"):
+        HostPool.start("cpu", actors=1, actor_options={"num_gpus": 1})
+
+
+def test_a_placement_group_and_actor_options_pass_through_to_ray(cluster):
+    with HostPool.start(
+        "cpu",
+        actors=2,
+        num_cpus=0.5,
+        strategy="STRICT_PACK",
+        actor_options={"name": "tf-test-host", "namespace": "tf-tests", "max_restarts": 1},
+    ) as packed:
+        (group,) = [g for g in ray.util.placement_group_table().values() if g["state"] == "CREATED"]
+        assert group["strategy"] == "STRICT_PACK" and len(group["bundles"]) == 2
+        named = ray.get_actor("tf-test-host-1", namespace="tf-tests")
+        assert ray.get(named.ping.remote(), timeout=60) == packed[1].id
+        x = np.ones(2, np.float32)
+        np.testing.assert_array_equal(
+            packed.gather(packed.map("ext_add_kernel.add", [(x, x)])), [[2, 2]]
+        )
+    assert all(g["state"] == "REMOVED" for g in ray.util.placement_group_table().values())
 
 
 def test_an_actor_that_cannot_make_its_runtime_fails_start_with_that_typed_error(cluster):
@@ -155,15 +266,21 @@ def test_an_actor_that_hangs_times_out_and_one_killed_mid_call_is_a_typed_error(
         while not rank_file.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         assert rank_file.exists()
-        with pytest.raises(tf.ActorUnavailableError) as timed_out:
+        with pytest.raises(TimeoutError) as timed_out:
             stuck.result(timeout_s=0.2)
-        assert timed_out.value.reason == "timed out" and timed_out.value.actor == host.id
-        ray.kill(host.actor)
-        with pytest.raises(tf.ActorUnavailableError, match="died") as died:
+        assert isinstance(timed_out.value, tf.CallTimeoutError)
+        assert timed_out.value.actor == host.id and timed_out.value.timeout_s == 0.2
+        old, dead = host.id, host.actor
+        host.restart(timeout_s=60)  # the hung call ends with the old actor; the pool keeps one
+        assert host.id != old and lone[0] is host
+        with pytest.raises(tf.HostActorDiedError, match="died") as died:
             stuck.result(timeout_s=30)
-        assert died.value.reason == "died"
-        with pytest.raises(tf.ActorUnavailableError, match="died"):
+        assert died.value.actor == old
+        np.testing.assert_array_equal(host.download(host.upload(np.ones(2, np.float32))), [1, 1])
+        ray.kill(host.actor)
+        with pytest.raises(tf.HostActorDiedError, match="died"):
             host.upload(np.ones(2, np.float32), timeout_s=30)
+        assert dead is not host.actor
 
 
 def _alive(pid: int) -> bool:
@@ -177,8 +294,14 @@ def test_shutdown_leaves_no_process_behind(pool):
     ray_processes = ray_children()
     workers = {int(h.id.split("/")[1]) for h in pool}
     assert ray_processes and workers
-    pool.shutdown()
+    kept = pool[0].upload(np.ones(2, np.float32))
     ray.shutdown()
+    with pytest.raises(tf.RuntimeStateError, match="Ray connection is shut down"):
+        pool[0].download(kept, timeout_s=5)  # typed and at once, no new cluster started
+    assert not ray.is_initialized()
+    with pytest.raises(KeyError, match="the block's own"):
+        with pool:  # leaving it after ray.shutdown(): nothing to end, the block's error intact
+            raise KeyError("the block's own")
     deadline = time.monotonic() + 30
     while any(map(_alive, ray_processes | workers)) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -1,4 +1,5 @@
-"""The host actor's state without Ray: handles, their owner, the error rules, pickled errors."""
+"""The host actor's state without Ray: tensors kept per call key, handles, their owner, release,
+the error rules, pickled errors."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ def worker():
 
 
 def test_an_op_runs_on_handles_and_its_result_stays_as_a_handle(worker):
-    a, b = worker.upload(np.ones(3, np.float32), np.arange(3, dtype=np.float32))
-    out = worker.run("ext_add_kernel.add", a, b)
-    assert (out.owner, out.shape, out.dtype, out.backend) == (worker.id, (3,), "float32", "cpu:0")
+    a, b = worker.upload(("a", "b"), np.ones(3, np.float32), np.arange(3, dtype=np.float32))
+    out = worker.run("out", "ext_add_kernel.add", {}, (), a, b)
+    assert (out.owner, out.call, out.index) == (worker.id, "out", 0)
+    assert (out.shape, out.dtype, out.backend) == ((3,), "float32", "cpu:0")
     np.testing.assert_array_equal(worker.download(out), [1, 2, 3])
     held = worker.held()
     worker.free(a, b, out)
@@ -31,16 +33,44 @@ def test_an_op_runs_on_handles_and_its_result_stays_as_a_handle(worker):
         worker.download(out)
 
 
+def test_release_drops_every_tensor_of_a_call_and_skips_unknown_keys(worker):
+    held = worker.held()
+    a = worker.upload(("r1",), np.ones(2, np.float32))
+    worker.run("r2", "ext_add_kernel.add", {}, (), a, a)
+    assert worker.held() == held + 2
+    worker.release(["r1", "r2", "never-made"])
+    assert worker.held() == held
+    with pytest.raises(tf.SessionClosedError, match="went out of scope"):
+        worker.download(a)
+
+
+def test_a_call_key_is_used_once(worker):
+    worker.upload(("once",), np.ones(2, np.float32))
+    with pytest.raises(tf.ValidationError, match="already used"):
+        worker.upload(("once",), np.ones(2, np.float32))
+    with pytest.raises(tf.ValidationError, match="one call key per array"):
+        worker.upload(("k1",), np.ones(2, np.float32), np.ones(2, np.float32))
+
+
+def test_an_attribute_the_caller_took_as_its_own_is_refused_if_the_op_declares_it(worker):
+    a = worker.upload(("q",), np.arange(3, dtype=np.float32))
+    out = worker.run("q2", "ext_add_kernel.add", {}, ("timeout_s",), a, a)  # not an attribute
+    np.testing.assert_array_equal(worker.download(out), [0, 2, 4])
+    with pytest.raises(tf.ValidationError, match="declares an attribute 'axis'") as info:
+        worker.run("q3", "linalg.sum", {}, ("axis",), a)
+    assert info.value.argument == "axis" and "RemoteHost.remote" in info.value.message
+
+
 def test_a_shard_is_uploaded_and_run_in_one_call(worker):
-    out = worker.run_arrays("ext_add_kernel.add", (np.ones(2, np.int32),) * 2, {})
+    out = worker.run_arrays("shard", "ext_add_kernel.add", {}, *(np.ones(2, np.int32),) * 2)
     np.testing.assert_array_equal(worker.download(out), [2, 2])
 
 
 def test_a_handle_of_another_actor_is_a_foreign_runtime_error(worker):
     other = HostWorker("cpu:0")
-    h = other.upload(np.ones(2, np.float32))
+    h = other.upload(("f",), np.ones(2, np.float32))
     with pytest.raises(tf.ForeignRuntimeError, match=f"lives in host actor {other.id}"):
-        worker.run("ext_add_kernel.add", h, h)
+        worker.run("f2", "ext_add_kernel.add", {}, (), h, h)
 
 
 def test_caps_report_the_runtime_and_what_can_run_there(worker):
@@ -53,11 +83,11 @@ def test_caps_report_the_runtime_and_what_can_run_there(worker):
 
 
 def test_collectives_need_a_communicator_and_a_known_name(worker):
-    h = worker.upload(np.ones(2, np.float32))
+    h = worker.upload(("c",), np.ones(2, np.float32))
     with pytest.raises(tf.ValidationError, match="not one of all_reduce"):
-        worker.collective("reduce_scatter", h)
+        worker.collective("c1", "reduce_scatter", {}, h)
     with pytest.raises(tf.RuntimeStateError, match="init_collectives"):
-        worker.collective("all_reduce", h)
+        worker.collective("c2", "all_reduce", {}, h)
 
 
 def test_collectives_on_a_cpu_runtime_are_unsupported():
