@@ -2,9 +2,11 @@
 
 A :class:`HostPool` starts one host actor per GPU of the cluster (each owns a ``Host`` and the
 runtime of its GPU; for CPU or WebGPU backends, one per node), runs any registered op in them on
-tensors they hold, and returns :class:`TensorHandle` s, not data; ``gather`` downloads. Errors
-raised in an actor reach the caller as the same typed errors; a dead or silent actor is an
-``ActorUnavailableError``. Placement follows Ray resources and each actor's caps
+tensors they hold, and returns each call's Ray ``ObjectRef``: Ray's own reference counting keeps
+the call's tensors in their actor while the ref is in scope (``ray.get`` gives its
+:class:`TensorHandle`); ``gather`` downloads. Errors raised in an actor reach the caller as the
+same typed errors; a call not answered in time is a ``CallTimeoutError``, one whose actor died a
+``HostActorDiedError``. Placement follows Ray resources, placement groups and each actor's caps
 (:mod:`.caps`); NCCL collectives live in :mod:`.collectives`. Needs the ``ray`` extra; this
 package imports Ray only when a pool starts or a result is awaited.
 """
