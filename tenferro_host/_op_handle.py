@@ -123,8 +123,11 @@ class OpHandle:
                 ):  # rare: a tuple, where an input's dtype or an attribute's name is
                     key += (_sharing(tensors),)
                 if attrs:
-                    for item in attrs.items():
-                        key += (*item, type(item[1]))
+                    for name, value in attrs.items():
+                        kind = type(value)  # True and 1, 1 and 1.0 compare equal; not here
+                        if kind is float or kind is tuple:
+                            kind = _exact(value)  # nor -0.0 and 0.0, inside tuples too
+                        key += (name, value, kind)
                 runtime = key[4]
                 plans = self._plans
                 hot = plans.hot  # the last key replayed, compared before hashing one
@@ -426,6 +429,15 @@ def _described(key: tuple[Any, ...]) -> str:
         at += 1
     parts += [f"{key[i]}={key[i + 1]!r}" for i in range(at, len(key), 3)]
     return f"{key[4].name}({', '.join(parts)})"
+
+
+def _exact(value: Any) -> Any:
+    """What tells a float or tuple attribute from others that compare equal to it: a float's
+    exact bits (``-0.0`` is not ``0.0``; every NaN is one key), each tuple item's type (``True``
+    is not ``1``, ``1`` is not ``1.0``)."""
+    if type(value) is float:
+        return value.hex()
+    return tuple(_exact(v) if type(v) is float or type(v) is tuple else type(v) for v in value)
 
 
 def _sharing(tensors: tuple[Tensor, ...]) -> tuple[int, ...]:

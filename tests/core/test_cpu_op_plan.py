@@ -19,8 +19,8 @@ from tenferro_host.cpu import CpuRuntime
 from tenferro_host.provider import _op_plan
 
 ADD = "ext_add_kernel.add"
-ACC, SCALE, DIVMOD, AXPY, BARE, DSL = (
-    f"tests_cpu_plan.{n}" for n in ("acc", "scale", "divmod", "axpy", "bare", "dsl")
+ACC, SCALE, DIVMOD, AXPY, BARE, DSL, ECHO = (
+    f"tests_cpu_plan.{n}" for n in ("acc", "scale", "divmod", "axpy", "bare", "dsl", "echo")
 )
 #: variant calls per op: a replayed call does not call its variant
 CALLS: dict[str, int] = {}
@@ -68,6 +68,14 @@ def _axpy(ex: Any, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
     return out
 
 
+def _echo(ex: Any, x: tf.Tensor, value: Any = 0) -> tf.Tensor:
+    """``x`` plus a constant that says exactly which ``value`` recorded the launch (its repr
+    tells ``-0.0`` from ``0.0``, ``True`` from ``1``, ``1`` from ``1.0``)."""
+    out = ex.alloc_output(x.dtype, x.shape)
+    ex.launch(np.add, x, float(sum(map(ord, repr(value)))), out=out)
+    return out
+
+
 def _bare(ex: Any, x: tf.Tensor) -> tf.Tensor:
     """Numpy on strided_view: works, and never planned (its memory is outside the seam)."""
     out = ex.runtime.empty(x.dtype, x.shape)
@@ -86,6 +94,7 @@ def host() -> tf.Host:
         AXPY: (("x", "y"), {}, ("out",), _axpy),
         BARE: (("x",), {}, ("out",), _bare),
         DSL: (("lhs", "rhs"), {}, ("out",), dsl.add),  # the interpreter, through ex.jit
+        ECHO: (("x",), {"value": object}, ("out",), _echo),
     }
     for name, (inputs, attributes, outputs, fn) in ops.items():
         view.add_op(
@@ -195,6 +204,38 @@ def test_plan_and_full_path_give_the_same_results_and_errors(host, call):
     if full[0] == "ran" and name not in (BARE, DSL) and not warm:
         replayable = name != ACC or inputs[0][1] != "read-only"
         assert ran_variant is not replayable  # the third call replayed, not the variant
+
+
+#: (a bool alone is refused where a bool is not declared; inside a tuple it is not)
+EQUAL_BUT_NOT_SAME = [
+    (0.0, -0.0),
+    (1, 1.0),
+    ((1,), (True,)),
+    ((0.0, 2), (-0.0, 2)),
+    ((1, (2,)), (1, (2.0,))),
+]
+
+
+@pytest.mark.parametrize(("first", "then"), EQUAL_BUT_NOT_SAME)
+def test_a_plan_is_keyed_by_attribute_values_that_compare_equal_but_are_not_the_same(
+    host, first, then
+):
+    x = host.backend("cpu").upload(np.zeros(2, np.float64))
+    for _ in range(3):  # planned for ``first``
+        host.run(ECHO, x, value=first)
+    assert "replay" in host.op(ECHO).plans().values()
+    got = host.run(ECHO, x, value=then).download()
+    assert got.tolist() == [float(sum(map(ord, repr(then))))] * 2
+    assert got.tolist() != host.run(ECHO, x, value=first).download().tolist()
+
+
+def test_every_nan_is_one_key_so_a_nan_attribute_is_planned(host):
+    x = host.backend("cpu").upload(np.zeros(2, np.float64))
+    handle = host.op(ECHO)
+    before = len(handle.plans())
+    for _ in range(4):
+        host.run(ECHO, x, value=float("nan"))  # a new NaN object each call: none equals another
+    assert len(handle.plans()) == before + 1 and "replay" in handle.plans().values()
 
 
 def test_the_add_is_replayed_and_says_so(host):
