@@ -18,8 +18,15 @@ from typing import Any
 import numpy as np
 
 from .._host import parse_backend_name
-from ..errors import CallTimeoutError, RuntimeStateError, UnsupportedError, ValidationError
+from ..errors import (
+    CallTimeoutError,
+    HostActorDiedError,
+    RuntimeStateError,
+    UnsupportedError,
+    ValidationError,
+)
 from ._remote import (
+    CONTROL_GROUP,
     DEFAULT_TIMEOUT_S,
     Pending,
     RemoteHost,
@@ -29,12 +36,20 @@ from ._remote import (
     wait,
     wait_any,
 )
-from ._worker import TensorHandle
+from ._worker import ABORTED, TensorHandle
 from .caps import ActorCaps, arch_resource
 from .collectives import DEFAULT_BINDING
 
 #: Seconds ``start`` waits for every actor to be placed and to have made its Host.
 DEFAULT_START_TIMEOUT_S = 120.0
+#: Seconds a failed collective waits for every rank to confirm its communicator was aborted,
+#: and then for the calls that abort ended.
+ABORT_TIMEOUT_S = 30.0
+#: Seconds it waits for the answer of a rank whose communicator was idle (its collective may
+#: have answered just now) before it names that rank as one that did not finish.
+ANSWER_GRACE_S = 2.0
+#: ``collective_abort`` answers of a rank whose join or collective had begun.
+BEGAN = ("in flight", "ended")
 #: Placement group strategies (Ray's): one node for an NVLink pool, or across nodes.
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 #: Ray actor options ``start`` passes through to every actor.
@@ -353,16 +368,23 @@ class HostPool:
         self, binding: str = DEFAULT_BINDING, timeout_s: float | None = DEFAULT_TIMEOUT_S
     ) -> None:
         """One NCCL communicator over the pool's actors, actor ``i`` being rank ``i``: rank 0
-        makes the unique id, Ray carries it to every actor, and all join at once."""
+        makes the unique id, Ray carries it to every actor, and all join at once.
+
+        Ranks that have not joined within ``timeout_s`` (dead, hung, busy with another call)
+        are a ``CallTimeoutError`` naming them; a rank that fails or dies raises its own error.
+        Either way every rank's join is aborted first, so none stays blocked waiting for the
+        others: call it again (after ``RemoteHost.restart()`` of an actor that stays hung). Each
+        rank's communicator also gives up on its own after ``timeout_s``, in this join and in
+        each collective until NCCL took it."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         unique_id = self.hosts[0].submit("collective_unique_id", binding).result(timeout_s)
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         n = len(self.hosts)
-        wait(
-            [
-                h.submit("collective_init", unique_id, n, rank, binding)
-                for rank, h in enumerate(self.hosts)
-            ],
-            timeout_s,
-        )
+        calls = [
+            h.submit("collective_init", unique_id, n, rank, binding, remaining)
+            for rank, h in enumerate(self.hosts)
+        ]
+        self._on_every_rank("init_collectives", calls, timeout_s, remaining, unique_id)
 
     def collective(
         self,
@@ -373,16 +395,100 @@ class HostPool:
         **kwargs: Any,
     ) -> list[TensorHandle]:
         """Collective ``name`` (``all_reduce``, ``all_gather``, ``broadcast``) over the pool,
-        ``handles[i]`` held by rank ``i``; one result handle per rank."""
+        ``handles[i]`` held by rank ``i``; one result handle per rank.
+
+        A rank that fails, dies or has not taken the call within ``timeout_s`` leaves the
+        others waiting for it on the device: every rank's communicator is aborted then (the
+        results are lost) and the error says which ranks did not finish; call
+        ``init_collectives`` again."""
         if len(handles) != len(self.hosts):
             raise ValidationError(
                 f"{name} takes one handle per rank ({len(self.hosts)}), got {len(handles)}",
                 argument="handles",
             )
-        return wait(
-            [h.collective_call(name, t, kwargs) for h, t in zip(self.hosts, handles, strict=True)],
-            timeout_s,
-        )
+        calls = [
+            h.collective_call(name, t, kwargs) for h, t in zip(self.hosts, handles, strict=True)
+        ]
+        return self._on_every_rank(name, calls, timeout_s, timeout_s, None)
+
+    def _on_every_rank(
+        self,
+        what: str,
+        calls: list[Pending],
+        timeout_s: float | None,
+        remaining: float | None,
+        unique_id: bytes | None,
+    ) -> list[Any]:
+        """Every rank's result of ``what`` (given ``timeout_s``, ``remaining`` of it left); on
+        the first failure or the timeout, the communicator of ``unique_id`` (None: each actor's
+        own) is aborted on every rank first."""
+        try:
+            return wait(calls, remaining)
+        except Exception as exc:
+            ray = import_ray()
+            if not ray.is_initialized():
+                raise  # the actors went with the connection
+            refs = [c.ref for c in calls]
+            _, running = ray.wait(refs, num_returns=len(refs), timeout=0)
+            states = self._abort_collectives(unique_id)
+            # A rank whose join or collective began has done its part (its call ends with the
+            # abort, if not before); one still running after that, or after a moment for an
+            # idle one's answer on its way, is dead, hung or busy: the others waited for it.
+            began = [c.ref for c, st in zip(calls, states, strict=True) if st in BEGAN]
+            for group, bound in (
+                ([r for r in began if r in running], ABORT_TIMEOUT_S),
+                ([r for r in running if r not in began], ANSWER_GRACE_S),
+            ):
+                if group:
+                    ray.wait(group, num_returns=len(group), timeout=bound)
+            _, still = ray.wait(refs, num_returns=len(refs), timeout=0)
+            late = [r for r, c in enumerate(calls) if c.ref in running]
+            stuck = [r for r, c in enumerate(calls) if c.ref in still] or late
+            for ref in set(refs) - set(still):  # their errors are this one: taken here, or
+                with contextlib.suppress(Exception):  # Ray logs each as an unhandled error
+                    ray.get(ref, timeout=0)
+            aborted = "every rank's communicator was aborted, so no rank waits for them"
+            failed = [
+                f"rank {r} ({h.id}): {state}"
+                for r, (h, state) in enumerate(zip(self.hosts, states, strict=True))
+                if state not in ABORTED
+            ]
+            if failed:
+                aborted += "; not on " + "; ".join(failed)
+            if isinstance(exc, CallTimeoutError) and stuck:
+                named = ", ".join(f"rank {r} ({calls[r].actor})" for r in stuck)
+                raise CallTimeoutError(
+                    f"{what}: {named} did not finish within {timeout_s} s (dead, hung or busy "
+                    f"with another call); {aborted}. Call init_collectives again "
+                    "(RemoteHost.restart() an actor that stays hung)",
+                    actor=", ".join(calls[r].actor for r in stuck),
+                    timeout_s=timeout_s,
+                ) from None
+            exc.add_note(f"{what} failed on a rank: {aborted}; call init_collectives again")
+            raise
+
+    def _abort_collectives(self, unique_id: bytes | None) -> list[str]:
+        """Abort the communicator on every actor through its control concurrency group (run
+        while the actor's main thread is blocked in a join or collective): each rank's
+        ``collective_abort`` answer, or why it gave none."""
+        ray = connected_ray()
+        refs = [
+            h.actor.collective_abort.options(concurrency_group=CONTROL_GROUP).remote(unique_id)
+            for h in self.hosts
+        ]
+        ray.wait(refs, num_returns=len(refs), timeout=ABORT_TIMEOUT_S)
+        states = []
+        for host, ref in zip(self.hosts, refs, strict=True):
+            try:
+                state = str(Pending(ref, host.id, "collective_abort").result(0))
+            except HostActorDiedError:
+                state = "its actor died"
+            except CallTimeoutError:
+                state = f"no answer within {ABORT_TIMEOUT_S} s"
+            except Exception as exc:  # noqa: BLE001 - reported with the error being raised
+                state = f"{type(exc).__name__}: {exc}"
+            states.append(state)
+        return states
 
     # -- lifetime ------------------------------------------------------------------------------
     def shutdown(self) -> None:

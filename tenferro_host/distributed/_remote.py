@@ -273,10 +273,17 @@ _CALLER = uuid.uuid4().hex[:12]
 _COUNTER = itertools.count()
 
 
+#: The host actor's Ray concurrency group for calls that must be answered while its main
+#: thread is blocked (``collective_abort`` of a join or collective waiting for a dead rank).
+CONTROL_GROUP = "control"
+
+
 def start_actor(ray: Any, backend: str, options: dict[str, Any], probe_p2p: bool) -> Any:
     """A new host actor of ``backend`` made with Ray actor ``options`` (resources, placement,
-    restarts, ``runtime_env``, names ...)."""
-    return ray.remote(HostWorker).options(**options).remote(backend, probe_p2p=probe_p2p)
+    restarts, ``runtime_env``, names ...), with one thread of its own for ``CONTROL_GROUP``
+    (Ray takes concurrency groups only where the class is made remote, not in ``options``)."""
+    worker = ray.remote(concurrency_groups={CONTROL_GROUP: 1})(HostWorker)
+    return worker.options(**options).remote(backend, probe_p2p=probe_p2p)
 
 
 def _ref(value: Any) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,13 @@ from .collectives import NcclCommunicator, load_binding
 
 #: The communicator methods ``HostWorker.collective`` runs.
 COLLECTIVES = ("all_reduce", "all_gather", "broadcast")
+#: Seconds ``collective_abort`` waits for a join or collective in flight to notice the abort.
+ABORT_WAIT_S = 10.0
+#: What ``collective_abort`` answers once it is done: a join or collective of the communicator
+#: was running (it ended, aborted); the join of the id it was given had begun and ended; the
+#: communicator was idle (aborted now); nothing of it was joined here yet (its join refuses when
+#: it begins). Otherwise it answers why not.
+ABORTED = ("in flight", "ended", "idle", "not begun")
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,12 @@ class HostWorker:
         self._probe_p2p = probe_p2p
         self._calls: dict[str, list[Tensor | None]] = {}
         self._communicator: NcclCommunicator | None = None
+        # The unique id of the communicator joined or being joined with its cancel event (one
+        # attribute: collective_abort reads both at once), the ids collective_abort was given,
+        # and the lock that keeps joins and collectives apart from collective_abort's abort.
+        self._joining: tuple[bytes, threading.Event] | None = None
+        self._aborted: set[bytes] = set()
+        self._collective_lock = threading.Lock()
         # Ray keeps only the text of an error raised while an actor is made: a typed one is
         # kept here and raised by ping(), so that the pool's start raises it as itself.
         self._unusable: TenferroError | None = None
@@ -207,15 +221,61 @@ class HostWorker:
         """A fresh NCCL unique id, made by rank 0 and shared with every rank through Ray."""
         return load_binding(binding).unique_id()
 
-    def collective_init(self, unique_id: bytes, nranks: int, rank: int, binding: str) -> int:
-        """Join the communicator of ``unique_id`` as ``rank`` on this actor's runtime."""
-        if self._communicator is not None:
-            self._communicator.close()
-            self._communicator = None
-        self._communicator = NcclCommunicator(
-            self.runtime, nranks, rank, unique_id, binding=load_binding(binding)
-        )
+    def collective_init(
+        self,
+        unique_id: bytes,
+        nranks: int,
+        rank: int,
+        binding: str,
+        timeout_s: float | None = None,
+    ) -> int:
+        """Join the communicator of ``unique_id`` as ``rank`` on this actor's runtime (replacing
+        the one it had). The join, and later each collective until NCCL took it, gives up after
+        ``timeout_s`` (None: waits for ``collective_abort``), its communicator aborted."""
+        with self._collective_lock:
+            if self._communicator is not None:
+                self._communicator.close()
+                self._communicator = None
+            cancel = threading.Event()
+            self._joining = (unique_id, cancel)
+            if unique_id in self._aborted:  # looked at after _joining: collective_abort adds first
+                raise SessionClosedError(
+                    f"host actor {self.id} was told to abort this communicator before its join "
+                    "began (another rank failed, died or timed out); call init_collectives again"
+                )
+            self._communicator = NcclCommunicator(
+                self.runtime,
+                nranks,
+                rank,
+                unique_id,
+                binding=load_binding(binding),
+                timeout_s=timeout_s,
+                cancel=cancel,
+            )
         return rank
+
+    def collective_abort(self, unique_id: bytes | None = None) -> str:
+        """Abort the communicator of ``unique_id`` (None: the one joined or being joined), so
+        that this rank waits for no other: the pool's answer to a rank that failed, died or
+        timed out. Called in the actor's ``control`` concurrency group, it runs while the main
+        thread is blocked in that join or collective, which then aborts it itself; an idle one
+        is aborted here, a join of it not begun yet refuses when it begins. One of
+        ``ABORTED``, or why not."""
+        if unique_id is not None:
+            self._aborted.add(unique_id)
+        joining = self._joining
+        if joining is None or unique_id not in (None, joining[0]):
+            return "not begun"
+        joining[1].set()
+        in_flight = self._collective_lock.locked()
+        if not self._collective_lock.acquire(timeout=ABORT_WAIT_S):
+            return f"its join or collective did not let go within {ABORT_WAIT_S} s"
+        try:
+            if self._joining is joining and self._communicator is not None:
+                self._communicator.abort()
+        finally:
+            self._collective_lock.release()
+        return "in flight" if in_flight else "idle" if unique_id is None else "ended"
 
     def collective(
         self, call: str, name: str, kwargs: dict[str, Any], *handles: TensorHandle
@@ -226,15 +286,16 @@ class HostWorker:
             raise ValidationError(
                 f"collective {name!r} is not one of {', '.join(COLLECTIVES)}", argument="name"
             )
-        if self._communicator is None:
-            raise RuntimeStateError(
-                f"host actor {self.id} has no communicator; call pool.init_collectives() first"
+        with self._collective_lock:
+            if self._communicator is None:
+                raise RuntimeStateError(
+                    f"host actor {self.id} has no communicator; call pool.init_collectives() first"
+                )
+            tensors = [self._tensor(h) for h in handles]
+            result: TensorHandle = self._keep(
+                call, getattr(self._communicator, name)(*tensors, **kwargs)
             )
-        tensors = [self._tensor(h) for h in handles]
-        result: TensorHandle = self._keep(
-            call, getattr(self._communicator, name)(*tensors, **kwargs)
-        )
         return result
 
 
-__all__ = ["HostWorker", "TensorHandle"]
+__all__ = ["ABORTED", "HostWorker", "TensorHandle"]

@@ -10,11 +10,19 @@ alone: launches and copies know nothing of them.
 The NCCL calls themselves go through a binding (:class:`NcclBinding`: nccl4py's low-level
 ``nccl.bindings.nccl``). Ranks join with the same unique id, made by rank 0 and shared however the
 ranks talk: the host pool shares it through Ray (``HostPool.init_collectives``).
+
+Nothing here blocks inside NCCL: the communicator is NCCL's nonblocking kind, so a join (and a
+collective's connection setup) returns at once and is polled until done. Between two looks the
+poll gives up after ``timeout_s`` or when its ``cancel`` event is set, and aborts the
+communicator (``ncclCommAbort``): a rank whose peer is dead, hung or never joins is freed, and an
+abort from another thread never races the NCCL call in flight.
 """
 
 from __future__ import annotations
 
 import importlib
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -22,6 +30,7 @@ from typing import Any, Protocol
 from .. import cuda
 from ..errors import (
     BackendError,
+    CallTimeoutError,
     DTypeError,
     SessionClosedError,
     ShapeError,
@@ -44,6 +53,9 @@ NCCL_DTYPES = {
 NCCL_REDUCTIONS = {"sum": "Sum", "prod": "Prod", "max": "Max", "min": "Min", "avg": "Avg"}
 #: The binding ``HostPool.init_collectives`` loads in each actor by default.
 DEFAULT_BINDING = "tenferro_host.distributed.collectives:NcclBinding"
+#: The longest pause between two looks at a communicator whose last call is in progress (how
+#: late a timeout or an abort may be noticed).
+POLL_S = 0.01
 
 
 class Binding(Protocol):
@@ -53,7 +65,12 @@ class Binding(Protocol):
         """A fresh unique id (rank 0 makes it)."""
 
     def join(self, runtime: Runtime, nranks: int, rank: int, unique_id: bytes) -> Any:
-        """This rank's communicator on ``runtime`` (returns once every rank joined)."""
+        """Start joining: this rank's communicator on ``runtime``, returned at once (``ready``
+        says when every rank joined)."""
+
+    def ready(self, comm: Any) -> bool:
+        """False while the communicator's last call (its join, a collective's connection
+        setup) is in progress, True once done; its failure as a ``BackendError``."""
 
     def all_reduce(
         self, comm: Any, send: int, recv: int, count: int, dtype: str, op: str, stream: int
@@ -72,6 +89,10 @@ class Binding(Protocol):
 
     def close(self, comm: Any) -> None:
         """Destroy this rank's communicator."""
+
+    def abort(self, comm: Any) -> None:
+        """Abort this rank's communicator whatever its state: its calls in flight end, and it
+        waits for no other rank."""
 
 
 @contextmanager
@@ -116,11 +137,30 @@ class NcclBinding:
         return bytes(self._call("get_unique_id"))
 
     def join(self, runtime: Runtime, nranks: int, rank: int, unique_id: bytes) -> Any:
-        """``ncclCommInitRank`` with the runtime's device current (it waits for every rank)."""
+        """``ncclCommInitRankConfig`` with ``blocking=0`` and the runtime's device current: it
+        returns at once, without waiting for the other ranks (NCCL copies the config)."""
+        config = self._nccl.Config()
+        config.blocking = 0
         with raw_session(runtime, "join"):
             return self._call(
-                "comm_init_rank", nranks, self._nccl.UniqueId.from_buffer(unique_id), rank
+                "comm_init_rank_config",
+                nranks,
+                self._nccl.UniqueId.from_buffer(unique_id),
+                rank,
+                config.ptr,
             )
+
+    def ready(self, comm: Any) -> bool:
+        """``ncclCommGetAsyncError``: ``ncclInProgress`` is False, ``ncclSuccess`` True."""
+        state = self._call("comm_get_async_error", comm)
+        if state == self._nccl.Result.InProgress:
+            return False
+        if state != self._nccl.Result.Success:
+            raise BackendError(
+                f"NCCL communicator failed: {self._nccl.get_error_string(state)} (ncclResult "
+                f"{state})"
+            )
+        return True
 
     def all_reduce(
         self, comm: Any, send: int, recv: int, count: int, dtype: str, op: str, stream: int
@@ -146,6 +186,10 @@ class NcclBinding:
         """``ncclCommDestroy``."""
         self._call("comm_destroy", comm)
 
+    def abort(self, comm: Any) -> None:
+        """``ncclCommAbort`` (NCCL makes the communicator's device current itself)."""
+        self._call("comm_abort", comm)
+
 
 def load_binding(spec: str) -> Binding:
     """The binding named ``module:Class`` (made with no arguments)."""
@@ -169,7 +213,11 @@ def load_binding(spec: str) -> Binding:
 class NcclCommunicator:
     """Rank ``rank`` of ``nranks`` of the NCCL communicator of ``unique_id``, on ``runtime``.
 
-    Joining waits until every rank has joined (NCCL's rule): call it on all ranks at once.
+    Joining waits until every rank has joined (NCCL's rule): call it on all ranks at once. The
+    join, and each collective until NCCL took it, waits at most ``timeout_s`` (None: no bound)
+    and until ``cancel`` is set; then this rank's communicator is aborted and the call raises.
+    Another thread aborts a communicator mid-call by setting ``cancel``; an idle one, by
+    :meth:`abort` (never both at once: the call in flight aborts it itself).
     """
 
     def __init__(
@@ -180,6 +228,8 @@ class NcclCommunicator:
         unique_id: bytes,
         *,
         binding: Binding | None = None,
+        timeout_s: float | None = None,
+        cancel: threading.Event | None = None,
     ) -> None:
         if not 0 <= rank < nranks:
             raise ValidationError(
@@ -191,13 +241,55 @@ class NcclCommunicator:
         self.nranks = nranks
         self.rank = rank
         self.binding = binding if binding is not None else NcclBinding()
+        self.timeout_s = timeout_s
+        self.cancel = cancel if cancel is not None else threading.Event()
+        self._closed_by = "close()"  # what a call after the end says closed it
         self._comm: Any = self.binding.join(runtime, nranks, rank, unique_id)
+        self._settle("join")
 
     def close(self) -> None:
         """Destroy this rank's communicator (every rank closes its own)."""
         if self._comm is not None:
             comm, self._comm = self._comm, None
             self.binding.close(comm)
+
+    def abort(self) -> None:
+        """Abort this rank's communicator: a collective still running on the device ends (its
+        result undefined) and it waits for no other rank; every later call raises."""
+        if self._comm is not None:
+            comm, self._comm = self._comm, None
+            self._closed_by = "an abort (a rank failed, died or timed out)"
+            self.binding.abort(comm)
+
+    def _settle(self, what: str) -> None:
+        """Poll until NCCL finished the last call; abort after ``timeout_s``, on ``cancel``
+        or on NCCL's error."""
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+        pause = 0.0005
+        while True:
+            if self.cancel.is_set():
+                self.abort()
+                raise SessionClosedError(
+                    f"rank {self.rank}'s {what} was aborted while it waited for the other "
+                    f"ranks (one failed, died or timed out); make a new communicator"
+                )
+            try:
+                if self.binding.ready(self._comm):
+                    return
+            except BackendError as exc:
+                self.abort()
+                exc.add_note("this rank's communicator is aborted: make a new one on every rank")
+                raise
+            if deadline is not None and time.monotonic() >= deadline:
+                self.abort()
+                raise CallTimeoutError(
+                    f"rank {self.rank} of {self.nranks}: NCCL {what} did not complete within "
+                    f"{self.timeout_s:.3g} s (a rank did not join or call it: dead, hung or busy); "
+                    "this rank's communicator is aborted: make a new one on every rank",
+                    timeout_s=self.timeout_s,
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, POLL_S)
 
     def _enqueue(
         self,
@@ -208,7 +300,10 @@ class NcclCommunicator:
         call: Callable[[int, int, int], None],
     ) -> Tensor:
         if self._comm is None:
-            raise SessionClosedError(f"{what} on a closed communicator; make a new one")
+            raise SessionClosedError(
+                f"{what} on a closed communicator (closed by {self._closed_by}); make a new one "
+                "(in a pool: pool.init_collectives())"
+            )
         if src.dtype.name not in NCCL_DTYPES:
             raise DTypeError(
                 f"{what} takes {', '.join(NCCL_DTYPES)}, got {src.dtype.name}", argument="src"
@@ -224,6 +319,7 @@ class NcclCommunicator:
             recv = rs.tensor_mut(out)
             send = recv if out is src else rs.tensor(src)
             call(send.data_ptr_unsafe(), recv.data_ptr_unsafe(), rs.stream.native_handle_unsafe())
+        self._settle(what)  # before anything else is launched on the stream (NCCL's rule)
         return out
 
     def all_reduce(self, src: Tensor, dst: Tensor | None = None, op: str = "sum") -> Tensor:
@@ -275,6 +371,7 @@ __all__ = [
     "DEFAULT_BINDING",
     "NCCL_DTYPES",
     "NCCL_REDUCTIONS",
+    "POLL_S",
     "Binding",
     "NcclBinding",
     "NcclCommunicator",

@@ -4,15 +4,22 @@ the error rules, pickled errors."""
 from __future__ import annotations
 
 import pickle
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
-from support.fake_nccl import DriverNccl, FakeNccl
+from support.fake_nccl import DriverNccl, FakeComm, FakeNccl
 
 import tenferro_host as tf
 from tenferro_host import errors
 from tenferro_host.distributed import HostWorker
 from tenferro_host.distributed.collectives import NcclBinding, NcclCommunicator, load_binding
+
+STAND_IN = "support.fake_nccl:FakeNccl"
+#: A bound that only says "no hang": every wait below is bounded by it.
+NO_HANG_S = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +103,120 @@ def test_collectives_on_a_cpu_runtime_are_unsupported():
     with pytest.raises(tf.UnsupportedError, match="run on CUDA runtimes") as info:
         comm.all_reduce(rt.upload(np.ones(2, np.float32)))
     assert info.value.feature == "collectives"
+
+
+@pytest.fixture
+def fake_nccl_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NCCL_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _appears(path: Path) -> bool:
+    deadline = time.monotonic() + NO_HANG_S
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return path.exists()
+
+
+def test_a_join_no_other_rank_makes_times_out_and_aborts_its_communicator(fake_nccl_dir):
+    rt = tf.Host().backend("cpu")
+    binding = FakeNccl()
+    uid = binding.unique_id()
+    with pytest.raises(tf.CallTimeoutError, match="rank 0 of 2: NCCL join did not") as info:
+        NcclCommunicator(rt, 2, 0, uid, binding=binding, timeout_s=0.2)
+    assert isinstance(info.value, TimeoutError) and info.value.timeout_s == 0.2
+    assert binding.calls == [("abort", FakeComm(0, 2, Path(uid.decode())))]
+    assert (Path(uid.decode()) / "aborted-rank0").exists()
+
+
+def test_a_join_cancelled_from_another_thread_aborts_at_once(fake_nccl_dir):
+    rt = tf.Host().backend("cpu")
+    binding = FakeNccl()
+    uid = binding.unique_id()
+    cancel = threading.Event()
+    threading.Timer(0.1, cancel.set).start()
+    with pytest.raises(tf.SessionClosedError, match="join was aborted"):
+        NcclCommunicator(rt, 2, 0, uid, binding=binding, timeout_s=NO_HANG_S, cancel=cancel)
+    assert [c[0] for c in binding.calls] == ["abort"]
+
+
+def test_abort_and_close_end_a_communicator_once_and_later_calls_say_which(fake_nccl_dir):
+    rt = tf.Host().backend("cpu")
+    x = rt.upload(np.ones(2, np.float32))
+    binding = FakeNccl()
+    aborted = NcclCommunicator(rt, 1, 0, binding.unique_id(), binding=binding)
+    aborted.abort()
+    aborted.abort()
+    aborted.close()
+    assert [c[0] for c in binding.calls] == ["abort"]
+    with pytest.raises(tf.SessionClosedError, match="closed by an abort"):
+        aborted.all_reduce(x)
+    closed = NcclCommunicator(rt, 1, 0, binding.unique_id(), binding=binding)
+    closed.close()
+    closed.abort()
+    assert [c[0] for c in binding.calls] == ["abort", "close"]
+    with pytest.raises(tf.SessionClosedError, match=r"closed by close\(\)"):
+        closed.broadcast(x)
+
+
+def test_nccls_own_failure_while_polling_aborts_the_communicator(fake_nccl_dir):
+    class Failing(FakeNccl):
+        def ready(self, comm):
+            raise tf.BackendError("NCCL communicator failed: remote process exited")
+
+    rt = tf.Host().backend("cpu")
+    binding = Failing()
+    with pytest.raises(tf.BackendError, match="remote process exited") as info:
+        NcclCommunicator(rt, 1, 0, binding.unique_id(), binding=binding)
+    assert [c[0] for c in binding.calls] == ["abort"]
+    assert "communicator is aborted" in info.value.__notes__[0]
+
+
+def test_collective_abort_frees_a_worker_blocked_in_a_join(fake_nccl_dir):
+    worker = HostWorker("cpu:0")
+    uid = worker.collective_unique_id(STAND_IN)
+    failure: list[BaseException] = []
+
+    def join() -> None:
+        try:
+            worker.collective_init(uid, 2, 0, STAND_IN, NO_HANG_S)
+        except BaseException as exc:  # noqa: BLE001 - looked at below
+            failure.append(exc)
+
+    blocked = threading.Thread(target=join, daemon=True)
+    blocked.start()
+    assert _appears(Path(uid.decode()) / "rank0")
+    assert worker.collective_abort(uid) == "in flight"  # as the actor's control thread would
+    blocked.join(NO_HANG_S)
+    assert not blocked.is_alive()
+    assert isinstance(failure[0], tf.SessionClosedError)
+    assert (Path(uid.decode()) / "aborted-rank0").exists()
+    assert worker.collective_abort(uid) == "ended"  # that join began, and is over
+    # A join of that id that was still queued refuses when it begins; so does one of an id
+    # aborted before any join of it.
+    with pytest.raises(tf.SessionClosedError, match="before its join began"):
+        worker.collective_init(uid, 2, 0, STAND_IN, NO_HANG_S)
+    later = worker.collective_unique_id(STAND_IN)
+    assert worker.collective_abort(later) == "not begun"
+    with pytest.raises(tf.SessionClosedError, match="before its join began"):
+        worker.collective_init(later, 1, 0, STAND_IN, NO_HANG_S)
+    assert not (Path(later.decode()) / "rank0").exists()
+
+
+def test_collective_abort_aborts_an_idle_communicator_and_its_collectives_then_refuse(
+    fake_nccl_dir,
+):
+    worker = HostWorker("cpu:0")
+    assert worker.collective_abort() == "not begun"  # nothing joined: nothing to do
+    uid = worker.collective_unique_id(STAND_IN)
+    assert worker.collective_init(uid, 1, 0, STAND_IN, NO_HANG_S) == 0
+    assert worker.collective_abort() == "idle"
+    assert (Path(uid.decode()) / "aborted-rank0").exists()
+    h = worker.upload(("ab",), np.ones(2, np.float32))
+    with pytest.raises(tf.SessionClosedError, match="closed by an abort"):
+        worker.collective("ab2", "all_reduce", {}, h)
+    again = worker.collective_unique_id(STAND_IN)
+    assert worker.collective_init(again, 1, 0, STAND_IN, NO_HANG_S) == 0  # a fresh one joins
 
 
 def test_nccl_binding_without_nccl_says_what_to_install():

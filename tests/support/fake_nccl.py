@@ -1,23 +1,34 @@
 """Stand-in NCCL bindings for the collectives tests that run without a GPU.
 
-``FakeNccl``: ranks rendezvous through files in the directory its unique id names (under
-``$FAKE_NCCL_DIR``), so a bootstrap that joined ranks one at a time, or with different ids, would
-time out here as it would hang with NCCL. ``DriverNccl``: one rank whose collectives move bytes in
-the memory of the fake CUDA driver, recording the stream each was enqueued on.
+``FakeNccl``: nonblocking like the NCCL binding. A rank joins by leaving a file in the directory
+its unique id names (under ``$FAKE_NCCL_DIR``) and is ready once every rank's file is there, so a
+bootstrap that joined ranks one at a time, or with different ids, never gets ready here as it
+would hang with NCCL. ``abort`` leaves ``aborted-rank<r>`` beside them: the trace that the abort
+reached that rank's process. ``StuckNccl``: joins that never get ready. ``DriverNccl``: one rank
+whose collectives move bytes in the memory of the fake CUDA driver, recording the stream each was
+enqueued on.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tenferro_host.errors import BackendError
 
-JOIN_TIMEOUT_S = 30.0
 ITEMSIZE = {"Float16": 2, "Float32": 4, "Float64": 8, "Int32": 4, "Int64": 8, "Uint32": 4}
+
+
+@dataclass(frozen=True)
+class FakeComm:
+    """One rank's communicator: where its ranks meet (None: a lone rank, nowhere)."""
+
+    rank: int
+    nranks: int
+    where: Path | None
 
 
 class FakeNccl:
@@ -25,6 +36,7 @@ class FakeNccl:
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        self.aborted: set[FakeComm] = set()
 
     def unique_id(self) -> bytes:
         return tempfile.mkdtemp(prefix="uid-", dir=os.environ.get("FAKE_NCCL_DIR")).encode()
@@ -32,12 +44,12 @@ class FakeNccl:
     def join(self, runtime: Any, nranks: int, rank: int, unique_id: bytes) -> Any:
         where = Path(unique_id.decode())
         (where / f"rank{rank}").write_text(f"{runtime.name} {nranks} {os.getpid()}")
-        deadline = time.monotonic() + JOIN_TIMEOUT_S
-        while len(list(where.glob("rank*"))) < nranks:
-            if time.monotonic() > deadline:
-                raise BackendError(f"fake NCCL: rank {rank} waited for {nranks} ranks in vain")
-            time.sleep(0.01)
-        return ("comm", rank, nranks)
+        return FakeComm(rank, nranks, where)
+
+    def ready(self, comm: FakeComm) -> bool:
+        if comm in self.aborted:
+            raise BackendError(f"fake NCCL: rank {comm.rank}'s communicator used after its abort")
+        return comm.where is None or len(list(comm.where.glob("rank*"))) >= comm.nranks
 
     def all_reduce(self, comm, send, recv, count, dtype, op, stream) -> None:
         self.calls.append(("all_reduce", comm, send, recv, count, dtype, op, stream))
@@ -51,6 +63,12 @@ class FakeNccl:
     def close(self, comm) -> None:
         self.calls.append(("close", comm))
 
+    def abort(self, comm: FakeComm) -> None:
+        self.calls.append(("abort", comm))
+        self.aborted.add(comm)
+        if comm.where is not None:
+            (comm.where / f"aborted-rank{comm.rank}").write_text(str(os.getpid()))
+
 
 class DriverNccl(FakeNccl):
     """One rank on the fake CUDA driver ``driver``: a collective copies ``send`` to ``recv``."""
@@ -61,7 +79,7 @@ class DriverNccl(FakeNccl):
 
     def join(self, runtime: Any, nranks: int, rank: int, unique_id: bytes) -> Any:
         assert nranks == 1, "the driver stand-in has one rank"
-        return ("comm", rank, nranks)
+        return FakeComm(rank, nranks, None)
 
     def _copy(self, send: int, recv: int, nbytes: int) -> None:
         (src, so), (dst, do) = self.driver._find(send, nbytes), self.driver._find(recv, nbytes)
@@ -78,3 +96,12 @@ class DriverNccl(FakeNccl):
     def broadcast(self, comm, send, recv, count, dtype, root, stream) -> None:
         super().broadcast(comm, send, recv, count, dtype, root, stream)
         self._copy(send, recv, count * ITEMSIZE[dtype])
+
+
+class StuckNccl(FakeNccl):
+    """Ranks that join and are never ready: every join held mid-way, as NCCL's is by a peer lost
+    after the bootstrap began."""
+
+    def ready(self, comm: FakeComm) -> bool:
+        super().ready(comm)
+        return False
