@@ -51,7 +51,7 @@ import ray  # noqa: E402  (after support.ray_cluster: Ray reads its environment 
 
 import tenferro_host as tf  # noqa: E402
 from tenferro_host.benchmarks.report import target_table, verdict  # noqa: E402
-from tenferro_host.distributed import HostPool  # noqa: E402
+from tenferro_host.distributed import HostPool, TensorHandle  # noqa: E402
 
 OP = "ext_add_kernel.add"
 #: The element counts timed: the targets' size first (a small but real add), then 16.
@@ -160,7 +160,7 @@ def map_gather(pool: HostPool) -> tuple[bool, int]:
     refs = pool.map(OP, shards)
     gathered = pool.gather(refs)
     correct = all(np.allclose(g, s[0] + s[1]) for g, s in zip(gathered, shards, strict=True))
-    return correct, len({h.owner for h in ray.get(refs)})
+    return correct, len({TensorHandle.parse(a).owner for a in ray.get(refs)})
 
 
 def leaked(pool: HostPool) -> list[int]:

@@ -260,14 +260,15 @@ class HostPool:
     def __getitem__(self, index: int) -> RemoteHost:
         return self.hosts[index]
 
-    def owner_of(self, handle: TensorHandle) -> RemoteHost:
-        """The actor that holds ``handle`` (a ref's: ``ray.get(ref)``)."""
+    def owner_of(self, tensor: str | TensorHandle) -> RemoteHost:
+        """The actor that holds ``tensor`` (its address, ``ray.get(ref)``, or its handle)."""
+        handle = TensorHandle.parse(tensor) if isinstance(tensor, str) else tensor
         host = next((h for h in self.hosts if h.id == handle.owner), None)
         if host is None:
             raise ValidationError(
-                f"tensor {handle.call}.{handle.index} belongs to host actor {handle.owner}, "
+                f"tensor {handle.call}.{handle.output} belongs to host actor {handle.owner}, "
                 "which is not in this pool",
-                argument="handle",
+                argument="tensor",
             )
         return host
 
@@ -354,13 +355,16 @@ class HostPool:
         return wait(calls, remaining)
 
     def gather(
-        self, refs: Sequence[Any], timeout_s: float | None = DEFAULT_TIMEOUT_S
+        self, tensors: Sequence[Any], timeout_s: float | None = DEFAULT_TIMEOUT_S
     ) -> list[np.ndarray]:
-        """Each tensor's values (refs, handles or Pendings), downloaded from its actor in
-        parallel, in order."""
-        handles = wait([r for r in refs if not isinstance(r, TensorHandle)], timeout_s)
-        found = iter(handles)
-        owners = [self.owner_of(r if isinstance(r, TensorHandle) else next(found)) for r in refs]
+        """Each tensor's values (refs, Pendings, addresses or handles), downloaded from its
+        actor in parallel, in order."""
+        refs = [t.ref if isinstance(t, Pending) else t for t in tensors]
+        pending = [r for r in refs if not isinstance(r, str | TensorHandle)]
+        found = iter(wait(pending, timeout_s))  # a ref's value: its tensor's address
+        owners = [
+            self.owner_of(r if isinstance(r, str | TensorHandle) else next(found)) for r in refs
+        ]
         return wait([o.submit("download", r) for o, r in zip(owners, refs, strict=True)], timeout_s)
 
     # -- collectives ---------------------------------------------------------------------------

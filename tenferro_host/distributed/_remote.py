@@ -302,6 +302,7 @@ class RemoteHost:
         probe_p2p: bool = False,
     ) -> None:
         self.actor = actor
+        self._run_method = actor.run  # made once: Ray makes a method object per lookup
         self.id = actor_id
         self.backend = backend
         self._options = dict(options or {})
@@ -322,6 +323,7 @@ class RemoteHost:
         with contextlib.suppress(Exception):  # already dead
             ray.kill(self.actor)
         self.actor = start_actor(ray, self.backend, self._options, self._probe_p2p)
+        self._run_method = self.actor.run
         self.id = Pending(self.actor.ping.remote(), self.id, "restart").result(timeout_s)
         self._caps = None
 
@@ -359,9 +361,16 @@ class RemoteHost:
         attrs: dict[str, Any],
         reserved: tuple[str, ...],
     ) -> Pending:
-        pending = self._tensor_call(ray, "run", self._call(), op, attrs, reserved, *args)
-        pending.what = f"run({op!r})"
-        return pending
+        call = self._call()
+        if attrs:
+            head: Any = (call, op, attrs, reserved)
+        elif reserved:
+            head = f"{call}/{','.join(reserved)} {op}"
+        else:
+            head = f"{call} {op}"  # the common call's header: one short string
+        ref = self._run_method.remote(head, *map(_ref, args))
+        _RELEASER.track(ray, ref, self, call)
+        return Pending(ref, self.id, f"run({op!r})", tensors=True)
 
     def map_call(self, op: str, arrays: Sequence[np.ndarray], attrs: dict[str, Any]) -> Pending:
         """Upload ``arrays`` and run ``op`` on them in one call (a pool's ``map``)."""

@@ -14,8 +14,7 @@ import os
 import sys
 import threading
 import uuid
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,17 +41,49 @@ ABORT_WAIT_S = 10.0
 ABORTED = ("in flight", "ended", "idle", "not begun")
 
 
-@dataclass(frozen=True)
-class TensorHandle:
-    """Tensor ``index`` of call ``call`` in host actor ``owner``: what remote calls resolve a
-    result's ``ObjectRef`` to. It lives as long as that ref (or until ``free``)."""
+class TensorHandle(NamedTuple):
+    """Output ``output`` of call ``call`` in host actor ``owner``, read from its *address*: the
+    short string a result's ``ObjectRef`` resolves to (``ray.get(ref)``), the value Ray moves
+    fastest, once per result and once per argument. It lives as long as that ref (or until
+    ``free``)."""
 
     owner: str
     call: str
-    index: int
+    output: int
     shape: tuple[int, ...]
     dtype: str
-    backend: str
+
+    @property
+    def backend(self) -> str:
+        """The runtime of the actor that holds it (``cpu:0``, ``cuda:0`` ...)."""
+        return self.owner.split("@", 1)[0]
+
+    @property
+    def address(self) -> str:
+        """What ``ray.get`` of its ref gives, and what a call takes in its place."""
+        return address(self.owner, self.call, self.output, self.shape, self.dtype)
+
+    @classmethod
+    def parse(cls, address: str) -> TensorHandle:
+        """The handle of ``address`` (``ray.get(ref)`` of a tensor result)."""
+        try:
+            owner, call, output, dtype, shape = address.split("|")
+            return cls(owner, call, int(output), _shape(shape), dtype)
+        except (ValueError, AttributeError):
+            raise ValidationError(
+                f"{address!r} is not a tensor's address (ray.get of a host actor's tensor "
+                "result gives one)",
+                argument="address",
+            ) from None
+
+
+def address(owner: str, call: str, output: int, shape: tuple[int, ...], dtype: str) -> str:
+    """``owner|call|output|dtype|shape`` (the shape's sizes joined by ``x``)."""
+    return f"{owner}|{call}|{output}|{dtype}|{'x'.join(map(str, shape))}"
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in text.split("x")) if text else ()
 
 
 def _node_id() -> str:
@@ -90,45 +121,50 @@ class HostWorker:
 
     # -- tensors -------------------------------------------------------------------------------
     def _keep(self, call: str, value: Any) -> Any:
-        """Keep the tensors of ``value`` under ``call``; the value with each as its handle."""
+        """Keep the tensors of ``value`` under ``call``; the value with each as its address."""
+        if call in self._calls:
+            raise ValidationError(
+                f"call key {call!r} is already used in host actor {self.id}; each call needs "
+                "its own key",
+                argument="call",
+            )
+        if type(value) is Tensor:  # the common result: one tensor
+            self._calls[call] = [value]
+            return address(self.id, call, 0, value.shape, value.dtype.name)
         kept: list[Tensor | None] = []
 
-        def handles(v: Any) -> Any:
+        def addresses(v: Any) -> Any:
             if isinstance(v, Tensor):
                 kept.append(v)
-                return TensorHandle(
-                    self.id, call, len(kept) - 1, v.shape, v.dtype.name, self.backend
-                )
+                return address(self.id, call, len(kept) - 1, v.shape, v.dtype.name)
             if isinstance(v, tuple | list):
-                return type(v)(handles(x) for x in v)
+                return type(v)(addresses(x) for x in v)
             return v
 
-        result = handles(value)
+        result = addresses(value)
         if kept:
-            if call in self._calls:
-                raise ValidationError(
-                    f"call key {call!r} is already used in host actor {self.id}; each call "
-                    "needs its own key",
-                    argument="call",
-                )
             self._calls[call] = kept
         return result
 
-    def _tensor(self, handle: Any) -> Any:
-        """The tensor of ``handle``; any other argument as it is."""
-        if not isinstance(handle, TensorHandle):
-            return handle
+    def _tensor(self, arg: Any) -> Any:
+        """The tensor of ``arg`` (its address, or its handle); any other argument as it is."""
+        if type(arg) is str:
+            handle = TensorHandle.parse(arg)
+        elif isinstance(arg, TensorHandle):
+            handle = arg
+        else:
+            return arg
         if handle.owner != self.id:
             raise ForeignRuntimeError(
-                f"tensor {handle.call}.{handle.index} lives in host actor {handle.owner}, not "
+                f"tensor {handle.call}.{handle.output} lives in host actor {handle.owner}, not "
                 f"in {self.id}; run the op on the actor that holds it, or download it and "
                 "upload it here"
             )
         tensors = self._calls.get(handle.call)
-        tensor = tensors[handle.index] if tensors is not None else None
+        tensor = tensors[handle.output] if tensors is not None else None
         if tensor is None:
             raise SessionClosedError(
-                f"tensor {handle.call}.{handle.index} of host actor {self.id} was freed (its "
+                f"tensor {handle.call}.{handle.output} of host actor {self.id} was freed (its "
                 "ObjectRef went out of scope, or free() released it); keep the ref while you "
                 "use the tensor"
             )
@@ -147,18 +183,19 @@ class HostWorker:
         )
         return handles[0] if len(handles) == 1 else handles
 
-    def download(self, handle: TensorHandle) -> np.ndarray:
+    def download(self, tensor: str | TensorHandle) -> np.ndarray:
         """The tensor's values as a numpy array (the one copy back to the caller)."""
-        return self.runtime.download(self._tensor(handle))
+        return self.runtime.download(self._tensor(tensor))
 
-    def free(self, *handles: TensorHandle) -> None:
+    def free(self, *tensors: str | TensorHandle) -> None:
         """Drop the actor's reference to each tensor now (its memory goes back to the runtime);
         the early form of what ``release`` does when the caller's ref goes out of scope."""
-        for handle in handles:
-            self._tensor(handle)
-            tensors = self._calls[handle.call]
-            tensors[handle.index] = None
-            if not any(t is not None for t in tensors):
+        for tensor in tensors:
+            self._tensor(tensor)
+            handle = TensorHandle.parse(tensor) if isinstance(tensor, str) else tensor
+            kept = self._calls[handle.call]
+            kept[handle.output] = None
+            if not any(t is not None for t in kept):
                 del self._calls[handle.call]
 
     def release(self, calls: list[str]) -> None:
@@ -172,15 +209,25 @@ class HostWorker:
         return sum(t is not None for tensors in self._calls.values() for t in tensors)
 
     # -- operations ----------------------------------------------------------------------------
-    def run(
-        self, call: str, op: str, attrs: dict[str, Any], reserved: tuple[str, ...], *args: Any
-    ) -> Any:
-        """Run a registered op on the actor's runtime, its tensors kept under ``call``; tensor
-        results come back as handles. ``reserved``: the keywords the caller's ``run`` took as
-        its own, refused if the op declares an attribute of that name."""
+    def run(self, head: str | tuple[str, str, dict[str, Any], tuple[str, ...]], *args: Any) -> Any:
+        """Run a registered op on the actor's runtime, its tensors kept under the call's key;
+        tensor results come back as handles. ``head`` says what call: ``"KEY OP"`` for a call
+        without attributes (one short string: the common call's whole header on the wire;
+        ``"KEY/NAMES OP"`` when the caller's ``run`` took keywords ``NAMES`` as its own), else
+        ``(key, op, attrs, reserved)``. A reserved name the op declares as an attribute is
+        refused. The call is the planned call of ``Host.run`` on the tensors' runtime."""
+        if isinstance(head, str):
+            call, _, op = head.partition(" ")
+            call, _, names = call.partition("/")
+            attrs: dict[str, Any] = {}
+            reserved = tuple(names.split(",")) if names else ()
+        else:
+            call, op, attrs, reserved = head
         if reserved:
             self._refuse_reserved(op, reserved)
         tensors = [self._tensor(a) for a in args]
+        if tensors and type(tensors[0]) is Tensor:  # runs where it lives: the planned call
+            return self._keep(call, self.host.run(op, *tensors, **attrs))
         return self._keep(call, self.host.run(op, *tensors, backend=self.backend, **attrs))
 
     def _refuse_reserved(self, op: str, reserved: tuple[str, ...]) -> None:
@@ -278,10 +325,10 @@ class HostWorker:
         return "in flight" if in_flight else "idle" if unique_id is None else "ended"
 
     def collective(
-        self, call: str, name: str, kwargs: dict[str, Any], *handles: TensorHandle
-    ) -> TensorHandle:
+        self, call: str, name: str, kwargs: dict[str, Any], *tensors: str | TensorHandle
+    ) -> str:
         """Run collective ``name`` (all_reduce, all_gather, broadcast) of the communicator; its
-        result kept under ``call``."""
+        result kept under ``call``, answered as its address."""
         if name not in COLLECTIVES:
             raise ValidationError(
                 f"collective {name!r} is not one of {', '.join(COLLECTIVES)}", argument="name"
@@ -291,10 +338,8 @@ class HostWorker:
                 raise RuntimeStateError(
                     f"host actor {self.id} has no communicator; call pool.init_collectives() first"
                 )
-            tensors = [self._tensor(h) for h in handles]
-            result: TensorHandle = self._keep(
-                call, getattr(self._communicator, name)(*tensors, **kwargs)
-            )
+            args = [self._tensor(t) for t in tensors]
+            result: str = self._keep(call, getattr(self._communicator, name)(*args, **kwargs))
         return result
 
 

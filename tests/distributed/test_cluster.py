@@ -27,7 +27,7 @@ import ray
 from support.ray_cluster import LOOPBACK, listening_sockets, ray_children, start_local_cluster
 
 import tenferro_host as tf
-from tenferro_host.distributed import HostPool
+from tenferro_host.distributed import HostPool, TensorHandle
 
 TESTS = Path(__file__).resolve().parents[1]
 STAND_IN = "support.fake_nccl:FakeNccl"
@@ -74,7 +74,7 @@ def test_an_op_mapped_over_both_actors_gives_the_right_results(pool):
     shards = [(rng.standard_normal(64).astype(np.float32),) * 2 for _ in range(4)]
     refs = pool.map("ext_add_kernel.add", iter(shards), in_flight=1)
     assert all(isinstance(r, ray.ObjectRef) for r in refs)
-    owners = [h.owner for h in ray.get(refs)]  # the next shard goes to the actor free first
+    owners = [TensorHandle.parse(a).owner for a in ray.get(refs)]  # the actor free first
     assert owners[:2] == [pool[0].id, pool[1].id] and set(owners) == {h.id for h in pool}
     for got, (x, _) in zip(pool.gather(refs), shards, strict=True):
         np.testing.assert_allclose(got, x + x, rtol=1e-6)
@@ -86,7 +86,7 @@ def test_an_op_runs_on_tensors_the_actor_keeps_and_its_result_is_an_object_ref(p
     for host in pool:
         a = host.upload(np.arange(4, dtype=np.float32))
         out = host.run("ext_add_kernel.add", a, a)
-        handle = ray.get(out)
+        handle = TensorHandle.parse(ray.get(out))  # a ref's value: its tensor's address
         assert handle.owner == host.id and handle.backend == host.backend
         np.testing.assert_array_equal(host.download(out), [0, 2, 4, 6])
         host.free(a, out)
@@ -104,7 +104,7 @@ def test_a_ref_is_awaited_and_waited_on_as_any_ray_ref(pool):
     async def awaited():
         return await ref
 
-    assert asyncio.run(awaited()).owner == host.id
+    assert TensorHandle.parse(asyncio.run(awaited())).owner == host.id
     np.testing.assert_array_equal(host.download(ref), [2, 2, 2])
 
 

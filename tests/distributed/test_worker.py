@@ -14,7 +14,7 @@ from support.fake_nccl import DriverNccl, FakeComm, FakeNccl
 
 import tenferro_host as tf
 from tenferro_host import errors
-from tenferro_host.distributed import HostWorker
+from tenferro_host.distributed import HostWorker, TensorHandle
 from tenferro_host.distributed.collectives import NcclBinding, NcclCommunicator, load_binding
 
 STAND_IN = "support.fake_nccl:FakeNccl"
@@ -29,9 +29,11 @@ def worker():
 
 def test_an_op_runs_on_handles_and_its_result_stays_as_a_handle(worker):
     a, b = worker.upload(("a", "b"), np.ones(3, np.float32), np.arange(3, dtype=np.float32))
-    out = worker.run("out", "ext_add_kernel.add", {}, (), a, b)
-    assert (out.owner, out.call, out.index) == (worker.id, "out", 0)
-    assert (out.shape, out.dtype, out.backend) == ((3,), "float32", "cpu:0")
+    out = worker.run("out ext_add_kernel.add", a, b)
+    handle = TensorHandle.parse(out)  # a result is its tensor's address: a short string
+    assert (handle.owner, handle.call, handle.output) == (worker.id, "out", 0)
+    assert (handle.shape, handle.dtype, handle.backend) == ((3,), "float32", "cpu:0")
+    assert handle.address == out and TensorHandle.parse(handle.address) == handle
     np.testing.assert_array_equal(worker.download(out), [1, 2, 3])
     held = worker.held()
     worker.free(a, b, out)
@@ -43,12 +45,20 @@ def test_an_op_runs_on_handles_and_its_result_stays_as_a_handle(worker):
 def test_release_drops_every_tensor_of_a_call_and_skips_unknown_keys(worker):
     held = worker.held()
     a = worker.upload(("r1",), np.ones(2, np.float32))
-    worker.run("r2", "ext_add_kernel.add", {}, (), a, a)
+    worker.run("r2 ext_add_kernel.add", a, a)
     assert worker.held() == held + 2
     worker.release(["r1", "r2", "never-made"])
     assert worker.held() == held
     with pytest.raises(tf.SessionClosedError, match="went out of scope"):
         worker.download(a)
+
+
+def test_an_address_of_no_tensor_is_a_typed_error(worker):
+    for wrong in ("not an address", "a|b|zero|float32|3", "a|b|0|float32|3x"):
+        with pytest.raises(tf.ValidationError, match="is not a tensor's address"):
+            worker.download(wrong)
+    scalar = TensorHandle.parse(f"{worker.id}|k|0|float64|")
+    assert scalar.shape == () and TensorHandle.parse(scalar.address) == scalar
 
 
 def test_a_call_key_is_used_once(worker):
@@ -61,11 +71,15 @@ def test_a_call_key_is_used_once(worker):
 
 def test_an_attribute_the_caller_took_as_its_own_is_refused_if_the_op_declares_it(worker):
     a = worker.upload(("q",), np.arange(3, dtype=np.float32))
-    out = worker.run("q2", "ext_add_kernel.add", {}, ("timeout_s",), a, a)  # not an attribute
+    out = worker.run("q2/timeout_s ext_add_kernel.add", a, a)  # not an attribute of it
     np.testing.assert_array_equal(worker.download(out), [0, 2, 4])
     with pytest.raises(tf.ValidationError, match="declares an attribute 'axis'") as info:
-        worker.run("q3", "linalg.sum", {}, ("axis",), a)
+        worker.run("q3/axis linalg.sum", a)
     assert info.value.argument == "axis" and "RemoteHost.remote" in info.value.message
+    with pytest.raises(tf.ValidationError, match="declares an attribute 'axis'"):
+        worker.run(("q4", "linalg.sum", {"axis": 0}, ("axis",)), a)
+    summed = worker.run(("q5", "linalg.sum", {"axis": 0}, ()), a)  # the header with attributes
+    np.testing.assert_array_equal(worker.download(summed), 3.0)
 
 
 def test_a_shard_is_uploaded_and_run_in_one_call(worker):
@@ -77,7 +91,7 @@ def test_a_handle_of_another_actor_is_a_foreign_runtime_error(worker):
     other = HostWorker("cpu:0")
     h = other.upload(("f",), np.ones(2, np.float32))
     with pytest.raises(tf.ForeignRuntimeError, match=f"lives in host actor {other.id}"):
-        worker.run("f2", "ext_add_kernel.add", {}, (), h, h)
+        worker.run("f2 ext_add_kernel.add", h, h)
 
 
 def test_caps_report_the_runtime_and_what_can_run_there(worker):
