@@ -43,8 +43,9 @@ from .caps import ActorCaps
 
 #: Seconds a call waits for its result unless told otherwise.
 DEFAULT_TIMEOUT_S = 300.0
-#: Seconds the releaser lets out-of-scope keys gather before it sends them.
-RELEASE_BATCH_S = 0.01
+#: Seconds the releaser lets out-of-scope keys gather before it sends them: a release task
+#: costs an actor about what a call does, so a busy caller's releases come one per many calls.
+RELEASE_BATCH_S = 0.05
 #: The longest pause between two looks at calls in flight in :func:`wait` (how late a failure
 #: among many calls may be raised).
 WAIT_POLL_S = 0.05
