@@ -3,16 +3,15 @@ reference counting, placement, ops, typed errors, a hung and a killed actor, col
 bootstrapped through the pool, a pool used by Ray tasks, and a shutdown that leaves no process
 behind.
 
-One cluster for the module (starting Ray costs seconds; tests/support/ray_cluster.py, on loopback
-only): 2 CPUs and 2 logical GPUs, one CPU and one WebGPU actor, each given a GPU by Ray. Nothing
-here waits without a bound.
+One cluster for the module (conftest.py: on loopback only, tests/support/ray_cluster.py):
+one CPU and one WebGPU actor, each given one of its 2 logical GPUs by Ray. Nothing here waits
+without a bound.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import time
 from pathlib import Path
 
@@ -24,28 +23,12 @@ pytest.importorskip("support.ray_cluster", reason="needs Ray: the [ray] extra")
 
 # isort: split
 import ray
-from support.ray_cluster import LOOPBACK, listening_sockets, ray_children, start_local_cluster
+from support.ray_cluster import LOOPBACK, listening_sockets, ray_children
 
 import tenferro_host as tf
 from tenferro_host.distributed import HostPool, TensorHandle
 
-TESTS = Path(__file__).resolve().parents[1]
 STAND_IN = "support.fake_nccl:FakeNccl"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    saved = dict(os.environ)
-    # Workers import the stand-in NCCL from tests/support and inherit this environment.
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), saved.get("PYTHONPATH")]))
-    os.environ["FAKE_NCCL_DIR"] = str(tmp_path_factory.mktemp("fake-nccl"))
-    start_local_cluster()
-    try:
-        yield Path(os.environ["FAKE_NCCL_DIR"])
-    finally:
-        ray.shutdown()
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ test. Every wait is bounded; the bounds say "no hang", never how fast.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -24,31 +23,14 @@ pytest.importorskip("support.ray_cluster", reason="needs Ray: the [ray] extra")
 
 # isort: split
 import ray
-from support.ray_cluster import start_local_cluster
 
 import tenferro_host as tf
 from tenferro_host.distributed import HostPool
 
-TESTS = Path(__file__).resolve().parents[1]
 STAND_IN = "support.fake_nccl:FakeNccl"
 STUCK = "support.fake_nccl:StuckNccl"
 #: The bound of every wait here: far beyond any timeout the tests set, so only a hang reaches it.
 NO_HANG_S = 30.0
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    saved = dict(os.environ)
-    # Workers import the stand-in NCCL from tests/support and inherit this environment.
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), saved.get("PYTHONPATH")]))
-    os.environ["FAKE_NCCL_DIR"] = str(tmp_path_factory.mktemp("fake-nccl"))
-    start_local_cluster()
-    try:
-        yield Path(os.environ["FAKE_NCCL_DIR"])
-    finally:
-        ray.shutdown()
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 @pytest.fixture
