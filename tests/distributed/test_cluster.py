@@ -23,6 +23,7 @@ pytest.importorskip("support.ray_cluster", reason="needs Ray: the [ray] extra")
 
 # isort: split
 import ray
+from support.fake_nccl import appears
 from support.ray_cluster import LOOPBACK, listening_sockets, ray_children
 
 import tenferro_host as tf
@@ -244,11 +245,7 @@ def test_an_actor_that_hangs_times_out_and_one_killed_mid_call_is_a_typed_error(
         unique_id = host.submit("collective_unique_id", STAND_IN).result()
         # Joining a two-rank communicator alone blocks in the actor: a call surely mid-run.
         stuck = host.submit("collective_init", unique_id, 2, 0, STAND_IN)
-        rank_file = Path(unique_id.decode()) / "rank0"
-        deadline = time.monotonic() + 30
-        while not rank_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert rank_file.exists()
+        assert appears(Path(unique_id.decode()) / "rank0")
         with pytest.raises(TimeoutError) as timed_out:
             stuck.result(timeout_s=0.2)
         assert isinstance(timed_out.value, tf.CallTimeoutError)

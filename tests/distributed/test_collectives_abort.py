@@ -23,6 +23,7 @@ pytest.importorskip("support.ray_cluster", reason="needs Ray: the [ray] extra")
 
 # isort: split
 import ray
+from support.fake_nccl import appears
 
 import tenferro_host as tf
 from tenferro_host.distributed import HostPool
@@ -37,13 +38,6 @@ NO_HANG_S = 30.0
 def pool(cluster):
     with HostPool.start("cpu", actors=2, num_gpus=1, timeout_s=120) as p:
         yield p
-
-
-def _appears(path: Path) -> bool:
-    deadline = time.monotonic() + NO_HANG_S
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return path.exists()
 
 
 def _new_dirs(cluster: Path, before: set[Path]) -> list[Path]:
@@ -61,7 +55,7 @@ def test_a_rank_that_never_joins_is_a_timeout_naming_it_and_the_other_is_freed(p
     # waits behind it, so rank 1 never joins.
     busy_id = pool[1].submit("collective_unique_id", STAND_IN).result(NO_HANG_S)
     busy = pool[1].submit("collective_init", busy_id, 2, 0, STAND_IN)
-    assert _appears(Path(busy_id.decode()) / "rank0")
+    assert appears(Path(busy_id.decode()) / "rank0")
     before = set(cluster.iterdir())
     started = time.monotonic()
     with pytest.raises(tf.CallTimeoutError) as info:
@@ -105,7 +99,7 @@ def test_a_rank_killed_mid_join_is_its_typed_error_and_the_other_rank_is_freed(p
     while len(_new_dirs(cluster, before)) != 1 and time.monotonic() < deadline:
         time.sleep(0.01)
     (joined,) = _new_dirs(cluster, before)
-    assert _appears(joined / "rank0") and _appears(joined / "rank1")  # both mid-join
+    assert appears(joined / "rank0") and appears(joined / "rank1")  # both mid-join
     dead = pool[1].id
     ray.kill(pool[1].actor)
     caller.join(NO_HANG_S)

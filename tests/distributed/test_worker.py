@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pickle
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support.fake_nccl import DriverNccl, FakeComm, FakeNccl
+from support.fake_nccl import DriverNccl, FakeComm, FakeNccl, appears
 
 import tenferro_host as tf
 from tenferro_host import errors
@@ -125,13 +124,6 @@ def fake_nccl_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _appears(path: Path) -> bool:
-    deadline = time.monotonic() + NO_HANG_S
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return path.exists()
-
-
 def test_a_join_no_other_rank_makes_times_out_and_aborts_its_communicator(fake_nccl_dir):
     rt = tf.Host().backend("cpu")
     binding = FakeNccl()
@@ -199,7 +191,7 @@ def test_collective_abort_frees_a_worker_blocked_in_a_join(fake_nccl_dir):
 
     blocked = threading.Thread(target=join, daemon=True)
     blocked.start()
-    assert _appears(Path(uid.decode()) / "rank0")
+    assert appears(Path(uid.decode()) / "rank0")
     assert worker.collective_abort(uid) == "in flight"  # as the actor's control thread would
     blocked.join(NO_HANG_S)
     assert not blocked.is_alive()

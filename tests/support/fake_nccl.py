@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,14 @@ from typing import Any
 from tenferro_host.errors import BackendError
 
 ITEMSIZE = {"Float16": 2, "Float32": 4, "Float64": 8, "Int32": 4, "Int64": 8, "Uint32": 4}
+
+
+def appears(path: Path, within_s: float = 30.0) -> bool:
+    """Whether ``path`` (a rank's file: it joined, or was aborted) exists within ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return path.exists()
 
 
 @dataclass(frozen=True)
