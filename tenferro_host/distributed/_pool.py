@@ -32,6 +32,7 @@ from ._remote import (
     RemoteHost,
     connected_ray,
     import_ray,
+    remaining,
     start_actor,
     wait,
     wait_any,
@@ -342,8 +343,8 @@ class HostPool:
         calls = []
         for shard in shards:
             while len(busy) >= in_flight * len(self.hosts):
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                for done in wait_any(ray, [p for p, _ in busy.values()], remaining):
+                left_s = remaining(deadline)
+                for done in wait_any(ray, [p for p, _ in busy.values()], left_s):
                     load[busy.pop(done.ref)[1]] -= 1
             actor = load.index(min(load))
             arrays = shard if isinstance(shard, tuple) else (shard,)
@@ -351,8 +352,8 @@ class HostPool:
             busy[pending.ref] = (pending, actor)
             load[actor] += 1
             calls.append(pending)
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        return wait(calls, remaining)
+        left_s = remaining(deadline)
+        return wait(calls, left_s)
 
     def gather(
         self, tensors: Sequence[Any], timeout_s: float | None = DEFAULT_TIMEOUT_S
@@ -382,24 +383,25 @@ class HostPool:
         each collective until NCCL took it."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         unique_id = self.hosts[0].submit("collective_unique_id", binding).result(timeout_s)
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        left_s = remaining(deadline)
         n = len(self.hosts)
         calls = [
-            h.submit("collective_init", unique_id, n, rank, binding, remaining)
+            h.submit("collective_init", unique_id, n, rank, binding, left_s)
             for rank, h in enumerate(self.hosts)
         ]
-        self._on_every_rank("init_collectives", calls, timeout_s, remaining, unique_id)
+        self._on_every_rank("init_collectives", calls, timeout_s, left_s, unique_id)
 
     def collective(
         self,
         name: str,
-        handles: Sequence[TensorHandle],
+        handles: Sequence[Any],
         *,
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
         **kwargs: Any,
-    ) -> list[TensorHandle]:
+    ) -> list[Any]:
         """Collective ``name`` (``all_reduce``, ``all_gather``, ``broadcast``) over the pool,
-        ``handles[i]`` held by rank ``i``; one result handle per rank.
+        ``handles[i]`` (a ref, or an address or handle) held by rank ``i``; one result ref per
+        rank.
 
         A rank that fails, dies or has not taken the call within ``timeout_s`` leaves the
         others waiting for it on the device: every rank's communicator is aborted then (the
@@ -420,14 +422,14 @@ class HostPool:
         what: str,
         calls: list[Pending],
         timeout_s: float | None,
-        remaining: float | None,
+        left_s: float | None,
         unique_id: bytes | None,
     ) -> list[Any]:
-        """Every rank's result of ``what`` (given ``timeout_s``, ``remaining`` of it left); on
+        """Every rank's result of ``what`` (given ``timeout_s``, ``left_s`` of it left); on
         the first failure or the timeout, the communicator of ``unique_id`` (None: each actor's
         own) is aborted on every rank first."""
         try:
-            return wait(calls, remaining)
+            return wait(calls, left_s)
         except Exception as exc:
             ray = import_ray()
             if not ray.is_initialized():

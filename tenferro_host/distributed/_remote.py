@@ -3,11 +3,11 @@ error rules.
 
 A tensor result is the ``ObjectRef`` of the call that made it: ``ray.get``, ``ray.wait`` and
 ``await`` take it as any ref, another call takes it as an argument (Ray resolves it to its
-:class:`TensorHandle` in the actor), and its tensors live in the actor as long as Ray's own
-reference counting keeps the ref in scope — the caller's copies of it, and every task that was
-given it, until that task ends. Ray tells the ref's owner when it goes out of scope (the
-callback Ray Data uses for its blocks); :class:`_Releaser` sends the call keys of those refs
-back to their actors in batches, one ``release`` task per actor and batch.
+tensor's address in the actor: see :class:`TensorHandle`), and its tensors live in the actor as
+long as Ray's own reference counting keeps the ref in scope — the caller's copies of it, and
+every task that was given it, until that task ends. Ray tells the ref's owner when it goes out
+of scope (the callback Ray Data uses for its blocks); :class:`_Releaser` sends the call keys of
+those refs back to their actors in batches, one ``release`` task per actor and batch.
 
 A :class:`Pending` is any other call in flight; ``result()`` waits for it, at most a timeout. An
 error raised in the actor comes back as itself (the typed errors pickle their fields) with the
@@ -25,7 +25,7 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -130,15 +130,21 @@ def _not_rebuilt(remote: str, actor: str, what: str) -> RemoteOpError:
     )
 
 
-def _get(ray: Any, refs: Any, timeout_s: float | None, what: str, actor: str) -> Any:
-    """``ray.get``; Ray shut down under it (it raises ``SystemExit`` then, which would end the
-    caller's program with status 0 mid-work) as the typed error."""
+@contextlib.contextmanager
+def _shutdown_typed(ray: Any, what: str, actor: str) -> Iterator[None]:
+    """Ray shut down under a wait in this block (it raises ``SystemExit`` then, which would end
+    the caller's program with status 0 mid-work) as the typed error."""
     try:
-        return ray.get(refs, timeout=timeout_s)
+        yield
     except SystemExit as exc:
         if ray.is_initialized():
             raise
         raise connection_lost(what, actor) from exc
+
+
+def remaining(deadline: float | None) -> float | None:
+    """Seconds left until ``deadline`` (a ``time.monotonic()``; None: no bound), at least 0."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 class Pending:
@@ -159,7 +165,8 @@ class Pending:
 
     def _value(self, ray: Any, timeout_s: float | None) -> Any:
         try:
-            return _get(ray, self.ref, timeout_s, self.what, self.actor)
+            with _shutdown_typed(ray, self.what, self.actor):
+                return ray.get(self.ref, timeout=timeout_s)
         except ray.exceptions.RayError as exc:
             raise translate(exc, self.actor, self.what, timeout_s) from None
 
@@ -180,21 +187,18 @@ def wait(pending: Sequence[Any], timeout_s: float | None = DEFAULT_TIMEOUT_S) ->
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     pause = 0.001
     while left:
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        step = pause if remaining is None else min(pause, remaining)
-        try:
+        left_s = remaining(deadline)
+        step = pause if left_s is None else min(pause, left_s)
+        with _shutdown_typed(ray, calls[0].what, calls[0].actor):
             ready, left = ray.wait(left, num_returns=len(left), timeout=step)
-        except SystemExit as exc:
-            if ray.is_initialized():
-                raise
-            raise connection_lost(calls[0].what, calls[0].actor) from exc
         if ready:
             try:
-                values.update(zip(ready, _get(ray, ready, None, "calls", "?"), strict=True))
+                with _shutdown_typed(ray, calls[0].what, calls[0].actor):
+                    values.update(zip(ready, ray.get(ready), strict=True))
             except ray.exceptions.RayError:
                 for ref in ready:  # which one failed: its own error, as itself
                     values[ref] = by_ref[ref]._value(ray, None)
-        elif remaining == 0.0:
+        elif left_s == 0.0:
             first = by_ref[left[0]]
             raise translate(ray.exceptions.GetTimeoutError(), first.actor, first.what, timeout_s)
         pause = min(pause * 2, WAIT_POLL_S)
@@ -205,13 +209,9 @@ def wait_any(ray: Any, pending: Sequence[Pending], timeout_s: float | None) -> l
     """The calls of ``pending`` that are done (at least one; their errors raised), waiting at
     most ``timeout_s`` for the first."""
     by_ref = {p.ref: p for p in pending}
-    try:
+    with _shutdown_typed(ray, pending[0].what, pending[0].actor):
         ready, _ = ray.wait(list(by_ref), num_returns=1, timeout=timeout_s)
         ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
-    except SystemExit as exc:
-        if ray.is_initialized():
-            raise
-        raise connection_lost(pending[0].what, pending[0].actor) from exc
     if not ready:
         first = pending[0]
         raise translate(ray.exceptions.GetTimeoutError(), first.actor, first.what, timeout_s)
@@ -223,9 +223,10 @@ def wait_any(ray: Any, pending: Sequence[Pending], timeout_s: float | None) -> l
 class _Releaser:
     """Sends the call keys of refs Ray found out of scope back to their actors, batched.
 
-    Ray calls :meth:`out_of_scope` on its own thread, which must not block: it only queues the
-    key. A daemon thread sends what gathered within ``RELEASE_BATCH_S`` as one ``release`` task
-    per actor (after the calls that made them: Ray runs one caller's tasks on an actor in order).
+    Ray calls the callback :meth:`track` registers on its own thread, which must not block: it
+    only queues the key. A daemon thread sends what gathered within ``RELEASE_BATCH_S`` as one
+    ``release`` task per actor (after the calls that made them: Ray runs one caller's tasks on an
+    actor in order).
     """
 
     def __init__(self) -> None:
@@ -349,10 +350,12 @@ class RemoteHost:
     def _call(self) -> str:
         return f"{_CALLER}:{next(_COUNTER)}"
 
-    def _tensor_call(self, ray: Any, method: str, call: str, *args: Any) -> Pending:
-        ref = getattr(self.actor, method).remote(call, *map(_ref, args))
+    def _tensor_call(self, ray: Any, method: Any, call: str, what: str, *args: Any) -> Pending:
+        """``method.remote(*args)`` of a call that keeps tensors under ``call``: tracked for
+        release once its ref is out of scope."""
+        ref = method.remote(*map(_ref, args))
         _RELEASER.track(ray, ref, self, call)
-        return Pending(ref, self.id, method, tensors=True)
+        return Pending(ref, self.id, what, tensors=True)
 
     def _run(
         self,
@@ -369,25 +372,28 @@ class RemoteHost:
             head = f"{call}/{','.join(reserved)} {op}"
         else:
             head = f"{call} {op}"  # the common call's header: one short string
-        ref = self._run_method.remote(head, *map(_ref, args))
-        _RELEASER.track(ray, ref, self, call)
-        return Pending(ref, self.id, f"run({op!r})", tensors=True)
+        return self._tensor_call(ray, self._run_method, call, f"run({op!r})", head, *args)
 
     def map_call(self, op: str, arrays: Sequence[np.ndarray], attrs: dict[str, Any]) -> Pending:
         """Upload ``arrays`` and run ``op`` on them in one call (a pool's ``map``)."""
-        pending = self._tensor_call(connected_ray(), "run_arrays", self._call(), op, attrs, *arrays)
-        pending.what = f"map({op!r})"
-        return pending
+        call = self._call()
+        return self._tensor_call(
+            connected_ray(), self.actor.run_arrays, call, f"map({op!r})", call, op, attrs, *arrays
+        )
 
     def collective_call(self, name: str, tensor: Any, kwargs: dict[str, Any]) -> Pending:
         """Collective ``name`` of the actor's communicator on ``tensor`` (a pool's
         ``collective``)."""
-        return self._tensor_call(connected_ray(), "collective", self._call(), name, kwargs, tensor)
+        call = self._call()
+        return self._tensor_call(
+            connected_ray(), self.actor.collective, call, "collective", call, name, kwargs, tensor
+        )
 
     def remote(self, op: str, /, *args: Any, **attrs: Any) -> Any:
         """Run ``op`` in the actor on tensors it holds (refs, handles or Pendings) without
-        waiting: the result's ``ObjectRef``, which ``ray.get`` resolves to its handle(s) and any
-        call takes as an argument. Every keyword is the op's attribute."""
+        waiting: the result's ``ObjectRef``, which ``ray.get`` resolves to its tensor's address
+        (a tuple of them for several outputs) and any call takes as an argument. Every keyword
+        is the op's attribute."""
         return self._run(connected_ray(), op, args, attrs, ()).ref
 
     def run(
@@ -447,6 +453,7 @@ __all__ = [
     "RemoteHost",
     "connected_ray",
     "import_ray",
+    "remaining",
     "translate",
     "wait",
 ]
