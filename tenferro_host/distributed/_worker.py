@@ -1,8 +1,9 @@
 """The object inside one host actor: a ``Host``, the one runtime it owns, and its tensors.
 
 Tensors never leave the actor's device. Each call that makes tensors (``upload``, ``run``)
-comes with a *call key* its caller chose, keeps its tensors under that key and answers
-:class:`TensorHandle` s (a few fields, cheap to send); the caller holds the call's Ray
+comes with a *call key* its caller chose, keeps its tensors under that key and answers each
+tensor's *address* (a short string, the value Ray moves fastest; :class:`TensorHandle` reads
+it); the caller holds the call's Ray
 ``ObjectRef`` and, when Ray's reference counting finds it out of scope, sends the key back to
 ``release`` (see ``_remote.py``). ``download`` is the one way back to the caller's memory. A
 plain class, so that it runs (and is tested) without Ray as well; the pool makes it a Ray actor.
@@ -175,8 +176,8 @@ class HostWorker:
         return tensor
 
     def upload(self, calls: tuple[str, ...], *arrays: np.ndarray) -> Any:
-        """Copy host arrays onto the actor's device, array ``i`` kept under ``calls[i]``; a
-        handle per array (one, or a tuple: one Ray return value each)."""
+        """Copy host arrays onto the actor's device, array ``i`` kept under ``calls[i]``; an
+        address per array (one, or a tuple: one Ray return value each)."""
         if len(calls) != len(arrays):
             raise ValidationError(
                 f"upload takes one call key per array: {len(calls)} keys, {len(arrays)} arrays",
@@ -215,7 +216,7 @@ class HostWorker:
     # -- operations ----------------------------------------------------------------------------
     def run(self, head: str | tuple[str, str, dict[str, Any], tuple[str, ...]], *args: Any) -> Any:
         """Run a registered op on the actor's runtime, its tensors kept under the call's key;
-        tensor results come back as handles. ``head`` says what call: ``"KEY OP"`` for a call
+        tensor results come back as addresses. ``head`` says what call: ``"KEY OP"`` for a call
         without attributes (one short string: the common call's whole header on the wire;
         ``"KEY/NAMES OP"`` when the caller's ``run`` took keywords ``NAMES`` as its own), else
         ``(key, op, attrs, reserved)``. A reserved name the op declares as an attribute is
@@ -229,8 +230,12 @@ class HostWorker:
             call, op, attrs, reserved = head
         if reserved:
             self._refuse_reserved(op, reserved)
-        tensors = [self._tensor(a) for a in args]
-        if tensors and type(tensors[0]) is Tensor:  # runs where it lives: the planned call
+        return self._run_op(call, op, [self._tensor(a) for a in args], attrs)
+
+    def _run_op(self, call: str, op: str, tensors: list[Any], attrs: dict[str, Any]) -> Any:
+        """``Host.run`` of ``op``, its result kept under ``call``: where its first tensor lives
+        (the planned call; ``backend=`` takes the full path every time), else on the runtime."""
+        if tensors and type(tensors[0]) is Tensor:
             return self._keep(call, self.host.run(op, *tensors, **attrs))
         return self._keep(call, self.host.run(op, *tensors, backend=self.backend, **attrs))
 
@@ -250,8 +255,7 @@ class HostWorker:
 
     def run_arrays(self, call: str, op: str, attrs: dict[str, Any], *arrays: np.ndarray) -> Any:
         """Upload a shard's arrays and run ``op`` on them in one call; only its result stays."""
-        tensors = [self.runtime.upload(a) for a in arrays]
-        return self._keep(call, self.host.run(op, *tensors, backend=self.backend, **attrs))
+        return self._run_op(call, op, [self.runtime.upload(a) for a in arrays], attrs)
 
     def ping(self) -> str:
         """The actor's id (the ``owner`` of its handles), or the error that made it unusable."""
