@@ -39,7 +39,7 @@ from .errors import (
 )
 from .layout import is_compact
 from .provider import _op_plan
-from .provider._op_plan import REPLAY_MISS, OpRecording, record_into
+from .provider._op_plan import REPLAY_MISS, OpRecording, exact_kind, record_into, sharing
 from .provider._runtime import Runtime as _Runtime
 from .provider._session import thread_token
 from .provider._storage import require_writable
@@ -121,12 +121,12 @@ class OpHandle:
                     if n == 2
                     else len({t.storage for t in tensors}) < n
                 ):  # rare: a tuple, where an input's dtype or an attribute's name is
-                    key += (_sharing(tensors),)
+                    key += (sharing(tensors),)
                 if attrs:
                     for name, value in attrs.items():
                         kind = type(value)  # True and 1, 1 and 1.0 compare equal; not here
                         if kind is float or kind is tuple:
-                            kind = _exact(value)  # nor -0.0 and 0.0, inside tuples too
+                            kind = exact_kind(value)  # nor -0.0 and 0.0, inside tuples too
                         key += (name, value, kind)
                 runtime = key[4]
                 plans = self._plans
@@ -429,21 +429,6 @@ def _described(key: tuple[Any, ...]) -> str:
         at += 1
     parts += [f"{key[i]}={key[i + 1]!r}" for i in range(at, len(key), 3)]
     return f"{key[4].name}({', '.join(parts)})"
-
-
-def _exact(value: Any) -> Any:
-    """What tells a float or tuple attribute from others that compare equal to it: a float's
-    exact bits (``-0.0`` is not ``0.0``; every NaN is one key), each tuple item's type (``True``
-    is not ``1``, ``1`` is not ``1.0``)."""
-    if type(value) is float:
-        return value.hex()
-    return tuple(_exact(v) if type(v) is float or type(v) is tuple else type(v) for v in value)
-
-
-def _sharing(tensors: tuple[Tensor, ...]) -> tuple[int, ...]:
-    """Which inputs share a storage: per input, the index of the first one with its storage."""
-    storages = [t.storage for t in tensors]
-    return tuple(storages.index(s) for s in storages)
 
 
 class _Plans(dict[Any, Any]):

@@ -109,7 +109,7 @@ class RawSession(Session):
         self._borrows: dict[Any, int] = {}
         self._workspaces: list[CudaStorage] | None = None
         #: the op call being recorded for a plan on this thread (provider._op_plan), or None
-        self._rec = getattr(RECORDING, "rec", None)
+        self._rec = RECORDING.rec
 
     # -- enter / exit ----------
     def _on_enter(self) -> None:

@@ -58,6 +58,37 @@ class PlannedDispatch:
         )
 
 
+class _Dispatch:
+    """One recorded dispatch, replayed: this call's buffers bound at the recorded bindings, then
+    encoded (submitted at once unless a batch is held)."""
+
+    __slots__ = ("bindings", "fold_limit", "planned", "runtime")
+
+    def __init__(self, runtime: WebGpuRuntime, record: JitLaunchRecord) -> None:
+        self.runtime, self.planned, self.bindings = runtime, record.form, _bindings(record)
+        self.fold_limit = runtime.max_workgroups_per_dimension
+
+    def __call__(self, tensors: tuple[Any, ...], outs: list[Any]) -> None:
+        planned, rt = self.planned, self.runtime
+        owners, buffers = _bound(self.bindings, tensors, outs)
+        pipeline = planned.pipeline
+        try:
+            group = rt.bind_groups.get(pipeline.layout, planned.params, buffers, owners)
+            rt.queue.dispatch_now(pipeline.pipeline, group, planned.grid)
+        except rt.wgpu_errors as exc:
+            raise planned.rejected(exc) from exc
+
+    def launch(self, args: tuple[Any, ...]) -> Any:
+        """The dispatch of a jit session's plan (its slots are the launch's arguments)."""
+        rt = self.runtime
+        if rt.debug_sync or rt._fold_limit != self.fold_limit:
+            return REPLAY_MISS  # the full path waits and attributes, or folds anew
+        return self(args, _NO_OUTPUTS)
+
+
+_NO_OUTPUTS: list[Any] = []
+
+
 class WebGpuReplay:
     """A recorded WebGPU op call, replayed: guard, outputs, bind group, encode + submit."""
 
@@ -82,13 +113,15 @@ class WebGpuReplay:
         self._single = (dt, shape, strides, 0, True)  # Tensor's arguments after the storage
         self.exclusive = tuple(sorted(rec.exclusive))
         records: list[JitLaunchRecord] = rec.launches
-        #: per launch: (planned dispatch, the slot bound at each binding 1..n)
-        self._launches = tuple((r.form, _bindings(r)) for r in records)
+        self._launches = tuple(_Dispatch(runtime, r) for r in records)
         self.signature = (
             self._outputs,
             self.exclusive,
             self._fold_limit,
-            tuple((p.pipeline, p.params, p.grid, b) for p, b in self._launches),
+            tuple(
+                (d.planned.pipeline, d.planned.params, d.planned.grid, d.bindings)
+                for d in self._launches
+            ),
         )
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
@@ -109,13 +142,13 @@ class WebGpuReplay:
         )
         launches = self._launches
         if len(launches) == 1:
-            self._submit(launches[0], tensors, outs)
+            launches[0](tensors, outs)
         else:
             queue = rt.queue
             queue.hold()  # one command buffer for the call, as the full path's batch
             try:
                 for launch in launches:
-                    self._submit(launch, tensors, outs)
+                    launch(tensors, outs)
             finally:
                 queue.release()
         return tuple(outs) if self._several else outs[0]
@@ -125,9 +158,12 @@ class WebGpuReplay:
         bare wgpu-py dispatch of the same pipeline (same WGSL, same uniform and storage
         buffers, a kept output) on the runtime's device, its bind group made once."""
         rt = self.runtime
-        planned, bindings = self._launches[0]
+        first = self._launches[0]
+        planned = first.planned
         dt, nbytes, single = self._single[0], self._nbytes, self._single
-        owners, buffers = _bound(bindings, tensors, [Tensor(rt._allocate(nbytes, dt), *single)])
+        owners, buffers = _bound(
+            first.bindings, tensors, [Tensor(rt._allocate(nbytes, dt), *single)]
+        )
         layout, pipeline, params, grid = (
             planned.pipeline.layout,
             planned.pipeline.pipeline,
@@ -157,23 +193,6 @@ class WebGpuReplay:
             "encode + submit": lambda: rt.queue.dispatch_now(pipeline, group, grid),
         }
 
-    def _submit(
-        self,
-        launch: tuple[PlannedDispatch, tuple[tuple[int, int], ...]],
-        tensors: tuple[Any, ...],
-        outs: list[Any],
-    ) -> None:
-        """Bind this call's buffers and dispatch (submitted at once unless a batch is held)."""
-        planned, bindings = launch
-        rt = self.runtime
-        owners, buffers = _bound(bindings, tensors, outs)
-        pipeline = planned.pipeline
-        try:
-            group = rt.bind_groups.get(pipeline.layout, planned.params, buffers, owners)
-            rt.queue.dispatch_now(pipeline.pipeline, group, planned.grid)
-        except rt.wgpu_errors as exc:
-            raise planned.rejected(exc) from exc
-
 
 def _bound(
     bindings: tuple[tuple[int, int], ...], tensors: tuple[Any, ...], outs: list[Any]
@@ -200,4 +219,9 @@ def op_replay(runtime: WebGpuRuntime, rec: OpRecording) -> WebGpuReplay | None:
     return WebGpuReplay(runtime, rec)
 
 
-__all__ = ["PlannedDispatch", "WebGpuReplay", "op_replay"]
+def launch_replay(runtime: WebGpuRuntime, record: Any) -> Callable[[tuple[Any, ...]], Any] | None:
+    """A jit session's plan of one recorded dispatch (``WebGpuJitSession._launch_replay``)."""
+    return _Dispatch(runtime, record).launch if type(record) is JitLaunchRecord else None
+
+
+__all__ = ["PlannedDispatch", "WebGpuReplay", "launch_replay", "op_replay"]

@@ -17,11 +17,16 @@ from ..capability import ExtensionCapability
 from ..provider import BackendProvider, BackendStatus, RegistrationView, Runtime, hookimpl
 from ._runtime import CpuDeviceInfo, CpuRuntime, CpuStorage
 
+_session_class: Any = None
+
 
 def _jit_session(ex: Any, op: str) -> Any:
-    from ._jit import CpuJitSession  # the DSL loads on the first ``ex.jit``
+    global _session_class
+    if _session_class is None:
+        from ._jit import CpuJitSession  # the DSL loads on the first ``ex.jit``
 
-    return CpuJitSession(ex, op)
+        _session_class = CpuJitSession
+    return _session_class(ex, op)
 
 
 def _probe() -> BackendStatus:

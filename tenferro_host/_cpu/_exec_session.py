@@ -78,7 +78,7 @@ class CpuExecSession(ExecSession, OutputSession):
                 named = dict(named) if named is kwargs else named
                 named[k] = numpy_view(self._refuse_operand(v, k, False))
         _call(fn, views, tuple(out_views) if several else out_views[0], named)
-        rec = getattr(RECORDING, "rec", None)
+        rec = RECORDING.rec
         if rec is not None:
             _record(rec, fn, args, kwargs, outs, several)
 

@@ -15,7 +15,7 @@ from ..kernel.ir import U32_MAX
 from ..provider._jit_session import Grid, JitLaunch, JitSession
 from ..provider._op_plan import RECORDING, OpRecording
 from ._exec_session import Slot
-from ._replay import DslLaunchRecord
+from ._replay import DslLaunchRecord, launch_replay
 
 
 class CpuJitSession(JitSession):
@@ -32,6 +32,8 @@ class CpuJitSession(JitSession):
     def max_cube_threads(self) -> int:
         """The CUDA limit, so that a launch that runs here also fits a GPU."""
         return 1024
+
+    _launch_replay = staticmethod(launch_replay)
 
     def _dispatch(self, launch: JitLaunch) -> None:
         args: list[ArrayArg | np.generic] = []
@@ -51,7 +53,7 @@ class CpuJitSession(JitSession):
                 )
             args.append(ArrayArg(storage, value.offset, value.shape, value.strides))
         run(launch.spec, launch.count, launch.dim, args)
-        rec = getattr(RECORDING, "rec", None)
+        rec = RECORDING.rec
         if rec is not None:
             _record(rec, launch)
 

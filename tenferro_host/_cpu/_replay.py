@@ -48,7 +48,7 @@ class DslLaunchRecord(NamedTuple):
 class _DslLaunch:
     """A recorded DSL launch: the interpreter run again over the call's storages."""
 
-    __slots__ = ("array_arg", "count", "dim", "rules", "run", "spec", "template")
+    __slots__ = ("array_arg", "count", "dim", "rules", "run", "spec", "template", "typed")
 
     def __init__(self, record: DslLaunchRecord) -> None:
         from ..kernel._interpreter import ArrayArg, run  # loaded: it ran the recording
@@ -59,6 +59,14 @@ class _DslLaunch:
         self.rules = tuple(
             (k, which, index) for k, (which, index) in enumerate(slots) if which != 2
         )
+        #: (input, numpy dtype) its storage is read as: the full path refuses another
+        self.typed = tuple(
+            {
+                (index, p.dtype.numpy)
+                for p, (which, index) in zip(self.spec.params, slots, strict=True)
+                if which == 0
+            }
+        )
 
     def __call__(self, tensors: tuple[Any, ...], outs: list[Any]) -> None:
         args = [*self.template]
@@ -66,6 +74,17 @@ class _DslLaunch:
             t = (outs if which else tensors)[index]
             args[k] = self.array_arg(t.storage.array, t.offset, t.shape, t.strides)
         self.run(self.spec, self.count, self.dim, args)
+
+    def planned(self, args: tuple[Any, ...]) -> Any:
+        """The launch of a jit session's plan (its slots are the launch's arguments)."""
+        for i, npdt in self.typed:
+            if args[i].storage.array.dtype is not npdt:
+                return REPLAY_MISS
+        values = [*self.template]
+        for k, _, index in self.rules:
+            t = args[index]
+            values[k] = self.array_arg(t.storage.array, t.offset, t.shape, t.strides)
+        return self.run(self.spec, self.count, self.dim, values)
 
 
 @final
@@ -137,13 +156,7 @@ class CpuReplay:
         )
         #: (input, numpy dtype) a DSL launch reads its storage as: the full path refuses another
         self._typed = tuple(
-            {
-                (index, layouts[0][index][0].numpy)
-                for r in records
-                if isinstance(r, DslLaunchRecord)
-                for which, index in r.slots
-                if which == 0
-            }
+            {typed for r in self._launches if type(r) is _DslLaunch for typed in r.typed}
         )
         self.signature = (self._outputs, self.exclusive, tuple(records))
 
@@ -202,4 +215,9 @@ class CpuReplay:
         }
 
 
-__all__ = ["CpuReplay"]
+def launch_replay(record: Any) -> Callable[[tuple[Any, ...]], Any] | None:
+    """A jit session's plan of one recorded DSL launch (``CpuJitSession._launch_replay``)."""
+    return _DslLaunch(record).planned if type(record) is DslLaunchRecord else None
+
+
+__all__ = ["CpuReplay", "launch_replay"]

@@ -106,7 +106,7 @@ class CpuRuntime(Runtime):
         Memory reached this way is outside what an op call records, so a call that takes one
         stays on the full path (``ex.launch`` is the seam a plan replays).
         """
-        rec = getattr(RECORDING, "rec", None)
+        rec = RECORDING.rec
         if rec is not None:
             rec.refuse("it took a numpy view of a tensor outside ex.launch (strided_view)")
         return numpy_view(t)

@@ -16,9 +16,9 @@ cube count beyond the grid limits. A backend subclass supplies what differs (see
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -36,14 +36,24 @@ from ..kernel._autotune import Autotuned
 from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 from ..kernel.ir import U32_MAX, WARP, check_fragment_cube, check_shared_sizes, check_u32_array
 from ..tensor import Tensor
-from ._op_plan import RECORDING, OpRecording
+from ._op_plan import (
+    ENABLED,
+    RECORDING,
+    REPLAY_MISS,
+    OpRecording,
+    exact_kind,
+    record_into,
+    recording,
+)
 from ._residency import require_resident
-from ._session import ExecSession, OutputSession, SessionHandle
+from ._session import ExecSession, OutputSession, SessionHandle, _get_ident
 from ._storage import require_writable
 from ._tuning_tables import TABLES
 
 Grid = tuple[int, int, int]
 _INT_ONLY = frozenset({int})
+#: A launch key seen once: recorded (and planned) when it comes again.
+_SEEN: Any = object()
 
 
 class JitBinding(SessionHandle):
@@ -236,15 +246,19 @@ class JitSession(OutputSession):
       the arguments' slots while an op call is recorded (:class:`JitLaunchRecord`), or None
       when a lower seam records the launch (CUDA's raw seam); a launch that cannot be replayed
       refuses the recording (:meth:`_refuse_plan`);
+    * :meth:`_launch_replay` (optional): the replay of one recorded launch, for the launch plans;
     * ``_on_exit(error)``: submit a batch; ``_on_enter()``: acquire what the session needs.
     """
 
     kind_name = "JIT session"
     target: str = ""
+    #: Whether :meth:`launch` plans (False: a backend whose own ``launch`` keeps plans of its own).
+    plans_launches: ClassVar[bool] = True
     default_cube_dim: int = 256
 
     def __init__(self, exec_session: ExecSession, op: str | None) -> None:
         super().__init__(exec_session.runtime, op, parent=exec_session)
+        self._launch_plans = self.runtime.launch_plans
 
     # -------------------------------------------------------- backend contract
 
@@ -266,10 +280,17 @@ class JitSession(OutputSession):
     def _dispatch(self, launch: JitLaunch) -> Any:
         raise NotImplementedError
 
+    def _launch_replay(self, record: Any) -> Callable[[tuple[Any, ...]], Any] | None:
+        """The replay of one launch recorded by this backend's seam (``record``: what the seam
+        appended to the recording, its slots ``(0, i)`` the launch's argument ``i``): called with
+        the arguments of a launch of the same key, it enqueues the launch, or answers
+        ``REPLAY_MISS`` when its guard fails (the full path then runs). None: never planned."""
+        return None
+
     @staticmethod
     def _refuse_plan(why: str) -> None:
         """The op call being recorded (if any) cannot be replayed: ``why`` says what."""
-        rec = getattr(RECORDING, "rec", None)
+        rec = RECORDING.rec
         if rec is not None:
             rec.refuse(why)
 
@@ -284,12 +305,16 @@ class JitSession(OutputSession):
 
     def cube_dim_1d(self) -> Grid:
         """The backend's default 1-D cube shape."""
-        self._check()
+        if self._owner != _get_ident():
+            raise self._refusal()
         return (self.default_cube_dim, 1, 1)
 
     def cube_count_1d(self, n: int) -> Grid:
         """Enough 1-D cubes of :meth:`cube_dim_1d` for ``n`` units (``(0, 1, 1)`` for none)."""
-        self._check()
+        if self._owner != _get_ident():
+            raise self._refusal()
+        if type(n) is int and n >= 0:
+            return (-(-n // self.default_cube_dim), 1, 1)
         if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
             raise ValidationError(
                 f"cube_count_1d needs a non-negative int, got {n!r}", argument="n"
@@ -302,18 +327,67 @@ class JitSession(OutputSession):
         ``args`` are the kernel's runtime parameters in order: Tensors (bound implicitly),
         bindings of this session, or Python/numpy scalars (converted to the parameter's
         resolved type). Compile-time constants go by keyword. A launch with no work is checked,
-        then skipped.
+        then skipped. A launch whose key (kernel, count, dim, each argument's layout or exact
+        value, the constants) was planned replays the plan (:meth:`_launch_replay`).
         """
-        self._check()
+        if self._owner != _get_ident():
+            raise self._refusal()
+        key = None
+        if ENABLED and self.plans_launches:
+            key, args = _launch_key(self, kernel, count, dim, args, constants)
+        if key is not None:
+            plans = self._launch_plans
+            plan = plans.get(key)
+            if type(plan) is LaunchPlan:
+                for i in plan.written:
+                    if args[i].storage.read_only:
+                        break  # the full path raises the typed error
+                else:
+                    if plan.replay(args) is not REPLAY_MISS:
+                        return
+            elif plan is None:
+                plans.put(key, _SEEN)  # recorded the next time it comes
+                key = None
         try:
-            if isinstance(kernel, Autotuned):  # it picks a config, then launches its kernel
-                kernel.launch_in(self, count, dim, args, constants, TABLES)
-                return
-            self._launch(kernel, count, dim, args, constants)
+            if key is None or self.runtime._capture is not None or recording() is not None:
+                self._launch_checked(kernel, count, dim, args, constants)
+            else:
+                self._launch_recorded(key, kernel, count, dim, args, constants)
         except TenferroError as exc:
             if exc.op is None:
                 exc.op = self.op
             raise
+
+    def _launch_checked(
+        self, kernel: Any, count: Any, dim: Any, args: Sequence[Any], constants: dict[str, Any]
+    ) -> None:
+        """The full path: every check, then the backend's dispatch."""
+        if isinstance(kernel, Autotuned):  # it picks a config, then launches its kernel
+            kernel.launch_in(self, count, dim, args, constants, TABLES)
+        else:
+            self._launch(kernel, count, dim, args, constants)
+
+    def _launch_recorded(
+        self,
+        key: Any,
+        kernel: Any,
+        count: Any,
+        dim: Any,
+        args: tuple[Any, ...],
+        constants: dict[str, Any],
+    ) -> None:
+        """The full path, with the backend's seam recording the launch (its arguments as the
+        slots); a clean recording of one launch becomes the key's plan."""
+        rec = OpRecording(tuple(a._tensor if type(a) is JitBinding else a for a in args))
+        previous = record_into(rec)
+        try:
+            self._launch_checked(kernel, count, dim, args, constants)
+        finally:
+            record_into(previous)
+        if rec.why is None and len(rec.launches) == 1 and not rec.outputs:
+            replay = self._launch_replay(rec.launches[0])
+            if replay is not None:
+                self._launch_plans.put(key, LaunchPlan(replay, rec.exclusive))
 
     # -------------------------------------------------------- shared logic
 
@@ -431,6 +505,75 @@ class JitSession(OutputSession):
             JitLaunchRecord.record(launch, form)
 
 
+class LaunchPlan:
+    """A planned DSL launch: the backend's replay of its recording and the arguments the kernel
+    writes (a read-only borrow there takes the full path, which raises the typed error)."""
+
+    __slots__ = ("replay", "written")
+
+    def __init__(self, replay: Callable[[tuple[Any, ...]], Any], written: set[int]) -> None:
+        self.replay, self.written = replay, tuple(sorted(written))
+
+
+def _launch_key(
+    session: JitSession, kernel: Any, count: Any, dim: Any, args: tuple[Any, ...], constants: Any
+) -> tuple[tuple[Any, ...] | None, tuple[Any, ...]]:
+    """What a launch plan is keyed by, and the arguments with each binding as its tensor.
+
+    The key: the kernel, the count and dim (ints only), per argument its dtype, shape, strides,
+    offset and runtime or its exact value and type, which arguments share a storage, the
+    constants. None: this launch is never planned (an argument of another kind, a binding of
+    another session, an unhashable constant, ...: the full path decides).
+    """
+    if type(count) is not tuple or type(dim) is not tuple:
+        return None, args
+    key: tuple[Any, ...] = (kernel, count, dim)
+    storages: tuple[Any, ...] = ()  # a tuple grown in place: no call per tensor
+    n, bound = 0, False
+    for a in args:
+        kind = type(a)
+        if kind is JitBinding and a._session is session:  # valid: this session is open
+            a, kind, bound = a._tensor, Tensor, True
+        if kind is Tensor:
+            storage = a.storage
+            storages += (storage,)
+            n += 1
+            key += (a.dtype, a.shape, a.strides, a.offset, storage.runtime)
+        elif kind is float:
+            key += (kind, a) if a else (kind, a.hex())  # -0.0 == 0.0, and is not it
+        elif kind is int or kind is bool:
+            key += (kind, a)
+        elif isinstance(a, np.generic):
+            key += (kind, a.tobytes())
+        else:
+            return None, args
+    if not _INT_ONLY.issuperset(map(type, count + dim)):
+        return None, args  # 4.0 == 4: a float count must still be refused by the full path
+    if n > 1 and len(set(storages)) < n:
+        key += (tuple([storages.index(s) for s in storages]),)
+    named = _constants_key(constants) if constants else ()
+    if named is None:
+        return None, args
+    if bound:
+        args = tuple(a._tensor if type(a) is JitBinding else a for a in args)
+    return key + named, args
+
+
+def _constants_key(constants: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The constants of a launch key (each name, value and exact kind), or None: unhashable."""
+    try:
+        named = tuple(
+            sorted(
+                (k, v, exact_kind(v) if type(v) is float or type(v) is tuple else type(v))
+                for k, v in constants.items()
+            )
+        )
+        hash(named)
+    except TypeError:
+        return None
+    return named
+
+
 class JitLaunchRecord:
     """One DSL launch of an op call being recorded (:mod:`._op_plan`), for any backend.
 
@@ -450,7 +593,7 @@ class JitLaunchRecord:
         """Add ``launch`` to the op call being recorded on this thread, if any; a tensor that
         is neither an input nor an output of the call (e.g. a compact copy the variant made)
         refuses the recording."""
-        rec: OpRecording | None = getattr(RECORDING, "rec", None)
+        rec: OpRecording | None = RECORDING.rec
         if rec is None:
             return
         written = launch.spec.ir.written

@@ -24,14 +24,25 @@ import os
 import threading
 from typing import Any
 
+from .._memo import MemoKind
+
 #: Whether op handles plan (``TENFERRO_OP_PLAN=0`` forces the full path on every call).
 ENABLED: bool = os.environ.get("TENFERRO_OP_PLAN", "1") != "0"
+#: A runtime's planned DSL launches by launch key (``runtime.launch_plans``, shared by its jit
+#: sessions; :class:`~tenferro_host.provider.JitSession`).
+LAUNCH_PLANS = MemoKind("provider.launch_plans", 1024, what="a runtime's planned DSL launches")
 #: A replay's answer when its per-call guard fails: take the full path.
 REPLAY_MISS: Any = object()
 
-#: ``RECORDING.rec``: the recording of the op call running on this thread (absent: none). A seam
-#: reads it with ``getattr(RECORDING, "rec", None)`` (one C call, no call into this module).
-RECORDING = threading.local()
+
+class _Recording(threading.local):
+    """The op call (or DSL launch) being recorded on this thread: ``RECORDING.rec``, None when
+    none is (a class default: a seam reads it as an attribute, with no call)."""
+
+    rec: OpRecording | None = None
+
+
+RECORDING = _Recording()
 
 
 class OpRecording:
@@ -68,17 +79,42 @@ class OpRecording:
         return None
 
 
+def exact_kind(value: Any) -> Any:
+    """What tells a float or tuple value from others that compare equal to it, for a plan key:
+    a float's exact bits (``-0.0`` is not ``0.0``; every NaN is one key), each tuple item's type
+    (``True`` is not ``1``, ``1`` is not ``1.0``)."""
+    if type(value) is float:
+        return value.hex()
+    return tuple(exact_kind(v) if type(v) is float or type(v) is tuple else type(v) for v in value)
+
+
+def sharing(tensors: Any) -> tuple[int, ...]:
+    """Which tensors share a storage: per tensor, the index of the first one with its storage
+    (part of a key whenever two do: a replay binds each slot's own storage)."""
+    storages = [t.storage for t in tensors]
+    return tuple(storages.index(s) for s in storages)
+
+
 def recording() -> OpRecording | None:
     """The recording of the op call running on this thread, if one is being recorded."""
-    rec: OpRecording | None = getattr(RECORDING, "rec", None)
-    return rec
+    return RECORDING.rec
 
 
 def record_into(rec: OpRecording | None) -> OpRecording | None:
     """Make ``rec`` this thread's recording; returns the one it replaces (restore it after)."""
-    previous = getattr(RECORDING, "rec", None)
+    previous = RECORDING.rec
     RECORDING.rec = rec
     return previous
 
 
-__all__ = ["ENABLED", "RECORDING", "REPLAY_MISS", "OpRecording", "record_into", "recording"]
+__all__ = [
+    "ENABLED",
+    "LAUNCH_PLANS",
+    "RECORDING",
+    "REPLAY_MISS",
+    "OpRecording",
+    "exact_kind",
+    "record_into",
+    "recording",
+    "sharing",
+]

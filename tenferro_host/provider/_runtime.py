@@ -22,6 +22,7 @@ from ..tensor import Tensor
 from ._capture import refuse_in_capture
 from ._counters import Counters, TransferRecord
 from ._deferred import DeferredReleases, Release
+from ._op_plan import LAUNCH_PLANS
 from ._retirement import RetirementQueue
 from ._session import _UNRESOLVED, BackendSession, ExecSession
 from ._storage import Storage
@@ -110,6 +111,8 @@ class Runtime(ABC):
         self._empty_plans: Memo[tuple[Any, tuple[int, ...]], tuple[DType, Any, int]] = (
             _EMPTY_PLANS.new()
         )
+        #: planned DSL launches by launch key (``JitSession.launch``)
+        self.launch_plans: Memo[Any, Any] = LAUNCH_PLANS.new()
 
     # -- identity ------------------------------------------------------------------------------
     @property

@@ -161,9 +161,10 @@ class OutputSession(Session):
     def alloc_output(self, dtype: Any, shape: Any) -> Tensor:
         """A fresh compact tensor of this runtime, uninitialised (stream-ordered on GPUs): an
         output of the op call (a slot of its recording, when one is being recorded)."""
-        self._check()
+        if self._owner != _get_ident():
+            raise self._refusal()
         out = self.runtime.empty(dtype, shape)
-        rec = getattr(RECORDING, "rec", None)
+        rec = RECORDING.rec
         if rec is not None:
             rec.outputs.append(out)
         return out
@@ -293,7 +294,8 @@ class ExecSession(Session):
 
     def jit(self, op: str) -> Any:
         """A DSL session whose ``launch`` runs one kernel object identically on every backend."""
-        self._check()
+        if self._owner != _get_ident():
+            raise self._refusal()
         runtime = self.runtime
         if runtime._capture is not None:
             runtime._capture.require_op_call("a DSL session (ex.jit)", op)

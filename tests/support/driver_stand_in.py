@@ -22,6 +22,7 @@ from tenferro_host_cuda._runtime import CudaRuntime
 from tenferro_host.identity import AllocationDomainId, RuntimeIdentity
 from tenferro_host.provider import DeferredReleases, FreeList, ResourceCache
 from tenferro_host.provider._counters import Counters
+from tenferro_host.provider._op_plan import LAUNCH_PLANS
 from tenferro_host.provider._retirement import RetirementQueue
 from tenferro_host.provider._runtime import _EMPTY_PLANS
 
@@ -371,6 +372,7 @@ def stand_in_runtime(host: Any, **blocks: int) -> CudaRuntime:
     rt.retirement = RetirementQueue(rt.counters, is_done=rt._event_done, wait=lambda e: None)
     rt._capabilities = None
     rt._empty_plans = _EMPTY_PLANS.new()
+    rt.launch_plans = LAUNCH_PLANS.new()
     rt._jit_factory = host.jit_factory("cuda")
     rt._info = DEVICE
     rt.uuid_bytes = b"\x01" * 16
