@@ -6,8 +6,8 @@ outputs=...)`` turns the record into a :class:`CapturedGraph` whose signature â€
 :class:`Slot` per input: dtype, shape, strides, allocation domain, runtime â€” comes from the
 tensors the capture borrowed. ``graph.replay(*tensors, **scalars)`` checks each tensor against
 its slot and runs the graph. The replayed form (CPU and WebGPU: ``caps`` says
-``capture: replayed``) runs the recorded calls one by one through their op handles: correct and
-portable, not faster. A backend whose ``native_capture()`` gives a :class:`NativeCapture` (CUDA:
+``capture: replayed``) runs the recorded calls one by one through their op handles, each as
+an eager call (planned where its key is): correct and portable, as fast as the calls eager. A backend whose ``native_capture()`` gives a :class:`NativeCapture` (CUDA:
 ``capture: native``) records the block into a device graph as well, and the graph replays it
 whole where it can follow it (``graph.form``, ``graph.why_replayed``; docs/capture.md).
 
@@ -21,7 +21,9 @@ saying what to do instead; the capture then ends without a graph and drops what 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from threading import get_ident as _get_ident
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -81,9 +83,13 @@ class Scalar:
 
 class OpCall(Protocol):
     """What a capture needs of an op handle (the host's ``OpHandle``; the SPI does not import
-    the host): its name, and running it inside an open exec session."""
+    the host): its name, calling it (its plan where it has one) and running it inside an open
+    exec session."""
 
     name: str
+
+    def __call__(self, *tensors: Any, **attrs: Any) -> Any:
+        """Run the op on its tensors' runtime, planned where the call's key is."""
 
     def run_in(self, ex: ExecSession, tensors: Any, attrs: dict[str, Any]) -> Any:
         """Run the op in ``ex``, checked as ``ex.run`` checks it."""
@@ -111,9 +117,11 @@ class NativeCapture(Protocol):
 
 
 class _Call:
-    """One recorded op call: its handle, each tensor as a reference, its attributes."""
+    """One recorded op call: its handle, each tensor as a reference, its attributes, how many
+    outputs it made (``single``: one, returned bare); ``take`` (set by the graph) picks its
+    tensors from a replay's tensors in order (the borrowed ones, then each call's outputs)."""
 
-    __slots__ = ("args", "attrs", "handle", "scalars", "single")
+    __slots__ = ("args", "attrs", "handle", "nout", "scalars", "single", "take")
 
     def __init__(
         self,
@@ -121,10 +129,29 @@ class _Call:
         args: tuple[tuple[int, int, int], ...],
         attrs: dict[str, Any],
         scalars: dict[str, str],
+        outputs: tuple[Tensor, ...],
         single: bool,
     ) -> None:
         self.handle, self.args, self.attrs = handle, args, attrs
         self.scalars, self.single = scalars, single  # attribute -> declared scalar name
+        self.nout = len(outputs)
+        self.take: Callable[[list[Tensor]], tuple[Tensor, ...]] = _nothing
+
+
+def _nothing(tensors: list[Tensor]) -> tuple[Tensor, ...]:
+    return ()
+
+
+def _taker(positions: list[int]) -> Callable[[list[Tensor]], tuple[Tensor, ...]]:
+    """``tensors -> tuple(tensors[p] for p in positions)``, one C call where there are two or
+    more."""
+    if not positions:
+        return _nothing
+    if len(positions) == 1:
+        one = itemgetter(positions[0])
+        return lambda tensors: (one(tensors),)
+    taken: Callable[[list[Tensor]], tuple[Tensor, ...]] = itemgetter(*positions)
+    return taken
 
 
 #: A tensor reference: (0, j, 0) the capture's j-th borrowed tensor; (1, k, i) output i of call k.
@@ -232,7 +259,7 @@ class Capture(Session):
         for i, out in enumerate(outputs):
             self._refs[id(out)] = (1, k, i)
         self._made.append(outputs)
-        self._calls.append(_Call(handle, args, values, scalars, single))
+        self._calls.append(_Call(handle, args, values, scalars, outputs, single))
         return result
 
     def require_op_call(self, what: str, op: str | None) -> None:
@@ -360,6 +387,14 @@ class CapturedGraph:
         self._slots = slots
         self.slots = tuple(Slot.of(borrowed[j]) for j in slots)
         self._outputs = outputs
+        #: where each call's outputs start among a replay's tensors (after the borrowed ones)
+        starts, at = [], len(borrowed)
+        for call in calls:
+            starts.append(at)
+            at += call.nout
+        for call in calls:
+            call.take = _taker([j if kind == 0 else starts[j] + i for kind, j, i in call.args])
+        self._returned = _taker([starts[k] + i for _, k, i in outputs])
         self.scalars = {name: s.value for name, s in scalars.items()}
         self._scalar_types = {name: s.type for name, s in scalars.items()}
         self._overlaps = self._overlap_pattern(borrowed)
@@ -463,26 +498,33 @@ class CapturedGraph:
                 outs = tuple(self._launcher(list(tensors)))
             self.replays += 1
             return outs[0] if len(outs) == 1 else outs
-        made: list[tuple[Tensor, ...]] = []
-        with runtime.session() as s:
-            ex = s._exec
-            for n, call in enumerate(calls):
-                args = tuple(values[j] if kind == 0 else made[j][i] for kind, j, i in call.args)
+        tensors_now = values  # the borrowed tensors, then each call's outputs as it makes them
+        n = 0
+        try:
+            for n, call in enumerate(calls):  # noqa: B007 - n names the failed node
+                args = call.take(tensors_now)
                 attrs = call.attrs
                 if call.scalars:
                     attrs = dict(attrs)
                     for attr, name in call.scalars.items():
                         attrs[attr] = scalar_values[name]
-                try:
-                    result = call.handle.run_in(ex, args, attrs)
-                except TenferroError as exc:
-                    if exc.op is None:
-                        exc.op = call.handle.name
-                    exc.add_note(f"in node {n} (op {call.handle.name!r}) of a captured graph")
-                    raise
-                made.append((result,) if call.single else tuple(result))
+                if args:  # the op's own call: its plan where the key has one, as eager
+                    result = call.handle(*args, **attrs)
+                else:
+                    with runtime.session() as s:
+                        result = call.handle.run_in(s._exec, args, attrs)
+                if call.single:
+                    tensors_now.append(result)
+                else:
+                    tensors_now += result
+        except TenferroError as exc:
+            name = calls[n].handle.name
+            if exc.op is None:
+                exc.op = name
+            exc.add_note(f"in node {n} (op {name!r}) of a captured graph")
+            raise
         self.replays += 1
-        outs = tuple(made[k][i] for _, k, i in self._outputs)
+        outs = self._returned(tensors_now)
         return outs[0] if len(outs) == 1 else outs
 
 

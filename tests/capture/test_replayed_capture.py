@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.call_budget import calls_per_op
 from support.capture_support import while_capturing
 from support.kernels import saxpy
 
@@ -387,3 +388,30 @@ def test_caps_says_how_each_backend_captures(capture_host):
     for b in report["backends"]:
         if b["available"]:
             assert {d["capture"] for d in b["devices"]} == {"replayed"}, b["name"]
+
+
+def test_a_replay_costs_no_more_calls_per_op_than_the_same_calls_eager() -> None:
+    """Counted, never timed: each node is its op handle's call (its op plan where planned), so
+    a replayed 100-op chain costs per op what ``host.run`` of each op costs, not a full path."""
+    host = tf.Host()
+    cpu = host.new_backend("cpu")
+    a, b = cpu.upload(np.ones(1000, np.float32)), cpu.upload(np.ones(1000, np.float32))
+    for _ in range(4):
+        host.run(ADD, a, b)
+    with cpu.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            x = a
+            for _ in range(100):
+                x = ex.run(ADD, x, b)
+    graph = cap.graph(inputs=(a, b), outputs=(x,))
+    assert (graph.replay(a, b).download() == 101).all()
+
+    def eager() -> None:
+        y = a
+        for _ in range(100):
+            y = host.run(ADD, y, b)
+
+    replayed, direct = calls_per_op(lambda: graph.replay(a, b), 5), calls_per_op(eager, 5)
+    print(f"per op: replay {replayed / 100:.2f} calls, eager {direct / 100:.2f}")
+    assert replayed <= direct
