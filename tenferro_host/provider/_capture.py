@@ -7,9 +7,10 @@ outputs=...)`` turns the record into a :class:`CapturedGraph` whose signature â€
 tensors the capture borrowed. ``graph.replay(*tensors, **scalars)`` checks each tensor against
 its slot and runs the graph. The replayed form (CPU and WebGPU: ``caps`` says
 ``capture: replayed``) runs the recorded calls one by one through their op handles, each as
-an eager call (planned where its key is): correct and portable, as fast as the calls eager. A backend whose ``native_capture()`` gives a :class:`NativeCapture` (CUDA:
-``capture: native``) records the block into a device graph as well, and the graph replays it
-whole where it can follow it (``graph.form``, ``graph.why_replayed``; docs/capture.md).
+an eager call (planned where its key is): correct and portable, as fast as the calls eager. A
+backend whose ``native_capture()`` gives a :class:`NativeCapture` (CUDA: ``capture: native``)
+records the block into a device graph as well, and the graph replays it whole where it can
+follow it (``graph.form``, ``graph.why_replayed``; docs/capture.md).
 
 While a capture is open its runtime is locked to it: a session of the runtime from another
 thread is refused, and so is everything a native graph could not hold â€” a synchronization, a
