@@ -121,7 +121,7 @@ class OpHandle:
                     if n == 2
                     else len({t.storage for t in tensors}) < n
                 ):  # rare: a tuple, where an input's dtype or an attribute's name is
-                    key += (sharing(tensors),)
+                    key += (sharing(t.storage for t in tensors),)
                 if attrs:
                     for name, value in attrs.items():
                         kind = type(value)  # True and 1, 1 and 1.0 compare equal; not here

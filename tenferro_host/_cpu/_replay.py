@@ -46,18 +46,22 @@ class DslLaunchRecord(NamedTuple):
 
 @final
 class _DslLaunch:
-    """A recorded DSL launch: the interpreter run again over the call's storages."""
+    """A recorded DSL launch: the interpreter run again over a call's storages.
+
+    Its slots index one sequence of tensors: an op call's inputs then its outputs (``ninputs``
+    of them first), or a jit session's launch arguments (slots ``(0, i)`` only).
+    """
 
     __slots__ = ("array_arg", "count", "dim", "rules", "run", "spec", "template", "typed")
 
-    def __init__(self, record: DslLaunchRecord) -> None:
+    def __init__(self, record: DslLaunchRecord, ninputs: int = 0) -> None:
         from ..kernel._interpreter import ArrayArg, run  # loaded: it ran the recording
 
         self.array_arg, self.run = ArrayArg, run
         self.spec, self.count, self.dim, slots = record
         self.template = [value[1] if which == 2 else None for which, value in slots]
         self.rules = tuple(
-            (k, which, index) for k, (which, index) in enumerate(slots) if which != 2
+            (k, index + ninputs * which) for k, (which, index) in enumerate(slots) if which != 2
         )
         #: (input, numpy dtype) its storage is read as: the full path refuses another
         self.typed = tuple(
@@ -68,23 +72,15 @@ class _DslLaunch:
             }
         )
 
-    def __call__(self, tensors: tuple[Any, ...], outs: list[Any]) -> None:
-        args = [*self.template]
-        for k, which, index in self.rules:
-            t = (outs if which else tensors)[index]
-            args[k] = self.array_arg(t.storage.array, t.offset, t.shape, t.strides)
-        self.run(self.spec, self.count, self.dim, args)
-
-    def planned(self, args: tuple[Any, ...]) -> Any:
-        """The launch of a jit session's plan (its slots are the launch's arguments)."""
+    def __call__(self, tensors: tuple[Any, ...]) -> Any:
         for i, npdt in self.typed:
-            if args[i].storage.array.dtype is not npdt:
+            if tensors[i].storage.array.dtype is not npdt:
                 return REPLAY_MISS
-        values = [*self.template]
-        for k, _, index in self.rules:
-            t = args[index]
-            values[k] = self.array_arg(t.storage.array, t.offset, t.shape, t.strides)
-        return self.run(self.spec, self.count, self.dim, values)
+        args = [*self.template]
+        for k, index in self.rules:
+            t = tensors[index]
+            args[k] = self.array_arg(t.storage.array, t.offset, t.shape, t.strides)
+        return self.run(self.spec, self.count, self.dim, args)
 
 
 @final
@@ -151,8 +147,9 @@ class CpuReplay:
         )
         records: list[LaunchRecord | DslLaunchRecord] = rec.launches
         dsl = DslLaunchRecord
+        n = len(rec.inputs)
         self._launches = tuple(
-            _DslLaunch(r) if isinstance(r, dsl) else _Launch(r, layouts) for r in records
+            _DslLaunch(r, n) if isinstance(r, dsl) else _Launch(r, layouts) for r in records
         )
         #: (input, numpy dtype) a DSL launch reads its storage as: the full path refuses another
         self._typed = tuple(
@@ -178,7 +175,7 @@ class CpuReplay:
         )
         for launch in self._launches:
             if type(launch) is _DslLaunch:  # final classes: mypy narrows both branches
-                launch(tensors, outs)
+                launch((*tensors, *outs))  # its dtypes were checked above: it runs
                 continue
             args = [*launch.template]
             bare = launch.bare
@@ -217,7 +214,7 @@ class CpuReplay:
 
 def launch_replay(record: Any) -> Callable[[tuple[Any, ...]], Any] | None:
     """A jit session's plan of one recorded DSL launch (``CpuJitSession._launch_replay``)."""
-    return _DslLaunch(record).planned if type(record) is DslLaunchRecord else None
+    return _DslLaunch(record) if type(record) is DslLaunchRecord else None
 
 
 __all__ = ["CpuReplay", "launch_replay"]

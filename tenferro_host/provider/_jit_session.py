@@ -43,7 +43,7 @@ from ._op_plan import (
     OpRecording,
     exact_kind,
     record_into,
-    recording,
+    sharing,
 )
 from ._residency import require_resident
 from ._session import ExecSession, OutputSession, SessionHandle, _get_ident
@@ -258,7 +258,6 @@ class JitSession(OutputSession):
 
     def __init__(self, exec_session: ExecSession, op: str | None) -> None:
         super().__init__(exec_session.runtime, op, parent=exec_session)
-        self._launch_plans = self.runtime.launch_plans
 
     # -------------------------------------------------------- backend contract
 
@@ -336,7 +335,7 @@ class JitSession(OutputSession):
         if ENABLED and self.plans_launches:
             key, args = _launch_key(self, kernel, count, dim, args, constants)
         if key is not None:
-            plans = self._launch_plans
+            plans = self.runtime.launch_plans
             plan = plans.get(key)
             if type(plan) is LaunchPlan:
                 for i in plan.written:
@@ -349,7 +348,7 @@ class JitSession(OutputSession):
                 plans.put(key, _SEEN)  # recorded the next time it comes
                 key = None
         try:
-            if key is None or self.runtime._capture is not None or recording() is not None:
+            if key is None or self.runtime._capture is not None or RECORDING.rec is not None:
                 self._launch_checked(kernel, count, dim, args, constants)
             else:
                 self._launch_recorded(key, kernel, count, dim, args, constants)
@@ -377,8 +376,9 @@ class JitSession(OutputSession):
         constants: dict[str, Any],
     ) -> None:
         """The full path, with the backend's seam recording the launch (its arguments as the
-        slots); a clean recording of one launch becomes the key's plan."""
-        rec = OpRecording(tuple(a._tensor if type(a) is JitBinding else a for a in args))
+        slots, bindings already their tensors); a clean recording of one launch becomes the
+        key's plan."""
+        rec = OpRecording(args)
         previous = record_into(rec)
         try:
             self._launch_checked(kernel, count, dim, args, constants)
@@ -387,7 +387,7 @@ class JitSession(OutputSession):
         if rec.why is None and len(rec.launches) == 1 and not rec.outputs:
             replay = self._launch_replay(rec.launches[0])
             if replay is not None:
-                self._launch_plans.put(key, LaunchPlan(replay, rec.exclusive))
+                self.runtime.launch_plans.put(key, LaunchPlan(replay, rec.exclusive))
 
     # -------------------------------------------------------- shared logic
 
@@ -550,7 +550,7 @@ def _launch_key(
     if not _INT_ONLY.issuperset(map(type, count + dim)):
         return None, args  # 4.0 == 4: a float count must still be refused by the full path
     if n > 1 and len(set(storages)) < n:
-        key += (tuple([storages.index(s) for s in storages]),)
+        key += (sharing(storages),)
     named = _constants_key(constants) if constants else ()
     if named is None:
         return None, args
@@ -562,12 +562,7 @@ def _launch_key(
 def _constants_key(constants: dict[str, Any]) -> tuple[Any, ...] | None:
     """The constants of a launch key (each name, value and exact kind), or None: unhashable."""
     try:
-        named = tuple(
-            sorted(
-                (k, v, exact_kind(v) if type(v) is float or type(v) is tuple else type(v))
-                for k, v in constants.items()
-            )
-        )
+        named = tuple(sorted((k, v, exact_kind(v)) for k, v in constants.items()))
         hash(named)
     except TypeError:
         return None

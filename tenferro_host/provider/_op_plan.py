@@ -80,24 +80,22 @@ class OpRecording:
 
 
 def exact_kind(value: Any) -> Any:
-    """What tells a float or tuple value from others that compare equal to it, for a plan key:
-    a float's exact bits (``-0.0`` is not ``0.0``; every NaN is one key), each tuple item's type
+    """What tells a value from others that compare equal to it, for a plan key: a float's exact
+    bits (``-0.0`` is not ``0.0``; every NaN is one key), a tuple's items' kinds, else the type
     (``True`` is not ``1``, ``1`` is not ``1.0``)."""
-    if type(value) is float:
+    kind = type(value)
+    if kind is float:
         return value.hex()
-    return tuple(exact_kind(v) if type(v) is float or type(v) is tuple else type(v) for v in value)
+    if kind is tuple:
+        return tuple(exact_kind(v) for v in value)
+    return kind
 
 
-def sharing(tensors: Any) -> tuple[int, ...]:
-    """Which tensors share a storage: per tensor, the index of the first one with its storage
-    (part of a key whenever two do: a replay binds each slot's own storage)."""
-    storages = [t.storage for t in tensors]
+def sharing(storages: Any) -> tuple[int, ...]:
+    """Which storages of a call are one: per storage, the index of its first occurrence (part
+    of a key whenever two are: a replay binds each slot's own storage)."""
+    storages = list(storages)
     return tuple(storages.index(s) for s in storages)
-
-
-def recording() -> OpRecording | None:
-    """The recording of the op call running on this thread, if one is being recorded."""
-    return RECORDING.rec
 
 
 def record_into(rec: OpRecording | None) -> OpRecording | None:
@@ -115,6 +113,5 @@ __all__ = [
     "OpRecording",
     "exact_kind",
     "record_into",
-    "recording",
     "sharing",
 ]

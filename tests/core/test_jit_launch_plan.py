@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 from support.call_budget import calls_per_op
+from support.kernels import saxpy
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
 from tenferro_host._cpu import CpuRuntime
+from tenferro_host.benchmarks.kernels import DSL_OP, register_dsl_op
 from tenferro_host.errors import (
     DTypeError,
     ForeignRuntimeError,
@@ -36,13 +38,6 @@ from tenferro_host.provider._jit_session import LaunchPlan
 #: the kernel left out (it is the kernel's work, as the GPU's is on the other backends): 40 with
 #: plans (the target), 183 on the full path.
 README_BLOCK_PLANNED, README_BLOCK_FULL_PATH = 40, 183
-
-
-@K.kernel
-def saxpy(out: K.Array[K.F], x: K.Array[K.F], y: K.Array[K.F], a: K.F):
-    i = K.ABSOLUTE_POS
-    if i < out.len:
-        out[i] = a * x[i] + y[i]
 
 
 @K.kernel
@@ -155,16 +150,17 @@ def test_a_read_only_output_at_a_planned_key_is_refused() -> None:
     assert not ro.any() and (out.download() == 2).all()
 
 
-def test_a_dsl_op_call_records_its_op_plan_beside_the_launch_plans() -> None:
-    """An op call's launch is recorded for the op's plan, not a launch plan of its own."""
+def test_a_dsl_op_call_records_its_op_plan_not_a_launch_plan() -> None:
+    """An op call's launch is recorded for the op's plan; no launch plan of its own is made."""
     host = tf.Host()
+    register_dsl_op(host)
     cpu = host.new_backend("cpu")
     a = cpu.upload(np.arange(100, dtype=np.float32))
-    with cpu.session() as s:
-        ex = s.exec_session()
-        for _ in range(4):
-            out = ex.run("ext_add_kernel.add", a, a)
+    for _ in range(4):
+        out = host.run(DSL_OP, a, a)
     np.testing.assert_array_equal(out.download(), 2 * np.arange(100))
+    assert ("replay" in host.op(DSL_OP).plans().values()) is _op_plan.ENABLED
+    assert _plans(cpu) == []
 
 
 def test_the_readme_block_stays_within_its_call_budget(monkeypatch: pytest.MonkeyPatch) -> None:
