@@ -25,6 +25,7 @@ and ``ex.run`` go through the same handles (the torch.ops idea: resolve by name 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,10 +38,9 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
-from .layout import is_compact
 from .provider import _op_plan
-from .provider._op_plan import REPLAY_MISS, OpRecording, exact_kind, record_into, sharing
-from .provider._runtime import Runtime as _Runtime
+from .provider._op_plan import REPLAY_MISS, exact_kind, sharing
+from .provider._plan_table import UNHASHABLE, Learning, PlanTable
 from .provider._session import thread_token
 from .provider._storage import require_writable
 from .tensor import Tensor
@@ -94,8 +94,8 @@ class OpHandle:
         self._same = len(self._outputs) == 1 and self._dtype_rule is self._shape_rule is None
         #: runtime kind -> (variant kind, variant callable)
         self._variants: dict[str, tuple[str, Callable[..., Any]]] = {}
-        #: call key -> its replay, or what the key's recordings gave so far (provider._op_plan)
-        self._plans = _Plans()
+        #: call key -> its replay, or what the key's recordings gave so far
+        self._plans = PlanTable()
 
     def __repr__(self) -> str:
         return f"<OpHandle {self.name}>"
@@ -139,9 +139,15 @@ class OpHandle:
                     try:
                         plan = plans.get(key)
                     except TypeError:  # an unhashable attribute: never planned
-                        plan = _UNHASHABLE
-                    if plan is None or type(plan) is _Learning:
-                        return self._call_recorded(runtime, tensors, attrs, key, plan)
+                        plan = UNHASHABLE
+                    if plan is None or type(plan) is Learning:
+                        return self._plans.call_recorded(
+                            runtime,
+                            tensors,
+                            key,
+                            plan,
+                            partial(self._call_full, runtime, tensors, attrs),
+                        )
                     plans.hot = (key, plan)
                 opened = runtime._session_threads
                 if (
@@ -176,57 +182,9 @@ class OpHandle:
         with runtime.session() as s:
             return self.run_in(s._exec, tensors, attrs)  # just opened: no check to repeat
 
-    def _call_recorded(
-        self,
-        runtime: Runtime,
-        tensors: tuple[Any, ...],
-        attrs: dict[str, Any],
-        key: Any,
-        learning: _Learning | None,
-    ) -> Any:
-        """The full path, with the backend's seam recording what the variant does; a clean
-        recording whose replay repeats the previous one's signature plans ``key``. A key
-        recorded ``_TRIES`` times without a plan takes the full path unrecorded."""
-        if learning is not None and learning.tries >= _TRIES:
-            return self._call_full(runtime, tensors, attrs)
-        if type(runtime).op_replay is _NO_REPLAY:  # nothing to record for: full path from now
-            learning = learning or _Learning()
-            learning.tries, learning.why = _TRIES, f"backend {runtime.kind!r} has no op replay"
-            if len(self._plans) >= _MAX_PLANS:
-                self._plans.clear()
-            self._plans[key] = learning
-            return self._call_full(runtime, tensors, attrs)
-        rec = OpRecording(tensors)
-        before = runtime.counters.snapshot()
-        previous = record_into(rec)
-        try:
-            result = self._call_full(runtime, tensors, attrs)
-        finally:
-            record_into(previous)
-        if learning is None:
-            learning = _Learning()
-            if len(self._plans) >= _MAX_PLANS:
-                self._plans.clear()
-            self._plans[key] = learning
-        learning.tries += 1
-        why = rec.why or _result_refusal(rec, result, runtime, before)
-        replay = runtime.op_replay(rec) if why is None else None
-        if replay is None:
-            learning.why = why or f"backend {runtime.kind!r} cannot replay what this call launched"
-            learning.signature = None
-        elif replay.signature == learning.signature:
-            self._plans[key] = replay
-        else:
-            learning.signature = replay.signature
-            learning.why = "its first recording (planned when the next one repeats it)"
-        return result
-
     def plans(self) -> dict[str, str]:
         """Each call key's state, for the bench and ``ops``: "replay" or why the full path."""
-        return {
-            _described(key): f"full path: {plan.why}" if type(plan) is _Learning else "replay"
-            for key, plan in self._plans.items()
-        }
+        return self._plans.states()
 
     def run_in(self, ex: ExecSession, tensors: Sequence[Any], attrs: dict[str, Any]) -> Any:
         """Run the op inside the open exec session ``ex``; check inputs, attributes, outputs."""
@@ -407,86 +365,6 @@ class OpHandle:
                     argument=out_name,
                     op=self.name,
                 )
-
-
-#: recordings of one key before it stays on the full path; plans kept per handle
-_TRIES, _MAX_PLANS = 4, 64
-_NO_REPLAY = _Runtime.op_replay
-
-
-def _described(key: tuple[Any, ...]) -> str:
-    """A call key as ``plans()`` shows it: the runtime, each input's dtype, shape and layout
-    (strides, offset where not compact), which inputs share a storage, the attributes."""
-    parts, at = [], 0
-    while at < len(key) and isinstance(key[at], DType):
-        dt, shape, strides, offset, _ = key[at : at + 5]
-        compact = is_compact(shape, strides) and not offset
-        layout = "" if compact else f" strides {strides} offset {offset}"
-        parts.append(f"{dt.name}{list(shape)}{layout}")
-        at += 5
-    if at < len(key) and type(key[at]) is tuple:
-        parts.append(f"sharing {key[at]}")
-        at += 1
-    parts += [f"{key[i]}={key[i + 1]!r}" for i in range(at, len(key), 3)]
-    return f"{key[4].name}({', '.join(parts)})"
-
-
-class _Plans(dict[Any, Any]):
-    """A handle's call keys and their states, with the last key replayed beside them (``hot``:
-    compared before a key is hashed); cleared together, so a dropped plan frees its modules."""
-
-    __slots__ = ("hot",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.hot: tuple[Any, Any] = ((), None)
-
-    def clear(self) -> None:
-        self.hot = ((), None)
-        super().clear()
-
-
-class _Learning:
-    """A call key not planned yet: how often it was recorded, the last replay signature, why."""
-
-    __slots__ = ("signature", "tries", "why")
-
-    def __init__(self) -> None:
-        self.tries = 0
-        self.signature: Any = None
-        self.why: str | None = None
-
-
-#: the state of a key with an unhashable attribute: never recorded, never planned
-_UNHASHABLE = _Learning()
-_UNHASHABLE.tries, _UNHASHABLE.why = _TRIES, "an attribute is unhashable"
-
-
-def _result_refusal(
-    rec: OpRecording, result: Any, runtime: Runtime, before: dict[str, int]
-) -> str | None:
-    """Why a recorded call cannot be replayed beyond what its seam saw, or None."""
-    outputs = rec.outputs
-    if not rec.launches:
-        return "it launched nothing through the backend's seam"
-    if len(outputs) == 1 and result is outputs[0]:
-        pass
-    elif (
-        type(result) is not tuple
-        or len(result) != len(outputs)
-        or any(r is not o for r, o in zip(result, outputs, strict=True))
-    ):
-        return "it returned something other than the outputs it allocated, in order"
-    if not outputs:
-        return "it allocated no outputs (a replay allocates a call's outputs and launches)"
-    for t in outputs:
-        if not t.numel:
-            return f"its output of shape {t.shape} is empty (a replay allocates no empty output)"
-    after = runtime.counters.snapshot()
-    moved = sorted(k for k, v in after.items() if before.get(k) != v)
-    if moved:
-        return f"it did counted work besides its launches ({', '.join(moved)})"
-    return None
 
 
 _REFUSED = object()

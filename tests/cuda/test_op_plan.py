@@ -338,13 +338,13 @@ def test_a_plan_keeps_its_module_after_the_cache_dropped_it(world, monkeypatch):
 
 
 def test_plans_are_bounded_per_handle(world):
-    from tenferro_host import _op_handle
+    from tenferro_host.provider import _plan_table
 
     rt = world.rt
-    for n in range(1, _op_handle._MAX_PLANS + 8):
+    for n in range(1, _plan_table.MAX_PLANS + 8):
         a = rt.empty("float32", (n,))
         world.host.run(ADD, a, a)
-    assert len(world.host.op(ADD)._plans) <= _op_handle._MAX_PLANS
+    assert len(world.host.op(ADD)._plans) <= _plan_table.MAX_PLANS
 
 
 def test_no_plan_when_switched_off(world, monkeypatch):
