@@ -20,7 +20,7 @@ from threading import get_ident as _get_ident
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host import LaunchError, Tensor
-from tenferro_host.provider import REPLAY_MISS, OpRecording
+from tenferro_host.provider import REPLAY_MISS, OpRecording, OpReplay
 
 from ._driver import POISONED, drv, failure
 from ._launch import where
@@ -72,47 +72,22 @@ class _Packed:
         self.words = words
 
 
-class RawReplay:
+class RawReplay(OpReplay):
     """A recorded CUDA op call, replayed: guard, outputs, slot writes, ``cuLaunchKernel``."""
 
-    __slots__ = (
-        "_context",
-        "_cu_current",
-        "_cu_launch",
-        "_launches",
-        "_outputs",
-        "_several",
-        "_thread",
-        "exclusive",
-        "runtime",
-        "signature",
-    )
+    __slots__ = ("_context", "_cu_current", "_cu_launch", "_launches", "_sizes", "_thread")
+    runtime: CudaRuntime
 
     def __init__(self, runtime: CudaRuntime, rec: OpRecording) -> None:
-        self.runtime = runtime
+        records: list[LaunchRecord] = rec.launches
+        super().__init__(runtime, rec, tuple(records))
         self._thread = _get_ident()  # its parameter blocks are written per call: one thread
         d = drv()
         self._cu_launch, self._cu_current = d.cuLaunchKernel, d.cuCtxGetCurrent
         self._context = int(runtime.primary.handle)
-        blocks = runtime.blocks
-        #: per output: (bytes, free-list class (0: none), Tensor's arguments after the storage)
-        self._outputs = tuple(
-            (
-                t.storage.nbytes,
-                blocks.size_class(t.storage.nbytes),
-                (t.dtype, t.shape, t.strides, 0, True),
-            )
-            for t in rec.outputs
-        )
-        self._several = len(self._outputs) > 1
-        self.exclusive = tuple(sorted(rec.exclusive))
-        records: list[LaunchRecord] = rec.launches
+        #: per output: its free-list class (0: none)
+        self._sizes = tuple(runtime.blocks.size_class(nbytes) for nbytes, _ in self.outputs)
         self._launches = tuple(_Packed(r, len(r[1].param_sizes)) for r in records)
-        self.signature = (
-            tuple((layout[:3], nbytes) for nbytes, _, layout in self._outputs),
-            self.exclusive,
-            tuple((op, fn, cfg, slots, consts) for op, fn, cfg, slots, consts in records),
-        )
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         rt = self.runtime
@@ -124,14 +99,10 @@ class RawReplay:
             or _get_ident() != self._thread
         ):
             return REPLAY_MISS  # the full path raises (or waits and attributes) as it always does
-        for i in self.exclusive:
-            storage = tensors[i].storage
-            if storage.read_only:
+        for i in self.exclusive:  # (an aliased one was keyed apart, and refused when recorded)
+            if tensors[i].storage.read_only:
                 return REPLAY_MISS
-            for j, other in enumerate(tensors):
-                if j != i and other.storage is storage:
-                    return REPLAY_MISS  # the full path raises the AliasingError
-        outs = self._allocate()
+        outs = self.allocate()
         stream = rt._stream
         launch = self._cu_launch
         err, current = self._cu_current()  # PrimaryContext.enter's check, inline
@@ -148,9 +119,9 @@ class RawReplay:
         finally:
             if saved is not None:
                 rt.primary.exit(saved)
-        return tuple(outs) if self._several else outs[0]
+        return tuple(outs) if self.several else outs[0]
 
-    def _allocate(self) -> list[Tensor]:
+    def allocate(self) -> list[Tensor]:
         """The outputs, as ``rt.empty`` without its checks. A block the previous call's output
         released is most often the newest queued release: reused at once (the free list's take
         without the round trip through it; one stream orders its reuse as it orders the free
@@ -158,7 +129,7 @@ class RawReplay:
         rt = self.runtime
         deferred = rt.deferred
         outs = []
-        for nbytes, size, layout in self._outputs:
+        for (nbytes, layout), size in zip(self.outputs, self._sizes, strict=True):
             storage = None
             if deferred and size:
                 try:
@@ -180,10 +151,11 @@ class RawReplay:
     def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
         """Each step of a replay of ``tensors`` on its own, for the bench (a kept output is
         written into the first launch's block, so the launch step launches valid work)."""
-        rt, packed = self.runtime, self._launches[0]
-        current, stream, launch = self._cu_current, rt._stream, self._cu_launch
+        rt = self.runtime
+        packed = self._launches[0]
+        stream, launch = rt._stream, self._cu_launch
         words, slots = packed.words, packed.slots
-        kept = self._allocate()
+        kept = self.allocate()
 
         def slot_writes() -> None:
             for param, which, index, delta in slots:
@@ -191,12 +163,10 @@ class RawReplay:
                 words[param] = t.storage.ptr + delta
 
         slot_writes()
-        return {
-            "enter/exit": current,
-            "allocation": lambda: self._allocate()[0],
+        return super().steps(tensors) | {
+            "enter/exit": self._cu_current,
             "slot writes": slot_writes,
             "launch": lambda: launch(*packed.args, stream, packed.address, 0),
-            "replay": lambda: self(tensors),
         }
 
     def _failed(self, err: Any, packed: _Packed) -> Exception:

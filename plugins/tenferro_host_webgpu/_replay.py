@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tenferro_host import LaunchError, Tensor
-from tenferro_host.provider import REPLAY_MISS, JitLaunchRecord, OpRecording
+from tenferro_host import LaunchError
+from tenferro_host.provider import REPLAY_MISS, JitLaunchRecord, OpRecording, OpReplay
 
 if TYPE_CHECKING:
     from tenferro_host.provider import JitLaunch
@@ -89,40 +89,27 @@ class _Dispatch:
 _NO_OUTPUTS: list[Any] = []
 
 
-class WebGpuReplay:
+class WebGpuReplay(OpReplay):
     """A recorded WebGPU op call, replayed: guard, outputs, bind group, encode + submit."""
 
-    __slots__ = (
-        "_fold_limit",
-        "_launches",
-        "_nbytes",
-        "_outputs",
-        "_several",
-        "_single",
-        "exclusive",
-        "runtime",
-        "signature",
-    )
+    __slots__ = ("_fold_limit", "_launches")
+    runtime: WebGpuRuntime
 
     def __init__(self, runtime: WebGpuRuntime, rec: OpRecording) -> None:
-        self.runtime = runtime
-        self._fold_limit = runtime.max_workgroups_per_dimension
-        self._outputs = tuple((t.dtype, t.shape, t.strides, t.storage.nbytes) for t in rec.outputs)
-        self._several = len(self._outputs) > 1
-        dt, shape, strides, self._nbytes = self._outputs[0]
-        self._single = (dt, shape, strides, 0, True)  # Tensor's arguments after the storage
-        self.exclusive = tuple(sorted(rec.exclusive))
-        records: list[JitLaunchRecord] = rec.launches
-        self._launches = tuple(_Dispatch(runtime, r) for r in records)
-        self.signature = (
-            self._outputs,
-            self.exclusive,
-            self._fold_limit,
-            tuple(
-                (d.planned.pipeline, d.planned.params, d.planned.grid, d.bindings)
-                for d in self._launches
+        launches = tuple(_Dispatch(runtime, r) for r in rec.launches)
+        fold_limit = runtime.max_workgroups_per_dimension
+        super().__init__(
+            runtime,
+            rec,
+            (
+                fold_limit,
+                tuple(
+                    (d.planned.pipeline, d.planned.params, d.planned.grid, d.bindings)
+                    for d in launches
+                ),
             ),
         )
+        self._launches, self._fold_limit = launches, fold_limit
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         rt = self.runtime
@@ -131,15 +118,7 @@ class WebGpuReplay:
         for i in self.exclusive:
             if tensors[i].storage.read_only:
                 return REPLAY_MISS  # the full path raises the typed error
-        allocate = rt._allocate
-        outs: list[Any] = (
-            [
-                Tensor(allocate(nbytes, dt), dt, shape, strides, 0, True)
-                for dt, shape, strides, nbytes in self._outputs
-            ]
-            if self._several
-            else [Tensor(allocate(self._nbytes, self._single[0]), *self._single)]
-        )
+        outs: list[Any] = self.allocate()
         launches = self._launches
         if len(launches) == 1:
             launches[0](tensors, outs)
@@ -151,7 +130,7 @@ class WebGpuReplay:
                     launch(tensors, outs)
             finally:
                 queue.release()
-        return tuple(outs) if self._several else outs[0]
+        return tuple(outs) if self.several else outs[0]
 
     def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
         """Each step of a replay of ``tensors`` on its own, for the bench, and its anchor: the
@@ -160,10 +139,7 @@ class WebGpuReplay:
         rt = self.runtime
         first = self._launches[0]
         planned = first.planned
-        dt, nbytes, single = self._single[0], self._nbytes, self._single
-        owners, buffers = _bound(
-            first.bindings, tensors, [Tensor(rt._allocate(nbytes, dt), *single)]
-        )
+        owners, buffers = _bound(first.bindings, tensors, self.allocate())
         layout, pipeline, params, grid = (
             planned.pipeline.layout,
             planned.pipeline.pipeline,
@@ -185,13 +161,14 @@ class WebGpuReplay:
             cpass.end()
             device.queue.submit([encoder.finish()])
 
-        return {
-            "bare wgpu-py dispatch": bare,
-            "replay": lambda: self(tensors),
-            "allocation": lambda: Tensor(rt._allocate(nbytes, dt), *single),
-            "bind group": lambda: rt.bind_groups.get(layout, params, buffers, owners),
-            "encode + submit": lambda: rt.queue.dispatch_now(pipeline, group, grid),
-        }
+        return (
+            {"bare wgpu-py dispatch": bare}
+            | super().steps(tensors)
+            | {
+                "bind group": lambda: rt.bind_groups.get(layout, params, buffers, owners),
+                "encode + submit": lambda: rt.queue.dispatch_now(pipeline, group, grid),
+            }
+        )
 
 
 def _bound(

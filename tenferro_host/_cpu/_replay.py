@@ -19,11 +19,10 @@ import numpy as np
 
 from ..errors import TenferroError
 from ..provider._op_plan import REPLAY_MISS, OpRecording
-from ..tensor import Tensor
+from ..provider._op_replay import OpReplay
 from ._exec_session import LaunchRecord, Slot, launch_failed
 
 if TYPE_CHECKING:
-    from ..dtypes import DType
     from ._runtime import CpuRuntime
 
 #: How one tensor argument's view is made: (position in the launch's argument list, 0 input /
@@ -117,37 +116,20 @@ class _Launch:
         self.views = tuple(rules)
 
 
-class CpuReplay:
+class CpuReplay(OpReplay):
     """A recorded CPU op call, replayed: guard, outputs, views, one call per launch."""
 
-    __slots__ = (
-        "_launches",
-        "_nbytes",
-        "_outputs",
-        "_several",
-        "_single",
-        "_typed",
-        "exclusive",
-        "runtime",
-        "signature",
-    )
+    __slots__ = ("_launches", "_typed")
+    runtime: CpuRuntime
 
     def __init__(self, runtime: CpuRuntime, rec: OpRecording) -> None:
-        self.runtime = runtime
-        self._outputs: tuple[tuple[DType, tuple[int, ...], tuple[int, ...], int], ...] = tuple(
-            (t.dtype, t.shape, t.strides, t.storage.nbytes) for t in rec.outputs
-        )
-        self._several = len(self._outputs) > 1
-        dt, shape, strides, self._nbytes = self._outputs[0]
-        self._single = (dt, shape, strides, 0, True)  # Tensor's arguments after the storage
-        self.exclusive = tuple(sorted(rec.exclusive))
+        records: list[LaunchRecord | DslLaunchRecord] = rec.launches
+        super().__init__(runtime, rec, tuple(records))
         layouts = (
             [(t.dtype, t.shape, t.strides, t.offset) for t in rec.inputs],
             [(t.dtype, t.shape, t.strides, t.offset) for t in rec.outputs],
         )
-        records: list[LaunchRecord | DslLaunchRecord] = rec.launches
-        dsl = DslLaunchRecord
-        n = len(rec.inputs)
+        dsl, n = DslLaunchRecord, len(rec.inputs)
         self._launches = tuple(
             _DslLaunch(r, n) if isinstance(r, dsl) else _Launch(r, layouts) for r in records
         )
@@ -155,7 +137,6 @@ class CpuReplay:
         self._typed = tuple(
             {typed for r in self._launches if type(r) is _DslLaunch for typed in r.typed}
         )
-        self.signature = (self._outputs, self.exclusive, tuple(records))
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         for i in self.exclusive:
@@ -164,15 +145,7 @@ class CpuReplay:
         for i, npdt in self._typed:
             if tensors[i].storage.array.dtype is not npdt:
                 return REPLAY_MISS
-        rt = self.runtime
-        outs: list[Any] = (
-            [  # rt.empty without its checks
-                Tensor(rt._allocate(nbytes, dt), dt, shape, strides, 0, True)
-                for dt, shape, strides, nbytes in self._outputs
-            ]
-            if self._several
-            else [Tensor(rt._allocate(self._nbytes, self._single[0]), *self._single)]
-        )
+        outs: list[Any] = self.allocate()
         for launch in self._launches:
             if type(launch) is _DslLaunch:  # final classes: mypy narrows both branches
                 launch((*tensors, *outs))  # its dtypes were checked above: it runs
@@ -201,15 +174,7 @@ class CpuReplay:
                 raise
             except Exception as exc:
                 raise launch_failed(fn, exc) from exc
-        return tuple(outs) if self._several else outs[0]
-
-    def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
-        """The replay and its allocation on their own, for the bench."""
-        rt, nbytes, single = self.runtime, self._nbytes, self._single
-        return {
-            "replay": lambda: self(tensors),
-            "allocation": lambda: Tensor(rt._allocate(nbytes, single[0]), *single),
-        }
+        return tuple(outs) if self.several else outs[0]
 
 
 def launch_replay(record: Any) -> Callable[[tuple[Any, ...]], Any] | None:

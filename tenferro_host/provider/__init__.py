@@ -10,10 +10,11 @@ here: a collected :class:`DeviceStorage` queues its release on its runtime's
 :class:`DeferredReleases`, carried out at the next drain point; a :class:`FreeList` keeps freed
 blocks for reuse; the :class:`RetirementQueue` holds each :class:`Lease` (an object, and how it
 is let go) until its event completes. An op call's seam fills the thread's
-:class:`OpRecording` (``RECORDING.rec``) and :meth:`Runtime.op_replay` turns it into a replay
-(answering :data:`REPLAY_MISS` when its guard fails); :func:`cached_probe` keeps a probe's answer
-across processes, keyed on driver files. The DLPack C structs (:class:`DLManagedTensorVersioned`
-...) have one ctypes definition here, for every capsule a backend or the host makes or reads.
+:class:`OpRecording` (``RECORDING.rec``) and :meth:`Runtime.op_replay` turns it into an
+:class:`OpReplay` (answering :data:`REPLAY_MISS` when its guard fails); :func:`cached_probe`
+keeps a probe's answer across processes, keyed on driver files. The DLPack C structs
+(:class:`DLManagedTensorVersioned` ...) have one ctypes definition here, for every capsule a
+backend or the host makes or reads.
 A DSL (JIT) provider subclasses :class:`JitSession` and reads the typed IR of
 :mod:`tenferro_host.kernel.ir` (the DSL's one public SPI module). A plugin marks its hooks with
 :data:`hookimpl` and registers a :class:`BackendProvider` (whose probe answers a
@@ -36,6 +37,7 @@ from ._free_list import FreeList
 from ._hookspecs import hookimpl
 from ._host_services import HostServices
 from ._op_plan import RECORDING, REPLAY_MISS, OpRecording
+from ._op_replay import OpReplay
 from ._registry import BackendProvider, BackendStatus, RegistrationView
 from ._residency import require_resident
 from ._retirement import Lease, RetirementQueue
@@ -143,6 +145,7 @@ __all__ = [
     "MemoKind",
     "MemoStats",
     "OpRecording",
+    "OpReplay",
     "RegistrationView",
     "Release",
     "ResourceCache",

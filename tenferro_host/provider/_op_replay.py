@@ -1,0 +1,65 @@
+"""The op replay every backend specializes: what a recorded op call's replay is on any device.
+
+``Runtime.op_replay`` turns a clean :class:`~._op_plan.OpRecording` into a subclass of
+:class:`OpReplay`. What is the same on every backend lives here: the outputs' layouts and their
+allocation per call (``runtime.empty`` without its checks), the inputs the call writes (a
+read-only borrow there answers ``REPLAY_MISS``: the full path raises the typed error), the
+signature two recordings are compared by, and the bench's steps. A backend adds its launches and
+writes ``__call__`` — its guard, :meth:`OpReplay.allocate`, its launches, the result — in one
+frame, so that a planned call enters each file once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..tensor import Tensor
+
+if TYPE_CHECKING:
+    from ._op_plan import OpRecording
+    from ._runtime import Runtime
+
+#: One output of a call: its bytes and Tensor's arguments after the storage.
+Output = tuple[int, tuple[Any, tuple[int, ...], tuple[int, ...], int, bool]]
+
+
+class OpReplay:
+    """A recorded op call, replayed: called with a call's input tensors it returns the call's
+    result (one tensor, or a tuple of several), or ``REPLAY_MISS`` when its guard fails."""
+
+    __slots__ = ("exclusive", "outputs", "runtime", "several", "signature")
+
+    def __init__(self, runtime: Runtime, rec: OpRecording, launches: Any) -> None:
+        """``launches``: what of the backend's launches two recordings must repeat to plan."""
+        self.runtime = runtime
+        self.outputs: tuple[Output, ...] = tuple(
+            (t.storage.nbytes, (t.dtype, t.shape, t.strides, 0, True)) for t in rec.outputs
+        )
+        self.several = len(self.outputs) > 1
+        #: the inputs the call writes: each checked writable per call
+        self.exclusive = tuple(sorted(rec.exclusive))
+        self.signature = (
+            tuple((layout[:3], nbytes) for nbytes, layout in self.outputs),
+            self.exclusive,
+            launches,
+        )
+
+    def __call__(self, tensors: tuple[Any, ...]) -> Any:
+        raise NotImplementedError
+
+    def allocate(self) -> list[Tensor]:
+        """The call's outputs, fresh from the runtime's allocator."""
+        allocate = self.runtime._allocate
+        if self.several:
+            return [Tensor(allocate(nbytes, layout[0]), *layout) for nbytes, layout in self.outputs]
+        nbytes, layout = self.outputs[0]
+        return [Tensor(allocate(nbytes, layout[0]), *layout)]
+
+    def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
+        """Each step of a replay of ``tensors`` on its own, for the bench (a backend adds its
+        own steps)."""
+        return {"replay": lambda: self(tensors), "allocation": lambda: self.allocate()[0]}
+
+
+__all__ = ["OpReplay", "Output"]
