@@ -39,9 +39,8 @@ from .errors import (
     ValidationError,
 )
 from .provider import _op_plan
-from .provider._op_plan import REPLAY_MISS, exact_kind, sharing
-from .provider._plan_table import UNHASHABLE, Learning, PlanTable
-from .provider._session import thread_token
+from .provider._op_plan import REPLAY_MISS
+from .provider._plan_table import BLOCKED, Learning, PlanTable
 from .provider._storage import require_writable
 from .tensor import Tensor
 
@@ -100,61 +99,21 @@ class OpHandle:
     def __repr__(self) -> str:
         return f"<OpHandle {self.name}>"
 
-    def __call__(  # noqa: C901 - the planned path inline: a call per step costs what it saves
-        self, *tensors: Any, backend: str | None = None, **attrs: Any
-    ) -> Any:
+    def __call__(self, *tensors: Any, backend: str | None = None, **attrs: Any) -> Any:
         """Run the op on the backend its first tensor lives on (or ``backend``), in a session.
 
         A call whose key was planned replays (see :mod:`tenferro_host.provider._op_plan`);
         any other takes the full path below, recorded so that its key can be planned.
         """
         if backend is None and tensors and _op_plan.ENABLED:
-            key: Any = ()
-            for t in tensors:  # the key inline: no call per tensor
-                if type(t) is not Tensor:
-                    break
-                key += (t.dtype, t.shape, t.strides, t.offset, t.storage.runtime)
-            else:
-                n = len(tensors)  # which inputs share a storage is keyed (two: one compare)
-                if n > 1 and (
-                    tensors[0].storage is tensors[1].storage
-                    if n == 2
-                    else len({t.storage for t in tensors}) < n
-                ):  # rare: a tuple, where an input's dtype or an attribute's name is
-                    key += (sharing(t.storage for t in tensors),)
-                if attrs:
-                    for name, value in attrs.items():
-                        kind = type(value)  # True and 1, 1 and 1.0 compare equal; not here
-                        if kind is float or kind is tuple:
-                            kind = exact_kind(value)  # nor -0.0 and 0.0, inside tuples too
-                        key += (name, value, kind)
+            plans = self._plans
+            key, plan = plans.find(tensors, attrs)
+            if key is not None:
                 runtime = key[4]
-                plans = self._plans
-                hot = plans.hot  # the last key replayed, compared before hashing one
-                try:
-                    plan: Any = hot[1] if key == hot[0] else None
-                except Exception:  # an attribute whose == raises: the lookup's rules decide
-                    plan = None
-                if plan is None:
-                    try:
-                        plan = plans.get(key)
-                    except TypeError:  # an unhashable attribute: never planned
-                        plan = UNHASHABLE
-                    if plan is None or type(plan) is Learning:
-                        return self._plans.call_recorded(
-                            runtime,
-                            tensors,
-                            key,
-                            plan,
-                            partial(self._call_full, runtime, tensors, attrs),
-                        )
-                    plans.hot = (key, plan)
-                opened = runtime._session_threads
-                if (
-                    runtime._capture is None  # a capture records the call (or is locked)
-                    and not runtime.host.observes_sessions
-                    and (not opened or thread_token() not in opened)
-                ):  # no observer, no session of it open here (the full path refuses)
+                if plan is None or type(plan) is Learning:
+                    call = partial(self._call_full, runtime, tensors, attrs)
+                    return plans.call_recorded(runtime, tensors, key, plan, call)
+                if plan is not BLOCKED:
                     result = plan(tensors)
                     if result is not REPLAY_MISS:
                         return result

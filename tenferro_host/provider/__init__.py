@@ -29,7 +29,8 @@ from .._memo import Memo, MemoKind, MemoStats, memo, memo_kinds, memo_stats
 from ..facade import lazy_names
 from ..layout import compact_strides, numel
 from ._cache import ResourceCache
-from ._capture import Capture, CapturedGraph, Slot, refuse_in_capture
+from ._capture import Capture, CapturedGraph, Slot
+from ._capture_lock import refuse_in_capture
 from ._compile_targets import CompiledKernel, CompileFn, CompileOptions, SourceCompileFn
 from ._counters import STAT_KEYS, Counters, TransferRecord
 from ._deferred import DeferredReleases, DeviceStorage, Release

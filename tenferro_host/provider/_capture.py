@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
 from threading import get_ident as _get_ident
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,6 +38,9 @@ from ..errors import (
     ValidationError,
 )
 from ..tensor import Tensor
+from ._capture_lock import locked
+from ._op_plan import ENABLED, REPLAY_MISS
+from ._plan_table import BLOCKED, TRIES, Learning, PlanTable
 from ._session import Session
 
 if TYPE_CHECKING:
@@ -336,21 +341,6 @@ class Capture(Session):
         return graph
 
 
-def locked(runtime: Runtime, op: str | None = None) -> CaptureError:
-    """The refusal of a session (or op call) of a runtime another thread is capturing."""
-    return CaptureError(
-        f"runtime {runtime.name!r} is locked by a capture on another thread",
-        op=op,
-        fix="wait until that capture ends, or use another runtime (host.new_backend)",
-    )
-
-
-def refuse_in_capture(runtime: Runtime, what: str, fix: str, op: str | None = None) -> None:
-    """Raise CaptureError when ``runtime`` is being captured (``what`` would break it)."""
-    if runtime._capture is not None:
-        raise CaptureError(f"{what} inside a capture of {runtime.name!r}", op=op, fix=fix)
-
-
 def _overlap(a: Tensor, b: Tensor) -> bool:
     if a.storage is not b.storage or not a.numel or not b.numel:
         return False
@@ -399,6 +389,8 @@ class CapturedGraph:
         self.scalars = {name: s.value for name, s in scalars.items()}
         self._scalar_types = {name: s.type for name, s in scalars.items()}
         self._overlaps = self._overlap_pattern(borrowed)
+        #: The graph's own op plans (its key: the borrowed tensors' layouts and the scalars).
+        self._plans = PlanTable()
         #: Replays so far; a replay never captures again.
         self.replays = 0
 
@@ -489,44 +481,77 @@ class CapturedGraph:
 
     def replay(self, *tensors: Any, **scalars: Any) -> Any:
         """Run the graph on ``tensors`` (one per slot): its outputs (one tensor, or a tuple)."""
-        calls = self._calls
-        if calls is None:
+        if self._calls is None:
             raise CaptureError("this graph was closed", fix="capture it again")
         values, scalar_values = self._bind(tensors, scalars)
-        runtime = self.runtime
         if self._launcher is not None:
-            with runtime.session():
+            with self.runtime.session():
                 outs = tuple(self._launcher(list(tensors)))
             self.replays += 1
             return outs[0] if len(outs) == 1 else outs
-        tensors_now = values  # the borrowed tensors, then each call's outputs as it makes them
+        made = self._planned(values, scalar_values) if values and ENABLED else None
+        if made is None:
+            made = self._nodes(values, scalar_values, False)
+        self.replays += 1
+        outs = self._returned([*values, *made])
+        return outs[0] if len(outs) == 1 else outs
+
+    def _planned(
+        self, values: list[Tensor], scalar_values: dict[str, Any]
+    ) -> tuple[Tensor, ...] | None:
+        """Every node's outputs, in order, from the graph's own op plan: the whole graph as one
+        op call, keyed and recorded as an op handle's call is (its tensors are the borrowed
+        ones, its attributes the scalars), replayed as one backend replay of all its launches.
+        None where the key has no plan (not yet, or never: its nodes then run one by one)."""
+        borrowed = tuple(values)
+        key, plan = self._plans.find(borrowed, scalar_values)
+        if key is None or plan is BLOCKED or (type(plan) is Learning and plan.tries >= TRIES):
+            return None
+        if plan is None or type(plan) is Learning:
+            call = partial(self._nodes, values, scalar_values, True)
+            return self._plans.call_recorded(self.runtime, borrowed, key, plan, call)
+        made = plan(borrowed)
+        if made is REPLAY_MISS:
+            return None
+        return (made,) if type(made) is Tensor else made
+
+    def _nodes(
+        self, values: list[Tensor], scalar_values: dict[str, Any], one_session: bool
+    ) -> tuple[Tensor, ...]:
+        """Run the nodes one by one: each as its op handle's eager call (planned where its key
+        is), or all in one session (``one_session``: the full path, which a recording of the
+        whole graph records). Every node's outputs, in order."""
+        calls = self._calls
+        assert calls is not None
+        tensors_now = [*values]  # the borrowed tensors, then each call's outputs as it makes them
         n = 0
         try:
-            for n, call in enumerate(calls):  # noqa: B007 - n names the failed node
-                args = call.take(tensors_now)
-                attrs = call.attrs
-                if call.scalars:
-                    attrs = dict(attrs)
-                    for attr, name in call.scalars.items():
-                        attrs[attr] = scalar_values[name]
-                if args:  # the op's own call: its plan where the key has one, as eager
-                    result = call.handle(*args, **attrs)
-                else:
-                    with runtime.session() as s:
+            with self.runtime.session() if one_session else nullcontext() as s:
+                for n, call in enumerate(calls):  # noqa: B007 - n names the failed node
+                    args = call.take(tensors_now)
+                    attrs = call.attrs
+                    if call.scalars:
+                        attrs = dict(attrs)
+                        for attr, name in call.scalars.items():
+                            attrs[attr] = scalar_values[name]
+                    if args and s is None:  # the op's own call: its plan where the key has one
+                        result = call.handle(*args, **attrs)
+                    elif s is None:
+                        with self.runtime.session() as one:
+                            result = call.handle.run_in(one._exec, args, attrs)
+                    else:
                         result = call.handle.run_in(s._exec, args, attrs)
-                if call.single:
-                    tensors_now.append(result)
-                else:
-                    tensors_now += result
+                    if call.single:
+                        tensors_now.append(result)
+                    else:
+                        tensors_now += result
         except TenferroError as exc:
             name = calls[n].handle.name
             if exc.op is None:
                 exc.op = name
             exc.add_note(f"in node {n} (op {name!r}) of a captured graph")
             raise
-        self.replays += 1
-        outs = self._returned(tensors_now)
-        return outs[0] if len(outs) == 1 else outs
+        return tuple(tensors_now[len(values) :])
 
 
 __all__ = [
@@ -536,6 +561,4 @@ __all__ = [
     "Scalar",
     "Slot",
     "captures_opened",
-    "locked",
-    "refuse_in_capture",
 ]

@@ -1,11 +1,10 @@
 """A handle's plan table: each call key's replay, or what the key's recordings gave so far.
 
-The op handle builds a call's key inline (its hot path: see :mod:`._op_plan` for what it holds)
-and looks it up here. A key not planned yet takes the full path recorded
-(:meth:`PlanTable.call_recorded`); the backend turns a clean recording into a replay
-(``Runtime.op_replay``) and the key is planned once two consecutive recordings give the same
-replay signature. A key recorded :data:`TRIES` times without a plan stays on the full path,
-unrecorded, with the reason kept for ``handle.plans()``.
+The op handle looks a call's key up here (:meth:`PlanTable.find`). A key not planned yet takes
+the full path recorded (:meth:`PlanTable.call_recorded`); the backend turns a clean recording
+into a replay (``Runtime.op_replay``) and the key is planned once two consecutive recordings give
+the same replay signature. A key recorded :data:`TRIES` times without a plan stays on the full
+path, unrecorded, with the reason kept for ``handle.plans()``.
 """
 
 from __future__ import annotations
@@ -15,8 +14,10 @@ from typing import Any
 
 from ..dtypes import DType
 from ..layout import is_compact
-from ._op_plan import OpRecording, record_into
+from ..tensor import Tensor
+from ._op_plan import OpRecording, exact_kind, record_into, sharing
 from ._runtime import Runtime
+from ._session import thread_token
 
 #: Recordings of one key before it stays on the full path; keys one table holds (more: cleared).
 TRIES, MAX_PLANS = 4, 64
@@ -36,6 +37,9 @@ class Learning:
 
 #: The state of a key with an unhashable attribute: never recorded, never planned.
 UNHASHABLE = Learning(TRIES, "an attribute is unhashable")
+#: The state of any key while its runtime can neither replay nor record a call (a capture is
+#: open, a session observer is set, or this thread has a session of it open): the full path.
+BLOCKED: Any = object()
 
 
 class PlanTable(dict[Any, Any]):
@@ -52,6 +56,55 @@ class PlanTable(dict[Any, Any]):
     def clear(self) -> None:
         self.hot = ((), None)
         super().clear()
+
+    def find(self, tensors: tuple[Any, ...], attrs: dict[str, Any]) -> tuple[Any, Any]:
+        """The call key of ``tensors`` and ``attrs`` and its state: a replay, a
+        :class:`Learning`, None (new) or :data:`BLOCKED`; a key of None: the call is never keyed
+        (an input that is not a Tensor: the full path says what is wrong).
+
+        The key: per input its dtype, shape, strides, offset and runtime (the first input's
+        runtime is ``key[4]``), which inputs share a storage where two do, per attribute its
+        name, value and exact kind (``exact_kind``).
+        """
+        key: Any = ()
+        for t in tensors:  # no call per tensor
+            if type(t) is not Tensor:
+                return None, None
+            key += (t.dtype, t.shape, t.strides, t.offset, t.storage.runtime)
+        n = len(tensors)  # which inputs share a storage is keyed (two: one compare)
+        if n > 1 and (
+            tensors[0].storage is tensors[1].storage
+            if n == 2
+            else len({t.storage for t in tensors}) < n
+        ):  # rare: a tuple, where an input's dtype or an attribute's name is
+            key += (sharing(t.storage for t in tensors),)
+        if attrs:
+            for name, value in attrs.items():
+                kind = type(value)  # True and 1, 1 and 1.0 compare equal; not here
+                if kind is float or kind is tuple:
+                    kind = exact_kind(value)  # nor -0.0 and 0.0, inside tuples too
+                key += (name, value, kind)
+        runtime = key[4]
+        opened = runtime._session_threads
+        if (
+            runtime._capture is not None  # a capture records the call (or is locked)
+            or runtime.host.observes_sessions
+            or (opened and thread_token() in opened)  # the full path refuses a nested session
+        ):
+            return key, BLOCKED
+        hot = self.hot  # the last key replayed, compared before hashing one
+        try:
+            if key == hot[0]:
+                return key, hot[1]
+        except Exception:  # an attribute whose == raises: the lookup's rules decide
+            pass
+        try:
+            plan = self.get(key)
+        except TypeError:  # an unhashable attribute: never planned
+            return key, UNHASHABLE
+        if plan is not None and type(plan) is not Learning:
+            self.hot = (key, plan)
+        return key, plan
 
     def call_recorded(
         self,
@@ -152,4 +205,4 @@ def _result_refusal(
     return None
 
 
-__all__ = ["MAX_PLANS", "TRIES", "UNHASHABLE", "Learning", "PlanTable"]
+__all__ = ["BLOCKED", "MAX_PLANS", "TRIES", "UNHASHABLE", "Learning", "PlanTable"]

@@ -19,7 +19,7 @@ from ..dtypes import DType, dtype
 from ..errors import BackendError, ShapeError, UnsupportedError, ValidationError
 from ..identity import AllocationDomainId, RuntimeIdentity
 from ..tensor import Tensor
-from ._capture import refuse_in_capture
+from ._capture_lock import refuse_in_capture
 from ._counters import Counters, TransferRecord
 from ._deferred import DeferredReleases, Release
 from ._op_plan import LAUNCH_PLANS

@@ -18,6 +18,7 @@ from ..errors import (
     ValidationError,
     WrongThreadError,
 )
+from ._capture_lock import locked
 from ._op_plan import RECORDING
 
 if TYPE_CHECKING:
@@ -201,8 +202,6 @@ class BackendSession(Session):
         runtime = self.runtime
         capture = runtime._capture
         if capture is not None and capture._owner != _get_ident():
-            from ._capture import locked
-
             raise locked(runtime)
         opened, me = runtime._session_threads, thread_token()
         if me in opened:

@@ -19,6 +19,7 @@ from support.kernels import saxpy
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
+from tenferro_host.provider import _op_plan
 from tenferro_host.provider._capture import CapturedGraph, captures_opened
 
 
@@ -195,6 +196,64 @@ def test_replay_repeats_the_aliasing_it_was_captured_with(capture_host, rt):
     with pytest.raises(tf.AliasingError, match="do not overlap in memory, unlike at capture"):
         shared.replay(x, y)
     np.testing.assert_array_equal(shared.replay(y, y[0:4]).download(), [10, 12, 14, 16])
+
+
+def test_a_graph_is_planned_as_one_op_call_keyed_as_a_handle_keys_one(capture_host, rt):
+    """After two equal recordings of the whole graph (its nodes in one session) a replay is one
+    backend replay of every node's launches; the key is the op handle's (the borrowed tensors'
+    layouts and storage sharing, the scalars' values and exact kinds), so views, shared
+    storages and other scalars replay what the nodes compute eager."""
+    x, y = up(rt, [1, 2, 3, 4]), up(rt, [10, 20, 30, 40])
+    graph = captured_chain(capture_host, rt, x, y)
+    for _ in range(3):
+        graph.replay(x, y)
+    assert list(graph._plans.states().values()) == (["replay"] if _op_plan.ENABLED else [])
+    big = up(rt, np.arange(12))
+    cases = [
+        (x, y, 2.0),
+        (big[0:4], big[4:8], 2.0),  # one storage, apart: keyed apart from two storages
+        (big[8:12], big[0:4], 2.0),  # another offset
+        (x, y, -0.0),
+        (x, y, 0.0),
+        (x, y, 3),  # an int where a float was declared: converted
+    ]
+    for a, b, k in cases * 3:
+        np.testing.assert_array_equal(
+            graph.replay(a, b, k=k).download(), eager_chain(capture_host, a, b, float(k))
+        )
+    states = graph._plans.states()
+    assert len(states) == (len(cases) if _op_plan.ENABLED else 0)
+    assert set(states.values()) <= {"replay"}
+
+
+def test_a_graph_its_backend_cannot_replay_runs_its_nodes_one_by_one(capture_host, rt, monkeypatch):
+    x, y = up(rt, [1, 2, 3, 4]), up(rt, [10, 20, 30, 40])
+    graph = captured_chain(capture_host, rt, x, y)
+    monkeypatch.setattr(type(rt), "op_replay", lambda self, rec: None)
+    for _ in range(6):
+        np.testing.assert_array_equal(
+            graph.replay(x, y).download(), eager_chain(capture_host, x, y)
+        )
+    if _op_plan.ENABLED:
+        (state,) = graph._plans.states().values()
+        assert state.startswith("full path: backend") and "cannot replay" in state
+
+
+def test_calls_routed_into_a_capture_do_not_count_against_their_key(capture_host, rt):
+    """A call its runtime can neither replay nor record (here: routed into a capture) takes
+    the full path unrecorded; its key is learned as usual once the capture is over."""
+    x = up(rt, np.arange(6))  # a layout no other test calls
+    for _ in range(5):
+        with rt.session() as s:
+            ex = s.exec_session()
+            with ex.capture():
+                capture_host.run(ADD, x, x)
+    for _ in range(3):
+        capture_host.run(ADD, x, x)
+    states = capture_host.op(ADD).plans()
+    expected = ["replay"] if _op_plan.ENABLED else []
+    mine = [v for k, v in states.items() if k.startswith(f"{rt.name}(float32[6]")]
+    assert mine == expected
 
 
 def test_a_capture_locks_its_runtime_against_other_threads(capture_host, rt):
@@ -390,9 +449,10 @@ def test_caps_says_how_each_backend_captures(capture_host):
             assert {d["capture"] for d in b["devices"]} == {"replayed"}, b["name"]
 
 
-def test_a_replay_costs_no_more_calls_per_op_than_the_same_calls_eager() -> None:
-    """Counted, never timed: each node is its op handle's call (its op plan where planned), so
-    a replayed 100-op chain costs per op what ``host.run`` of each op costs, not a full path."""
+def test_a_planned_replay_costs_at_most_0_8x_the_calls_per_op_of_the_same_calls_eager() -> None:
+    """Counted, never timed: a planned graph is one replay of its nodes' launches, so a replayed
+    100-op chain costs per op its allocation and launch, not an op call (6.3 calls per op
+    against 13.0 eager here; 10.2 when each node was its handle's call)."""
     host = tf.Host()
     cpu = host.new_backend("cpu")
     a, b = cpu.upload(np.ones(1000, np.float32)), cpu.upload(np.ones(1000, np.float32))
@@ -405,7 +465,8 @@ def test_a_replay_costs_no_more_calls_per_op_than_the_same_calls_eager() -> None
             for _ in range(100):
                 x = ex.run(ADD, x, b)
     graph = cap.graph(inputs=(a, b), outputs=(x,))
-    assert (graph.replay(a, b).download() == 101).all()
+    for _ in range(3):  # the graph's plan: two equal recordings, then its replay
+        assert (graph.replay(a, b).download() == 101).all()
 
     def eager() -> None:
         y = a
@@ -414,4 +475,4 @@ def test_a_replay_costs_no_more_calls_per_op_than_the_same_calls_eager() -> None
 
     replayed, direct = calls_per_op(lambda: graph.replay(a, b), 5), calls_per_op(eager, 5)
     print(f"per op: replay {replayed / 100:.2f} calls, eager {direct / 100:.2f}")
-    assert replayed <= direct
+    assert replayed <= (0.8 if _op_plan.ENABLED else 1.0) * direct

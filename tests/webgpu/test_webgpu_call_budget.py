@@ -3,13 +3,13 @@ the example add (its DSL variant) grows, planned and on the full path.
 
 Planned (docs/op-call-cost.md), a call is the handle's guard, the replay's guard, the output from
 the free list (with the previous output's release), the cached bind group and one encode +
-submit: 233 cProfile calls (232 before the three backends' replays shared a base, whose
-allocation is one call of its own; 234 before the handle's last-key compare), of which 187 are
-wgpu-py's own for the dispatch (its proxies and cffi structs: the bare wgpu-py dispatch of the
-same pipeline counts 187 alone), so ours are 46.
+submit: 234 cProfile calls (232 before the three backends' replays shared a base whose
+allocation is one call of its own and the key moved into the plan table, 234 before the
+handle's last-key compare), of which 187 are wgpu-py's own for the dispatch (its proxies and
+cffi structs: the bare wgpu-py dispatch of the same pipeline counts 187 alone), so ours are 47.
 The trace counts wgpu-py's internals (with the stdlib they call) as one unit, being no project
-file: 13 project files (the replay base one of them) and 19 switches, no file entered more than
-3 times (165 switches over 32
+file: 14 project files (the replay base and the plan table among them) and 20 switches, no file
+entered more than 3 times (165 switches over 32
 files before the replay, wgpu-py's files counted one by one). The full path
 (``TENFERRO_OP_PLAN=0``) opens the sessions, checks and specializes: about 482 calls, 26 files
 (generated dataclass code included) and 106 switches, the JIT base entered 15 times.
@@ -29,12 +29,12 @@ from tenferro_host.provider import _op_plan
 ADD = "ext_add_kernel.add"
 WGPU_PY = "wgpu-py (with the stdlib it calls)"
 
-#: cProfile calls per call: {planned: budget}; planned, 187 (the dispatch in wgpu-py) + 46 (ours)
-#: + a margin of 2 (a wgpu-py patch release may add a proxy); the full path's is today's with 8.
+#: cProfile calls per call: {planned: budget}; planned, 187 (the dispatch in wgpu-py) + 47 (ours)
+#: + a margin of 1 (a wgpu-py patch release may add a proxy); the full path's is today's with 8.
 CALLS = {True: 235, False: 490}
 #: (project files, switches, most entries of one file) of the traced call, wgpu-py one unit:
 #: what each path reaches today.
-TRACE = {True: (13, 19, 3), False: (26, 106, 15)}
+TRACE = {True: (14, 20, 3), False: (26, 106, 15)}
 
 
 def _package_dir(name: str) -> str:

@@ -1,0 +1,33 @@
+"""What a capture's lock on its runtime refuses, said as a typed error.
+
+While ``ex.capture()`` is open its runtime belongs to it: a session from another thread is
+refused (:func:`locked`), and so is anything a captured graph could not hold
+(:func:`refuse_in_capture`: a download, a synchronization, a module load, ...).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import CaptureError
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+
+
+def locked(runtime: Runtime, op: str | None = None) -> CaptureError:
+    """The refusal of a session (or op call) of a runtime another thread is capturing."""
+    return CaptureError(
+        f"runtime {runtime.name!r} is locked by a capture on another thread",
+        op=op,
+        fix="wait until that capture ends, or use another runtime (host.new_backend)",
+    )
+
+
+def refuse_in_capture(runtime: Runtime, what: str, fix: str, op: str | None = None) -> None:
+    """Raise CaptureError when ``runtime`` is being captured (``what`` would break it)."""
+    if runtime._capture is not None:
+        raise CaptureError(f"{what} inside a capture of {runtime.name!r}", op=op, fix=fix)
+
+
+__all__ = ["locked", "refuse_in_capture"]
