@@ -6,11 +6,13 @@ outputs=...)`` turns the record into a :class:`CapturedGraph` whose signature �
 :class:`Slot` per input: dtype, shape, strides, allocation domain, runtime — comes from the
 tensors the capture borrowed. ``graph.replay(*tensors, **scalars)`` checks each tensor against
 its slot and runs the graph. The replayed form (CPU and WebGPU: ``caps`` says
-``capture: replayed``) runs the recorded calls one by one through their op handles, each as
-an eager call (planned where its key is): correct and portable, as fast as the calls eager. A
-backend whose ``native_capture()`` gives a :class:`NativeCapture` (CUDA: ``capture: native``)
-records the block into a device graph as well, and the graph replays it whole where it can
-follow it (``graph.form``, ``graph.why_replayed``; docs/capture.md).
+``capture: replayed``) is keyed and planned as one op call (:mod:`._plan_table`): its first
+replays run every node in one session while the backend's seams record them, and once two
+recordings agree a replay is one backend replay of all its launches; a graph its backend cannot
+replay runs its nodes one by one through their op handles, as the calls eager. A backend whose
+``native_capture()`` gives a :class:`NativeCapture` (CUDA: ``capture: native``) records the
+block into a device graph as well, and the graph replays it whole where it can follow it
+(``graph.form``, ``graph.why_replayed``; docs/capture.md).
 
 While a capture is open its runtime is locked to it: a session of the runtime from another
 thread is refused, and so is everything a native graph could not hold — a synchronization, a
