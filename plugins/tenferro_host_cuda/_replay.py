@@ -102,7 +102,7 @@ class RawReplay(OpReplay):
         for i in self.exclusive:  # (an aliased one was keyed apart, and refused when recorded)
             if tensors[i].storage.read_only:
                 return REPLAY_MISS
-        outs = self.allocate()
+        outs = self.allocate() if self.outputs else []  # a launch plan has none
         stream = rt._stream
         launch = self._cu_launch
         err, current = self._cu_current()  # PrimaryContext.enter's check, inline

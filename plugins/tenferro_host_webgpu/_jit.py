@@ -23,7 +23,7 @@ from tenferro_host.kernel import Specialization, ir
 from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession, Memo, memo
 
 from . import wgsl, wgsl_cache, wgsl_canary, wgsl_subgroup, wgsl_types
-from ._replay import PlannedDispatch, launch_replay
+from ._replay import PlannedDispatch
 from ._runtime import WebGpuRuntime, WebGpuStorage
 from ._uniforms import ArrayView, pack_uniforms
 from .device import WebGpuDeviceInfo
@@ -92,9 +92,6 @@ class WebGpuJitSession(JitSession):
 
     def _on_exit(self, error: BaseException | None) -> None:
         self.webgpu.queue.release()
-
-    def _launch_replay(self, record: Any) -> Any:
-        return launch_replay(self.webgpu, record)
 
     def _check_specialization(self, spec: Specialization) -> None:
         """The portability rule: no f64/i64 ever; f16 only with ``shader-f16``; shared arrays

@@ -78,16 +78,6 @@ class _Dispatch:
         except rt.wgpu_errors as exc:
             raise planned.rejected(exc) from exc
 
-    def launch(self, args: tuple[Any, ...]) -> Any:
-        """The dispatch of a jit session's plan (its slots are the launch's arguments)."""
-        rt = self.runtime
-        if rt.debug_sync or rt._fold_limit != self.fold_limit:
-            return REPLAY_MISS  # the full path waits and attributes, or folds anew
-        return self(args, _NO_OUTPUTS)
-
-
-_NO_OUTPUTS: list[Any] = []
-
 
 class WebGpuReplay(OpReplay):
     """A recorded WebGPU op call, replayed: guard, outputs, bind group, encode + submit."""
@@ -118,7 +108,7 @@ class WebGpuReplay(OpReplay):
         for i in self.exclusive:
             if tensors[i].storage.read_only:
                 return REPLAY_MISS  # the full path raises the typed error
-        outs: list[Any] = self.allocate()
+        outs: list[Any] = self.allocate() if self.outputs else []  # a launch plan has none
         launches = self._launches
         if len(launches) == 1:
             launches[0](tensors, outs)
@@ -196,9 +186,4 @@ def op_replay(runtime: WebGpuRuntime, rec: OpRecording) -> WebGpuReplay | None:
     return WebGpuReplay(runtime, rec)
 
 
-def launch_replay(runtime: WebGpuRuntime, record: Any) -> Callable[[tuple[Any, ...]], Any] | None:
-    """A jit session's plan of one recorded dispatch (``WebGpuJitSession._launch_replay``)."""
-    return _Dispatch(runtime, record).launch if type(record) is JitLaunchRecord else None
-
-
-__all__ = ["PlannedDispatch", "WebGpuReplay", "launch_replay", "op_replay"]
+__all__ = ["PlannedDispatch", "WebGpuReplay", "op_replay"]

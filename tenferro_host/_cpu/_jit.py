@@ -15,7 +15,7 @@ from ..kernel.ir import U32_MAX
 from ..provider._jit_session import Grid, JitLaunch, JitSession
 from ..provider._op_plan import RECORDING, OpRecording
 from ._exec_session import Slot
-from ._replay import DslLaunchRecord, launch_replay
+from ._replay import DslLaunchRecord
 
 
 class CpuJitSession(JitSession):
@@ -32,8 +32,6 @@ class CpuJitSession(JitSession):
     def max_cube_threads(self) -> int:
         """The CUDA limit, so that a launch that runs here also fits a GPU."""
         return 1024
-
-    _launch_replay = staticmethod(launch_replay)
 
     def _dispatch(self, launch: JitLaunch) -> None:
         args: list[ArrayArg | np.generic] = []

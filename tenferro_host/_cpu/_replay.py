@@ -12,7 +12,6 @@ input the call writes (the full path raises its typed error).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, final
 
 import numpy as np
@@ -20,6 +19,7 @@ import numpy as np
 from ..errors import TenferroError
 from ..provider._op_plan import REPLAY_MISS, OpRecording
 from ..provider._op_replay import OpReplay
+from ..tensor import Tensor
 from ._exec_session import LaunchRecord, Slot, launch_failed
 
 if TYPE_CHECKING:
@@ -125,8 +125,11 @@ class CpuReplay(OpReplay):
     def __init__(self, runtime: CpuRuntime, rec: OpRecording) -> None:
         records: list[LaunchRecord | DslLaunchRecord] = rec.launches
         super().__init__(runtime, rec, tuple(records))
-        layouts = (
-            [(t.dtype, t.shape, t.strides, t.offset) for t in rec.inputs],
+        layouts = (  # (a jit session's launch recording has scalars among its inputs)
+            [
+                (t.dtype, t.shape, t.strides, t.offset) if type(t) is Tensor else None
+                for t in rec.inputs
+            ],
             [(t.dtype, t.shape, t.strides, t.offset) for t in rec.outputs],
         )
         dsl, n = DslLaunchRecord, len(rec.inputs)
@@ -145,7 +148,7 @@ class CpuReplay(OpReplay):
         for i, npdt in self._typed:
             if tensors[i].storage.array.dtype is not npdt:
                 return REPLAY_MISS
-        outs: list[Any] = self.allocate()
+        outs: list[Any] = self.allocate() if self.outputs else []  # a launch plan has none
         for launch in self._launches:
             if type(launch) is _DslLaunch:  # final classes: mypy narrows both branches
                 launch((*tensors, *outs))  # its dtypes were checked above: it runs
@@ -177,9 +180,4 @@ class CpuReplay(OpReplay):
         return tuple(outs) if self.several else outs[0]
 
 
-def launch_replay(record: Any) -> Callable[[tuple[Any, ...]], Any] | None:
-    """A jit session's plan of one recorded DSL launch (``CpuJitSession._launch_replay``)."""
-    return _DslLaunch(record) if type(record) is DslLaunchRecord else None
-
-
-__all__ = ["CpuReplay", "launch_replay"]
+__all__ = ["CpuReplay"]

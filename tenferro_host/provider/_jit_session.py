@@ -16,9 +16,9 @@ cube count beyond the grid limits. A backend subclass supplies what differs (see
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -54,6 +54,8 @@ Grid = tuple[int, int, int]
 _INT_ONLY = frozenset({int})
 #: A launch key seen once: recorded (and planned) when it comes again.
 _SEEN: Any = object()
+#: A launch key whose recording could not be replayed: the full path from now on.
+_NEVER: Any = object()
 
 
 class JitBinding(SessionHandle):
@@ -245,15 +247,13 @@ class JitSession(OutputSession):
       the arguments, e.g. WebGPU's pipeline and uniform buffer), which the base records with
       the arguments' slots while an op call is recorded (:class:`JitLaunchRecord`), or None
       when a lower seam records the launch (CUDA's raw seam); a launch that cannot be replayed
-      refuses the recording (:meth:`_refuse_plan`);
-    * :meth:`_launch_replay` (optional): the replay of one recorded launch, for the launch plans;
+      refuses the recording (:meth:`_refuse_plan`); a launch plan is the runtime's
+      ``op_replay`` of the launch's recording (its inputs the arguments, no outputs);
     * ``_on_exit(error)``: submit a batch; ``_on_enter()``: acquire what the session needs.
     """
 
     kind_name = "JIT session"
     target: str = ""
-    #: Whether :meth:`launch` plans (False: a backend whose own ``launch`` keeps plans of its own).
-    plans_launches: ClassVar[bool] = True
     default_cube_dim: int = 256
 
     def __init__(self, exec_session: ExecSession, op: str | None) -> None:
@@ -278,13 +278,6 @@ class JitSession(OutputSession):
 
     def _dispatch(self, launch: JitLaunch) -> Any:
         raise NotImplementedError
-
-    def _launch_replay(self, record: Any) -> Callable[[tuple[Any, ...]], Any] | None:
-        """The replay of one launch recorded by this backend's seam (``record``: what the seam
-        appended to the recording, its slots ``(0, i)`` the launch's argument ``i``): called with
-        the arguments of a launch of the same key, it enqueues the launch, or answers
-        ``REPLAY_MISS`` when its guard fails (the full path then runs). None: never planned."""
-        return None
 
     @staticmethod
     def _refuse_plan(why: str) -> None:
@@ -327,28 +320,27 @@ class JitSession(OutputSession):
         bindings of this session, or Python/numpy scalars (converted to the parameter's
         resolved type). Compile-time constants go by keyword. A launch with no work is checked,
         then skipped. A launch whose key (kernel, count, dim, each argument's layout or exact
-        value, the constants) was planned replays the plan (:meth:`_launch_replay`).
+        value, the constants) was recorded once before replays the runtime's ``op_replay`` of
+        that recording; none is planned or replayed while an op call is recorded or a capture
+        is open (the launch is then part of what they record).
         """
         if self._owner != _get_ident():
             raise self._refusal()
         key = None
-        if ENABLED and self.plans_launches:
+        if ENABLED and RECORDING.rec is None and self.runtime._capture is None:
             key, args = _launch_key(self, kernel, count, dim, args, constants)
-        if key is not None:
-            plans = self.runtime.launch_plans
-            plan = plans.get(key)
-            if type(plan) is LaunchPlan:
-                for i in plan.written:
-                    if args[i].storage.read_only:
-                        break  # the full path raises the typed error
-                else:
-                    if plan.replay(args) is not REPLAY_MISS:
+            if key is not None:
+                plans = self.runtime.launch_plans
+                plan = plans.get(key)
+                if plan is None:
+                    plans.put(key, _SEEN)  # recorded the next time it comes
+                    key = None
+                elif plan is not _SEEN:  # a replay, or never one: no recording again
+                    if plan is not _NEVER and plan(args) is not REPLAY_MISS:
                         return
-            elif plan is None:
-                plans.put(key, _SEEN)  # recorded the next time it comes
-                key = None
+                    key = None
         try:
-            if key is None or self.runtime._capture is not None or RECORDING.rec is not None:
+            if key is None:
                 self._launch_checked(kernel, count, dim, args, constants)
             else:
                 self._launch_recorded(key, kernel, count, dim, args, constants)
@@ -376,18 +368,18 @@ class JitSession(OutputSession):
         constants: dict[str, Any],
     ) -> None:
         """The full path, with the backend's seam recording the launch (its arguments as the
-        slots, bindings already their tensors); a clean recording of one launch becomes the
-        key's plan."""
+        slots, bindings already their tensors); the runtime's replay of a clean recording of
+        one launch becomes the key's plan."""
         rec = OpRecording(args)
         previous = record_into(rec)
         try:
             self._launch_checked(kernel, count, dim, args, constants)
         finally:
             record_into(previous)
+        replay = None
         if rec.why is None and len(rec.launches) == 1 and not rec.outputs:
-            replay = self._launch_replay(rec.launches[0])
-            if replay is not None:
-                self.runtime.launch_plans.put(key, LaunchPlan(replay, rec.exclusive))
+            replay = self.runtime.op_replay(rec)
+        self.runtime.launch_plans.put(key, _NEVER if replay is None else replay)
 
     # -------------------------------------------------------- shared logic
 
@@ -505,17 +497,7 @@ class JitSession(OutputSession):
             JitLaunchRecord.record(launch, form)
 
 
-class LaunchPlan:
-    """A planned DSL launch: the backend's replay of its recording and the arguments the kernel
-    writes (a read-only borrow there takes the full path, which raises the typed error)."""
-
-    __slots__ = ("replay", "written")
-
-    def __init__(self, replay: Callable[[tuple[Any, ...]], Any], written: set[int]) -> None:
-        self.replay, self.written = replay, tuple(sorted(written))
-
-
-def _launch_key(
+def _launch_key(  # noqa: C901 - one loop per piece, no call: a call costs what a plan saves
     session: JitSession, kernel: Any, count: Any, dim: Any, args: tuple[Any, ...], constants: Any
 ) -> tuple[tuple[Any, ...] | None, tuple[Any, ...]]:
     """What a launch plan is keyed by, and the arguments with each binding as its tensor.
@@ -547,8 +529,9 @@ def _launch_key(
             key += (kind, a.tobytes())
         else:
             return None, args
-    if not _INT_ONLY.issuperset(map(type, count + dim)):
-        return None, args  # 4.0 == 4: a float count must still be refused by the full path
+    for v in count + dim:  # (a loop, no call)
+        if type(v) is not int:
+            return None, args  # 4.0 == 4: a float count must still be refused by the full path
     if n > 1 and len(set(storages)) < n:
         key += (sharing(storages),)
     named = _constants_key(constants) if constants else ()

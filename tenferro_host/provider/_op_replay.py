@@ -25,8 +25,9 @@ Output = tuple[int, tuple[Any, tuple[int, ...], tuple[int, ...], int, bool]]
 
 
 class OpReplay:
-    """A recorded op call, replayed: called with a call's input tensors it returns the call's
-    result (one tensor, or a tuple of several), or ``REPLAY_MISS`` when its guard fails."""
+    """A recorded op call (or a jit session's launch), replayed: called with the call's inputs
+    it returns the call's result (one tensor, or a tuple of several or none), or
+    ``REPLAY_MISS`` when its guard fails."""
 
     __slots__ = ("exclusive", "outputs", "runtime", "several", "signature")
 
@@ -36,7 +37,8 @@ class OpReplay:
         self.outputs: tuple[Output, ...] = tuple(
             (t.storage.nbytes, (t.dtype, t.shape, t.strides, 0, True)) for t in rec.outputs
         )
-        self.several = len(self.outputs) > 1
+        #: whether a call returns a tuple (several outputs, or none: a jit session's launch)
+        self.several = len(self.outputs) != 1
         #: the inputs the call writes: each checked writable per call
         self.exclusive = tuple(sorted(rec.exclusive))
         self.signature = (

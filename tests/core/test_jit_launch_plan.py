@@ -30,8 +30,7 @@ from tenferro_host.errors import (
     ValidationError,
 )
 from tenferro_host.kernel import _interpreter
-from tenferro_host.provider import _op_plan
-from tenferro_host.provider._jit_session import LaunchPlan
+from tenferro_host.provider import OpReplay, _op_plan
 
 #: Calls of the README's jit block on the CPU (``with ex.jit(op) as js``, ``alloc_output``,
 #: ``cube_count_1d``, ``cube_dim_1d``, a planned ``launch``, the exit), the interpreter's run of
@@ -57,8 +56,9 @@ def rt(request: pytest.FixtureRequest) -> Iterator[Any]:
     yield host.new_backend(request.param)
 
 
-def _plans(rt: Any) -> list[LaunchPlan]:
-    return [p for p in rt.launch_plans.values() if type(p) is LaunchPlan]
+def _plans(rt: Any) -> list[OpReplay]:
+    """The runtime's planned launches (its ``op_replay`` of each launch's recording)."""
+    return [p for p in rt.launch_plans.values() if isinstance(p, OpReplay)]
 
 
 def _saxpy(rt: Any, x: Any, y: Any, a: Any, count: Any = None) -> Any:
@@ -161,6 +161,47 @@ def test_a_dsl_op_call_records_its_op_plan_not_a_launch_plan() -> None:
     np.testing.assert_array_equal(out.download(), 2 * np.arange(100))
     assert ("replay" in host.op(DSL_OP).plans().values()) is _op_plan.ENABLED
     assert _plans(cpu) == []
+
+
+def _two_launches(ex: Any, x: Any, y: Any) -> tuple[Any, Any]:
+    """t = 2x + y (the README block's launch), then out = t + y: both outputs returned."""
+    with ex.jit("tests.two_launches") as js:
+        t = js.alloc_output(tf.float32, x.shape)
+        js.launch(saxpy, js.cube_count_1d(x.numel), js.cube_dim_1d(), t, x, y, 2.0)
+        out = js.alloc_output(tf.float32, x.shape)
+        js.launch(saxpy, js.cube_count_1d(x.numel), js.cube_dim_1d(), out, t, y, 1.0)
+    return t, out
+
+
+def test_a_planned_launch_inside_an_op_call_being_recorded_is_recorded_not_replayed(
+    rt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launch key the runtime planned from a user's jit block comes again inside an op call
+    being recorded: the op's recording must hold both launches. Replayed unrecorded, the first
+    would be left out of the op's plan (whose replay then reads an output nothing wrote); taken
+    for a launch recording, the second would be missing too (the op never planned)."""
+    monkeypatch.setattr(CpuRuntime, "poison_fresh_memory", True)  # an unwritten output shows
+    host = rt.host
+    view = host.registry.staging("tests-two-launches")
+    view.add_op(
+        tf.OpSpec(
+            name="tests.two_launches",
+            signature=tf.Signature(inputs=("x", "y"), outputs=("t", "out")),
+            reference=lambda x, y: (2 * x + y, 2 * x + 2 * y),
+            variants={"dsl": _two_launches},
+        )
+    )
+    view.commit()
+    x, y = rt.upload(np.arange(64, dtype=np.float32)), rt.upload(np.ones(64, np.float32))
+    for _ in range(3):
+        _saxpy(rt, x, y, 2.0)  # the key of the op's first launch, planned
+    assert len(_plans(rt)) == (1 if _op_plan.ENABLED else 0)
+    for _ in range(4):
+        t, out = host.run("tests.two_launches", x, y)
+        np.testing.assert_array_equal(t.download(), 2 * np.arange(64) + 1)
+        np.testing.assert_array_equal(out.download(), 2 * np.arange(64) + 2)
+    planned = "replay" in host.op("tests.two_launches").plans().values()
+    assert planned is _op_plan.ENABLED
 
 
 def test_the_readme_block_stays_within_its_call_budget(monkeypatch: pytest.MonkeyPatch) -> None:
