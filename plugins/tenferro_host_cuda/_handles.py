@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tenferro_host import ArgumentMismatchError, SessionClosedError, Tensor
-from tenferro_host.provider import SessionHandle
+from tenferro_host.provider import RECORDING, SessionHandle
 
 if TYPE_CHECKING:
     from ._args import LaunchConfig
@@ -233,8 +233,9 @@ class PreparedLaunch(SessionHandle):
             raise s._launch_failed(exc, self._function, self._config) from exc
         if s._debug:
             s._debug_wait(self._function, self._config)
-        if s._rec is not None:
-            s._record(self._function, self._config, self._args, self._call[3:])
+        rec = RECORDING.rec
+        if rec is not None:
+            s._record(rec, self._function, self._config, self._args, self._call[3:])
 
 
 class _Launch:

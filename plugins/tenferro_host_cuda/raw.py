@@ -32,6 +32,7 @@ from tenferro_host import (
 )
 from tenferro_host.provider import (
     RECORDING,
+    OpRecording,
     Session,
     refuse_in_capture,
     require_resident,
@@ -108,8 +109,6 @@ class RawSession(Session):
         #: storage -> shared borrow count, or EXCLUSIVE; a ref's death gives its borrow back
         self._borrows: dict[Any, int] = {}
         self._workspaces: list[CudaStorage] | None = None
-        #: the op call being recorded for a plan on this thread (provider._op_plan), or None
-        self._rec = RECORDING.rec
 
     # -- enter / exit ----------
     def _on_enter(self) -> None:
@@ -283,15 +282,17 @@ class RawSession(Session):
         if self._owner != _get_ident():
             self._check()
         out = self.runtime.empty(dtype, shape)  # which checks dtype and shape
-        if self._rec is not None:
-            self._rec.outputs.append(out)
+        rec = RECORDING.rec  # the op call (or jit launch) being recorded on this thread, if any
+        if rec is not None:
+            rec.outputs.append(out)
         return out
 
     def workspace(self, nbytes: int) -> DeviceBytes:
         """Scratch memory freed stream-ordered when the session ends."""
         self._check()
-        if self._rec is not None:
-            self._rec.refuse("a workspace (rs.workspace)")
+        rec = RECORDING.rec
+        if rec is not None:
+            rec.refuse("a workspace (rs.workspace)")
         nbytes = check_positive_bytes(nbytes, "nbytes", self.op)
         if nbytes == 0:
             return DeviceBytes(self, 0, 0)
@@ -305,8 +306,9 @@ class RawSession(Session):
     def stream(self) -> StreamRef:
         """The session's stream (the runtime's only stream)."""
         self._check()
-        if self._rec is not None:
-            self._rec.refuse("the stream handed out (rs.stream)")
+        rec = RECORDING.rec
+        if rec is not None:
+            rec.refuse("the stream handed out (rs.stream)")
         return StreamRef(self, int(self._stream))
 
     # -- modules ----------
@@ -445,8 +447,9 @@ class RawSession(Session):
             raise self._launch_failed(exc, function, config) from exc
         if self._debug:
             self._debug_wait(function, config)
-        if self._rec is not None:
-            self._record(function, config, args, values)
+        rec = RECORDING.rec
+        if rec is not None:
+            self._record(rec, function, config, args, values)
 
     def prepare(
         self, function: Function, config: LaunchConfig, args: Sequence[Any]
@@ -458,13 +461,16 @@ class RawSession(Session):
         return PreparedLaunch(self, function, plan, tuple(args), values)
 
     def _record(
-        self, function: Function, config: LaunchConfig, args: Sequence[Any], values: Sequence[Any]
+        self,
+        rec: OpRecording,
+        function: Function,
+        config: LaunchConfig,
+        args: Sequence[Any],
+        values: Sequence[Any],
     ) -> None:
         """Add this launch to the op call's recording: each argument an input or output slot
         (its storage's address plus a byte offset fixed by the call's key) or a constant;
         anything else refuses the recording."""
-        rec = self._rec
-        assert rec is not None
         slots = []
         consts = []
         for i, (arg, value) in enumerate(zip(args, values, strict=True)):
@@ -492,8 +498,9 @@ class RawSession(Session):
     def synchronize(self) -> None:
         """Wait for the stream (counted in ``synchronizations``)."""
         self._check()
-        if self._rec is not None:
-            self._rec.refuse("a synchronization (rs.synchronize)")
+        rec = RECORDING.rec
+        if rec is not None:
+            rec.refuse("a synchronization (rs.synchronize)")
         self.runtime.synchronize()
 
 

@@ -31,10 +31,11 @@ ADD = "ext_add_kernel.add"
 #: the previous output queued and checks the context inline, 19 since the handle compares the
 #: last replayed key before a dict lookup and asks the runtime's set of session threads, not the
 #: per-thread one (docs/op-call-cost.md), 20 since the key and its guard are the plan table's
-#: (one call, shared with a captured graph's plan); the full path 145 and 215 (147 and 224
-#: before).
+#: (one call, shared with a captured graph's plan); the full path 145 and 301 (147 and 224
+#: before; the DSL op's was 215 while the CUDA JIT kept plans of its own, which the op plan's
+#: switch left on: its launch plans are now the base's, off with the rest).
 RAW_PLANNED, RAW_FULL_PATH = 21, 146
-DSL_PLANNED, DSL_FULL_PATH = 21, 216
+DSL_PLANNED, DSL_FULL_PATH = 21, 302
 
 
 @pytest.fixture

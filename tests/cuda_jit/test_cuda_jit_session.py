@@ -1,7 +1,9 @@
-"""CUDA JIT session behaviour: plans and caches, borrows, layouts, errors, ordering with raw work.
+"""CUDA JIT session behaviour: caches, borrows, layouts, errors, ordering with raw work.
 
 Tests taking ``target`` run on the fake raw seam (CPU) and on CUDA; ``fake`` tests look at what
-the session asked of the raw seam (compiles, prepares); ``gpu`` tests need a CUDA device.
+the session asked of the raw seam (compiles, launches); ``gpu`` tests need a CUDA device. Its
+launch plans (the base's, replayed by the runtime's op replay) are tested over the driver
+stand-in (``tests/cuda/test_jit_launch_plan_stand_in.py``).
 """
 
 from __future__ import annotations
@@ -35,62 +37,44 @@ def f32(values: Any) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
 
 
-# ---------------------------------------------------------------- plans and caches
+# ---------------------------------------------------------------- caches and packing
 
 
-def test_a_repeated_launch_replays_its_plan(cpu: Any, fake: FakeRuntimeState) -> None:
+def test_a_specialization_is_compiled_once_per_runtime(cpu: Any, fake: FakeRuntimeState) -> None:
     x, y = cpu.upload(f32(np.arange(300))), cpu.upload(f32(np.ones(300)))
     with fake_cuda_jit(cpu, fake) as js:
         out = js.alloc_output("float32", (300,))
         for a in (1.0, 2.0, -3.0):
             js.launch(kernels.saxpy, js.cube_count_1d(300), js.cube_dim_1d(), out, x, y, a)
             np.testing.assert_array_equal(out.download(), a * np.arange(300) + 1)
-        assert (fake.compiles, fake.prepares, fake.launches) == (1, 1, 3)
-        js.launch(kernels.saxpy, 1, 64, out, x, y, 1.0)  # another launch shape: a new plan
-        assert (fake.compiles, fake.prepares) == (1, 2)
+        js.launch(kernels.saxpy, 1, 64, out, x, y, 1.0)  # another launch shape, the same code
+        assert (fake.compiles, fake.launches) == (1, 4)
     with fake_cuda_jit(cpu, fake) as js:  # a new session: compiled code comes from the cache
         js.launch(kernels.saxpy, 2, 256, out, x, y, 1.0)
-        assert (fake.compiles, fake.prepares) == (1, 3)
+        assert (fake.compiles, fake.launches) == (1, 5)
 
 
-def test_the_same_launch_again_is_replayed_as_is(cpu: Any, fake: FakeRuntimeState) -> None:
-    x = cpu.upload(f32([1, 2, 3]))
-    with fake_cuda_jit(cpu, fake) as js:
-        out = js.alloc_output("float32", (3,))
-        b = js.binding(out)
-        for _ in range(3):  # prepared; then launch(args=...); then launch() as is
-            js.launch(kernels.add, 1, 32, b, x, x)
-        assert (fake.prepares, fake.launches, fake.replays) == (1, 3, 1)
-        js.launch(kernels.add, 1, 32, b, b, x)  # other arguments: packed again
-        js.launch(kernels.add, 1, 32, b, b, x)
-        assert (fake.prepares, fake.launches, fake.replays) == (1, 5, 2)
-    np.testing.assert_array_equal(out.download(), [4, 8, 12])
-
-
-def test_alternating_array_arguments_reuse_their_packed_form(
-    cpu: Any, fake: FakeRuntimeState, monkeypatch: pytest.MonkeyPatch
+def test_a_storage_read_then_written_is_borrowed_as_each_launch_needs(
+    cpu: Any, fake: FakeRuntimeState
 ) -> None:
-    packs: list[int] = []
-    pack = CudaJitSession._pack
-    monkeypatch.setattr(
-        CudaJitSession,
-        "_pack",
-        lambda self, plan, values: packs.append(1) or pack(self, plan, values),
-    )
+    """Each launch borrows each storage once: shared where only read, exclusive where the
+    kernel writes any view of it (the fake refuses a written shared borrow)."""
     x = cpu.upload(f32([1, 2, 3]))
     with fake_cuda_jit(cpu, fake) as js:
         o1, o2 = js.alloc_output("float32", (3,)), js.alloc_output("float32", (3,))
         for _ in range(3):
             js.launch(kernels.add, 1, 32, o1, x, x)
             js.launch(kernels.add, 1, 32, o2, x, o1)
-        assert (len(packs), fake.prepares, fake.launches, fake.replays) == (3, 1, 6, 0)
-        js.launch(kernels.add, 1, 32, x, o2, o2)  # x written: its shared borrow is upgraded
-        js.launch(kernels.add, 1, 32, o1, x, x)  # converted again, with the exclusive ref
-        assert (len(packs), fake.prepares) == (5, 2)
+        js.launch(kernels.add, 1, 32, x, o2, o2)  # x written now
+        js.launch(kernels.add, 1, 32, o1, x, x)
+        b = js.binding(o2)
+        js.launch(kernels.add, 1, 32, b, b, x)  # read and written through one binding
+        assert fake.launches == 9
     np.testing.assert_array_equal(o1.download(), [12, 24, 36])
+    np.testing.assert_array_equal(o2.download(), [9, 18, 27])
 
 
-def test_bindings_and_views_replay_the_same_plan(cpu: Any, fake: FakeRuntimeState) -> None:
+def test_bindings_and_views_of_one_storage(cpu: Any, fake: FakeRuntimeState) -> None:
     data = f32(np.arange(40))
     t = cpu.upload(data)
     with fake_cuda_jit(cpu, fake) as js:
@@ -98,7 +82,7 @@ def test_bindings_and_views_replay_the_same_plan(cpu: Any, fake: FakeRuntimeStat
         for start in (0, 10, 30):
             js.launch(kernels.add, 1, 32, js.binding(out), t[start : start + 10], t[:10])
             np.testing.assert_array_equal(out.download(), data[start : start + 10] + data[:10])
-        assert fake.prepares == 1
+        assert (fake.compiles, fake.launches) == (1, 3)
 
 
 def test_unhashable_counts_still_launch(cpu: Any, fake: FakeRuntimeState) -> None:
@@ -115,20 +99,20 @@ def test_empty_launches_are_skipped(cpu: Any, fake: FakeRuntimeState) -> None:
         e = js.alloc_output("float32", (0,))
         js.launch(kernels.saxpy, js.cube_count_1d(0), js.cube_dim_1d(), e, e, e, 1.0)
         js.launch(kernels.saxpy, (3, 0), 32, e, e, e, 1.0)
-    assert (fake.compiles, fake.prepares, fake.launches) == (0, 0, 0)
+    assert (fake.compiles, fake.launches) == (0, 0)
 
 
 # ---------------------------------------------------------------- borrows
 
 
-def test_read_then_written_storage_upgrades_its_borrow(target: Target) -> None:
+def test_a_storage_read_written_and_read_again(target: Target) -> None:
     rt = target.rt
     x, y = rt.upload(f32([1, 2, 3])), rt.upload(f32([10, 20, 30]))
     with target.jit() as js:
         out = js.alloc_output("float32", (3,))
         js.launch(kernels.add, 1, 32, out, x, y)  # x read (shared borrow)
-        js.launch(kernels.add, 1, 32, x, out, y)  # x written: the borrow becomes exclusive
-        js.launch(kernels.add, 1, 32, out, x, y)  # the first plan prepares again
+        js.launch(kernels.add, 1, 32, x, out, y)  # x written (exclusive)
+        js.launch(kernels.add, 1, 32, out, x, y)  # x read again
         js.launch(kernels.add, 1, 32, y, y, y)  # in place, aliased
     np.testing.assert_array_equal(x.download(), [21, 42, 63])
     np.testing.assert_array_equal(out.download(), [31, 62, 93])
@@ -206,6 +190,18 @@ def test_errors_of_cached_launches_name_the_op(cpu: Any, fake: FakeRuntimeState)
         other = cpu.upload(np.zeros(2, np.float64))
         with pytest.raises(tf.DTypeError):
             js.launch(kernels.saxpy, 1, 32, out, x, other, 1.0)
+
+
+def test_the_full_checks_still_refuse_a_float_count(cpu: Any, fake: FakeRuntimeState) -> None:
+    x = cpu.upload(np.arange(4, dtype=np.float32))
+    with fake_cuda_jit(cpu, fake) as js:
+        out = js.alloc_output("float32", (4,))
+        for _ in range(3):  # the int launch's key planned (where the runtime replays)
+            js.launch(kernels.add, 1, 64, out, x, x)
+        with pytest.raises(tf.InvalidLaunchConfigError):  # 1.0 == 1: not a replay of it
+            js.launch(kernels.add, 1.0, 64, out, x, x)
+    with fake_cuda_jit(cpu, fake) as js, pytest.raises(tf.InvalidLaunchConfigError):
+        js.launch(kernels.add, 1.0, 64, js.alloc_output("float32", (4,)), x, x)
 
 
 def test_handles_end_with_the_session(cpu: Any, fake: FakeRuntimeState) -> None:

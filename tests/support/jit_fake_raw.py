@@ -1,13 +1,14 @@
 """A CPU double of the raw CUDA seam, so the CUDA JIT session runs on machines without a GPU.
 
 It has the raw session methods the JIT session uses (``tensor_strided``, ``tensor_strided_mut``,
-``compile_nvrtc``, ``resource``, ``prepare`` -> ``launch(args=...)``) with the seam's borrow
-rules (an exclusive borrow conflicts with any other borrow of the storage; a ref's borrow ends
-with the ref). A launch decodes the packed arguments with the generated kernel's ABI
-(:func:`kernel_abi`) — pointer element, u64 offset, u32 len/shape/strides, typed scalars, the
-hidden logical count — checks each against the tensor it came from, and runs the
-specialization on the CPU interpreter over CPU tensors. So the session's argument packing,
-borrows, plans and caches are tested exactly, and only the generated CUDA C is left to the GPU.
+``compile_nvrtc``, ``resource``, ``launch``) with the seam's borrow rules (an exclusive borrow
+conflicts with any other borrow of the storage; a ref's borrow ends with the ref). A launch
+decodes the packed arguments with the generated kernel's ABI (:func:`kernel_abi`) — pointer
+element, u64 offset, u32 len/shape/strides, typed scalars, the hidden logical count — checks
+each against the tensor it came from, and runs the specialization on the CPU interpreter over
+CPU tensors. So the session's argument packing, borrows and caches are tested exactly, and only
+the generated CUDA C is left to the GPU (and the launch plans, which replay what the real raw
+seam records, to the driver stand-in).
 """
 
 from __future__ import annotations
@@ -73,9 +74,7 @@ class FakeRuntimeState:
     def __init__(self) -> None:
         self.resources: dict[Hashable, Any] = {}
         self.compiles = 0
-        self.prepares = 0
         self.launches = 0
-        self.replays = 0  # launch() of an already launched PreparedLaunch: no argument swap
         self.sources: dict[str, Specialization] = {}  # generated source -> its specialization
 
 
@@ -129,34 +128,10 @@ class FakeRawSession(Session):
             self.state.resources[key] = init()
         return self.state.resources[key]
 
-    def prepare(
-        self, function: FakeFunction, config: raw.LaunchConfig, args: list[Any]
-    ) -> FakePrepared:
+    def launch(self, function: FakeFunction, config: raw.LaunchConfig, args: list[Any]) -> None:
         self._check()
-        self.state.prepares += 1
-        return FakePrepared(self, function, config, args)
-
-
-class FakePrepared:
-    def __init__(
-        self, rs: FakeRawSession, function: FakeFunction, config: raw.LaunchConfig, args: list[Any]
-    ) -> None:
-        self.rs = rs
-        self.function = function
-        self.config = config
-        self.args = tuple(args)
-        self.launched = False
-
-    def launch(self, args: list[Any] | None = None) -> None:
-        self.rs._check()
-        if args is None and self.launched:
-            self.rs.state.replays += 1
-        self.launched = True
-        if args is not None:
-            assert [type(a) for a in args] == [type(a) for a in self.args], "argument kinds changed"
-            self.args = tuple(args)
-        self.rs.state.launches += 1
-        execute(self.function.spec, self.config, list(self.args), self.rs)
+        self.state.launches += 1
+        execute(function.spec, config, list(args), self)
 
 
 def execute(
