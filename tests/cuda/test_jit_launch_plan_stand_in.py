@@ -54,6 +54,16 @@ def block(ex: Any, a: Any, b: Any) -> Any:
     return out
 
 
+def planned(rt: Any) -> tuple[Any, Any]:
+    """Two inputs whose README-block launch key is planned (three blocks run)."""
+    a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
+    with rt.session() as s:
+        ex = s.exec_session()
+        for _ in range(3):
+            block(ex, a, b)
+    return a, b
+
+
 def replayed(fake: Any) -> list[list[int]]:
     """The parameter words of each ``cuLaunchKernel`` so far (an op replay's launches)."""
     return [launch_words(arg[4]) for name, arg in fake.calls if name == "cuLaunchKernel"]
@@ -108,11 +118,7 @@ def test_a_view_is_keyed_by_its_offset_and_bound_to_its_own_storage(setup: Any) 
 def test_a_planned_launch_is_replayed_on_the_thread_that_recorded_it(setup: Any) -> None:
     """The replay writes its parameter block per call: another thread takes the full path."""
     rt, _, launches = setup
-    a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
-    with rt.session() as s:
-        ex = s.exec_session()
-        for _ in range(3):
-            block(ex, a, b)
+    a, b = planned(rt)
     before = len(launches)
 
     def elsewhere() -> None:
@@ -130,11 +136,9 @@ def test_a_planned_launch_is_replayed_on_the_thread_that_recorded_it(setup: Any)
 
 def test_the_readme_block_stays_within_its_call_budget(setup: Any) -> None:
     rt, fake, _ = setup
-    a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
+    a, b = planned(rt)
     with rt.session() as s:
         ex = s.exec_session()
-        for _ in range(3):
-            block(ex, a, b)
         profile = cProfile.Profile()
         profile.enable()
         for _ in range(100):
