@@ -1,21 +1,19 @@
-"""Op plans: an op call recorded once through the full path, then replayed at the cost of a guard.
+"""Op plans: a call recorded once through the full path, then replayed at the cost of a guard.
 
-A call of an op handle is keyed by (runtime, each input's dtype, shape, strides, offset and
-runtime, each attribute's name, value and type). On a key not planned yet the call
-takes the full path — every check, every typed error as it always was — while the backend's
-seam records what the variant did into an :class:`OpRecording` (the outputs it allocated, its
-launches with each argument as an input or output slot or a constant). The backend turns a clean
-recording into a replay (``Runtime.op_replay``); the handle plans the key once two consecutive
-recordings give the same replay signature (a variant that decides on something outside the key
-never repeats its signature and stays on the full path). A replay is a guard, the outputs'
-allocation, slot writes and one driver call per launch; when its guard fails (the thread has a
-session of the runtime open, the runtime is closed or poisoned, debug waits, a session observer,
-an exclusively borrowed input aliased by another) it answers :data:`REPLAY_MISS` and the call
-takes the full path, which raises the typed error.
+What every road to a kernel shares (an op handle's call, a jit session's launch, a captured
+graph): on a key not planned yet the call takes the full path — every check, every typed error
+as it always was — while the backend's seams record what it did into this thread's
+:class:`OpRecording` (``RECORDING.rec``): the outputs it allocated, its launches with each
+argument as an input or output slot — ``(0, i)`` input ``i``, ``(1, j)`` output ``j`` — or a
+constant. The backend turns a clean recording into an ``OpReplay`` (``Runtime.op_replay``),
+which answers :data:`REPLAY_MISS` when its guard fails (the call then takes the full path,
+which raises the typed error). The keys and their states live in a ``PlanTable``
+(:mod:`._plan_table`); a key's plain values are told apart by :func:`exact_kind`, shared
+storages by :func:`sharing`.
 
 What a recording refuses (``why``): anything the seam cannot replay — a workspace, the stream, a
-tensor that is neither an input nor an output, a synchronization, a counted
-transfer, outputs other than the ones it returned. ``TENFERRO_OP_PLAN=0`` turns plans off.
+tensor that is neither an input nor an output, a synchronization, a counted transfer, outputs
+other than the ones it returned. ``TENFERRO_OP_PLAN=0`` turns plans off.
 """
 
 from __future__ import annotations
