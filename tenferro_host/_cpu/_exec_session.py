@@ -30,11 +30,12 @@ from ..provider._storage import require_writable
 from ..tensor import Tensor
 from ._storage import numpy_view
 
-#: A recorded argument: (0, i) input i, (1, j) output j, (2, value) a constant.
-Slot = tuple[int, Any]
-#: One recorded launch: (fn, positional slots, keyword slots, out slots, out given as a tuple).
+#: A recorded argument: a tensor's ``Slot`` ((0, i) input i, (1, j) output j), or (2, value) a
+#: constant.
+Arg = tuple[int, Any]
+#: One recorded launch: (fn, positional args, keyword args, out args, out given as a tuple).
 LaunchRecord = tuple[
-    Callable[..., Any], tuple[Slot, ...], tuple[tuple[str, Slot], ...], tuple[Slot, ...], bool
+    Callable[..., Any], tuple[Arg, ...], tuple[tuple[str, Arg], ...], tuple[Arg, ...], bool
 ]
 
 
@@ -120,9 +121,9 @@ def _record(
 ) -> None:
     """Add this launch to the op call's recording, or refuse it (the first reason is kept)."""
     try:
-        positional = tuple(_slot(rec, a, False) for a in args)
-        named = tuple((k, _slot(rec, v, False)) for k, v in kwargs.items())
-        written = tuple(_slot(rec, t, True) for t in outs)
+        positional = tuple(_arg(rec, a, False) for a in args)
+        named = tuple((k, _arg(rec, v, False)) for k, v in kwargs.items())
+        written = tuple(_arg(rec, t, True) for t in outs)
     except _UnreplayableError as why:
         rec.refuse(str(why))
         return
@@ -133,7 +134,7 @@ class _UnreplayableError(Exception):
     """What makes a launch argument impossible to replay."""
 
 
-def _slot(rec: OpRecording, value: Any, exclusive: bool) -> Slot:
+def _arg(rec: OpRecording, value: Any, exclusive: bool) -> Arg:
     if isinstance(value, Tensor):
         slot = rec.slot(value, exclusive)
         if slot is None or not value.numel:
@@ -149,4 +150,4 @@ def _slot(rec: OpRecording, value: Any, exclusive: bool) -> Slot:
     return (2, (type(value), value, repr(value)))
 
 
-__all__ = ["CpuExecSession", "LaunchRecord", "Slot", "launch_failed"]
+__all__ = ["Arg", "CpuExecSession", "LaunchRecord", "launch_failed"]

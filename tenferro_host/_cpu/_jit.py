@@ -13,9 +13,8 @@ from ..errors import UnsupportedError
 from ..kernel._interpreter import ArrayArg, run
 from ..kernel.ir import U32_MAX
 from ..provider._jit_session import Grid, JitLaunch, JitSession
-from ..provider._op_plan import RECORDING, OpRecording
-from ._exec_session import Slot
-from ._replay import DslLaunchRecord
+from ..provider._op_plan import RECORDING
+from ._replay import DslForm
 
 
 class CpuJitSession(JitSession):
@@ -33,7 +32,7 @@ class CpuJitSession(JitSession):
         """The CUDA limit, so that a launch that runs here also fits a GPU."""
         return 1024
 
-    def _dispatch(self, launch: JitLaunch) -> None:
+    def _dispatch(self, launch: JitLaunch) -> DslForm | None:
         args: list[ArrayArg | np.generic] = []
         for param, value in zip(launch.spec.params, launch.args, strict=True):
             if isinstance(value, np.generic):
@@ -51,26 +50,7 @@ class CpuJitSession(JitSession):
                 )
             args.append(ArrayArg(storage, value.offset, value.shape, value.strides))
         run(launch.spec, launch.count, launch.dim, args)
-        rec = RECORDING.rec
-        if rec is not None:
-            _record(rec, launch)
-
-
-def _record(rec: OpRecording, launch: JitLaunch) -> None:
-    """Add this launch to the op call's recording: each array an input or output slot (written
-    ones exclusive), each scalar a constant; anything else refuses the recording."""
-    written = launch.spec.ir.written
-    slots: list[Slot] = []
-    for param, value in zip(launch.spec.params, launch.args, strict=True):
-        if isinstance(value, np.generic):
-            slots.append((2, (type(value), value, repr(value))))
-            continue
-        slot = rec.slot(value, param.name in written)
-        if slot is None or not value.numel:
-            rec.refuse(f"DSL argument {param.name!r} is not a non-empty input or output tensor")
-            return
-        slots.append(slot)
-    rec.launches.append(DslLaunchRecord(launch.spec, launch.count, launch.dim, tuple(slots)))
+        return DslForm.of(launch) if RECORDING.rec is not None else None  # none asked for it
 
 
 __all__ = ["CpuJitSession"]

@@ -7,7 +7,9 @@ makes the views — a whole 1-D storage is its array itself for a ufunc (which n
 operands' metadata), a plain ``view()`` for any other function — and calls each function: no
 variant, no session. Nothing here is per thread; the CPU runtime is never poisoned or closed,
 queues no deferred releases and leases nothing, so the guard is the read-only check of an
-input the call writes (the full path raises its typed error).
+input the call writes (the full path raises its typed error). A DSL launch (the CPU jit
+session's: a ``JitLaunchRecord`` whose form is a :class:`DslForm`) runs the interpreter again
+over the call's storages, guarded by the dtype each storage is read as.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, final
 import numpy as np
 
 from ..errors import TenferroError
-from ..provider._op_plan import REPLAY_MISS, OpRecording
+from ..provider._op_plan import REPLAY_MISS, JitLaunchRecord, OpRecording
 from ..provider._op_replay import OpReplay
 from ..tensor import Tensor
-from ._exec_session import LaunchRecord, Slot, launch_failed
+from ._exec_session import Arg, LaunchRecord, launch_failed
 
 if TYPE_CHECKING:
+    from ..provider._jit_session import JitLaunch
     from ._runtime import CpuRuntime
 
 #: How one tensor argument's view is made: (position in the launch's argument list, 0 input /
@@ -33,14 +36,23 @@ ViewRule = tuple[int, int, int, int, int, tuple[int, ...], Any, int, tuple[int, 
 _FRESH, _WHOLE, _VIEW = 0, 1, 2
 
 
-class DslLaunchRecord(NamedTuple):
-    """One DSL launch on the CPU (recorded by its JIT session): the specialization, the grid and
-    each parameter as an input or output slot or a constant (``Slot``)."""
+class DslForm(NamedTuple):
+    """A DSL launch on the CPU as its JIT session hands it to the recording
+    (:class:`~tenferro_host.provider.JitLaunchRecord`'s ``form``): the specialization, the grid
+    and each scalar argument (None where an array goes), with its bytes (equal forms are equal
+    launches: ``-0.0`` is not ``0.0``)."""
 
     spec: Any
     cubes: tuple[int, int, int]  # the launch's cube count (``count`` is tuple's)
     dim: tuple[int, int, int]
-    slots: tuple[Slot, ...]
+    scalars: tuple[Any, ...]
+    exact: tuple[bytes | None, ...]
+
+    @classmethod
+    def of(cls, launch: JitLaunch) -> DslForm:
+        scalars = tuple(a if isinstance(a, np.generic) else None for a in launch.args)
+        exact = tuple(None if a is None else a.tobytes() for a in scalars)
+        return cls(launch.spec, launch.count, launch.dim, scalars, exact)
 
 
 @final
@@ -53,22 +65,18 @@ class _DslLaunch:
 
     __slots__ = ("array_arg", "count", "dim", "rules", "run", "spec", "template", "typed")
 
-    def __init__(self, record: DslLaunchRecord, ninputs: int = 0) -> None:
+    def __init__(self, record: JitLaunchRecord, ninputs: int = 0) -> None:
         from ..kernel._interpreter import ArrayArg, run  # loaded: it ran the recording
 
         self.array_arg, self.run = ArrayArg, run
-        self.spec, self.count, self.dim, slots = record
-        self.template = [value[1] if which == 2 else None for which, value in slots]
-        self.rules = tuple(
-            (k, index + ninputs * which) for k, (which, index) in enumerate(slots) if which != 2
-        )
+        self.spec, self.count, self.dim, scalars, _ = record.form
+        self.template = [*scalars]
+        arrays = [(k, slot) for k, slot in enumerate(record.slots) if slot is not None]
+        self.rules = tuple((k, index + ninputs * which) for k, (which, index) in arrays)
         #: (input, numpy dtype) its storage is read as: the full path refuses another
+        params = self.spec.params
         self.typed = tuple(
-            {
-                (index, p.dtype.numpy)
-                for p, (which, index) in zip(self.spec.params, slots, strict=True)
-                if which == 0
-            }
+            {(index, params[k].dtype.numpy) for k, (which, index) in arrays if which == 0}
         )
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
@@ -92,7 +100,7 @@ class _Launch:
         self.fn, positional, named, written, self.several = record
         fn = self.fn
         self.bare = isinstance(fn, np.ufunc)
-        slots: list[Slot] = [*positional, *(s for _, s in named), *written]
+        slots: list[Arg] = [*positional, *(s for _, s in named), *written]
         self.npos, self.nout = len(positional), len(written)
         self.names = tuple(name for name, _ in named)
         #: a ufunc's arguments and its one output, all positional
@@ -123,7 +131,7 @@ class CpuReplay(OpReplay):
     runtime: CpuRuntime
 
     def __init__(self, runtime: CpuRuntime, rec: OpRecording) -> None:
-        records: list[LaunchRecord | DslLaunchRecord] = rec.launches
+        records: list[Any] = rec.launches  # the seam's LaunchRecord or a JitLaunchRecord
         super().__init__(runtime, rec, tuple(records))
         layouts = (  # (a jit session's launch recording has scalars among its inputs)
             [
@@ -132,9 +140,9 @@ class CpuReplay(OpReplay):
             ],
             [(t.dtype, t.shape, t.strides, t.offset) for t in rec.outputs],
         )
-        dsl, n = DslLaunchRecord, len(rec.inputs)
+        n = len(rec.inputs)
         self._launches = tuple(
-            _DslLaunch(r, n) if isinstance(r, dsl) else _Launch(r, layouts) for r in records
+            _DslLaunch(r, n) if type(r) is JitLaunchRecord else _Launch(r, layouts) for r in records
         )
         #: (input, numpy dtype) a DSL launch reads its storage as: the full path refuses another
         self._typed = tuple(
@@ -180,4 +188,4 @@ class CpuReplay(OpReplay):
         return tuple(outs) if self.several else outs[0]
 
 
-__all__ = ["CpuReplay"]
+__all__ = ["CpuReplay", "DslForm"]

@@ -37,7 +37,7 @@ from ._deferred import DeferredReleases, DeviceStorage, Release
 from ._free_list import FreeList
 from ._hookspecs import hookimpl
 from ._host_services import HostServices
-from ._op_plan import RECORDING, REPLAY_MISS, OpRecording
+from ._op_plan import RECORDING, REPLAY_MISS, JitLaunchRecord, OpRecording
 from ._op_replay import OpReplay
 from ._registry import BackendProvider, BackendStatus, RegistrationView
 from ._residency import require_resident
@@ -91,7 +91,6 @@ _LAZY = {
             "Grid",
             "JitBinding",
             "JitLaunch",
-            "JitLaunchRecord",
             "JitSession",
             "convert_scalar",
             "fold_grid",

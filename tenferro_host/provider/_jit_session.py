@@ -40,6 +40,7 @@ from ._op_plan import (
     ENABLED,
     RECORDING,
     REPLAY_MISS,
+    JitLaunchRecord,
     OpRecording,
     exact_kind,
     record_into,
@@ -552,45 +553,9 @@ def _constants_key(constants: dict[str, Any]) -> tuple[Any, ...] | None:
     return named
 
 
-class JitLaunchRecord:
-    """One DSL launch of an op call being recorded (:mod:`._op_plan`), for any backend.
-
-    ``slots`` align with the launch's arguments: ``(0, i)`` for the call's input ``i``,
-    ``(1, j)`` for its output ``j``, None for a scalar (its value is part of the launch, fixed
-    by the call's key). ``form`` is the backend's replayable form of the launch
-    (:meth:`JitSession._dispatch`); neither holds the call's tensors.
-    """
-
-    __slots__ = ("form", "slots")
-
-    def __init__(self, slots: tuple[tuple[int, int] | None, ...], form: Any) -> None:
-        self.slots, self.form = slots, form
-
-    @classmethod
-    def record(cls, launch: JitLaunch, form: Any) -> None:
-        """Add ``launch`` to the op call being recorded on this thread, if any; a tensor that
-        is neither an input nor an output of the call (e.g. a compact copy the variant made)
-        refuses the recording."""
-        rec: OpRecording | None = RECORDING.rec
-        if rec is None:
-            return
-        written = launch.spec.ir.written
-        slots: list[tuple[int, int] | None] = []
-        for p, v in zip(launch.spec.params, launch.args, strict=True):
-            if not isinstance(v, Tensor):
-                slots.append(None)
-                continue
-            slot = rec.slot(v, p.name in written)
-            if slot is None:
-                rec.refuse(f"DSL argument {p.name!r} is not an input or output tensor of the call")
-            slots.append(slot)
-        rec.launches.append(cls(tuple(slots), form))
-
-
 __all__ = [
     "JitBinding",
     "JitLaunch",
-    "JitLaunchRecord",
     "JitSession",
     "as_grid",
     "convert_scalar",

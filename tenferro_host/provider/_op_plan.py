@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._memo import MemoKind
+from ..tensor import Tensor
+
+if TYPE_CHECKING:
+    from ._jit_session import JitLaunch
 
 #: Whether op handles plan (``TENFERRO_OP_PLAN=0`` forces the full path on every call).
 ENABLED: bool = os.environ.get("TENFERRO_OP_PLAN", "1") != "0"
@@ -31,6 +35,10 @@ ENABLED: bool = os.environ.get("TENFERRO_OP_PLAN", "1") != "0"
 LAUNCH_PLANS = MemoKind("provider.launch_plans", 1024, what="a runtime's planned DSL launches")
 #: A replay's answer when its per-call guard fails: take the full path.
 REPLAY_MISS: Any = object()
+#: Where a recorded launch's tensor comes from in a call: ``(0, i)`` its input ``i``, ``(1, j)``
+#: its output ``j`` (the one meaning of "slot" in a recording; a seam records anything else as
+#: a constant of the launch).
+Slot = tuple[int, int]
 
 
 class _Recording(threading.local):
@@ -64,7 +72,7 @@ class OpRecording:
         if self.why is None:
             self.why = why
 
-    def slot(self, t: Any, exclusive: bool) -> tuple[int, int] | None:
+    def slot(self, t: Any, exclusive: bool) -> Slot | None:
         """(0, i) for input ``i``, (1, j) for output ``j`` — by identity — else None."""
         for i, x in enumerate(self.inputs):
             if x is t:
@@ -75,6 +83,40 @@ class OpRecording:
             if x is t:
                 return (1, j)
         return None
+
+
+class JitLaunchRecord(NamedTuple):
+    """One DSL launch of a call being recorded, for any backend whose jit session's dispatch
+    hands back a replayable form (CUDA's raw seam records its own launches).
+
+    ``slots`` align with the launch's arguments: an array's :data:`Slot`, None for a scalar
+    (its value is part of ``form``, fixed by the call's key). ``form`` is the backend's
+    replayable form of the launch (``JitSession._dispatch``); neither holds the call's tensors.
+    Two records are equal when their slots and forms are (a replay's signature).
+    """
+
+    slots: tuple[Slot | None, ...]
+    form: Any
+
+    @classmethod
+    def record(cls, launch: JitLaunch, form: Any) -> None:
+        """Add ``launch`` to the call being recorded on this thread, if any; a tensor that is
+        neither an input nor an output of the call (e.g. a compact copy the variant made), or
+        an empty one, refuses the recording."""
+        rec = RECORDING.rec
+        if rec is None:
+            return
+        written = launch.spec.ir.written
+        slots: list[Slot | None] = []
+        for p, v in zip(launch.spec.params, launch.args, strict=True):
+            if type(v) is not Tensor:
+                slots.append(None)
+                continue
+            slot = rec.slot(v, p.name in written)
+            if slot is None or not v.numel:
+                rec.refuse(f"DSL argument {p.name!r} is not a non-empty input or output tensor")
+            slots.append(slot)
+        rec.launches.append(cls(tuple(slots), form))
 
 
 def exact_kind(value: Any) -> Any:
@@ -108,7 +150,9 @@ __all__ = [
     "LAUNCH_PLANS",
     "RECORDING",
     "REPLAY_MISS",
+    "JitLaunchRecord",
     "OpRecording",
+    "Slot",
     "exact_kind",
     "record_into",
     "sharing",
