@@ -35,8 +35,9 @@ from tenferro_host.provider import OpReplay, _op_plan
 #: Calls of the README's jit block on the CPU (``with ex.jit(op) as js``, ``alloc_output``,
 #: ``cube_count_1d``, ``cube_dim_1d``, a planned ``launch``, the exit), the interpreter's run of
 #: the kernel left out (it is the kernel's work, as the GPU's is on the other backends): 40 with
-#: plans (the target), 181 on the full path (183 before its DSL launches were recorded by the base).
-README_BLOCK_PLANNED, README_BLOCK_FULL_PATH = 40, 181
+#: plans (the target); on the full path 179 run alone, 183 after the other tests of CI's second
+#: pass (what the memos hold by then), gated with a margin of two.
+README_BLOCK_PLANNED, README_BLOCK_FULL_PATH = 40, 185
 
 
 @K.kernel
