@@ -42,7 +42,7 @@ from ..errors import (
 from ..tensor import Tensor
 from ._capture_lock import locked
 from ._op_plan import ENABLED, REPLAY_MISS
-from ._plan_table import BLOCKED, TRIES, Learning, PlanTable
+from ._plan_table import BLOCKED, Learning, PlanTable
 from ._session import Session
 
 if TYPE_CHECKING:
@@ -507,7 +507,7 @@ class CapturedGraph:
         None where the key has no plan (not yet, or never: its nodes then run one by one)."""
         borrowed = tuple(values)
         key, plan = self._plans.find(borrowed, scalar_values)
-        if key is None or plan is BLOCKED or (type(plan) is Learning and plan.tries >= TRIES):
+        if key is None or plan is BLOCKED or (type(plan) is Learning and plan.given_up):
             return None
         if plan is None or type(plan) is Learning:
             call = partial(self._nodes, values, scalar_values, True)

@@ -34,6 +34,11 @@ class Learning:
         self.signature: Any = None
         self.why = why
 
+    @property
+    def given_up(self) -> bool:
+        """Recorded :data:`TRIES` times without a plan: the full path, unrecorded, from now."""
+        return self.tries >= TRIES
+
 
 #: The state of a key with an unhashable attribute: never recorded, never planned.
 UNHASHABLE = Learning(TRIES, "an attribute is unhashable")
@@ -117,7 +122,7 @@ class PlanTable(dict[Any, Any]):
         """``call()`` (the full path of the call keyed ``key``), with the backend's seam
         recording what the variant does; a clean recording whose replay repeats the previous
         one's signature plans ``key``."""
-        if learning is not None and learning.tries >= TRIES:
+        if learning is not None and learning.given_up:
             return call()
         if type(runtime).op_replay is _NO_REPLAY:  # nothing to record for: full path from now
             learning = self._learning(key, learning)
