@@ -58,14 +58,16 @@ def per_op(
     return statistics.median(samples)
 
 
-def capture_chain(host: tf.Host, rt: Any, a: tf.Tensor, b: tf.Tensor, ops: int) -> Any:
-    """``ops`` adds, each of the previous result and ``b``, captured once."""
+def capture_chain(rt: Any, op: str, a: tf.Tensor, b: tf.Tensor, ops: int) -> Any:
+    """``ops`` calls of ``op``, each of the previous result and ``b`` (``a`` first), captured
+    once on ``rt``: ``a`` and ``b`` the graph's inputs, the last result its output (the tests'
+    chains too)."""
     with rt.session() as s:
         ex = s.exec_session()
         with ex.capture() as cap:
             t = a
             for _ in range(ops):
-                t = ex.run(ADD, t, b)
+                t = ex.run(op, t, b)
     return cap.graph(inputs=(a, b), outputs=(t,))
 
 
@@ -110,7 +112,7 @@ def rows(backend: str, rounds: int) -> list[dict[str, Any]]:
     def graph(ops: int) -> Any:
         """The captured ``ops``-op chain, made on first use and checked against eager calls."""
         if ops not in graphs:
-            g = capture_chain(host, rt, a, b, ops)
+            g = capture_chain(rt, ADD, a, b, ops)
             expected = eager_chain(host, a2, b2, ops).download()
             np.testing.assert_array_equal(g.replay(a2, b2).download(), expected)
             graphs[ops] = g

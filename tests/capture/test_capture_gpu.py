@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from capture_bench import capture_chain
 from support.capture_support import while_capturing
 from support.cuda_support import cuda_runtime, shared_host
 from support.kernels import saxpy
@@ -69,13 +70,7 @@ def test_replay_equals_eager_on_new_pointers(rt, op):
     host = shared_host()
     a, b = (rt.upload(np.arange(4096, dtype=np.float32) * k) for k in (1, 3))
     host.run(op, a, b)  # the warm-up
-    with rt.session() as s:
-        ex = s.exec_session()
-        with ex.capture() as cap:
-            t = a
-            for _ in range(10):
-                t = ex.run(op, t, b)
-    graph = cap.graph(inputs=(a, b), outputs=(t,))
+    graph = capture_chain(rt, op, a, b, 10)
     for k in range(3):
         x, y = (rt.upload(np.random.default_rng(k).random(4096, np.float32)) for _ in range(2))
         eager = x

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from capture_bench import capture_chain
 from support.call_budget import calls_per_op
 from support.capture_support import while_capturing
 from support.kernels import saxpy
@@ -458,13 +459,7 @@ def test_a_planned_replay_costs_at_most_0_8x_the_calls_per_op_of_the_same_calls_
     a, b = cpu.upload(np.ones(1000, np.float32)), cpu.upload(np.ones(1000, np.float32))
     for _ in range(4):
         host.run(ADD, a, b)
-    with cpu.session() as s:
-        ex = s.exec_session()
-        with ex.capture() as cap:
-            x = a
-            for _ in range(100):
-                x = ex.run(ADD, x, b)
-    graph = cap.graph(inputs=(a, b), outputs=(x,))
+    graph = capture_chain(cpu, ADD, a, b, 100)
     for _ in range(3):  # the graph's plan: two equal recordings, then its replay
         assert (graph.replay(a, b).download() == 101).all()
 
