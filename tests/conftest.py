@@ -35,6 +35,10 @@ hypothesis_settings.register_profile(
 )
 hypothesis_settings.load_profile("tenferro")
 
+# tests/support holds the tests' helpers, with no doctests: --doctest-modules would import each,
+# and ray_cluster.py cannot be imported where Ray is absent (the GPU machine).
+collect_ignore_glob = ["support/*.py"]
+
 # Ray reads this once, when first imported: whichever test imports it first, a test cluster
 # stays on loopback (tests/support/ray_cluster.py).
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
