@@ -83,6 +83,30 @@ def _no_driver() -> UnsupportedError:
     )
 
 
+def entry(name: str) -> Callable[..., int]:
+    """The driver's C function ``name``, resolved once through ``cuGetProcAddress``.
+
+    A hot path (an op replay's launch) calls it with prebuilt ctypes arguments, so no argument
+    is converted per call as the bindings' wrapper converts each; it answers the ``CUresult``
+    as an int (check it with :func:`failure`) and releases the GIL during the call, as the
+    bindings do. Resolved again when the driver object changes (the tests' stand-in).
+    """
+    d = _driver or drv()
+    found = _ENTRIES.get(name)
+    if found is None or found[0] is not d:
+        version = check(d.cuDriverGetVersion(), "cuDriverGetVersion")
+        flags = d.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
+        address, _ = check(d.cuGetProcAddress(name.encode(), version, flags), name)
+        if not address:
+            raise BackendError(f"the CUDA driver (version {version}) has no {name}")
+        found = _ENTRIES[name] = (d, ctypes.CFUNCTYPE(ctypes.c_int)(int(address)))
+    return found[1]
+
+
+#: Each resolved entry point with the driver object it came from.
+_ENTRIES: dict[str, tuple[Any, Callable[..., int]]] = {}
+
+
 def nvrtc_bindings() -> ModuleType:
     """``cuda.bindings.nvrtc``, imported on first use (UnsupportedError where it is missing)."""
     try:

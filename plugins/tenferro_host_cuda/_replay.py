@@ -3,7 +3,9 @@
 The raw seam records each launch of an op call as (op, function, config, pointer slots,
 constants); :class:`RawReplay` keeps, per launch, a pre-packed parameter block — an ``array``
 of 8-byte words the driver reads (never an immutable object) and the array of pointers to them
-— so a call writes the slots (its tensors' addresses) and makes one driver call per launch.
+— so a call writes the slots (its tensors' addresses) and makes one driver call per launch,
+through the driver's entry point with every argument a prebuilt ctypes object (the block's
+address never changes: nothing is converted per call).
 A replay holds its functions, and so their modules, for as long as it is planned; launches in
 flight are covered as always (a module is unloaded behind an event recorded after its last
 reference went). Errors follow the launch fault rules (a sticky fault poisons the context). The
@@ -14,6 +16,7 @@ next call never races a launch in flight.
 
 from __future__ import annotations
 
+import ctypes
 from array import array
 from collections.abc import Callable
 from threading import get_ident as _get_ident
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tenferro_host import LaunchError, Tensor
 from tenferro_host.provider import REPLAY_MISS, OpRecording, OpReplay
 
-from ._driver import POISONED, drv, failure
+from ._driver import POISONED, drv, entry, failure
 from ._launch import where
 from ._storage import CudaStorage
 
@@ -41,19 +44,9 @@ LaunchRecord = tuple[
 class _Packed:
     """One launch with its parameter block packed: constants written once, slots per call."""
 
-    __slots__ = (
-        "address",
-        "args",
-        "config",
-        "function",
-        "handle",
-        "op",
-        "pointers",
-        "slots",
-        "words",
-    )
+    __slots__ = ("address", "args", "config", "function", "op", "pointers", "slots", "words")
 
-    def __init__(self, record: LaunchRecord, nparams: int) -> None:
+    def __init__(self, record: LaunchRecord, nparams: int, stream: int) -> None:
         self.op, self.function, self.config, self.slots, consts = record
         n = max(nparams, 1)
         # array.array, not numpy: a slot write is an item assignment (numpy's costs 4x), and
@@ -65,10 +58,15 @@ class _Packed:
         base = words.buffer_info()[0]
         self.pointers = array("Q", [base + 8 * i for i in range(n)])
         self.address = self.pointers.buffer_info()[0] if nparams else 0
-        self.handle = drv().CUfunction(int(self.function.handle))
         c = self.config
-        #: the argument head of cuLaunchKernel; the block (``words``) is written per call
-        self.args = (self.handle, *c.grid, *c.block, c.shared_mem_bytes)
+        #: cuLaunchKernel's arguments, as C values; the block (``words``) is written per call
+        self.args = (
+            ctypes.c_void_p(int(self.function.handle)),
+            *map(ctypes.c_uint, (*c.grid, *c.block, c.shared_mem_bytes)),
+            ctypes.c_void_p(stream),
+            ctypes.c_void_p(self.address or None),
+            None,  # extra
+        )
         self.words = words
 
 
@@ -82,12 +80,12 @@ class RawReplay(OpReplay):
         records: list[LaunchRecord] = rec.launches
         super().__init__(runtime, rec, tuple(records))
         self._thread = _get_ident()  # its parameter blocks are written per call: one thread
-        d = drv()
-        self._cu_launch, self._cu_current = d.cuLaunchKernel, d.cuCtxGetCurrent
+        self._cu_launch, self._cu_current = entry("cuLaunchKernel"), drv().cuCtxGetCurrent
         self._context = int(runtime.primary.handle)
         #: per output: its free-list class (0: none)
         self._sizes = tuple(runtime.blocks.size_class(nbytes) for nbytes, _ in self.outputs)
-        self._launches = tuple(_Packed(r, len(r[1].param_sizes)) for r in records)
+        stream = int(runtime._stream)
+        self._launches = tuple(_Packed(r, len(r[1].param_sizes), stream) for r in records)
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         rt = self.runtime
@@ -103,7 +101,6 @@ class RawReplay(OpReplay):
             if tensors[i].storage.read_only:
                 return REPLAY_MISS
         outs = self.allocate() if self.outputs else []  # a launch plan has none
-        stream = rt._stream
         launch = self._cu_launch
         err, current = self._cu_current()  # PrimaryContext.enter's check, inline
         saved = rt.primary.enter() if err or int(current) != self._context else None
@@ -113,9 +110,9 @@ class RawReplay(OpReplay):
                 for param, which, index, delta in packed.slots:
                     t: Any = tensors[index] if which == 0 else outs[index]
                     words[param] = t.storage.ptr + delta
-                result = launch(*packed.args, stream, packed.address, 0)
-                if result[0]:
-                    raise self._failed(result[0], packed)
+                err = launch(*packed.args)
+                if err:
+                    raise self._failed(err, packed)
         finally:
             if saved is not None:
                 rt.primary.exit(saved)
@@ -151,9 +148,8 @@ class RawReplay(OpReplay):
     def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
         """Each step of a replay of ``tensors`` on its own, for the bench (a kept output is
         written into the first launch's block, so the launch step launches valid work)."""
-        rt = self.runtime
         packed = self._launches[0]
-        stream, launch = rt._stream, self._cu_launch
+        launch, args = self._cu_launch, packed.args
         words, slots = packed.words, packed.slots
         kept = self.allocate()
 
@@ -166,7 +162,7 @@ class RawReplay(OpReplay):
         return super().steps(tensors) | {
             "enter/exit": self._cu_current,
             "slot writes": slot_writes,
-            "launch": lambda: launch(*packed.args, stream, packed.address, 0),
+            "launch": lambda: launch(*args),
         }
 
     def _failed(self, err: Any, packed: _Packed) -> Exception:

@@ -408,3 +408,15 @@ def test_a_replay_reuses_the_block_its_previous_output_released(world):
     assert out.storage.ptr in (ptr, freed_ptr)
     assert rt.blocks.take(rt.blocks.size_class(8000)) == other_ptr  # the other class: kept
     assert not isinstance(out, tuple) and out.shape == (200,)
+
+
+def test_a_driver_entry_point_is_resolved_once_per_driver_and_a_missing_one_is_typed():
+    """A replay launches through the driver's C entry point (``cuGetProcAddress``), resolved
+    once per driver object; a symbol the driver lacks is a typed error naming it."""
+    with recording_driver():
+        first = driver.entry("cuLaunchKernel")
+        assert driver.entry("cuLaunchKernel") is first
+        with pytest.raises(tf.BackendError, match="has no cuNoSuchCall"):
+            driver.entry("cuNoSuchCall")
+    with recording_driver():
+        assert driver.entry("cuLaunchKernel") is not first

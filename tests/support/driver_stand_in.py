@@ -29,8 +29,12 @@ from tenferro_host.provider._runtime import _EMPTY_PLANS
 CTX = 7
 STREAM = 0x5000
 STREAM_CAPTURE_UNSUPPORTED = 900  # CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-ERROR_NAMES = {900: b"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"}
-ERROR_STRINGS = {900: b"operation not permitted when stream is capturing"}
+UNKNOWN = 999  # CUDA_ERROR_UNKNOWN: what a C entry point of the stand-in answers when it raised
+ERROR_NAMES = {900: b"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", UNKNOWN: b"CUDA_ERROR_UNKNOWN"}
+ERROR_STRINGS = {
+    900: b"operation not permitted when stream is capturing",
+    UNKNOWN: b"the stand-in raised under a C entry point (RecordingDriver.c_errors)",
+}
 #: the parameter count of each stand-in kernel, by handle (what cuLaunchKernel reads)
 PARAM_COUNTS: dict[int, int] = {}
 _handles = itertools.count(0x9000)
@@ -39,6 +43,9 @@ _CORE_FUNCTIONS: dict[Any, int] = {}
 
 
 _WORD = ctypes.c_uint64
+_VOID_P, _UINT = ctypes.c_void_p, ctypes.c_uint
+#: cuLaunchKernel's C signature
+_C_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, *[_UINT] * 7, _VOID_P, _VOID_P, _VOID_P)
 
 
 class StandInNode:
@@ -75,6 +82,7 @@ class RecordingDriver:
     )
     CUuserObject_flags = types.SimpleNamespace(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC=1)
     CUuserObjectRetain_flags = types.SimpleNamespace(CU_GRAPH_USER_OBJECT_MOVE=1)
+    CUdriverProcAddress_flags = types.SimpleNamespace(CU_GET_PROC_ADDRESS_DEFAULT=0)
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
@@ -97,6 +105,9 @@ class RecordingDriver:
         self.execs: dict[int, dict[int, list[int]]] = {}
         self.arena_live: dict[int, int] = {}  # cuMemAlloc blocks not freed
         self._nodes = itertools.count(0xD000)
+        #: exceptions raised under a C entry point (they cannot cross into C)
+        self.c_errors: list[Exception] = []
+        self._c_launch = _C_LAUNCH(self._launch_from_c)
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -307,21 +318,35 @@ class RecordingDriver:
     def CUfunction(self, handle):
         return handle
 
-    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        """An op replay's launch, recorded with its pointer array and a copy of the words it
-        points at now, as the driver reads them (decoded by :func:`launch_words`). The views
-        are made once per parameter block, so a recorded launch costs few Python calls."""
-        if stream in self.capturing and extra is not None:  # a node of the words launched
-            pointers = (ctypes.c_void_p * PARAM_COUNTS[f]).from_address(params)
-            words = [_WORD.from_address(p).value for p in pointers]
-            self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, f, words)
-        if extra is None:  # as cuda.bindings: ``extra`` is a void* (0, not None); no call
-            raise TypeError("an integer is required")
-        views = self._blocks.get(params)
-        if views is None or (views[0] and views[0][0] != views[2]):  # a new block, same address
-            views = self._blocks[params] = _block_views(params, PARAM_COUNTS[f])
-        self.calls.append(("cuLaunchKernel", (f, (gx, gy, gz), (bx, by, bz), shared, views)))
-        return (self.launch_result,)
+    def cuDriverGetVersion(self):
+        return (0, 13000)
+
+    def cuGetProcAddress(self, symbol, version, flags):
+        """The C entry points an op replay calls (``_driver.entry``): C-callables over this
+        driver's methods, so what a replay passes the driver is recorded as the driver gets it."""
+        if symbol != b"cuLaunchKernel":
+            return (0, 0, 0)
+        return (0, ctypes.cast(self._c_launch, ctypes.c_void_p).value, 0)
+
+    def _launch_from_c(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        """cuLaunchKernel as an op replay calls it, through its C entry point (NULL pointers
+        arrive as None): recorded with its pointer array and a copy of the words it points at
+        now, as the driver reads them (decoded by :func:`launch_words`); the views are made once
+        per parameter block, so a recorded launch costs few Python calls. An exception cannot
+        cross back into C: it is kept (``c_errors``) and answered as CUDA_ERROR_UNKNOWN."""
+        try:
+            if stream in self.capturing:  # a node of the words launched
+                pointers = (ctypes.c_void_p * PARAM_COUNTS[f]).from_address(params)
+                words = [_WORD.from_address(p).value for p in pointers]
+                self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, f, words)
+            views = self._blocks.get(params)
+            if views is None or (views[0] and views[0][0] != views[2]):  # new block, same place
+                views = self._blocks[params] = _block_views(params or 0, PARAM_COUNTS[f])
+            self.calls.append(("cuLaunchKernel", (f, (gx, gy, gz), (bx, by, bz), shared, views)))
+        except Exception as exc:
+            self.c_errors.append(exc)
+            return UNKNOWN
+        return self.launch_result
 
 
 def _block_views(params: int, n: int) -> tuple[Any, Any, int]:
