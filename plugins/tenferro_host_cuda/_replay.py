@@ -22,12 +22,11 @@ from collections.abc import Callable
 from threading import get_ident as _get_ident
 from typing import TYPE_CHECKING, Any
 
-from tenferro_host import LaunchError, Tensor
+from tenferro_host import LaunchError
 from tenferro_host.provider import REPLAY_MISS, OpRecording, OpReplay
 
 from ._driver import POISONED, drv, entry, failure
 from ._launch import where
-from ._storage import CudaStorage
 
 if TYPE_CHECKING:
     from ._args import LaunchConfig
@@ -73,7 +72,7 @@ class _Packed:
 class RawReplay(OpReplay):
     """A recorded CUDA op call, replayed: guard, outputs, slot writes, ``cuLaunchKernel``."""
 
-    __slots__ = ("_context", "_cu_current", "_cu_launch", "_launches", "_sizes", "_thread")
+    __slots__ = ("_context", "_cu_current", "_cu_launch", "_launches", "_thread")
     runtime: CudaRuntime
 
     def __init__(self, runtime: CudaRuntime, rec: OpRecording) -> None:
@@ -82,8 +81,6 @@ class RawReplay(OpReplay):
         self._thread = _get_ident()  # its parameter blocks are written per call: one thread
         self._cu_launch, self._cu_current = entry("cuLaunchKernel"), drv().cuCtxGetCurrent
         self._context = int(runtime.primary.handle)
-        #: per output: its free-list class (0: none)
-        self._sizes = tuple(runtime.blocks.size_class(nbytes) for nbytes, _ in self.outputs)
         stream = int(runtime._stream)
         self._launches = tuple(_Packed(r, len(r[1].param_sizes), stream) for r in records)
 
@@ -117,33 +114,6 @@ class RawReplay(OpReplay):
             if saved is not None:
                 rt.primary.exit(saved)
         return tuple(outs) if self.several else outs[0]
-
-    def allocate(self) -> list[Tensor]:
-        """The outputs, as ``rt.empty`` without its checks. A block the previous call's output
-        released is most often the newest queued release: reused at once (the free list's take
-        without the round trip through it; one stream orders its reuse as it orders the free
-        list's); anything else queued is drained as at every allocation."""
-        rt = self.runtime
-        deferred = rt.deferred
-        outs = []
-        for (nbytes, layout), size in zip(self.outputs, self._sizes, strict=True):
-            storage = None
-            if deferred and size:
-                try:
-                    release = deferred.pop()
-                except IndexError:  # another thread drained it meanwhile
-                    pass
-                else:
-                    block = release[1]
-                    if release[0] == "block" and block[1] == size:
-                        storage = CudaStorage(rt, block[0], nbytes, "owned", size, False, release)
-                        if deferred:
-                            rt.drain_deferred()
-                        rt.retirement.poll()
-                    else:
-                        rt._release_deferred([release])
-            outs.append(Tensor(storage or rt.allocate_bytes(nbytes), *layout))
-        return outs
 
     def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
         """Each step of a replay of ``tensors`` on its own, for the bench (a kept output is

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -241,15 +243,40 @@ class CudaRuntime(Runtime):
         one was freed (no driver call), else the pool; OutOfMemoryError with stats."""
         if self._closed or POISONED:
             self.check_usable()
-        if self.deferred:
+        return self.allocate_block(nbytes, self.blocks.size_class(nbytes), op)
+
+    def allocate_block(self, nbytes: int, size: int, op: str | None = None) -> CudaStorage:
+        """:meth:`allocate_bytes` after its checks, ``size`` being the free list's class of
+        ``nbytes`` (0: none; an op replay knows it). A block the newest queued release gives
+        back is reused at once when of that class — most often the previous call's output: the
+        free list's put and take without the round trip (one stream orders its reuse as it
+        orders the free list's) —, held while a capture holds the queue; the rest is drained."""
+        deferred = self.deferred
+        if deferred:
+            if size and self.retirement.refuse_wait is None:
+                try:
+                    release = deferred.pop()
+                except IndexError:  # another thread drained it meanwhile
+                    pass
+                else:
+                    block = release[1]
+                    if release[0] == "block" and block[1] == size:
+                        self.blocks.hits += 1  # a statistic: unlocked (a race may lose a count)
+                        if deferred:
+                            self.drain_deferred()
+                        self.retirement.poll()
+                        return CudaStorage(self, block[0], nbytes, "owned", size, False, release)
+                    self._release_deferred([release])
             self.drain_deferred()
         self.retirement.poll()
-        blocks = self.blocks
-        size = blocks.size_class(nbytes)
         if size:
-            ptr = blocks.take(size)
+            ptr = self.blocks.take(size)
             if ptr is not None:
                 return CudaStorage(self, ptr, nbytes, block=size)
+        return self._pool_block(nbytes, size, op)
+
+    def _pool_block(self, nbytes: int, size: int, op: str | None) -> CudaStorage:
+        """A new block from the pool, retried once after the cached blocks are given back."""
         result = self._pool_alloc(size or nbytes)
         if int(result[0]) == OUT_OF_MEMORY and self.blocks.cached_bytes:
             self._free_cached()  # cached blocks are free memory: give them back, then retry
@@ -285,6 +312,11 @@ class CudaRuntime(Runtime):
 
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
         return self.allocate_bytes(nbytes)
+
+    def output_allocator(self, nbytes: int, dt: DType) -> Callable[[], CudaStorage]:
+        """:meth:`allocate_block` bound to ``nbytes`` and its size class (an op replay's
+        output)."""
+        return partial(self.allocate_block, nbytes, self.blocks.size_class(nbytes))
 
     def _release_deferred(self, releases: list[Release]) -> None:  # noqa: C901 - one branch per kind
         """Return freed blocks to the block cache, free queued memory (stream-ordered) and

@@ -29,13 +29,17 @@ class OpReplay:
     it returns the call's result (one tensor, or a tuple of several or none), or
     ``REPLAY_MISS`` when its guard fails."""
 
-    __slots__ = ("exclusive", "outputs", "runtime", "several", "signature")
+    __slots__ = ("_allocators", "exclusive", "outputs", "runtime", "several", "signature")
 
     def __init__(self, runtime: Runtime, rec: OpRecording, launches: Any) -> None:
         """``launches``: what of the backend's launches two recordings must repeat to plan."""
         self.runtime = runtime
         self.outputs: tuple[Output, ...] = tuple(
             (t.storage.nbytes, (t.dtype, t.shape, t.strides, 0, True)) for t in rec.outputs
+        )
+        #: per output: its storage's allocation (the runtime's, bound to its size) and layout
+        self._allocators = tuple(
+            (runtime.output_allocator(nbytes, layout[0]), layout) for nbytes, layout in self.outputs
         )
         #: whether a call returns a tuple (several outputs, or none: a jit session's launch)
         self.several = len(self.outputs) != 1
@@ -51,12 +55,16 @@ class OpReplay:
         raise NotImplementedError
 
     def allocate(self) -> list[Tensor]:
-        """The call's outputs, fresh from the runtime's allocator."""
-        allocate = self.runtime._allocate
+        """The call's outputs, fresh from the runtime's allocator, or from a framework's while
+        one is the runtime's (an instance's ``_allocate``: ``interop``'s output allocator)."""
+        runtime = self.runtime
+        if "_allocate" in runtime.__dict__:
+            seam = runtime._allocate
+            return [Tensor(seam(nbytes, layout[0]), *layout) for nbytes, layout in self.outputs]
         if self.several:
-            return [Tensor(allocate(nbytes, layout[0]), *layout) for nbytes, layout in self.outputs]
-        nbytes, layout = self.outputs[0]
-        return [Tensor(allocate(nbytes, layout[0]), *layout)]
+            return [Tensor(allocate(), *layout) for allocate, layout in self._allocators]
+        allocate, layout = self._allocators[0]
+        return [Tensor(allocate(), *layout)]
 
     def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
         """Each step of a replay of ``tensors`` on its own, for the bench (a backend adds its

@@ -8,6 +8,8 @@ zeros, download, canonicalize, stats — is shared so every backend behaves alik
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -332,6 +334,11 @@ class Runtime(ABC):
     @abstractmethod
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
         """A new storage of ``nbytes`` (> 0) for elements of ``dt`` in this runtime's domain."""
+
+    def output_allocator(self, nbytes: int, dt: DType) -> Callable[[], Storage]:
+        """What an op replay calls per call for an output of ``nbytes`` (> 0) bytes of ``dt``:
+        :meth:`_allocate` bound to them; a backend binds what it can decide once instead."""
+        return partial(self._allocate, nbytes, dt)
 
     @abstractmethod
     def _write(self, storage: Storage, data: np.ndarray) -> None:
