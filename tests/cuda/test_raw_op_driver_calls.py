@@ -145,11 +145,11 @@ def test_host_run_of_a_cuda_raw_op_touches_few_files(setup):
     ``provider/_free_list.py``), 19 and 49 since the raw session's handles have their own module
     (``_handles.py``, splitting ``raw.py``), 20 and 52 with the runtime's layouts a ``Memo`` as
     well (``_memo.py``), 20 and 54 since the queued block is reused by every allocation (not
-    passed through the free list); that is the full path (TENFERRO_OP_PLAN=0). A planned call was 12 files
-    and 15 switches, 8 and 7 (each file entered once) since its output's block is reused
-    without the free list and the context checked inline, 9 and 8 since the key is the plan
-    table's, 11 and 10 since the output comes from the base replay's allocation and the
-    runtime's (``allocate_class``: the reuse of the queued block is every allocation's, not the
+    passed through the free list); that is the full path (TENFERRO_OP_PLAN=0). A planned call
+    was 12 files and 15 switches, 8 and 7 (each file entered once) since its output's block is
+    reused without the free list and the context checked inline, 9 and 8 since the key is the
+    plan table's, 11 and 10 since the output comes from the base replay's allocation and the
+    runtime's (``allocate_block``: the reuse of the queued block is every allocation's, not the
     replay's own); printed with -s."""
     host, rt, *_ = setup
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))

@@ -257,7 +257,14 @@ def test_an_actor_that_hangs_times_out_and_one_killed_mid_call_is_a_typed_error(
             stuck.result(timeout_s=30)
         assert died.value.actor == old
         np.testing.assert_array_equal(host.download(host.upload(np.ones(2, np.float32))), [1, 1])
+        # Killed mid-call: the call in flight, then the next one, are typed. (A call made right
+        # after ray.kill may still run: the kill reaches the actor asynchronously.)
+        unique_id = host.submit("collective_unique_id", STAND_IN).result()
+        stuck = host.submit("collective_init", unique_id, 2, 0, STAND_IN)
+        assert appears(Path(unique_id.decode()) / "rank0")
         ray.kill(host.actor)
+        with pytest.raises(tf.HostActorDiedError, match="died"):
+            stuck.result(timeout_s=30)
         with pytest.raises(tf.HostActorDiedError, match="died"):
             host.upload(np.ones(2, np.float32), timeout_s=30)
         assert dead is not host.actor
