@@ -314,6 +314,12 @@ class Capture(Session):
                     "it; pass the tensors the captured ops read or wrote",
                     argument="inputs",
                 )
+            if ref[1] in slots:  # one slot each: a replay binds each slot's own tensor
+                raise ValidationError(
+                    f"inputs[{n}] is the tensor inputs[{slots.index(ref[1])}] already names; "
+                    "name each borrowed tensor once (a replay passes one tensor per slot)",
+                    argument="inputs",
+                )
             slots.append(ref[1])
         refs: list[_Ref] = []
         for n, t in enumerate(outputs):

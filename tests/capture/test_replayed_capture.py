@@ -179,6 +179,20 @@ def test_replay_refuses_a_tensor_that_does_not_fit_its_slot(capture_host, rt, ma
         graph.replay(x, y, q=1.0)
 
 
+def test_a_tensor_named_twice_as_inputs_is_refused(capture_host, rt):
+    """Two slots of one tensor would let a replay bind two tensors where the graph reads one
+    (the later one would win, silently): ``graph()`` refuses it, naming both positions."""
+    x, y = up(rt, [1, 2, 3, 4]), up(rt, [5, 6, 7, 8])
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            out = ex.run(ADD, x, y)
+    with pytest.raises(tf.ValidationError, match=r"inputs\[1\] is the tensor inputs\[0\]"):
+        cap.graph(inputs=(x, x, y), outputs=(out,))
+    graph = cap.graph(inputs=(x, y), outputs=(out,))
+    np.testing.assert_array_equal(graph.replay(y, x).download(), [6, 8, 10, 12])
+
+
 def test_replay_repeats_the_aliasing_it_was_captured_with(capture_host, rt):
     x, y = up(rt, [1, 2, 3, 4]), up(rt, [5, 6, 7, 8])
     graph = captured_chain(capture_host, rt, x, y)
