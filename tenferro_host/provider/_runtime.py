@@ -337,8 +337,10 @@ class Runtime(ABC):
 
     def output_allocator(self, nbytes: int, dt: DType) -> Callable[[], Storage]:
         """What an op replay calls per call for an output of ``nbytes`` (> 0) bytes of ``dt``:
-        :meth:`_allocate` bound to them; a backend binds what it can decide once instead."""
-        return partial(self._allocate, nbytes, dt)
+        the class's :meth:`_allocate` bound to them (never an instance's: a framework's output
+        allocator is the runtime's only while its bridge call runs, and ``OpReplay.allocate``
+        asks for it then); a backend binds what it can decide once instead."""
+        return partial(type(self)._allocate, self, nbytes, dt)
 
     @abstractmethod
     def _write(self, storage: Storage, data: np.ndarray) -> None:

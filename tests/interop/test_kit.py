@@ -65,3 +65,26 @@ def test_output_allocator_is_scoped_to_its_thread_and_restored(bridge_host: tf.H
     assert "_allocate" not in vars(cpu)  # the runtime's own allocator again
     cpu.empty("float32", (4,))
     assert len(made) == 1
+
+
+def test_a_plan_recorded_under_an_output_allocator_allocates_from_the_runtime_after_it() -> None:
+    """A call planned while a framework's allocator is the runtime's (its recordings made in
+    the bridge) replays into the framework's buffers there, and into the runtime's own once the
+    allocator is gone: the replay never keeps the framework's allocation as its own."""
+    host = tf.Host()
+    cpu = host.backend("cpu")
+    a = cpu.upload(np.ones(4, np.float32))
+    made: list[np.ndarray] = []
+
+    def make(nbytes: int, dt: tf.DType) -> np.ndarray:
+        made.append(np.zeros(nbytes // dt.itemsize, dt.numpy))
+        return made[-1]
+
+    with OutputAllocator(cpu, make) as allocator:
+        for _ in range(3):  # recorded twice (planned), then replayed
+            out = host.run("ext_add_kernel.add", a, a)
+        assert allocator.buffer_of(out.storage) is made[-1] and len(made) == 3
+    assert "replay" in host.op("ext_add_kernel.add").plans().values()
+    out = host.run("ext_add_kernel.add", a, a)
+    assert len(made) == 3 and out.storage.kind == "owned"
+    np.testing.assert_array_equal(out.download(), [2, 2, 2, 2])
