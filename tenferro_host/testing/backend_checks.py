@@ -93,9 +93,12 @@ def _checked_run(
     return run
 
 
-def _compare(spec: OpSpec, arrays: list[np.ndarray], result: Any, cfg: Settings) -> str | None:
-    """What differs between ``result`` and the reference on ``arrays`` (the op's tolerance
-    rule for their shapes), or None."""
+def reference_mismatch(
+    spec: OpSpec, arrays: list[np.ndarray], result: Any, cfg: Settings
+) -> str | None:
+    """What differs between ``result`` (Tensors, or arrays numpy reads) and the reference on
+    ``arrays`` (the overrides of ``cfg``, else the op's tolerance rule for their shapes), or
+    None."""
     expected = as_outputs(spec.reference(*arrays, **cfg.attrs))
     shapes = [a.shape for a in arrays]
     return compare_outputs(
@@ -177,7 +180,7 @@ def check_values(host: Host, spec: OpSpec, kind: str, backend: str, cfg: Setting
                     f"{_where(spec, kind, runtime, what)} raised {type(exc).__name__}: {exc}, "
                     "on inputs its reference accepts"
                 ) from exc
-            problem = _compare(spec, arrays, run.result, cfg)
+            problem = reference_mismatch(spec, arrays, run.result, cfg)
             if problem is not None:
                 raise CheckFailure(f"{_where(spec, kind, runtime, what)}: {problem}")
             ran += 1
@@ -195,7 +198,7 @@ def _compact_problem(
         result = run_variant(spec, kind, runtime, tensors, dict(cfg.attrs)).result
     except TenferroError as exc:
         return f"raised {type(exc).__name__}: {exc}"
-    return _compare(spec, compact, result, cfg)
+    return reference_mismatch(spec, compact, result, cfg)
 
 
 def check_views(host: Host, spec: OpSpec, kind: str, backend: str, cfg: Settings) -> None:
@@ -222,7 +225,7 @@ def check_views(host: Host, spec: OpSpec, kind: str, backend: str, cfg: Settings
             run = _checked_run(spec, kind, runtime, tensors, what, cfg)
         except TenferroError:
             continue  # a typed refusal of the layout is conforming
-        problem = _compare(spec, arrays, run.result, cfg)
+        problem = reference_mismatch(spec, arrays, run.result, cfg)
         if problem is None:
             continue
         wrong_compact = _compact_problem(spec, kind, runtime, arrays, cfg)
@@ -310,6 +313,7 @@ __all__ = [
     "check_values",
     "check_views",
     "probe_set",
+    "reference_mismatch",
     "reference_refusal",
     "run_variant",
     "stored_dtypes",

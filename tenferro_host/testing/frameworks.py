@@ -12,15 +12,22 @@
 The ops run through the bridges' process-wide host (a framework operator is global to the
 process); ``host`` lists the op and the backends. Each runs on ``cpu``, and on ``cuda`` where
 the framework and the host both have a GPU; a case whose framework is not installed is skipped,
-naming the extra to install. Sample inputs are random arrays of the op's default dtype over
-:data:`SAMPLE_SHAPES`, one shape per input, kept when the op's reference accepts them (with the
-attributes given).
+naming the extra to install.
+
+Sample inputs are drawn as the conformance suite's single-call checks draw theirs
+(:func:`.suite_shapes.probe_sets`): shapes from the op's declared ``Signature.shapes`` (odd
+sizes first, then sizes no multiple of a cube side, ones, empty), or for an op that declares
+none every input of one shape from :data:`.suite_shapes.PROBE_SHAPES`; random arrays of the
+op's default dtype, kept when its reference accepts them with the attributes given (default:
+the op's ``sample_attributes``). Outputs are compared with the reference as the ``values``
+check compares them (:func:`.backend_checks.reference_mismatch`: the op's ``rtol``/``atol``,
+grown by its ``reduction_length``). A failing ``opcheck`` is a failed case naming each of its
+tests that failed and why, on every torch version (``opcheck(..., raise_exception=False)``).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import itertools
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -28,50 +35,41 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..ops import OpSpec
-from .checks import as_outputs, default_dtype, random_array
-from .conformance import Case, CaseSkipped, CheckFailure
+from .backend_checks import reference_mismatch, reference_refusal
+from .case import Case, CaseSkipped, CheckFailure, Settings
+from .checks import as_outputs, default_dtype, random_arrays
+from .suite_shapes import probe_sets
 
 if TYPE_CHECKING:
     from .._host import Host
-
-#: Shapes tried for each input (every combination, in order) until the reference accepts two.
-SAMPLE_SHAPES: tuple[tuple[int, ...], ...] = ((7,), (3, 4), (4, 5), (4, 4), (3, 4, 2), (4, 5, 2))
 
 Sample = tuple[list[np.ndarray], dict[str, Any]]
 
 
 def samples(spec: OpSpec, attrs: Mapping[str, Any], count: int = 2) -> list[Sample]:
-    """Up to ``count`` input sets of distinct shapes that the op's reference accepts."""
+    """Up to ``count`` input sets of distinct shapes, drawn from the op's declared shapes as
+    the conformance suite draws them (:func:`.suite_shapes.probe_sets`), that the op's
+    reference accepts with ``attrs`` (default: the op's ``sample_attributes``)."""
+    cfg = Settings(attrs=spec.signature.attributes_or_samples(attrs))
     dt = default_dtype(spec.signature)
-    rng = np.random.default_rng(0)
     found: list[Sample] = []
-    for shapes in itertools.product(SAMPLE_SHAPES, repeat=len(spec.signature.inputs)):
-        arrays = [random_array(rng, dt, s) for s in shapes]
-        try:
-            spec.reference(*arrays, **attrs)
-        except Exception:  # noqa: BLE001 - the reference refusing a shape: try the next
-            continue
-        found.append((arrays, dict(attrs)))
-        if len(found) == count:
-            break
+    for seed, shape_set in enumerate(probe_sets(spec, cfg.attrs)):
+        arrays = random_arrays(shape_set.shapes, dt, seed)
+        if reference_refusal(spec, arrays, cfg) is None:
+            found.append((arrays, dict(cfg.attrs)))
+            if len(found) == count:
+                break
     return found
 
 
 def _expect(
     spec: OpSpec, arrays: list[np.ndarray], attrs: dict[str, Any], got: Any, what: str
 ) -> None:
-    """``got`` (framework outputs) against the reference, with the op's tolerances."""
-    want = [np.asarray(w) for w in as_outputs(spec.reference(*arrays, **attrs))]
-    have = [np.asarray(h) for h in as_outputs(got)]
-    if len(want) != len(have):
-        raise CheckFailure(f"{what}: {len(have)} outputs, the reference gives {len(want)}")
-    for i, (w, h) in enumerate(zip(want, have, strict=True)):
-        rtol, atol = spec.tolerance(np.dtype(w.dtype).name)
-        if w.shape != h.shape or not np.allclose(h, w, rtol=rtol, atol=atol, equal_nan=True):
-            raise CheckFailure(
-                f"{what}: output {i} differs from the reference (shape {h.shape} vs {w.shape}, "
-                f"largest difference {np.max(np.abs(h - w)) if h.shape == w.shape else 'n/a'})"
-            )
+    """``got`` (framework outputs numpy reads) against the reference on ``arrays``, as the
+    conformance ``values`` check compares: the op's tolerance rule for these shapes."""
+    problem = reference_mismatch(spec, arrays, got, Settings(attrs=attrs))
+    if problem is not None:
+        raise CheckFailure(f"{what}: {problem}")
 
 
 def _need(framework: str) -> None:
@@ -86,7 +84,8 @@ def _samples_or_skip(spec: OpSpec, attrs: Mapping[str, Any]) -> list[Sample]:
     if not found:
         raise CaseSkipped(
             f"the reference of {spec.name} accepts none of the sample shapes with attributes "
-            f"{dict(attrs)}; pass the attributes it needs (--attr NAME=VALUE)"
+            f"{spec.signature.attributes_or_samples(attrs)}; pass the attributes it needs "
+            "(--attr NAME=VALUE)"
         )
     return found
 
@@ -102,13 +101,26 @@ def check_torch(spec: OpSpec, backend: str, attrs: Mapping[str, Any]) -> None:
     op = tf_torch.export(spec.name)  # the bridges' host: operators are process-global
     for arrays, kw in _samples_or_skip(spec, attrs):
         args = tuple(torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in arrays)
-        try:
-            torch.library.opcheck(op.packet, args, op.op.encode_attributes(kw))
-        except torch.library.OpCheckError as exc:  # type: ignore[attr-defined]
-            raise CheckFailure(f"opcheck: {exc}") from exc
+        where = f"torch on {backend}, shapes {[a.shape for a in arrays]}"
+        # raise_exception=False: opcheck returns {test: "SUCCESS" or the exception} instead of
+        # raising OpCheckError, which torch.library does not export (2.11, 2.13: it lives in the
+        # private torch.testing._internal.optests)
+        results = torch.library.opcheck(
+            op.packet, args, op.op.encode_attributes(kw), raise_exception=False
+        )
+        _opcheck_passed(results, where)
         got = op(*args, **kw)
         outs = [t.cpu().numpy() for t in as_outputs(got)]
-        _expect(spec, arrays, kw, outs, f"torch on {backend}, shapes {[a.shape for a in arrays]}")
+        _expect(spec, arrays, kw, outs, where)
+
+
+def _opcheck_passed(results: Mapping[str, Any], where: str) -> None:
+    """CheckFailure naming each test of ``opcheck(..., raise_exception=False)``'s ``results``
+    that did not succeed, with what it raised."""
+    failed = {test: r for test, r in results.items() if not (isinstance(r, str) and r == "SUCCESS")}
+    if failed:
+        found = "; ".join(f"{test} failed: {type(r).__name__}: {r}" for test, r in failed.items())
+        raise CheckFailure(f"opcheck, {where}: {found}")
 
 
 def _torch_device(backend: str) -> Any:
@@ -196,7 +208,6 @@ def frameworks_test(*ops: str, **attrs: Any) -> Callable[..., None]:
 
 
 __all__ = [
-    "SAMPLE_SHAPES",
     "check_jax",
     "check_torch",
     "framework_cases",

@@ -40,9 +40,13 @@ def test_samples_follow_the_reference_and_say_when_none_fits(bridge_host: tf.Hos
     for arrays, _ in frameworks.samples(spec, {}):
         assert arrays[0].shape[1] == arrays[1].shape[0]
     einsum = bridge_host.registry.op("linalg.einsum").spec
-    assert einsum is not None and frameworks.samples(einsum, {}) == []
-    case = next(c for c in frameworks.framework_cases(bridge_host, "linalg.einsum"))
-    outcome = case.run()
+    assert einsum is not None
+    drawn = frameworks.samples(einsum, {})  # with its sample_attributes, spec="ij,jk->ik"
+    assert drawn and all(kw == {"spec": "ij,jk->ik"} for _, kw in drawn)
+    assert all(arrays[0].shape[1] == arrays[1].shape[0] for arrays, _ in drawn)
+    assert frameworks.samples(einsum, {"spec": "no such spec"}) == []
+    cases = frameworks.framework_cases(bridge_host, "linalg.einsum", {"spec": "no such spec"})
+    outcome = cases[0].run()
     assert outcome.status == "skipped" and "--attr" in outcome.message
 
 
