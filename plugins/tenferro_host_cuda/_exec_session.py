@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 from tenferro_host import ValidationError
 from tenferro_host.provider import ExecSession
 
-from ._driver import drv
 from .raw import RawSession
 
 if TYPE_CHECKING:
@@ -16,8 +15,9 @@ if TYPE_CHECKING:
     from ._runtime import CudaRuntime
 
 
-def foreign_stream(stream: Any, op: str | None = None) -> Any:
-    """The ``CUstream`` of an object implementing ``__cuda_stream__`` (the cuda.core protocol)."""
+def foreign_stream(stream: Any, op: str | None = None) -> int:
+    """The ``CUstream`` handle of an object implementing ``__cuda_stream__`` (the cuda.core
+    protocol)."""
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is None:
         raise ValidationError(
@@ -27,7 +27,7 @@ def foreign_stream(stream: Any, op: str | None = None) -> Any:
             op=op,
         )
     _, handle = protocol()
-    return drv().CUstream(int(handle))
+    return int(handle)
 
 
 class CudaExecSession(ExecSession):
@@ -53,29 +53,12 @@ class CudaExecSession(ExecSession):
     def wait_external(self, stream: Any) -> None:
         """Order this runtime's stream after the work already on ``stream`` (events only)."""
         self._check()
-        d = drv()
-        rt = self.runtime
-        foreign = foreign_stream(stream)
-        with rt.primary:
-            event = rt.ok(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-            try:
-                rt.ok(d.cuEventRecord(event, foreign), "cuEventRecord(foreign stream)")
-                rt.counters.add("events_recorded")
-                rt.stream_wait(event)
-            finally:
-                d.cuEventDestroy(event)
+        self.runtime.streams.after(foreign_stream(stream))
 
     def signal_external(self, stream: Any) -> None:
         """Order ``stream`` after the work already on this runtime's stream (events only)."""
         self._check()
-        d = drv()
-        rt = self.runtime
-        foreign = foreign_stream(stream)
-        event = rt.record_event()
-        try:
-            rt.ok(d.cuStreamWaitEvent(foreign, event, 0), "cuStreamWaitEvent(foreign stream)")
-        finally:
-            rt.recycle_event(event)
+        self.runtime.streams.before(foreign_stream(stream))
 
 
 __all__ = ["CudaExecSession", "foreign_stream"]

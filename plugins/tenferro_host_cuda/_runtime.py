@@ -36,7 +36,8 @@ from ._driver import (
 )
 from ._exec_session import CudaExecSession
 from ._graph_form import native_graphs
-from ._storage import CudaStorage
+from ._storage import BorrowedStorage, CudaStorage
+from ._stream_order import StreamOrder
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -122,6 +123,9 @@ class CudaRuntime(Runtime):
         self._copy_module: Any = None
         self._core_stream: Any = None
         self.resources = ResourceCache()
+        #: events ordering this runtime's stream against a framework's (the bridges, and
+        #: ``ex.wait_external``/``ex.signal_external``)
+        self.streams = StreamOrder(self)
         #: Freed pool blocks by size class; one stream orders their reuse (the storage docstring).
         self.blocks: FreeList[int] = FreeList(rounded=True)
         self.debug_sync = debug_sync_enabled()
@@ -558,6 +562,23 @@ class CudaRuntime(Runtime):
     def export_dlpack(self, t: Tensor, stream: Any, **kwargs: Any) -> Any:
         return export(self, t, stream, **kwargs)
 
+    def borrow(
+        self,
+        ptr: int,
+        dt: DType,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        owner: Any = None,
+        read_only: bool = False,
+    ) -> Tensor:
+        """A framework's buffer of this device at ``ptr`` (element 0; non-negative element
+        ``strides``) as a tensor, with no DLPack capsule: a bridge's import, per call. The
+        caller orders the streams (:attr:`streams`) and keeps the memory valid while the tensor
+        is used; ``owner`` (the framework's array) lives as long as the storage."""
+        return Tensor(
+            BorrowedStorage(self, ptr, dt, shape, strides, owner, read_only), dt, shape, strides
+        )
+
     @property
     def closed(self) -> bool:
         return self._closed
@@ -585,6 +606,7 @@ class CudaRuntime(Runtime):
             for event in self._events:
                 d.cuEventDestroy(event)
             self._events.clear()
+            self.streams.close()
             self._closed = True
             d.cuMemPoolDestroy(self._pool)
             d.cuStreamDestroy(self._stream)

@@ -316,6 +316,23 @@ class Runtime(ABC):
             feature="dlpack",
         )
 
+    def borrow(
+        self,
+        ptr: int,
+        dt: DType,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        owner: Any = None,
+        read_only: bool = False,
+    ) -> Tensor:
+        """A framework's device buffer at ``ptr`` as a tensor with no DLPack capsule (a framework
+        bridge's per-call import); this base refuses (UnsupportedError)."""
+        raise UnsupportedError(
+            f"backend {self.name!r} cannot borrow a framework's buffer by its pointer",
+            backend=self.name,
+            feature="borrow",
+        )
+
     def export_dlpack(self, t: Tensor, stream: Any, **kwargs: Any) -> Any:
         """A DLPack capsule of ``t``; this base refuses (UnsupportedError)."""
         raise UnsupportedError(

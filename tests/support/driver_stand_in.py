@@ -18,6 +18,7 @@ from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda import _launch
 from tenferro_host_cuda._module import CHECKED_CONFIGS, CORE_CONFIGS, Function
 from tenferro_host_cuda._runtime import CudaRuntime
+from tenferro_host_cuda._stream_order import StreamOrder
 
 from tenferro_host.identity import AllocationDomainId, RuntimeIdentity
 from tenferro_host.provider import DeferredReleases, FreeList, ResourceCache
@@ -46,6 +47,8 @@ _WORD = ctypes.c_uint64
 _VOID_P, _UINT = ctypes.c_void_p, ctypes.c_uint
 #: cuLaunchKernel's C signature
 _C_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, *[_UINT] * 7, _VOID_P, _VOID_P, _VOID_P)
+_C_RECORD = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P)
+_C_WAIT = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P, _UINT)
 
 
 class StandInNode:
@@ -107,7 +110,11 @@ class RecordingDriver:
         self._nodes = itertools.count(0xD000)
         #: exceptions raised under a C entry point (they cannot cross into C)
         self.c_errors: list[Exception] = []
-        self._c_launch = _C_LAUNCH(self._launch_from_c)
+        self._c_entries = {
+            b"cuLaunchKernel": _C_LAUNCH(self._launch_from_c),
+            b"cuEventRecord": _C_RECORD(self._from_c(self.cuEventRecord)),
+            b"cuStreamWaitEvent": _C_WAIT(self._from_c(self.cuStreamWaitEvent)),
+        }
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -324,9 +331,23 @@ class RecordingDriver:
     def cuGetProcAddress(self, symbol, version, flags):
         """The C entry points an op replay calls (``_driver.entry``): C-callables over this
         driver's methods, so what a replay passes the driver is recorded as the driver gets it."""
-        if symbol != b"cuLaunchKernel":
+        found = self._c_entries.get(symbol)
+        if found is None:
             return (0, 0, 0)
-        return (0, ctypes.cast(self._c_launch, ctypes.c_void_p).value, 0)
+        return (0, ctypes.cast(found, ctypes.c_void_p).value, 0)
+
+    def _from_c(self, method: Any) -> Any:
+        """``method`` called from C (a NULL handle arrives as None: 0 here), its result code
+        answered; an exception is kept (``c_errors``) and answered as CUDA_ERROR_UNKNOWN."""
+
+        def called(*args: Any) -> int:
+            try:
+                return int(method(*(0 if a is None else a for a in args))[0])
+            except Exception as exc:
+                self.c_errors.append(exc)
+                return UNKNOWN
+
+        return called
 
     def _launch_from_c(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         """cuLaunchKernel as an op replay calls it, through its C entry point (NULL pointers
@@ -410,6 +431,7 @@ def stand_in_runtime(host: Any, **blocks: int) -> CudaRuntime:
     rt._closed = False
     rt._pool = object()
     rt._stream = STREAM
+    rt.streams = StreamOrder(rt)
     rt._core_stream = object()
     rt.deferred_errors = 0
     rt.module_counts = {"loaded": 0, "unloaded": 0}
