@@ -195,6 +195,23 @@ class OpSpec:
     every dtype, or a mapping from dtype name to number; dtypes left out keep
     :data:`DEFAULT_TOLERANCES`. A reduction declares ``reduction_length`` too: rounding errors
     of a sum of n terms in another order grow like sqrt(n), and so do its tolerances.
+
+    ``backward`` makes the op differentiable through the torch and JAX bridges (reverse mode):
+    ``backward(ops, inputs, outputs, grads, **attributes)`` returns one gradient per input
+    (None for an input that has none), where ``ops(name)`` is the framework's exported op
+    ``name``, ``inputs``/``outputs`` are the call's framework arrays (torch tensors, JAX
+    arrays), ``grads`` one cotangent per output, and ``attributes`` the call's own. The
+    gradients follow JAX's convention, the transpose of the op's linearization without
+    conjugation (for real dtypes, the plain gradient); the torch bridge conjugates complex
+    cotangents in and gradients out for torch's. Without it, a gradient through the op
+    raises ``UnsupportedError`` naming the op.
+
+    >>> def add_backward(ops, inputs, outputs, grads):
+    ...     return grads[0], grads[0]
+    >>> spec = OpSpec(name="p.add", signature=Signature(inputs=("a", "b")),
+    ...               reference=lambda a, b: a + b, variants={}, backward=add_backward)
+    >>> spec.backward is add_backward
+    True
     """
 
     name: str
@@ -212,6 +229,9 @@ class OpSpec:
     #: variant kind -> :class:`Requirement`; a variant whose requirement is unmet is listed
     #: under ``unavailable`` by ``caps``/``ops`` and refused by the host before it runs.
     variant_requirements: Mapping[str, Requirement] = field(default_factory=dict)
+    #: ``backward(ops, inputs, outputs, grads, **attributes)`` -> one gradient per input (None
+    #: for none), in terms of other ops (``ops(name)``); None: the op is not differentiable.
+    backward: Callable[..., Sequence[Any]] | None = None
     _reduction: Rule | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -268,6 +288,14 @@ class OpSpec:
                 f"op {self.name!r}: variant_requirements names {sorted(stray)}, which are not "
                 f"its variants ({', '.join(self.variants)})",
                 argument="variant_requirements",
+            )
+        if self.backward is not None and not callable(self.backward):
+            raise ValidationError(
+                f"op {self.name!r}: backward must be a callable "
+                "backward(ops, inputs, outputs, grads, **attributes) returning one gradient per "
+                f"input, or None; got {type(self.backward).__name__}",
+                argument="backward",
+                op=self.name,
             )
 
     @property

@@ -19,7 +19,7 @@ differ from LAPACK's in the last bits (more so for singular vectors, whose error
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tenferro_host import OpSpec, Signature
@@ -53,6 +53,7 @@ def _spec(
     tol: tuple[Any, Any],
     doc: str,
     reduction_length: Callable[..., int],
+    backward: Callable[..., Sequence[Any]] | None = None,
 ) -> OpSpec:
     TOLERANCES[name] = tol
     # Every cuda variant needs CuPy (the contractions through linalg.matmul): declared, so
@@ -68,6 +69,7 @@ def _spec(
         atol=tol[1],
         reduction_length=reduction_length,
         variant_requirements=requirements,
+        backward=backward,
     )
 
 
@@ -155,6 +157,15 @@ def _everywhere(lowering: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
     return dict.fromkeys(("cpu", "cuda-raw", "dsl"), lowering)
 
 
+def _matmul_backward(ops: Any, inputs: Any, outputs: Any, grads: Any) -> tuple[Any, Any]:
+    """The gradients of a @ b: grad @ b.T for a, a.T @ grad for b (JAX's convention: no
+    conjugate), through linalg.matmul itself, so the backward is differentiable in turn."""
+    a, b = inputs
+    (grad,) = grads
+    matmul = ops("linalg.matmul")
+    return matmul(grad, b.T), matmul(a.T, grad)
+
+
 MATMUL = _spec(
     "linalg.matmul",
     Signature(
@@ -169,6 +180,7 @@ MATMUL = _spec(
     _GEMM_TOL,
     "Matrix product of column-major a (m, k) and b (k, n).",
     lambda a, b: a[1],
+    _matmul_backward,
 )
 BATCHED_MATMUL = _spec(
     "linalg.batched_matmul",

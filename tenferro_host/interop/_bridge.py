@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ..dtypes import DType, dtype
@@ -185,6 +184,13 @@ class OutputAllocator:
         self._buffers[id(storage)] = (storage, buffer)
         return storage
 
+    def make_storage(self, nbytes: int, dt: DType) -> Storage:
+        """A framework allocation of ``nbytes`` as a storage, not tracked as an output (a
+        workspace under a framework's graph capture)."""
+        buffer = self._make(nbytes, dt)
+        imp = self._import
+        return self._runtime.from_dlpack(buffer).storage if imp is None else imp(buffer)
+
     def __enter__(self) -> OutputAllocator:
         runtime = self._runtime
         self._thread = threading.get_ident()
@@ -205,60 +211,61 @@ class OutputAllocator:
         return None if entry is None or entry[0] is not storage else entry[1]
 
 
-class ForeignStream:
-    """A framework's CUDA stream handle through the ``__cuda_stream__`` protocol that
-    ``ex.wait_external`` / ``ex.signal_external`` read."""
-
-    __slots__ = ("handle",)
-
-    def __init__(self, handle: int) -> None:
-        self.handle = handle
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, self.handle)
-
-
 def run_on_stream(
     op: ExportedOp,
     runtime: Runtime,
     stream: int,
-    arrays: Sequence[Any],
+    inputs: Sequence[Tensor],
     attrs: dict[str, Any],
-    make_buffer: Callable[[int, DType], Any],
+    allocator: OutputAllocator,
     *,
     capturing: bool,
-) -> tuple[tuple[Tensor, ...], OutputAllocator]:
-    """Run ``op`` on a framework's CUDA ``stream`` (a handle): its results (host tensors) and
-    the allocator that made the framework buffers under them.
+    then: Callable[[tuple[Tensor, ...]], None] | None = None,
+) -> tuple[Tensor, ...]:
+    """Run ``op`` between a framework's work on its CUDA ``stream`` (a handle): its results.
 
-    The host's stream waits for ``stream`` (the imports' DLPack ordering, or an event with no
-    input) and ``stream`` for the variant's launches (``ex.signal_external``): no host wait.
+    ``inputs`` are the framework's buffers borrowed (``runtime.borrow``), ``allocator`` makes
+    the outputs the framework's memory. The call is the op handle's outside any session, so a
+    planned call replays. The runtime's stream waits for ``stream`` before it, and ``stream``
+    for the runtime's work after it and after ``then`` (work on the results, such as copies
+    into the framework's result buffers), also when the call raises: no host wait.
     ``capturing``: the framework is capturing ``stream`` into a CUDA graph, which this call's
     launches join; then the runtime works as its ``foreign_capture`` says (no event polling, no
-    drain, every allocation from ``make_buffer``) and its loaded modules are pinned to that
-    graph until it dies.
+    drain, every allocation from the framework) and its loaded modules are pinned to that graph
+    until it dies.
     """
-    foreign = ForeignStream(stream)
-    hold: Any = (
-        runtime.foreign_capture(  # type: ignore[attr-defined]  # a CUDA runtime's
-            lambda nbytes: runtime.from_dlpack(make_buffer(-(-nbytes // 4) * 4, WORD)).storage
-        )
-        if capturing
-        else nullcontext()
+    if not capturing:
+        return _ordered_call(op, runtime, stream, inputs, attrs, allocator, then)
+    make = allocator.make_storage
+    hold = runtime.foreign_capture(  # type: ignore[attr-defined]  # a CUDA runtime's
+        lambda nbytes: make(-(-nbytes // 4) * 4, WORD)
     )
-    with hold, runtime.session() as s:
-        ex = s.exec_session()
-        # Importing orders the framework's stream before the host's (DLPack's stream
-        # argument); with no input, an event does it.
-        inputs = [runtime.from_dlpack(a) for a in arrays]
-        if not inputs:
-            ex.wait_external(foreign)
-        with OutputAllocator(runtime, make_buffer) as allocator:
-            result = ex.run(op.name, *inputs, **op.decode_attributes(attrs))
-        ex.signal_external(foreign)
-        if capturing:
-            hold.pin(stream, op.name)
-    return as_tuple(result, len(op.outputs)), allocator
+    with hold:
+        results = _ordered_call(op, runtime, stream, inputs, attrs, allocator, then)
+        hold.pin(stream, op.name)
+    return results
+
+
+def _ordered_call(
+    op: ExportedOp,
+    runtime: Runtime,
+    stream: int,
+    inputs: Sequence[Tensor],
+    attrs: dict[str, Any],
+    allocator: OutputAllocator,
+    then: Callable[[tuple[Tensor, ...]], None] | None,
+) -> tuple[Tensor, ...]:
+    streams = runtime.streams  # type: ignore[attr-defined]  # a CUDA runtime's
+    streams.after(stream)
+    try:
+        with allocator:
+            result = op.call(runtime, inputs, op.decode_attributes(attrs) if attrs else attrs)
+        results = as_tuple(result, len(op.outputs))
+        if then is not None:
+            then(results)
+    finally:
+        streams.before(stream)
+    return results
 
 
 def as_tuple(result: Any, n_outputs: int) -> tuple[Any, ...]:
@@ -268,7 +275,6 @@ def as_tuple(result: Any, n_outputs: int) -> tuple[Any, ...]:
 
 __all__ = [
     "ExportedOp",
-    "ForeignStream",
     "OutputAllocator",
     "as_tuple",
     "column_major_strides",

@@ -12,6 +12,11 @@ variant runs, an allocation of exactly a result's dtype and size is XLA's result
 common op writes its output in place; a result that ended elsewhere (a workspace took the
 buffer, a view, a cached constant) is copied into XLA's buffer on the device, after the variant.
 
+Under JAX's autodiff (a traced input), the call is a ``jax.custom_vjp`` running the op's declared
+backward (``OpSpec.backward``), or, for an op that declares none, a ``custom_jvp`` whose rule
+raises ``UnsupportedError``: never a zero gradient. Inputs are arrays (JAX's or numpy's); a
+Python scalar is a ``DTypeError`` saying what to pass.
+
 ``vmap`` goes through ``jax.ffi.ffi_call``'s ``vmap_method`` (``"sequential"`` by default: one
 call per batch element, right for every op; ``"broadcast_all"`` for elementwise ops).
 
@@ -41,12 +46,11 @@ import jax
 import numpy as np
 
 from ..dtypes import DType, dtype
-from ..errors import ValidationError
+from ..errors import DTypeError, ValidationError
 from ..layout import is_compact
-from ..provider import KDL_CUDA
-from ._bridge import ExportedOp, ForeignStream, OutputAllocator, as_tuple
+from ._autograd import no_backward, run_backward
+from ._bridge import ExportedOp, OutputAllocator, as_tuple, column_major_strides, run_on_stream
 from ._hosts import default_host
-from ._pointer_dlpack import PointerBuffer
 from ._xla_ffi import BufferView, Call, handler_capsule
 
 if TYPE_CHECKING:
@@ -102,7 +106,71 @@ class JaxOp:
                 argument="arrays",
                 op=op.name,
             )
+        for name, a in zip(op.inputs, arrays, strict=True):
+            if not (hasattr(a, "dtype") and hasattr(a, "shape")):
+                raise DTypeError(
+                    f"op {op.name!r}: input {name!r} is a {type(a).__name__}, not an array; "
+                    "pass a JAX or numpy array of one of the op's dtypes "
+                    f"({', '.join(op.spec.signature.dtypes)}), e.g. "
+                    f"jnp.asarray(value, dtype=jnp.{op.spec.signature.dtypes[0]})",
+                    op=op.name,
+                )
         op.encode_attributes(attrs)  # refuses unknown attributes
+        if not any(isinstance(a, jax.core.Tracer) for a in arrays):
+            return self._forward(arrays, attrs)  # no transformation: nothing to differentiate
+        return self._differentiable(attrs)(*arrays)
+
+    def _differentiable(self, attrs: dict[str, Any]) -> Callable[..., Any]:
+        """The op under JAX's autodiff, for a call with ``attrs`` (static: closed over): a
+        ``custom_vjp`` running the op's declared backward, or, for an op that declares none, a
+        ``custom_jvp`` whose rule raises the typed error (forward and reverse mode alike).
+        Forward use under ``jit``/``vmap`` is the plain FFI call."""
+        op = self.op
+
+        def forward(*arrays: Any) -> Any:
+            return self._forward(arrays, attrs)
+
+        forward.__name__ = op.name  # what a jaxpr shows
+        if op.spec.backward is None:
+            refusing = jax.custom_jvp(forward)
+
+            def refuse(primals: Any, tangents: Any) -> Any:
+                raise no_backward(op.name, "JAX")
+
+            refusing.defjvp(refuse)
+            return refusing
+        differentiable = jax.custom_vjp(forward)
+
+        def forward_saving(*arrays: Any) -> Any:
+            out = self(*arrays, **attrs)  # differentiable in turn (reverse over reverse)
+            return out, (arrays, out)
+
+        def backward(saved: Any, cotangents: Any) -> tuple[Any, ...]:
+            arrays, out = saved
+            many = len(op.outputs) > 1
+            return run_backward(
+                op.spec,
+                "JAX",
+                self._sibling,
+                arrays,
+                out if many else (out,),
+                cotangents if many else (cotangents,),
+                attrs,
+            )
+
+        differentiable.defvjp(forward_saving, backward)
+        return differentiable
+
+    def _sibling(self, name: str) -> JaxOp:
+        """Op ``name`` as a JAX function of this op's host (what a backward calls)."""
+        found = _EXPORTS.get(name)
+        if found is not None and found.host is self.host:
+            return found  # whatever its vmap_method
+        return export(name, host=self.host)
+
+    def _forward(self, arrays: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        """The FFI call of the op on ``arrays`` (checked by :meth:`__call__`)."""
+        op = self.op
         types = op.output_types(
             [dtype(np.dtype(a.dtype)) for a in arrays], [tuple(a.shape) for a in arrays], attrs
         )
@@ -122,27 +190,31 @@ class JaxOp:
         attrs = _literal(call.attrs["attrs"])
         if not gpu:
             return self._execute_cpu(call, attrs)
-        stream = ForeignStream(call.stream())
-        ordinal = call.device_ordinal()
-        runtime = self.op.runtime(f"cuda:{ordinal}")
-        device = (KDL_CUDA, ordinal)
-        with runtime.session() as s:
-            ex = s.exec_session()
-            ex.wait_external(stream)
-            inputs = [runtime.from_dlpack(_pointer(b, device, True)) for b in call.args]
-            claims = _Claims(
-                call.rets, lambda ret, dt, n: PointerBuffer(ret.address, dt, (n,), device, False)
-            )
-            with OutputAllocator(runtime, claims.take) as allocator:
-                result = ex.run(self.op.name, *inputs, **attrs)
-            _fill_results(
+        runtime = self.op.runtime(f"cuda:{call.device_ordinal()}")
+        inputs = [_borrowed(runtime, b, b.address, dtype(b.dtype), True) for b in call.args]
+        claims = _Claims(call.rets, lambda ret, dt, n: (ret, dt, n))
+
+        def import_buffer(claim: tuple[BufferView, DType, int]) -> Storage:
+            ret, dt, n = claim
+            return runtime.borrow(ret.address, dt, (n,), (1,)).storage
+
+        allocator = OutputAllocator(runtime, claims.take, import_buffer)
+        run_on_stream(
+            self.op,
+            runtime,
+            call.stream(),
+            inputs,
+            attrs,
+            allocator,
+            capturing=False,  # no command-buffer trait: XLA never captures the handler
+            then=lambda results: _fill_results(
                 runtime,
-                result,
+                results,
                 claims,
                 allocator,
-                lambda r: runtime.from_dlpack(_pointer(r, device, False)),
-            )
-            ex.signal_external(stream)
+                lambda r: _borrowed(runtime, r, r.address, dtype(r.dtype), False),
+            ),
+        )
 
     def _execute_cpu(self, call: Call, attrs: dict[str, Any]) -> None:
         """On JAX's CPU platform: XLA's buffers as numpy arrays (no DLPack capsule) and the op
@@ -161,7 +233,7 @@ class JaxOp:
             result = self.op.call(runtime, inputs, attrs)
         _fill_results(
             runtime,
-            result,
+            as_tuple(result, len(call.rets)),
             claims,
             allocator,
             lambda r: runtime._import_array(_host_array(r.address, dtype(r.dtype), r.shape, False)),
@@ -170,7 +242,7 @@ class JaxOp:
 
 def _fill_results(
     runtime: Runtime,
-    result: Any,
+    results: tuple[Tensor, ...],
     claims: _Claims,
     allocator: OutputAllocator,
     target: Callable[[BufferView], Tensor],
@@ -180,15 +252,17 @@ def _fill_results(
     rets = claims.rets
     sources = [
         _source(runtime, out, ret, claims.ret_of(allocator.buffer_of(out.storage)))
-        for out, ret in zip(as_tuple(result, len(rets)), rets, strict=True)
+        for out, ret in zip(results, rets, strict=True)
     ]
     for source, ret in zip(sources, rets, strict=True):
         if source is not None:  # a device copy, after the variant (stream-ordered)
             runtime._copy_to_compact(source, target(ret))
 
 
-def _pointer(b: BufferView, device: tuple[int, int], read_only: bool) -> PointerBuffer:
-    return PointerBuffer(b.address, dtype(b.dtype), b.shape, device, read_only)
+def _borrowed(runtime: Runtime, b: BufferView, address: int, dt: DType, read_only: bool) -> Tensor:
+    """XLA's device buffer ``b`` (column-major) as a tensor of ``runtime``; XLA keeps it for the
+    call."""
+    return runtime.borrow(address, dt, b.shape, column_major_strides(b.shape), None, read_only)
 
 
 def _host_array(address: int, dt: DType, shape: tuple[int, ...], read_only: bool) -> np.ndarray:

@@ -20,7 +20,9 @@ torch's tensors:
 
 Registration uses ``torch.library.Library`` ``define``/``impl`` (cheaper per call than
 ``torch.library.custom_op``). A torch operator is global to the process, so each op is exported
-for one host.
+for one host. Every op has an Autograd kernel too: the op's declared backward
+(``OpSpec.backward``), or ``UnsupportedError`` when a gradient is asked through an op that
+declares none (never a zero or missing gradient).
 
 >>> import torch, tenferro_host as tf
 >>> from tenferro_host.interop import torch as tf_torch
@@ -38,16 +40,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
+from torch._functorch.utils import enable_single_level_autograd_function
+from torch.autograd.function import _SingleLevelFunction
 
 from ..dtypes import DType, dtype
-from ..errors import ValidationError
+from ..errors import ForeignRuntimeError, ValidationError
 from ..layout import is_compact
+from ._autograd import no_backward, run_backward
 from ._bridge import ExportedOp, OutputAllocator, as_tuple, column_major_strides, run_on_stream
 from ._hosts import default_host
 
 if TYPE_CHECKING:
     from .._cpu._runtime import CpuRuntime
     from .._host import Host
+    from ..provider._runtime import Runtime
     from ..provider._storage import Storage
     from ..tensor import Tensor
 
@@ -66,8 +72,14 @@ def torch_dtype(dt: DType) -> torch.dtype:
 
 
 def host_dtype(t: torch.Tensor) -> DType:
-    """The host dtype of a torch tensor."""
-    return dtype(str(t.dtype).removeprefix("torch."))
+    """The host dtype of a torch tensor (each torch dtype looked up once)."""
+    found = _HOST_DTYPES.get(t.dtype)
+    if found is None:
+        found = _HOST_DTYPES[t.dtype] = dtype(str(t.dtype).removeprefix("torch."))
+    return found
+
+
+_HOST_DTYPES: dict[torch.dtype, DType] = {}
 
 
 class TorchOp:
@@ -85,7 +97,15 @@ class TorchOp:
         self._lib.impl(self.op_name, self._cpu, "CPU")
         self._lib.impl(self.op_name, self._cuda, "CUDA")
         torch.library.register_fake(self.qualname, self._fake, lib=self._lib)
+        # Always registered: an op without a declared backward raises at backward, never a
+        # silent zero or missing gradient (torch's fallback only warns).
+        self._lib.impl(self.op_name, self._autograd, "Autograd", with_keyset=True)
         self.packet = getattr(getattr(torch.ops, namespace), self.op_name)
+        #: the op below autograd: its overload's boxed redispatch (``OpOverload.redispatch``
+        #: without its Python frame)
+        self._redispatch = self.packet.default._handle.redispatch_boxed
+        #: device index -> (runtime, torch device, output allocation, its import)
+        self._devices: dict[int, tuple[Runtime, torch.device, Any, Any]] = {}
 
     def __repr__(self) -> str:
         return f"<TorchOp {self.qualname} of {self.op.name}>"
@@ -105,6 +125,41 @@ class TorchOp:
             "Tensor" if len(op.outputs) == 1 else f"({', '.join(['Tensor'] * len(op.outputs))})"
         )
         return f"{self.op_name}({params}) -> {results}"
+
+    # -- autograd ------------------------------------------------------------------------------
+    def _autograd(self, keyset: Any, *tensors: torch.Tensor, **attrs: Any) -> Any:
+        """The op's Autograd kernel: a call that records a gradient goes through
+        :class:`_Differentiated`, any other one straight below autograd."""
+        if torch._C._any_requires_grad(*tensors) and torch.is_grad_enabled():
+            with enable_single_level_autograd_function():
+                return _Differentiated.apply(self, attrs, *tensors)  # type: ignore[attr-defined]
+        return self._redispatch(keyset & _AFTER_AUTOGRAD, *tensors, **attrs)
+
+    def _backward(
+        self, ctx: Any, grads: tuple[torch.Tensor, ...]
+    ) -> tuple[torch.Tensor | None, ...]:
+        """The op's declared backward (JAX's convention) in torch's: for complex tensors,
+        torch's gradient is conj(backward(conj(grads)))."""
+        spec = self.op.spec
+        if spec.backward is None:
+            raise no_backward(self.op.name, "torch")
+        saved = ctx.saved_tensors
+        n = len(self.op.inputs)
+        got = run_backward(
+            spec,
+            "torch",
+            self._sibling,
+            saved[:n],
+            saved[n:],
+            [_conj(g) for g in grads],
+            ctx.attributes,
+        )
+        needs = ctx.needs_input_grad[2:]  # after the op and its attributes
+        return tuple(_conj(g) if need else None for g, need in zip(got, needs, strict=True))
+
+    def _sibling(self, name: str) -> TorchOp:
+        """Op ``name`` exported to torch for this op's host (what a backward calls)."""
+        return export(name, host=self.host)
 
     # -- kernels -------------------------------------------------------------------------------
     def _fake(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
@@ -131,17 +186,31 @@ class TorchOp:
         return self._outputs(as_tuple(result, len(op.outputs)), allocator, _CPU)
 
     def _cuda(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
-        device = tensors[0].device if tensors else torch.device("cuda", torch.cuda.current_device())
-        results, allocator = run_on_stream(
+        index = tensors[0].get_device() if tensors else torch.cuda.current_device()
+        found = self._devices.get(index)
+        if found is None:
+            found = self._devices[index] = self._on_device(index)
+        runtime, device, make_buffer, import_buffer = found
+        names = self.op.inputs
+        inputs = [_cuda_input(runtime, index, t, n) for t, n in zip(tensors, names, strict=True)]
+        allocator = OutputAllocator(runtime, make_buffer, import_buffer)
+        results = run_on_stream(
             self.op,
-            self.op.runtime(f"cuda:{device.index or 0}"),
-            torch.cuda.current_stream(device).cuda_stream,
-            [t.detach() for t in tensors],
+            runtime,
+            _current_stream(index),
+            inputs,
             attrs,
-            _buffer_maker(device),
-            capturing=torch.cuda.is_current_stream_capturing(),
+            allocator,
+            capturing=_capturing(),
         )
         return self._outputs(results, allocator, device)
+
+    def _on_device(self, index: int) -> tuple[Runtime, torch.device, Any, Any]:
+        """What a call on CUDA device ``index`` uses, made once: the runtime, the device, the
+        output allocation through torch and the import of its buffer."""
+        runtime = self.op.runtime(f"cuda:{index}")
+        device = torch.device("cuda", index)
+        return runtime, device, _buffer_maker(device), _cuda_storage(runtime)
 
     @property
     def graph_pins(self) -> list[Any]:
@@ -162,6 +231,40 @@ class TorchOp:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
+class _Differentiated(_SingleLevelFunction):
+    """An exported op under autograd: its kernels below autograd forward, its declared
+    backward (or the typed error of an op that declares none) backward.
+
+    A single-level Function, applied by autograd itself (C++), as torch.func does for its
+    transform-local nodes: the Autograd kernel runs inside the dispatcher, where a torch.func
+    transform has already unwrapped its level, so ``autograd.Function.apply``'s detour through
+    torch.func would fail (torch's own ``register_autograd`` does, pytorch#170834)."""
+
+    @staticmethod
+    def forward(op: TorchOp, attrs: dict[str, Any], *tensors: torch.Tensor) -> Any:
+        with torch._C._AutoDispatchBelowAutograd():
+            return op.packet(*tensors, **attrs)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        """Save what the op's backward reads: its inputs, outputs and attributes."""
+        op, attrs, *tensors = inputs
+        ctx.op = op
+        if op.op.spec.backward is not None:
+            ctx.save_for_backward(*tensors, *(output if isinstance(output, tuple) else (output,)))
+            ctx.attributes = op.op.decode_attributes(dict(attrs))
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        return (None, None, *ctx.op._backward(ctx, grads))
+
+
+def _conj(t: torch.Tensor | None) -> torch.Tensor | None:
+    """A complex tensor's conjugate in memory (the bridges import no lazy conjugate bit);
+    any other tensor, or None, itself."""
+    return t.conj_physical() if t is not None and t.is_complex() else t
+
+
 def _buffer_maker(device: torch.device) -> Any:
     """The allocation the runtime makes through torch while a variant runs."""
 
@@ -179,13 +282,47 @@ def _cpu_input(runtime: CpuRuntime, t: torch.Tensor) -> Tensor:
     """A CPU torch tensor as a host tensor, zero-copy through its numpy view (a C call; torch's
     ``__dlpack__`` is Python). A tensor numpy cannot view (a dtype numpy lacks, a conjugate or
     negative bit) goes through DLPack, which imports it or says why not."""
-    if t.requires_grad:  # no autograd formula: the forward reads the data
+    if t.requires_grad:  # below autograd (the forward reads the data)
         t = t.detach()
     try:
         arr = t.numpy()
     except (RuntimeError, TypeError):
         return runtime.from_dlpack(t)
     return runtime._import_array(arr)
+
+
+def _cuda_input(runtime: Runtime, index: int, t: torch.Tensor, name: str) -> Tensor:
+    """A CUDA torch tensor borrowed read-only (``runtime.borrow``: its pointer, sizes and
+    strides read through torch's C accessors, no DLPack capsule); one on another device is the
+    typed error DLPack's import gives."""
+    if t.get_device() != index:
+        raise ForeignRuntimeError(
+            f"input {name!r} lives on {t.device}, the call runs on cuda:{index}; move it there "
+            "first (t.to(...))"
+        )
+    return runtime.borrow(t.data_ptr(), host_dtype(t), tuple(t.shape), t.stride(), t, True)
+
+
+def _cuda_storage(runtime: Runtime) -> Callable[[torch.Tensor], Storage]:
+    """The storage of a torch buffer the CUDA runtime allocated through (1-D, compact)."""
+    return lambda buffer: (
+        runtime.borrow(
+            buffer.data_ptr(), host_dtype(buffer), tuple(buffer.shape), (1,), buffer
+        ).storage
+    )
+
+
+#: torch's current CUDA stream of a device as a handle (the C accessor inductor's code calls:
+#: no Stream object per call), and whether it is being captured
+_current_stream: Callable[[int], int] = getattr(
+    torch._C,
+    "_cuda_getCurrentRawStream",
+    lambda index: torch.cuda.current_stream(index).cuda_stream,
+)
+_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
+_capturing: Callable[[], bool] = getattr(
+    torch._C, "_cuda_isCurrentStreamCapturing", torch.cuda.is_current_stream_capturing
+)
 
 
 def _cpu_storage(runtime: CpuRuntime) -> Callable[[torch.Tensor], Storage]:

@@ -75,6 +75,32 @@ def _in_torch_allocation(torch: Any, t: Any) -> bool:
     )
 
 
+def test_torch_calls_replay_the_ops_plan_on_torchs_buffers(cuda_host: tf.Host) -> None:
+    """The CUDA kernel calls the op handle outside a session: a repeated call is planned and
+    replays, writing a fresh torch buffer each time (no DLPack capsule, no session)."""
+    torch = _torch_cuda()
+    from tenferro_host.interop import torch as tf_torch
+
+    add = tf_torch.export("ext_add_kernel.add")
+    a = torch.arange(4096, device="cuda", dtype=torch.float32)
+    outs = [add(a, a) for _ in range(4)]
+    states = cuda_host.op("ext_add_kernel.add").plans()
+    assert any(k.startswith("cuda:0(float32[4096]") and v == "replay" for k, v in states.items())
+    for out in outs:
+        torch.testing.assert_close(out, 2 * a)
+        assert _in_torch_allocation(torch, out)
+    assert len({o.data_ptr() for o in outs}) == len(outs)  # each its own live buffer
+
+
+def test_a_torch_input_on_another_device_is_a_typed_error(cuda_host: tf.Host) -> None:
+    torch = _torch_cuda()
+    from tenferro_host.interop import torch as tf_torch
+
+    add = tf_torch.export("ext_add_kernel.add")
+    with pytest.raises(tf.ForeignRuntimeError, match="'rhs' lives on cpu"):
+        add(torch.ones(8, device="cuda"), torch.ones(8))
+
+
 def test_torch_opcheck_on_cuda(cuda_host: tf.Host) -> None:
     torch = _torch_cuda()
     from tenferro_host.interop import torch as tf_torch
@@ -177,3 +203,43 @@ def test_a_torch_cuda_graph_pins_the_modules_until_it_dies(cuda_host: tf.Host) -
     runtime = cuda_host.backend("cuda:0")
     runtime.synchronize()  # the drain point that lets them go
     assert not any(kind == "drop" for kind, _ in runtime.deferred)
+
+
+def test_torch_gradients_on_cuda(cuda_host: tf.Host) -> None:
+    """The declared backwards of add and matmul on CUDA tensors (their backward calls run the
+    ops' CUDA variants on torch's buffers); an op without one raises, never a zero gradient."""
+    torch = _torch_cuda()
+    from tenferro_host.interop import torch as tf_torch
+
+    add = tf_torch.export("ext_add_kernel.add")
+    matmul = tf_torch.export("linalg.matmul")
+    total = tf_torch.export("linalg.sum")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+
+    def rand(*shape: int) -> Any:
+        t = torch.randn(*shape, device="cuda", dtype=torch.float64, generator=gen)
+        return t.requires_grad_()
+
+    a, b, c = rand(3, 4), rand(4, 5), rand(3, 4)
+    assert torch.autograd.gradcheck(matmul, (a, b))
+    assert torch.autograd.gradcheck(add, (a, c))
+    with pytest.raises(tf.UnsupportedError, match="declares no backward"):
+        total(a, axis=(0,)).sum().backward()
+
+
+def test_jax_gradients_on_cuda(cuda_host: tf.Host) -> None:
+    jax = _jax_cuda()
+    from jax.test_util import check_grads
+
+    from tenferro_host.interop import jax as tf_jax
+
+    add = tf_jax.export("ext_add_kernel.add")
+    matmul = tf_jax.export("linalg.matmul")
+    device = jax.devices("cuda")[0]
+    rng = np.random.default_rng(0)
+    a, b, c = (
+        jax.device_put(rng.standard_normal(s).astype(np.float32), device)
+        for s in ((3, 4), (4, 5), (3, 4))
+    )
+    check_grads(matmul, (a, b), order=1, modes=("rev",), atol=1e-2, rtol=1e-2)
+    check_grads(add, (a, c), order=1, modes=("rev",), atol=1e-2, rtol=1e-2)

@@ -1,9 +1,8 @@
 """A bridge call inside a framework's CUDA graph capture (torch's ``reduce-overhead``), without a
 GPU: the recording driver stand-in captures as the driver does in global mode — ``cuEventQuery``
 is CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED while a stream captures, and a wait on an event of the
-captured stream joins the host's stream to the capture. The framework side is a DLPack producer
-that orders its stream before the consumer's as torch does (an event on its stream, waited on by
-the consumer's)."""
+captured stream joins the host's stream to the capture. The framework side is a buffer at an
+address, borrowed by the bridge as torch's tensors are (``runtime.borrow``), and its stream."""
 
 from __future__ import annotations
 
@@ -14,15 +13,16 @@ from typing import Any
 
 import pytest
 from support.driver_stand_in import (
+    STREAM_CAPTURE_UNSUPPORTED,
     StandInModule,
+    launch_words,
     recorded_launches,
     recording_driver,
     stand_in_runtime,
 )
 
 import tenferro_host as tf
-from tenferro_host.interop._bridge import ExportedOp, run_on_stream
-from tenferro_host.interop._pointer_dlpack import PointerBuffer
+from tenferro_host.interop._bridge import ExportedOp, OutputAllocator, run_on_stream
 from tenferro_host.provider import Lease
 
 ADD = "ext_add_kernel.add"
@@ -31,20 +31,18 @@ FRAMEWORK_STREAM = 0x7100
 _addresses = itertools.count(0x7000_0000, 0x1_0000)
 
 
-class FrameworkBuffer(PointerBuffer):
-    """A framework tensor: its DLPack export orders the framework's stream before the
-    consumer's with an event, as torch's ``__dlpack__(stream=...)`` does."""
+class FrameworkBuffer:
+    """A framework tensor: ``n`` elements of ``dt`` at an address of its own."""
 
-    __slots__ = ("fake",)
+    __slots__ = ("__weakref__", "address", "dtype", "n")
 
-    def __init__(self, fake: Any, dt: Any, n: int) -> None:
-        super().__init__(next(_addresses), tf.dtype(dt), (n,), (2, 0), read_only=False)
-        self.fake = fake
+    def __init__(self, dt: Any, n: int) -> None:
+        self.address = next(_addresses)
+        self.dtype = tf.dtype(dt)
+        self.n = n
 
-    def __dlpack__(self, stream: Any = None, max_version: Any = None, **kwargs: Any) -> Any:
-        self.fake.cuEventRecord(0xE0, FRAMEWORK_STREAM)
-        self.fake.cuStreamWaitEvent(stream, 0xE0, 0)
-        return super().__dlpack__(stream=stream, max_version=max_version)
+    def borrowed(self, rt: Any, read_only: bool) -> tf.Tensor:
+        return rt.borrow(self.address, self.dtype, (self.n,), (1,), self, read_only)
 
 
 def _scratch(ex: Any, x: tf.Tensor) -> tf.Tensor:
@@ -75,22 +73,18 @@ def world() -> Any:
 
 def _call(world: Any, op: str, *, capturing: bool) -> tuple[Any, Any, list[FrameworkBuffer]]:
     """The bridge's call of ``op`` on two framework tensors, on the framework's stream."""
-    fake = world.fake
+    rt = world.rt
     made: list[FrameworkBuffer] = []
 
     def make_buffer(nbytes: int, dt: Any) -> FrameworkBuffer:
-        made.append(FrameworkBuffer(fake, dt, nbytes // dt.itemsize))
+        made.append(FrameworkBuffer(dt, nbytes // dt.itemsize))
         return made[-1]
 
-    inputs = [FrameworkBuffer(fake, "float32", 256) for _ in ExportedOp(world.host, op).inputs]
-    results, allocator = run_on_stream(
-        ExportedOp(world.host, op),
-        world.rt,
-        FRAMEWORK_STREAM,
-        inputs,
-        {},
-        make_buffer,
-        capturing=capturing,
+    exported = ExportedOp(world.host, op)
+    inputs = [FrameworkBuffer("float32", 256).borrowed(rt, True) for _ in exported.inputs]
+    allocator = OutputAllocator(rt, make_buffer, lambda b: b.borrowed(rt, False).storage)
+    results = run_on_stream(
+        exported, rt, FRAMEWORK_STREAM, inputs, {}, allocator, capturing=capturing
     )
     return results, allocator, made
 
@@ -125,7 +119,7 @@ def test_a_call_inside_a_framework_capture_neither_polls_frees_nor_uses_the_pool
     # graph's memory is the framework's (the output and the workspace).
     assert "cuEventQuery" not in inside and "free" not in inside and "alloc" not in inside
     assert allocator.buffer_of(results[0].storage) is not None
-    assert (op == SCRATCH) == any(b.shape == (25,) for b in made)  # the 100-byte workspace
+    assert (op == SCRATCH) == any(b.n == 25 for b in made)  # the 100-byte workspace
     assert freed in fake.live and lease() is not None
     # Retirement resumes after the capture, at the next drain point.
     with rt.session():
@@ -134,6 +128,57 @@ def test_a_call_inside_a_framework_capture_neither_polls_frees_nor_uses_the_pool
     fake.destroy_graph(graph)
     with rt.session():
         pass
+
+
+@pytest.mark.parametrize("op", [ADD, SCRATCH])
+def test_the_runtime_keeps_no_framework_buffer_alive_after_a_captured_call(world, op):
+    """torch's CUDA graphs (``reduce-overhead``) require every live allocation of the graph's
+    pool to be an output the graph tracks: an intermediate, a workspace or an input the host
+    held until a later drain point would be one it cannot account for."""
+    fake = world.fake
+    graph = fake.begin_capture(FRAMEWORK_STREAM)
+    try:
+        results, allocator, made = _call(world, op, capturing=True)
+        buffers = [weakref.ref(b) for b in made]
+        del results, allocator, made
+        assert [b() for b in buffers] == [None] * len(buffers)  # inside the capture, no drain
+    finally:
+        fake.end_capture(graph)
+        fake.destroy_graph(graph)
+    with world.rt.session():
+        pass
+
+
+def test_a_stream_ordering_the_driver_refuses_is_a_typed_error_and_the_call_still_signals(
+    world, monkeypatch
+):
+    """The wait before the call fails: nothing runs, and the error names the ordering."""
+    monkeypatch.setattr(world.fake, "cuStreamWaitEvent", lambda *a: (STREAM_CAPTURE_UNSUPPORTED,))
+    with pytest.raises(tf.BackendError, match=r"ordering 'cuda:0'.s stream after stream 0x7100"):
+        _call(world, ADD, capturing=False)
+    monkeypatch.undo()
+    # The signal after the call runs even when the op raises (a bad attribute here).
+    world.fake.calls.clear()
+    rt = world.rt
+    inputs = [FrameworkBuffer("float32", 8).borrowed(rt, True) for _ in range(2)]
+    allocator = OutputAllocator(rt, lambda n, dt: None)
+    with pytest.raises(tf.ValidationError, match="factor"):
+        run_on_stream(
+            ExportedOp(world.host, ADD),
+            rt,
+            FRAMEWORK_STREAM,
+            inputs,
+            {"factor": 2.0},
+            allocator,
+            capturing=False,
+        )
+    waits = [a for n, a in world.fake.calls if n == "cuStreamWaitEvent"]
+    assert [stream for stream, _ in waits] == [rt._stream, FRAMEWORK_STREAM]
+
+
+def test_a_runtime_that_cannot_borrow_says_so(world):
+    with pytest.raises(tf.UnsupportedError, match="cannot borrow"):
+        world.host.backend("cpu").borrow(0, tf.float32, (1,), (1,))
 
 
 def test_the_modules_stay_pinned_until_the_framework_graph_dies(world):
@@ -205,21 +250,37 @@ def test_the_jax_gpu_handler_writes_xlas_result_buffer_on_xlas_stream(world):
 
     op = ExportedOp(world.host, ADD)
     op._runtimes["cuda:0"] = world.rt  # the handler's runtime: the stand-in
-    args = [BufferView("float32", (256,), next(_addresses)) for _ in range(2)]
-    ret = BufferView("float32", (256,), next(_addresses))
-    call = types.SimpleNamespace(
-        args=args,
-        rets=[ret],
-        attrs={"attrs": "{}"},
-        stream=lambda: FRAMEWORK_STREAM,
-        device_ordinal=lambda: 0,
-    )
-    world.fake.calls.clear()
-    world.launches.clear()
-    tf_jax.JaxOp._execute(types.SimpleNamespace(op=op), call, gpu=True)
-    names = world.fake.names()
-    out, lhs, rhs = (int(a) for a in world.launches[-1][3:6])  # the add's (out, lhs, rhs, n)
-    assert (out, lhs, rhs) == (ret.address, args[0].address, args[1].address)
-    assert not any("Memcpy" in n for n in names)  # the result written in place: no copy
-    # wait_external before the launch, signal_external after: an event and a wait each
-    assert names.count("cuEventRecord") == names.count("cuStreamWaitEvent") == 2
+    for _ in range(3):  # learned, then planned: each call writes that call's buffers
+        args = [BufferView("float32", (256,), next(_addresses)) for _ in range(2)]
+        ret = BufferView("float32", (256,), next(_addresses))
+        call = types.SimpleNamespace(
+            args=args,
+            rets=[ret],
+            attrs={"attrs": "{}"},
+            stream=lambda: FRAMEWORK_STREAM,
+            device_ordinal=lambda: 0,
+        )
+        world.fake.calls.clear()
+        world.launches.clear()
+        tf_jax.JaxOp._execute(types.SimpleNamespace(op=op), call, gpu=True)
+        names = world.fake.names()
+        assert (ret.address, args[0].address, args[1].address) == _add_pointers(world)
+        assert not any("Memcpy" in n for n in names)  # the result written in place: no copy
+        # XLA's stream before the launch, the launch before XLA's stream: an event and a wait
+        # each, in that order
+        order = [n for n in names if n in ("cuEventRecord", "cuStreamWaitEvent", "cuLaunchKernel")]
+        launch = ["cuLaunchKernel"] if "cuLaunchKernel" in names else []
+        pair = ["cuEventRecord", "cuStreamWaitEvent"]  # XLA's stream, then the host's
+        assert order == [*pair, *launch, *pair]
+    assert launch, "the third call replays its plan"
+
+
+def _add_pointers(world: Any) -> tuple[int, int, int]:
+    """(out, lhs, rhs) of the add launched by the call: through cuda.core (the full path) or
+    the driver's entry point (a planned call)."""
+    replayed = [a for n, a in world.fake.calls if n == "cuLaunchKernel"]
+    if replayed:
+        words = launch_words(replayed[-1][4])
+        return words[0], words[1], words[2]
+    out, lhs, rhs = (int(a) for a in world.launches[-1][3:6])
+    return out, lhs, rhs

@@ -112,8 +112,8 @@ class RecordingDriver:
         self.c_errors: list[Exception] = []
         self._c_entries = {
             b"cuLaunchKernel": _C_LAUNCH(self._launch_from_c),
-            b"cuEventRecord": _C_RECORD(self._from_c(self.cuEventRecord)),
-            b"cuStreamWaitEvent": _C_WAIT(self._from_c(self.cuStreamWaitEvent)),
+            b"cuEventRecord": _C_RECORD(self._from_c("cuEventRecord")),
+            b"cuStreamWaitEvent": _C_WAIT(self._from_c("cuStreamWaitEvent")),
         }
 
     def names(self) -> list[str]:
@@ -329,20 +329,22 @@ class RecordingDriver:
         return (0, 13000)
 
     def cuGetProcAddress(self, symbol, version, flags):
-        """The C entry points an op replay calls (``_driver.entry``): C-callables over this
-        driver's methods, so what a replay passes the driver is recorded as the driver gets it."""
+        """The C entry points an op replay and the stream ordering call (``_driver.entry``):
+        C-callables over this driver's methods, so what they pass the driver is recorded as the
+        driver gets it."""
         found = self._c_entries.get(symbol)
         if found is None:
             return (0, 0, 0)
         return (0, ctypes.cast(found, ctypes.c_void_p).value, 0)
 
-    def _from_c(self, method: Any) -> Any:
-        """``method`` called from C (a NULL handle arrives as None: 0 here), its result code
-        answered; an exception is kept (``c_errors``) and answered as CUDA_ERROR_UNKNOWN."""
+    def _from_c(self, name: str) -> Any:
+        """Method ``name`` (looked up per call: a test may replace it) called from C (a NULL
+        handle arrives as None: 0 here), its result code answered; an exception is kept
+        (``c_errors``) and answered as CUDA_ERROR_UNKNOWN."""
 
         def called(*args: Any) -> int:
             try:
-                return int(method(*(0 if a is None else a for a in args))[0])
+                return int(getattr(self, name)(*(0 if a is None else a for a in args))[0])
             except Exception as exc:
                 self.c_errors.append(exc)
                 return UNKNOWN

@@ -27,6 +27,13 @@ def reference(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return np.add(lhs, rhs)
 
 
+def backward(ops: Any, inputs: Any, outputs: Any, grads: Any) -> tuple[Any, Any]:
+    """The gradient of each operand is the output's (the operands have one shape: no
+    broadcast to undo), for the torch and JAX bridges."""
+    (grad,) = grads
+    return grad, grad
+
+
 #: Variant kind -> callable(exec_session, lhs, rhs).
 VARIANTS: dict[str, Callable[..., Any]] = {
     "cpu": cpu.add,
@@ -56,6 +63,7 @@ ADD = OpSpec(
         ),
     ),
     doc="Elementwise sum of two tensors of one shape and dtype.",
+    backward=backward,
 )
 
 
@@ -65,4 +73,11 @@ def tenferro_host_register(registry: Any) -> None:
     registry.add_op(ADD)
 
 
-__all__ = ["ADD", "TENFERRO_HOST_API", "VARIANTS", "reference", "tenferro_host_register"]
+__all__ = [
+    "ADD",
+    "TENFERRO_HOST_API",
+    "VARIANTS",
+    "backward",
+    "reference",
+    "tenferro_host_register",
+]
