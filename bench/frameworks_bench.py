@@ -103,7 +103,7 @@ def torch_group(rounds: int, batch: int) -> Group:
     ]
     sync: Callable[[], None] = torch.cuda.synchronize if device == "cuda" else lambda: None
     title = f"torch {torch.__version__} {device}"
-    return Group("torch", title, cases, sync, batch=batch, rounds=rounds)
+    return Group("torch", title, cases, sync, batch=batch, rounds=rounds, profiled=(EXPORTED,))
 
 
 def jax_group(rounds: int, batch: int) -> Group:
@@ -135,7 +135,7 @@ def jax_group(rounds: int, batch: int) -> Group:
         try_case(JAX_EXPORTED, exported, ours=True),
     ]
     title = f"jax {jax.__version__} {x.devices().pop().platform}"
-    return Group("jax", title, cases, sync, batch=batch, rounds=rounds)
+    return Group("jax", title, cases, sync, batch=batch, rounds=rounds, profiled=(JAX_EXPORTED,))
 
 
 def targets(results: list[Result]) -> list[dict[str, Any]]:
@@ -166,6 +166,10 @@ def main() -> int:
             results.append(r)
             shown = f"{r.median:8.2f} us" if r.status == "ok" else f"{r.status}: {r.note}"
             print(f"{r.name:45s} {shown}")
+    for r in results:  # where the exported calls' time goes
+        if r.calls_per_op is not None:
+            top = "; ".join(f"{where} {n:g}x {us:.2f} us" for where, n, us in r.profile_top)
+            print(f"profile {r.name}: {r.calls_per_op:.1f} Python calls per call; {top}")
     verdicts = targets(results)
     print("\n".join(report.target_table(verdicts)))
     if opts.json:
