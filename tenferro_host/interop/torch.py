@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from ..provider._storage import Storage
     from ..tensor import Tensor
 
+#: the outputs' layouts an export may choose
+LAYOUTS = ("row-major", "column-major")
 _SCHEMA_TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
 _LOCK = threading.Lock()
 #: op name -> its export (a torch operator exists once per process)
@@ -85,10 +87,13 @@ _HOST_DTYPES: dict[torch.dtype, DType] = {}
 class TorchOp:
     """One op exported as a torch operator; calling it calls ``torch.ops.NS.NAME``."""
 
-    def __init__(self, host: Host, name: str, namespace: str) -> None:
+    def __init__(self, host: Host, name: str, namespace: str, layout: str = "row-major") -> None:
         self.op = ExportedOp(host, name)
         self.host = host
         self.namespace = namespace
+        #: the outputs' layout: "row-major" (torch's own, C-contiguous) or "column-major"
+        self.layout = layout
+        self._row_major = layout == "row-major"
         self.op_name = name.split(".", 1)[1].replace(".", "_")
         self.qualname = f"{namespace}::{self.op_name}"
         self.schema = self._schema()
@@ -170,9 +175,7 @@ class TorchOp:
         )
         device = tensors[0].device if tensors else torch.device("cpu")
         outs = [
-            torch.empty_strided(
-                shape, column_major_strides(shape), dtype=torch_dtype(dt), device=device
-            )
+            torch.empty_strided(shape, self._strides(shape), dtype=torch_dtype(dt), device=device)
             for dt, shape in types
         ]
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -223,11 +226,16 @@ class TorchOp:
                 found += [p for p in pins() if p.op == self.op.name]
         return found
 
+    def _strides(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The element strides of an output of ``shape`` in this export's layout."""
+        return contiguous_strides(shape) if self._row_major else column_major_strides(shape)
+
     def _outputs(
         self, results: tuple[Tensor, ...], allocator: OutputAllocator, device: torch.device
     ) -> Any:
         """The torch tensors of the variant's results (views of torch buffers, or copies)."""
-        outs = [_as_torch(t, allocator.buffer_of(t.storage), device) for t in results]
+        row_major = self._row_major
+        outs = [_as_torch(t, allocator.buffer_of(t.storage), device, row_major) for t in results]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -331,15 +339,20 @@ def _cpu_storage(runtime: CpuRuntime) -> Callable[[torch.Tensor], Storage]:
     return lambda buffer: runtime._import_array(buffer.numpy()).storage
 
 
-def _as_torch(t: Tensor, buffer: torch.Tensor | None, device: torch.device) -> torch.Tensor:
-    """The torch tensor of result ``t``: a view of the torch buffer it was written to, else a
-    copy (an output in memory torch did not allocate, or not compact)."""
+def _as_torch(
+    t: Tensor, buffer: torch.Tensor | None, device: torch.device, row_major: bool
+) -> torch.Tensor:
+    """The torch tensor of result ``t``: the torch buffer it was written to, viewed in the
+    host's compact layout (column-major), or a copy in the export's layout: an output in memory
+    torch did not allocate, one not compact, and (``row_major``) one whose column-major view is
+    not C-contiguous (two dimensions longer than 1 or more)."""
     shape = t.shape
     if buffer is not None and t.strides == (1,) and t.offset == 0 and buffer.shape == shape:
         return buffer  # the whole buffer, 1-D: itself (as_strided costs a dispatch)
-    strides = column_major_strides(shape)
     if buffer is not None and is_compact(shape, t.strides):
-        return buffer.as_strided(shape, strides, t.offset)
+        view = buffer.as_strided(shape, column_major_strides(shape), t.offset)
+        return view.contiguous() if row_major else view  # (contiguous: itself when it is)
+    strides = contiguous_strides(shape) if row_major else column_major_strides(shape)
     out = torch.empty_strided(shape, strides, dtype=torch_dtype(t.dtype), device=device)
     if t.numel:
         out.copy_(
@@ -350,28 +363,55 @@ def _as_torch(t: Tensor, buffer: torch.Tensor | None, device: torch.device) -> t
     return out
 
 
-def export(name: str, *, host: Host | None = None, namespace: str | None = None) -> TorchOp:
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a C-contiguous tensor of ``shape`` (last index fastest), as torch
+    gives them."""
+    return tuple(reversed(column_major_strides(tuple(reversed(shape)))))
+
+
+def export(
+    name: str,
+    *,
+    host: Host | None = None,
+    namespace: str | None = None,
+    layout: str = "row-major",
+) -> TorchOp:
     """Register op ``name`` as ``torch.ops.<namespace>.<op>`` (default namespace
-    ``tf_<package>``) and return it; exporting it again returns the same operator."""
+    ``tf_<package>``) and return it; exporting it again returns the same operator.
+
+    ``layout``: the outputs' layout, ``"row-major"`` (C-contiguous, as every torch op's: a
+    2-D or higher result the variant wrote column-major is copied once) or ``"column-major"``
+    (the host's compact layout, no copy)."""
+    if layout not in LAYOUTS:
+        raise ValidationError(
+            f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}",
+            argument="layout",
+            op=name,
+        )
     host = default_host() if host is None else host
     with _LOCK:
         found = _EXPORTS.get(name)
         if found is not None:
-            if found.host is not host:
+            if found.host is not host or found.layout != layout:
                 raise ValidationError(
-                    f"op {name!r} is already exported to torch for another Host "
-                    "(a torch operator is global to the process); export it for one host",
-                    argument="host",
+                    f"op {name!r} is already exported to torch for another Host or layout "
+                    f"({found.layout!r}; a torch operator is global to the process); export "
+                    "it once",
+                    argument="host" if found.host is not host else "layout",
                     op=name,
                 )
             return found
         ns = namespace or f"tf_{name.split('.', 1)[0]}"
-        exported = _EXPORTS[name] = TorchOp(host, name, ns)
+        exported = _EXPORTS[name] = TorchOp(host, name, ns, layout)
         return exported
 
 
 def export_package(
-    package: str, *, host: Host | None = None, namespace: str | None = None
+    package: str,
+    *,
+    host: Host | None = None,
+    namespace: str | None = None,
+    layout: str = "row-major",
 ) -> dict[str, TorchOp]:
     """Export every op of distribution ``package`` (its op names' prefix); name -> operator."""
     host = default_host() if host is None else host
@@ -382,7 +422,7 @@ def export_package(
             f"{', '.join(sorted({n.split('.', 1)[0] for n in host.registry.ops})) or 'none'}",
             argument="package",
         )
-    return {n: export(n, host=host, namespace=namespace) for n in names}
+    return {n: export(n, host=host, namespace=namespace, layout=layout) for n in names}
 
 
-__all__ = ["TorchOp", "export", "export_package", "host_dtype", "torch_dtype"]
+__all__ = ["LAYOUTS", "TorchOp", "export", "export_package", "host_dtype", "torch_dtype"]

@@ -23,6 +23,13 @@ def _transposed(ex: Any, x: tf.Tensor) -> tf.Tensor:
     return buf.T
 
 
+def _scaled(ex: Any, x: tf.Tensor, factor: float = 1.0) -> tf.Tensor:
+    """A variant whose output it allocates (column-major) and writes."""
+    out = ex.alloc_output(x.dtype, x.shape)
+    tf.cpu.CpuRuntime.strided_view(out)[...] = tf.cpu.CpuRuntime.strided_view(x) * factor
+    return out
+
+
 def _ones(ex: Any, n: int) -> tf.Tensor:
     """A variant with no tensor inputs: the bridges name its backend."""
     return ex.runtime.upload(np.ones(n, np.float32))
@@ -60,6 +67,14 @@ def bridge_host() -> tf.Host:
                         x.download() * factor
                     )
                 },
+            )
+        )
+        view.add_op(
+            tf.OpSpec(
+                name="tfx.scale_cm",  # exported column-major (one layout per operator)
+                signature=tf.Signature(inputs=("x",), attributes={"factor": float}),
+                reference=lambda x, factor=1.0: x * factor,
+                variants={"cpu": _scaled},
             )
         )
         view.add_op(

@@ -27,7 +27,8 @@ def test_values_and_the_registered_operator(bridge_host: tf.Host) -> None:
     a = torch.arange(6, dtype=torch.float64).reshape(2, 3)
     assert torch.equal(add(a, a), a + a)
     assert torch.equal(torch.ops.tf_ext_add_kernel.add(a.T, a.T), (a + a).T)
-    assert add(a, a).stride() == (1, 2)  # the host's compact layout, as the fake kernel says
+    out = add(a, a)
+    assert out.stride() == (3, 1) and out.view(-1).tolist() == (a + a).view(-1).tolist()
 
 
 def test_outputs_are_torch_allocations_written_in_place(
@@ -52,8 +53,8 @@ def test_outputs_are_torch_allocations_written_in_place(
     b = torch.ones(4, 5)
     for _ in range(3):
         made.clear()
-        out = add(b, b)  # 2-D: a view of the flat buffer
-        assert out._base is made[0] and out.stride() == (1, 4)
+        out = add(b, b)  # 2-D: written column-major, copied once into torch's layout
+        assert len(made) == 1 and out.is_contiguous() and out.data_ptr() != made[0].data_ptr()
         assert torch.equal(out, b + b)
     if _op_plan.ENABLED:  # TENFERRO_OP_PLAN=0: the full path on every call
         plans = bridge_host.op("ext_add_kernel.add")._plans  # call key -> its plan
@@ -84,8 +85,25 @@ def test_a_non_compact_output_is_copied_compact(bridge_host: tf.Host) -> None:
     op = tf_torch.export("tfx.transpose")
     x = torch.arange(6.0).reshape(2, 3)
     out = op(x)
-    assert torch.equal(out, x.T) and out.stride() == (1, 3)
+    assert torch.equal(out, x.T) and out.stride() == (2, 1)  # torch's layout, as .view() needs
+    assert out.view(-1).tolist() == x.T.reshape(-1).tolist()
     torch.library.opcheck(op.packet, (x,))
+
+
+def test_the_column_major_layout_by_option(bridge_host: tf.Host) -> None:
+    """layout="column-major": the host's compact layout, the buffer torch allocated itself (no
+    copy), and the fake kernel says the same (opcheck)."""
+    op = tf_torch.export("tfx.scale_cm", layout="column-major")
+    x = torch.arange(6.0).reshape(2, 3)
+    out = op(x, factor=2.0)
+    assert torch.equal(out, 2 * x) and out.stride() == (1, 2)
+    with torch._subclasses.FakeTensorMode():
+        assert op(torch.empty(2, 3)).stride() == (1, 2)
+    torch.library.opcheck(op.packet, (x,), {"factor": 2.0})
+    with pytest.raises(tf.ValidationError, match="another Host or layout"):
+        tf_torch.export("tfx.scale_cm")
+    with pytest.raises(tf.ValidationError, match="layout must be one of"):
+        tf_torch.export("tfx.scale_cm", layout="F")
 
 
 def test_attributes_by_keyword_and_literals(bridge_host: tf.Host) -> None:
