@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.call_budget import calls_per_op
 
 import tenferro_host as tf
 from tenferro_host.provider import _op_plan
@@ -125,6 +126,21 @@ def test_torch_compile_fullgraph(bridge_host: tf.Host) -> None:
 
     a = torch.randn(4, 3)
     torch.testing.assert_close(f(a, a), (4 * a).sum(0))
+
+
+@pytest.mark.skipif(
+    not _op_plan.ENABLED, reason="TENFERRO_OP_PLAN=0: every call takes the full path"
+)
+def test_the_exported_call_stays_within_its_call_budget(bridge_host: tf.Host) -> None:
+    """The planned CPU call's cost over torch.add's, as Python-level calls (never timed): torch's
+    dispatch into the Python kernels (the Autograd one, then the CPU one), the numpy views, the
+    op handle's replay, the output's import (docs/frameworks.md, Costs)."""
+    add = tf_torch.export("ext_add_kernel.add")
+    a = torch.ones(1000)
+    for _ in range(3):
+        add(a, a)
+    extra = calls_per_op(lambda: add.packet(a, a)) - calls_per_op(lambda: torch.add(a, a))
+    assert extra <= 68  # 67.00 measured
 
 
 def test_wrong_inputs_get_typed_errors(bridge_host: tf.Host) -> None:
