@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,20 @@ def _scaled(ex: Any, x: tf.Tensor, factor: float = 1.0) -> tf.Tensor:
 def _ones(ex: Any, n: int) -> tf.Tensor:
     """A variant with no tensor inputs: the bridges name its backend."""
     return ex.runtime.upload(np.ones(n, np.float32))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_inductor_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """torch's inductor caches compiled graphs on disk, keyed without a custom op's fake
+    kernel: a graph compiled by another checkout (another output layout) would be replayed
+    with its stride asserts. The tests compile into a cache of their own."""
+    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
+    yield
+    if saved is None:
+        del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    else:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
 
 
 @pytest.fixture(scope="session")
