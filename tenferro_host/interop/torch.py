@@ -190,6 +190,8 @@ class TorchOp:
 
     def _cuda(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
         index = tensors[0].get_device() if tensors else torch.cuda.current_device()
+        if index < 0:  # a CPU tensor first: the call runs where the CUDA ones are
+            index = max(t.get_device() for t in tensors)
         found = self._devices.get(index)
         if found is None:
             found = self._devices[index] = self._on_device(index)

@@ -99,6 +99,8 @@ def test_a_torch_input_on_another_device_is_a_typed_error(cuda_host: tf.Host) ->
     add = tf_torch.export("ext_add_kernel.add")
     with pytest.raises(tf.ForeignRuntimeError, match="'rhs' lives on cpu"):
         add(torch.ones(8, device="cuda"), torch.ones(8))
+    with pytest.raises(tf.ForeignRuntimeError, match="'lhs' lives on cpu"):
+        add(torch.ones(8), torch.ones(8, device="cuda"))
 
 
 def test_torch_opcheck_on_cuda(cuda_host: tf.Host) -> None:
