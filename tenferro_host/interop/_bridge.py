@@ -29,6 +29,7 @@ WORD = dtype("uint32")
 
 if TYPE_CHECKING:
     from .._host import Host
+    from .._op_handle import OpHandle
     from .._rules import Rule
     from ..ops import OpSpec
     from ..provider._runtime import Runtime
@@ -66,6 +67,8 @@ class ExportedOp:
         #: attributes that travel as the Python literal of their value
         self.literal = {a for a, t in self.attributes.items() if t not in NATIVE_ATTRIBUTES}
         self._runtimes: dict[str, Runtime] = {}
+        #: the op's handle, looked up again when a later registration replaces the op
+        self._handle: OpHandle | None = None
 
     def runtime(self, name: str) -> Runtime:
         """The host's runtime ``name``, looked up once (``host.backend`` parses the name)."""
@@ -82,7 +85,9 @@ class ExportedOp:
         """Run the op on host tensors of ``runtime`` (``attrs``: the op's own, decoded) outside
         any session: the op handle's call, so a planned call replays (no session, no variant)
         and any other takes the full path with every check (``host.op``)."""
-        handle = self.host.op(self.name)
+        handle = self._handle
+        if handle is None or handle._ops.get(self.name) is not handle.record:  # (replaced)
+            handle = self._handle = self.host.op(self.name)
         if inputs:
             return handle(*inputs, **attrs)
         return handle(backend=runtime.name, **attrs)

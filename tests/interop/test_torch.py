@@ -140,7 +140,7 @@ def test_the_exported_call_stays_within_its_call_budget(bridge_host: tf.Host) ->
     for _ in range(3):
         add(a, a)
     extra = calls_per_op(lambda: add.packet(a, a)) - calls_per_op(lambda: torch.add(a, a))
-    assert extra <= 68  # 67.00 measured
+    assert extra <= 65  # 64.00 measured
 
 
 def test_wrong_inputs_get_typed_errors(bridge_host: tf.Host) -> None:
