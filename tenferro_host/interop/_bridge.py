@@ -228,6 +228,7 @@ def run_on_stream(
     then: Callable[[tuple[Tensor, ...]], None] | None = None,
 ) -> tuple[Tensor, ...]:
     """Run ``op`` between a framework's work on its CUDA ``stream`` (a handle): its results.
+    ``attrs`` are the op's own, decoded (:meth:`ExportedOp.decode_attributes`).
 
     ``inputs`` are the framework's buffers borrowed (``runtime.borrow``), ``allocator`` makes
     the outputs the framework's memory. The call is the op handle's outside any session, so a
@@ -264,7 +265,7 @@ def _ordered_call(
     streams.after(stream)
     try:
         with allocator:
-            result = op.call(runtime, inputs, op.decode_attributes(attrs) if attrs else attrs)
+            result = op.call(runtime, inputs, attrs)
         results = as_tuple(result, len(op.outputs))
         if then is not None:
             then(results)

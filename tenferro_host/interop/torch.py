@@ -204,7 +204,7 @@ class TorchOp:
             runtime,
             _current_stream(index),
             inputs,
-            attrs,
+            self.op.decode_attributes(attrs) if attrs else attrs,
             allocator,
             capturing=_capturing(),
         )

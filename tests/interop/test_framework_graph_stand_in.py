@@ -28,6 +28,7 @@ from tenferro_host.provider import Lease, _op_plan
 
 ADD = "ext_add_kernel.add"
 SCRATCH = "graph_stand_in.scratch"
+AXES = "graph_stand_in.axes"
 FRAMEWORK_STREAM = 0x7100
 _addresses = itertools.count(0x7000_0000, 0x1_0000)
 
@@ -53,6 +54,12 @@ def _scratch(ex: Any, x: tf.Tensor) -> tf.Tensor:
     return ex.run(ADD, x, x)
 
 
+def _axes(ex: Any, x: tf.Tensor, axes: Any = None) -> tf.Tensor:
+    if axes != (0,):
+        raise AssertionError(f"the variant got axes={axes!r}, not (0,)")
+    return ex.run(ADD, x, x)
+
+
 @pytest.fixture(scope="module")
 def world() -> Any:
     with recording_driver() as fake, recorded_launches() as launches:
@@ -60,6 +67,14 @@ def world() -> Any:
         rt = stand_in_runtime(host)
         rt.resources.get((ADD, "module"), lambda: StandInModule(rt, (8, 8, 8, 4)))
         view = host.registry.staging("graph-stand-in-tests")
+        view.add_op(
+            tf.OpSpec(
+                name=AXES,  # an object attribute: JAX hands it decoded, torch as a literal
+                signature=tf.Signature(inputs=("x",), attributes={"axes": object}),
+                reference=lambda x, axes=None: x + x,
+                variants={"cuda-raw": _axes},
+            )
+        )
         view.add_op(
             tf.OpSpec(
                 name=SCRATCH,
@@ -306,6 +321,23 @@ def test_the_jax_gpu_handler_writes_xlas_result_buffer_on_xlas_stream(world):
         pair = ["cuEventRecord", "cuStreamWaitEvent"]  # XLA's stream, then the host's
         assert order == [*pair, *launch, *pair]
     assert launch or not _op_plan.ENABLED, "the third call replays its plan"
+
+
+def test_the_jax_gpu_handler_hands_the_op_its_attributes_decoded(world):
+    pytest.importorskip("jax", reason="JAX is not installed (scripts/setup installs it)")
+    from tenferro_host.interop import jax as tf_jax
+    from tenferro_host.interop._xla_ffi import BufferView
+
+    op = ExportedOp(world.host, AXES)
+    op._runtimes["cuda:0"] = world.rt
+    call = types.SimpleNamespace(
+        args=[BufferView("float32", (64,), next(_addresses))],
+        rets=[BufferView("float32", (64,), next(_addresses))],
+        attrs={"attrs": repr({"axes": (0,)})},  # what JaxOp.__call__ passes
+        stream=lambda: FRAMEWORK_STREAM,
+        device_ordinal=lambda: 0,
+    )
+    tf_jax.JaxOp._execute(types.SimpleNamespace(op=op), call, gpu=True)
 
 
 def _add_pointers(world: Any) -> tuple[int, int, int]:
