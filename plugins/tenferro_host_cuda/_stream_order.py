@@ -48,8 +48,8 @@ class StreamOrder:
             made = [check(d.cuEventCreate(flags), "cuEventCreate") for _ in range(2)]
         self._record, self._wait = entry("cuEventRecord"), entry("cuStreamWaitEvent")
         self._made = made
-        own = (*(ctypes.c_void_p(int(e)) for e in made), ctypes.c_void_p(int(rt._stream)))
-        self._own = own  # type: ignore[assignment]  # three values
+        after, before = (ctypes.c_void_p(int(e)) for e in made)
+        self._own = (after, before, ctypes.c_void_p(int(rt._stream)))
         return self._own
 
     def after(self, stream: int) -> None:

@@ -191,7 +191,7 @@ class JaxOp:
         if not gpu:
             return self._execute_cpu(call, attrs)
         runtime = self.op.runtime(f"cuda:{call.device_ordinal()}")
-        inputs = [_borrowed(runtime, b, b.address, dtype(b.dtype), True) for b in call.args]
+        inputs = [_borrowed(runtime, b, True) for b in call.args]
         claims = _Claims(call.rets, lambda ret, dt, n: (ret, dt, n))
 
         def import_buffer(claim: tuple[BufferView, DType, int]) -> Storage:
@@ -212,7 +212,7 @@ class JaxOp:
                 results,
                 claims,
                 allocator,
-                lambda r: _borrowed(runtime, r, r.address, dtype(r.dtype), False),
+                lambda r: _borrowed(runtime, r, False),
             ),
         )
 
@@ -259,10 +259,13 @@ def _fill_results(
             runtime._copy_to_compact(source, target(ret))
 
 
-def _borrowed(runtime: Runtime, b: BufferView, address: int, dt: DType, read_only: bool) -> Tensor:
+def _borrowed(runtime: Runtime, b: BufferView, read_only: bool) -> Tensor:
     """XLA's device buffer ``b`` (column-major) as a tensor of ``runtime``; XLA keeps it for the
     call."""
-    return runtime.borrow(address, dt, b.shape, column_major_strides(b.shape), None, read_only)
+    shape = b.shape
+    return runtime.borrow(
+        b.address, dtype(b.dtype), shape, column_major_strides(shape), None, read_only
+    )
 
 
 def _host_array(address: int, dt: DType, shape: tuple[int, ...], read_only: bool) -> np.ndarray:
