@@ -39,6 +39,7 @@ from .errors import (
     ValidationError,
 )
 from .provider import _op_plan
+from .provider._compiled import CALL, Unplanned
 from .provider._op_plan import REPLAY_MISS
 from .provider._plan_table import BLOCKED, Learning, PlanTable
 from .provider._storage import require_writable
@@ -107,7 +108,13 @@ class OpHandle:
         """
         if backend is None and tensors and _op_plan.ENABLED:
             plans = self._plans
-            key, plan = plans.find(tensors, attrs)
+            if CALL is None:
+                key, plan = plans.find(tensors, attrs)
+            else:  # the key, the lookup and a replay in C; what is not planned comes back
+                result = CALL(plans, tensors, attrs)
+                if type(result) is not Unplanned:
+                    return result
+                key, plan = result
             if key is not None:
                 runtime = key[4]
                 if plan is None or type(plan) is Learning:

@@ -19,14 +19,16 @@ from __future__ import annotations
 import ctypes
 from array import array
 from collections.abc import Callable
+from functools import partial
 from threading import get_ident as _get_ident
 from typing import TYPE_CHECKING, Any
 
 from tenferro_host import LaunchError
-from tenferro_host.provider import REPLAY_MISS, OpRecording, OpReplay
+from tenferro_host.provider import REPLAY_MISS, DriverLaunchCore, OpRecording, OpReplay
 
 from ._driver import POISONED, drv, entry, failure
 from ._launch import where
+from ._storage import CudaStorage
 
 if TYPE_CHECKING:
     from ._args import LaunchConfig
@@ -83,6 +85,35 @@ class RawReplay(OpReplay):
         self._context = int(runtime.primary.handle)
         stream = int(runtime._stream)
         self._launches = tuple(_Packed(r, len(r[1].param_sizes), stream) for r in records)
+        if DriverLaunchCore is not None:
+            self.core = self._compiled(stream)
+
+    def _compiled(self, stream: int) -> Any:
+        """The compiled core of this replay: the same guard, outputs, blocks and launches, the
+        launch and the context check through the driver's entry points (its own copy of each
+        parameter block: the Python replay's stays its own)."""
+        rt = self.runtime
+        outputs = tuple(
+            (allocate, nbytes, rt.blocks.size_class(nbytes), layout[:3])
+            for (allocate, layout), (nbytes, _) in zip(self._allocators, self.outputs, strict=True)
+        )
+        launches = tuple(
+            (
+                int(p.function.handle),
+                tuple(p.config.grid),
+                tuple(p.config.block),
+                p.config.shared_mem_bytes,
+                stream,
+                p.words.tobytes(),
+                p.slots,
+            )
+            for p in self._launches
+        )
+        fails = tuple(partial(_launch_failure, rt, p) for p in self._launches)
+        return DriverLaunchCore(
+            rt, CudaStorage, self._context, address(entry("cuCtxGetCurrent")),
+            address(self._cu_launch), self._thread, outputs, self.exclusive, fails, launches,
+        )  # fmt: skip
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         rt = self.runtime
@@ -136,10 +167,18 @@ class RawReplay(OpReplay):
         }
 
     def _failed(self, err: Any, packed: _Packed) -> Exception:
-        at = where(packed.op, packed.function, packed.config)
-        return failure(
-            err, f"launching {at}", uuid=self.runtime.uuid_bytes, op=packed.op, error=LaunchError
-        )
+        return _launch_failure(self.runtime, packed, err)
+
+
+def _launch_failure(runtime: CudaRuntime, packed: _Packed, err: Any) -> Exception:
+    """The typed error of a launch of ``packed`` that answered ``err`` (the fault rules)."""
+    at = where(packed.op, packed.function, packed.config)
+    return failure(err, f"launching {at}", uuid=runtime.uuid_bytes, op=packed.op, error=LaunchError)
+
+
+def address(function: Any) -> int:
+    """A ctypes function's C address (what the compiled core calls)."""
+    return ctypes.cast(function, ctypes.c_void_p).value or 0
 
 
 __all__ = ["LaunchRecord", "RawReplay"]

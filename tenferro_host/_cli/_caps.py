@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .._host import Host
 from .._loader import OWN_DIST, plugin_source
 from ..capability import ExtensionCapability
+from ..provider._compiled import STATE as COMPILED_STATE
 from ..provider._registry import BackendStatus
 from ._args import common_options, table_options
 from ._exit import SCHEMA_VERSION
@@ -104,6 +105,7 @@ def caps_report(host: Host) -> dict[str, Any]:
         "backends": [backend_report(host, s) for s in host.backend_statuses()],
         "plugins": plugins_report(host),
         "ops": ops_report(host),
+        "op_call": COMPILED_STATE,
     }
 
 
@@ -133,6 +135,7 @@ def _backends_table(backends: list[dict[str, Any]], wide: bool) -> RenderableTyp
             available += " " + notes.mark(f"{b['name']}: {b['reason']}")
         rows.append([b["name"], available, devices, on])
     columns = ["name", "available", "devices", "capabilities"]
+    notes.mark(f"planned op calls: {COMPILED_STATE}")
     return make_table("Backends", columns, rows, notes=notes, wide=wide)
 
 

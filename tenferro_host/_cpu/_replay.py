@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, final
 import numpy as np
 
 from ..errors import TenferroError
+from ..provider._compiled import UfuncCore
 from ..provider._op_plan import REPLAY_MISS, JitLaunchRecord, OpRecording
 from ..provider._op_replay import OpReplay
 from ..tensor import Tensor
 from ._exec_session import Arg, LaunchRecord, launch_failed
+from ._storage import CpuStorage
 
 if TYPE_CHECKING:
     from ..provider._jit_session import JitLaunch
@@ -148,6 +150,25 @@ class CpuReplay(OpReplay):
         self._typed = tuple(
             {typed for r in self._launches if type(r) is _DslLaunch for typed in r.typed}
         )
+        if UfuncCore is not None and all(type(r) is _Launch and r.plain for r in self._launches):
+            self.core = self._compiled()
+
+    def _compiled(self) -> Any:
+        """The compiled core of this replay: its outputs and its ufunc calls (plain ones)."""
+        outputs = tuple(
+            (allocate, nbytes, nbytes // layout[0].itemsize, layout[0].numpy, layout[:3])
+            for (allocate, layout), (nbytes, _) in zip(self._allocators, self.outputs, strict=True)
+        )
+        launches = tuple(
+            (r.fn, r.bare, [*r.template], tuple((*v[:4], *v[4:]) for v in r.views))
+            for r in self._launches
+            if type(r) is _Launch
+        )
+        runtime = self.runtime
+        return UfuncCore(
+            runtime, CpuStorage, np.empty, np.ndarray, type(runtime), _raise_failed, outputs,
+            self.exclusive, launches,
+        )  # fmt: skip
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         for i in self.exclusive:
@@ -186,6 +207,13 @@ class CpuReplay(OpReplay):
             except Exception as exc:
                 raise launch_failed(fn, exc) from exc
         return tuple(outs) if self.several else outs[0]
+
+
+def _raise_failed(fn: Any, exc: Exception) -> None:
+    """What the compiled core raises for a launch that raised ``exc`` (as ``__call__`` does)."""
+    if isinstance(exc, TenferroError):
+        raise exc
+    raise launch_failed(fn, exc) from exc
 
 
 __all__ = ["CpuReplay", "DslForm"]

@@ -32,6 +32,7 @@ from ._cache import ResourceCache
 from ._capture import Capture, CapturedGraph, Slot
 from ._capture_lock import refuse_in_capture
 from ._compile_targets import CompiledKernel, CompileFn, CompileOptions, SourceCompileFn
+from ._compiled import FALLBACK, DriverLaunchCore, UfuncCore
 from ._counters import STAT_KEYS, Counters, TransferRecord
 from ._deferred import DeferredReleases, DeviceStorage, Release
 from ._free_list import FreeList
@@ -102,6 +103,7 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 __all__ = [
     "DLPACK_FLAG_BITMASK_READ_ONLY",
     "DL_TYPE_CODES",
+    "FALLBACK",
     "KDL_CPU",
     "KDL_CUDA",
     "RECORDING",
@@ -129,6 +131,7 @@ __all__ = [
     "DLVersionedDeleter",
     "DeferredReleases",
     "DeviceStorage",
+    "DriverLaunchCore",
     "ExecSession",
     "FreeList",
     "Grid",
@@ -157,6 +160,7 @@ __all__ = [
     "SourceCompileFn",
     "Storage",
     "TransferRecord",
+    "UfuncCore",
     "active_kernel_cache",
     "cached_probe",
     "capsule_is_valid",

@@ -29,11 +29,13 @@ class OpReplay:
     it returns the call's result (one tensor, or a tuple of several or none), or
     ``REPLAY_MISS`` when its guard fails."""
 
-    __slots__ = ("_allocators", "exclusive", "outputs", "runtime", "several", "signature")
+    __slots__ = ("_allocators", "core", "exclusive", "outputs", "runtime", "several", "signature")
 
     def __init__(self, runtime: Runtime, rec: OpRecording, launches: Any) -> None:
         """``launches``: what of the backend's launches two recordings must repeat to plan."""
         self.runtime = runtime
+        #: the compiled call's core of this replay (``_compiled``), None where there is none
+        self.core: Any = None
         self.outputs: tuple[Output, ...] = tuple(
             (t.storage.nbytes, (t.dtype, t.shape, t.strides, 0, True)) for t in rec.outputs
         )

@@ -6,11 +6,13 @@ import argparse
 import contextlib
 import io
 import json
+import os
 
 import pytest
 
 import tenferro_host as tf
 from tenferro_host._cli import build_parser, caps_report, main, parse_attr, shape_arg
+from tenferro_host.provider import _compiled
 
 CAPABILITY_NAMES = {c.name for c in tf.ExtensionCapability}
 OPTIONAL_STR = (str, type(None))
@@ -32,8 +34,11 @@ def caps():
 
 
 def test_caps_schema_top_level(caps):
-    assert set(caps) == {"schema_version", "backends", "plugins", "ops"}
+    assert set(caps) == {"schema_version", "backends", "plugins", "ops", "op_call"}
     assert caps["schema_version"] == 1
+    switched_off = os.environ.get(_compiled.SWITCH) == "0"
+    assert caps["op_call"] == ("compiled" if not switched_off else _compiled.STATE)
+    assert switched_off == caps["op_call"].startswith("pure Python")
 
 
 def test_caps_schema_backends(caps):

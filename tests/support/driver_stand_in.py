@@ -49,6 +49,7 @@ _VOID_P, _UINT = ctypes.c_void_p, ctypes.c_uint
 _C_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, *[_UINT] * 7, _VOID_P, _VOID_P, _VOID_P)
 _C_RECORD = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P)
 _C_WAIT = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P, _UINT)
+_C_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_VOID_P))
 
 
 class StandInNode:
@@ -114,6 +115,7 @@ class RecordingDriver:
             b"cuLaunchKernel": _C_LAUNCH(self._launch_from_c),
             b"cuEventRecord": _C_RECORD(self._from_c("cuEventRecord")),
             b"cuStreamWaitEvent": _C_WAIT(self._from_c("cuStreamWaitEvent")),
+            b"cuCtxGetCurrent": _C_CURRENT(lambda out: self._current_from_c(out)),
         }
 
     def names(self) -> list[str]:
@@ -336,6 +338,16 @@ class RecordingDriver:
         if found is None:
             return (0, 0, 0)
         return (0, ctypes.cast(found, ctypes.c_void_p).value, 0)
+
+    def _current_from_c(self, out: Any) -> int:
+        """cuCtxGetCurrent as the compiled call asks it (a test may replace the method)."""
+        try:
+            err, ctx = self.cuCtxGetCurrent()
+            out[0] = ctx
+            return int(err)
+        except Exception as exc:
+            self.c_errors.append(exc)
+            return UNKNOWN
 
     def _from_c(self, name: str) -> Any:
         """Method ``name`` (looked up per call: a test may replace it) called from C (a NULL

@@ -1,0 +1,1028 @@
+/* The compiled planned call: an op handle's key, guard and replay in C.
+ *
+ * `call(plans, tensors, attrs)` is what an op handle does per call once its key is planned
+ * (tenferro_host/provider/_plan_table.py is the reference, in Python): it builds the call's key,
+ * finds its state in the handle's plan table and, for a replay whose backend gave it a compiled
+ * core, runs the core — the guard, the outputs' storages and tensors, the slot writes and the
+ * launches — without a Python frame. Anything a core does not cover it answers FALLBACK, and the
+ * replay's own Python `__call__` runs; anything not planned comes back as `Unplanned((key,
+ * state))` for the handle's Python path. `find` is the key and lookup alone, for the tests that
+ * compare it with the Python one.
+ *
+ * Objects are made as their Python classes would make them: a Tensor's or a storage's slots are
+ * written through their member descriptors' offsets (read once, from the classes themselves), so
+ * nothing here knows a layout the Python code does not declare. A core holds strong references
+ * to everything it reads; a call holds the plan and its core for the call's length.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pythread.h>
+#include <stdint.h>
+#include <structmember.h>
+
+#ifndef SOURCE_HASH
+#define SOURCE_HASH "unknown"
+#endif
+
+#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+
+/* ---- what configure() hands over, once ---------------------------------------------------- */
+static PyTypeObject *tensor_type, *storage_type, *replay_type;
+static PyObject *learning_type, *blocked, *replay_miss, *fallback, *unplanned_type;
+static PyObject *unhashable, *exact_kind_fn, *thread_token_fn;
+static Py_ssize_t t_storage, t_dtype, t_shape, t_strides, t_offset, t_compact;
+static Py_ssize_t s_runtime, s_domain, s_nbytes, s_kind, s_read_only, r_core;
+static PyObject *str_hot, *str_capture, *str_host, *str_observes, *str_threads, *str_hex;
+static PyObject *str_closed, *str_debug_sync, *str_refuse_wait, *str_pop, *str_append;
+static PyObject *str_hits, *str_block, *str_owned, *str_dtype, *str_view, *str_allocate;
+static PyObject *str_poison;
+static PyObject *zero, *one;
+
+static int slot_offset(PyObject *type, const char *name, Py_ssize_t *out) {
+    PyObject *d = PyObject_GetAttrString(type, name);
+    if (d == NULL) return -1;
+    if (!Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "%R.%s is not a __slots__ member", type, name);
+        Py_DECREF(d);
+        return -1;
+    }
+    *out = ((PyMemberDescrObject *)d)->d_member->offset;
+    Py_DECREF(d);
+    return 0;
+}
+
+static inline void set_slot(PyObject *o, Py_ssize_t off, PyObject *v) {
+    PyObject *old = SLOT(o, off);
+    SLOT(o, off) = Py_NewRef(v);
+    Py_XDECREF(old);
+}
+
+/* A new instance of a __slots__ class, its __init__ not run (the caller writes every slot). */
+static inline PyObject *bare(PyTypeObject *type) { return type->tp_alloc(type, 0); }
+
+static PyObject *new_tensor(PyObject *storage, PyObject *layout) {
+    /* layout: (dtype, shape, strides) */
+    PyObject *t = bare(tensor_type);
+    if (t == NULL) return NULL;
+    set_slot(t, t_storage, storage);
+    set_slot(t, t_dtype, PyTuple_GET_ITEM(layout, 0));
+    set_slot(t, t_shape, PyTuple_GET_ITEM(layout, 1));
+    set_slot(t, t_strides, PyTuple_GET_ITEM(layout, 2));
+    set_slot(t, t_offset, zero);
+    set_slot(t, t_compact, Py_True);
+    return t;
+}
+
+/* ---- the key (PlanTable.find) ------------------------------------------------------------ */
+
+static PyObject *storage_runtime(PyObject *storage) {
+    if (PyObject_TypeCheck(storage, storage_type)) {
+        PyObject *rt = SLOT(storage, s_runtime);
+        if (rt != NULL) return Py_NewRef(rt);
+    }
+    return PyObject_GetAttrString(storage, "runtime");
+}
+
+/* The call key of `tensors` and `attrs` (a new reference), Py_None when an input is not a
+ * Tensor; NULL with an exception set. */
+static PyObject *make_key(PyObject *tensors, PyObject *attrs) {
+    Py_ssize_t n = PyTuple_GET_SIZE(tensors), nattrs = 0, at = 0, pos = 0;
+    PyObject *storages[8], **st = storages, *key = NULL, *name, *value;
+    int shared = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(tensors, i);
+        if (Py_TYPE(t) != tensor_type) Py_RETURN_NONE;
+        if (SLOT(t, t_storage) == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "'Tensor' object has no attribute 'storage'");
+            return NULL;
+        }
+    }
+    if (n > 8 && (st = PyMem_Malloc(n * sizeof(PyObject *))) == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) st[i] = SLOT(PyTuple_GET_ITEM(tensors, i), t_storage);
+    for (Py_ssize_t i = 1; i < n && !shared; i++)
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (st[i] == st[j]) {
+                shared = 1;
+                break;
+            }
+    if (attrs != NULL && attrs != Py_None) nattrs = PyDict_GET_SIZE(attrs);
+    key = PyTuple_New(5 * n + shared + 3 * nattrs);
+    if (key == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(tensors, i), *rt;
+        PyObject *fields[4] = {SLOT(t, t_dtype), SLOT(t, t_shape), SLOT(t, t_strides),
+                               SLOT(t, t_offset)};
+        for (int k = 0; k < 4; k++) {
+            if (fields[k] == NULL) {
+                PyErr_SetString(PyExc_AttributeError, "a Tensor's layout is not set");
+                Py_CLEAR(key);
+                goto done;
+            }
+            PyTuple_SET_ITEM(key, at++, Py_NewRef(fields[k]));
+        }
+        if ((rt = storage_runtime(st[i])) == NULL) {
+            Py_CLEAR(key);
+            goto done;
+        }
+        PyTuple_SET_ITEM(key, at++, rt);
+    }
+    if (shared) {
+        PyObject *sharing = PyTuple_New(n);
+        if (sharing == NULL) {
+            Py_CLEAR(key);
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t first = 0;
+            while (st[first] != st[i]) first++;
+            PyTuple_SET_ITEM(sharing, i, PyLong_FromSsize_t(first));
+        }
+        PyTuple_SET_ITEM(key, at++, sharing);
+    }
+    while (nattrs && PyDict_Next(attrs, &pos, &name, &value)) {
+        PyObject *kind;
+        if (PyFloat_CheckExact(value))
+            kind = PyObject_CallMethodNoArgs(value, str_hex);
+        else if (PyTuple_CheckExact(value))
+            kind = PyObject_CallOneArg(exact_kind_fn, value);
+        else
+            kind = Py_NewRef((PyObject *)Py_TYPE(value));
+        if (kind == NULL) {
+            Py_CLEAR(key);
+            goto done;
+        }
+        PyTuple_SET_ITEM(key, at++, Py_NewRef(name));
+        PyTuple_SET_ITEM(key, at++, Py_NewRef(value));
+        PyTuple_SET_ITEM(key, at++, kind);
+    }
+done:
+    if (st != storages) PyMem_Free(st);
+    return key;
+}
+
+/* Whether the runtime can neither replay nor record now (PlanTable.find's BLOCKED): 1, 0, or -1
+ * with an exception set. */
+static int is_blocked(PyObject *runtime) {
+    PyObject *capture = PyObject_GetAttr(runtime, str_capture), *host, *observes, *opened;
+    int blocked_now;
+    if (capture == NULL) return -1;
+    blocked_now = capture != Py_None;
+    Py_DECREF(capture);
+    if (blocked_now) return 1;
+    if ((host = PyObject_GetAttr(runtime, str_host)) == NULL) return -1;
+    observes = PyObject_GetAttr(host, str_observes);
+    Py_DECREF(host);
+    if (observes == NULL) return -1;
+    blocked_now = PyObject_IsTrue(observes);
+    Py_DECREF(observes);
+    if (blocked_now) return blocked_now;
+    if ((opened = PyObject_GetAttr(runtime, str_threads)) == NULL) return -1;
+    blocked_now = PyObject_IsTrue(opened);
+    if (blocked_now == 1) {
+        PyObject *token = PyObject_CallNoArgs(thread_token_fn);
+        blocked_now = token == NULL ? -1 : PySequence_Contains(opened, token);
+        Py_XDECREF(token);
+    }
+    Py_DECREF(opened);
+    return blocked_now;
+}
+
+/* The key and its state (new references; *key is Py_None and *state Py_None for a call that is
+ * never keyed); -1 with an exception set. */
+static int find_state(PyObject *plans, PyObject *tensors, PyObject *attrs, PyObject **key,
+                      PyObject **state) {
+    PyObject *hot, *plan;
+    int b;
+    *state = NULL;
+    if ((*key = make_key(tensors, attrs)) == NULL) return -1;
+    if (*key == Py_None) {
+        *state = Py_NewRef(Py_None);
+        return 0;
+    }
+    if ((b = is_blocked(PyTuple_GET_ITEM(*key, 4))) != 0) {
+        if (b < 0) {
+            Py_CLEAR(*key);
+            return -1;
+        }
+        *state = Py_NewRef(blocked);
+        return 0;
+    }
+    if ((hot = PyObject_GetAttr(plans, str_hot)) == NULL) goto fail;
+    if (PyTuple_Check(hot) && PyTuple_GET_SIZE(hot) == 2) {
+        int same = PyObject_RichCompareBool(*key, PyTuple_GET_ITEM(hot, 0), Py_EQ);
+        if (same == 1) {
+            *state = Py_NewRef(PyTuple_GET_ITEM(hot, 1));
+            Py_DECREF(hot);
+            return 0;
+        }
+        if (same < 0) {  /* an attribute whose == raises: the lookup's rules decide */
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                Py_DECREF(hot);
+                goto fail;
+            }
+            PyErr_Clear();
+        }
+    }
+    Py_DECREF(hot);
+    plan = PyDict_GetItemWithError(plans, *key);
+    if (plan == NULL) {
+        if (!PyErr_Occurred()) {
+            *state = Py_NewRef(Py_None);
+            return 0;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) goto fail;
+        PyErr_Clear();  /* an unhashable attribute: never planned */
+        *state = Py_NewRef(unhashable);
+        return 0;
+    }
+    *state = Py_NewRef(plan);
+    if ((PyObject *)Py_TYPE(plan) != learning_type) {
+        PyObject *pair = PyTuple_Pack(2, *key, plan);
+        if (pair == NULL || PyObject_SetAttr(plans, str_hot, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_CLEAR(*state);
+            goto fail;
+        }
+        Py_DECREF(pair);
+    }
+    return 0;
+fail:
+    Py_CLEAR(*key);
+    return -1;
+}
+
+static PyObject *find(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *key, *state, *out;
+    if (nargs != 3 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "find(plans, tensors: tuple, attrs)");
+        return NULL;
+    }
+    if (find_state(args[0], args[1], args[2], &key, &state) < 0) return NULL;
+    out = PyTuple_Pack(2, key, state);
+    Py_DECREF(key);
+    Py_DECREF(state);
+    return out;
+}
+
+/* ---- cores ------------------------------------------------------------------------------- */
+
+static int read_only(PyObject *tensors, PyObject *exclusive) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(exclusive); k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(exclusive, k));
+        PyObject *storage = SLOT(PyTuple_GET_ITEM(tensors, i), t_storage);
+        PyObject *ro = SLOT(storage, s_read_only);
+        int truth = ro == NULL ? 1 : PyObject_IsTrue(ro);
+        if (truth) return truth;
+    }
+    return 0;
+}
+
+/* A framework's output allocator while it is the runtime's (an instance's `_allocate`, which
+ * OpReplay.allocate asks first): a new reference, or NULL (no exception) when there is none. */
+static PyObject *framework_allocator(PyObject *runtime) {
+    PyObject *d = PyObject_GenericGetDict(runtime, NULL), *seam;
+    if (d == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    seam = PyDict_GetItemWithError(d, str_allocate);
+    Py_XINCREF(seam);
+    Py_DECREF(d);
+    PyErr_Clear();
+    return seam;
+}
+
+/* An output's storage from the framework's allocator: seam(nbytes, dtype). */
+static PyObject *from_seam(PyObject *seam, PyObject *nbytes, PyObject *layout) {
+    PyObject *args[2] = {nbytes, PyTuple_GET_ITEM(layout, 0)};
+    return PyObject_Vectorcall(seam, args, 2, NULL);
+}
+
+/* Outputs: (allocator, nbytes, size class, (dtype, shape, strides)) per output. */
+static PyObject *outputs_tuple(PyObject *outs, int several) {
+    if (several) return PyList_AsTuple(outs);
+    return Py_NewRef(PyList_GET_ITEM(outs, 0));
+}
+
+/* ---- the CUDA core --------------------------------------------------------------------- */
+
+typedef int (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                         unsigned, void *, void **, void **);
+typedef int (*current_fn)(void **);
+
+typedef struct {
+    int param, which, index;
+    long long delta;
+} CSlot;
+
+typedef struct {
+    void *func, *stream;
+    unsigned grid[3], block[3], shared;
+    Py_ssize_t nparams, nslots;
+    uint64_t *words;
+    void **pointers;
+    CSlot *slots;
+} CLaunch;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *runtime, *retirement, *entries, *deferred, *blocks, *poisoned, *outputs;
+    PyObject *exclusive, *fails, *storage_type, *domain;
+    Py_ssize_t c_ptr, c_block, c_release, nlaunches;
+    unsigned long thread;
+    void *context;
+    launch_fn launch;
+    current_fn current;
+    int several;
+    CLaunch *launches;
+} DriverLaunchCore;
+
+static int cuda_traverse(DriverLaunchCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->runtime);
+    Py_VISIT(self->retirement);
+    Py_VISIT(self->entries);
+    Py_VISIT(self->deferred);
+    Py_VISIT(self->blocks);
+    Py_VISIT(self->poisoned);
+    Py_VISIT(self->outputs);
+    Py_VISIT(self->exclusive);
+    Py_VISIT(self->fails);
+    Py_VISIT(self->storage_type);
+    Py_VISIT(self->domain);
+    return 0;
+}
+
+static int cuda_clear(DriverLaunchCore *self) {
+    Py_CLEAR(self->runtime);
+    Py_CLEAR(self->retirement);
+    Py_CLEAR(self->entries);
+    Py_CLEAR(self->deferred);
+    Py_CLEAR(self->blocks);
+    Py_CLEAR(self->poisoned);
+    Py_CLEAR(self->outputs);
+    Py_CLEAR(self->exclusive);
+    Py_CLEAR(self->fails);
+    Py_CLEAR(self->storage_type);
+    Py_CLEAR(self->domain);
+    return 0;
+}
+
+static void free_launches(CLaunch *launches, Py_ssize_t n) {
+    if (launches == NULL) return;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyMem_Free(launches[i].words);
+        PyMem_Free(launches[i].pointers);
+        PyMem_Free(launches[i].slots);
+    }
+    PyMem_Free(launches);
+}
+
+static void cuda_dealloc(DriverLaunchCore *self) {
+    PyObject_GC_UnTrack(self);
+    cuda_clear(self);
+    free_launches(self->launches, self->nlaunches);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static void *as_pointer(PyObject *o) {
+    return o == Py_None ? NULL : PyLong_AsVoidPtr(o);
+}
+
+/* DriverLaunchCore(runtime, storage_type, context, current, launch, thread, outputs, exclusive, fails,
+ *          launches): launches are (function, grid, block, shared, stream, words: bytes,
+ *          slots: ((param, which, index, delta), ...)); outputs (allocator, nbytes, size class,
+ *          (dtype, shape, strides)); fails one callable per launch, err -> the exception. */
+static PyObject *cuda_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *runtime, *stype, *context, *current, *launch, *thread, *outputs, *exclusive;
+    PyObject *fails, *launches;
+    DriverLaunchCore *self;
+    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!O!O!:DriverLaunchCore", &runtime, &PyType_Type, &stype,
+                          &context, &current, &launch, &thread, &PyTuple_Type, &outputs,
+                          &PyTuple_Type, &exclusive, &PyTuple_Type, &fails, &PyTuple_Type,
+                          &launches))
+        return NULL;
+    if (PyTuple_GET_SIZE(fails) != PyTuple_GET_SIZE(launches)) {
+        PyErr_SetString(PyExc_ValueError, "one failure callable per launch");
+        return NULL;
+    }
+    self = (DriverLaunchCore *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->runtime = Py_NewRef(runtime);
+    self->storage_type = Py_NewRef(stype);
+    self->outputs = Py_NewRef(outputs);
+    self->exclusive = Py_NewRef(exclusive);
+    self->fails = Py_NewRef(fails);
+    self->several = PyTuple_GET_SIZE(outputs) != 1;
+    self->context = as_pointer(context);
+    self->current = (current_fn)as_pointer(current);
+    self->launch = (launch_fn)as_pointer(launch);
+    self->thread = PyLong_AsUnsignedLong(thread);
+    if (PyErr_Occurred()) goto fail;
+    if ((self->retirement = PyObject_GetAttrString(runtime, "retirement")) == NULL) goto fail;
+    if ((self->entries = PyObject_GetAttrString(self->retirement, "_entries")) == NULL) goto fail;
+    if ((self->deferred = PyObject_GetAttrString(runtime, "deferred")) == NULL) goto fail;
+    if ((self->blocks = PyObject_GetAttrString(runtime, "blocks")) == NULL) goto fail;
+    if ((self->domain = PyObject_GetAttrString(runtime, "domain")) == NULL) goto fail;
+    {
+        PyObject *driver = PyImport_ImportModule("tenferro_host_cuda._driver");
+        if (driver == NULL) goto fail;
+        self->poisoned = PyObject_GetAttrString(driver, "POISONED");
+        Py_DECREF(driver);
+        if (self->poisoned == NULL || !PyDict_Check(self->poisoned)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "POISONED is not a dict");
+            goto fail;
+        }
+    }
+    if (slot_offset(stype, "ptr", &self->c_ptr) < 0 ||
+        slot_offset(stype, "block", &self->c_block) < 0 ||
+        slot_offset(stype, "release", &self->c_release) < 0)
+        goto fail;
+    self->nlaunches = PyTuple_GET_SIZE(launches);
+    self->launches = PyMem_Calloc(self->nlaunches ? self->nlaunches : 1, sizeof(CLaunch));
+    if (self->launches == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < self->nlaunches; i++) {
+        CLaunch *l = &self->launches[i];
+        PyObject *func, *stream, *words, *slots;
+        char *raw;
+        Py_ssize_t nraw;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(launches, i), "O(III)(III)IOSO!", &func,
+                              &l->grid[0], &l->grid[1], &l->grid[2], &l->block[0], &l->block[1],
+                              &l->block[2], &l->shared, &stream, &words, &PyTuple_Type, &slots))
+            goto fail;
+        l->func = as_pointer(func);
+        l->stream = as_pointer(stream);
+        if (PyErr_Occurred()) goto fail;
+        if (PyBytes_AsStringAndSize(words, &raw, &nraw) < 0) goto fail;
+        l->nparams = nraw / 8;
+        l->words = PyMem_Calloc(l->nparams ? l->nparams : 1, 8);
+        l->pointers = PyMem_Calloc(l->nparams ? l->nparams : 1, sizeof(void *));
+        l->nslots = PyTuple_GET_SIZE(slots);
+        l->slots = PyMem_Calloc(l->nslots ? l->nslots : 1, sizeof(CSlot));
+        if (l->words == NULL || l->pointers == NULL || l->slots == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        memcpy(l->words, raw, 8 * l->nparams);
+        for (Py_ssize_t p = 0; p < l->nparams; p++) l->pointers[p] = &l->words[p];
+        for (Py_ssize_t s = 0; s < l->nslots; s++) {
+            CSlot *c = &l->slots[s];
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(slots, s), "iiiL", &c->param, &c->which,
+                                  &c->index, &c->delta))
+                goto fail;
+            if (c->param < 0 || c->param >= l->nparams) {
+                PyErr_SetString(PyExc_ValueError, "a slot's parameter is outside the block");
+                goto fail;
+            }
+        }
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* A reused block: the newest queued release when it is the only one, of the size class, and
+ * nothing is pending in the retirement queue (allocate_block's reuse when no drain and no poll
+ * has anything to do); NULL without an exception when not, and the release is put back. */
+static PyObject *reused_block(DriverLaunchCore *self, PyObject *output) {
+    PyObject *size = PyTuple_GET_ITEM(output, 2), *release, *block, *storage, *hits, *more;
+    int match;
+    if (PyObject_Length(self->deferred) != 1 || PyObject_Length(self->entries) != 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (!PyObject_IsTrue(size)) return NULL;
+    release = PyObject_CallMethodNoArgs(self->deferred, str_pop);
+    if (release == NULL) {  /* another thread drained it meanwhile */
+        PyErr_Clear();
+        return NULL;
+    }
+    match = PyTuple_CheckExact(release) && PyTuple_GET_SIZE(release) == 2 &&
+            PyUnicode_Check(PyTuple_GET_ITEM(release, 0)) &&
+            PyUnicode_Compare(PyTuple_GET_ITEM(release, 0), str_block) == 0 &&
+            PyTuple_Check(block = PyTuple_GET_ITEM(release, 1)) && PyTuple_GET_SIZE(block) == 2 &&
+            PyObject_RichCompareBool(PyTuple_GET_ITEM(block, 1), size, Py_EQ) == 1;
+    if (!match) {
+        PyErr_Clear();
+        PyObject *r = PyObject_CallMethodOneArg(self->deferred, str_append, release);
+        Py_DECREF(release);
+        Py_XDECREF(r);
+        return NULL;
+    }
+    if ((hits = PyObject_GetAttr(self->blocks, str_hits)) == NULL) goto fail;
+    more = PyNumber_Add(hits, one);
+    Py_DECREF(hits);
+    if (more == NULL || PyObject_SetAttr(self->blocks, str_hits, more) < 0) {
+        Py_XDECREF(more);
+        goto fail;
+    }
+    Py_DECREF(more);
+    if ((storage = bare((PyTypeObject *)self->storage_type)) == NULL) goto fail;
+    set_slot(storage, s_runtime, self->runtime);
+    set_slot(storage, s_domain, self->domain);
+    set_slot(storage, s_nbytes, PyTuple_GET_ITEM(output, 1));
+    set_slot(storage, s_kind, str_owned);
+    set_slot(storage, s_read_only, Py_False);
+    set_slot(storage, self->c_release, release);
+    set_slot(storage, self->c_ptr, PyTuple_GET_ITEM(block, 0));
+    set_slot(storage, self->c_block, size);
+    Py_DECREF(release);
+    return storage;
+fail:
+    Py_DECREF(release);
+    return NULL;
+}
+
+static PyObject *cuda_call(DriverLaunchCore *self, PyObject *tensors) {
+    PyObject *rt = self->runtime, *v, *outs = NULL, *result = NULL, *seam = NULL;
+    Py_ssize_t nout = PyTuple_GET_SIZE(self->outputs);
+    void *ctx = NULL;
+    int truth;
+    /* the guard: closed, poisoned, synchronizing, a capture holding the queue, another thread */
+    if (PyDict_GET_SIZE(self->poisoned) || PyThread_get_thread_ident() != self->thread)
+        return Py_NewRef(replay_miss);
+    if ((v = PyObject_GetAttr(rt, str_closed)) == NULL) return NULL;
+    truth = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (truth) return truth < 0 ? NULL : Py_NewRef(replay_miss);
+    if ((v = PyObject_GetAttr(rt, str_debug_sync)) == NULL) return NULL;
+    truth = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (truth) return truth < 0 ? NULL : Py_NewRef(replay_miss);
+    if ((v = PyObject_GetAttr(self->retirement, str_refuse_wait)) == NULL) return NULL;
+    truth = v != Py_None;
+    Py_DECREF(v);
+    if (truth) return Py_NewRef(replay_miss);
+    if ((truth = read_only(tensors, self->exclusive)) != 0)
+        return truth < 0 ? NULL : Py_NewRef(replay_miss);
+    /* what the Python replay does itself: another context current, an input on another storage
+     * class */
+    if (self->current(&ctx) != 0 || ctx != self->context) return Py_NewRef(fallback);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tensors); i++)
+        if (!PyObject_TypeCheck(SLOT(PyTuple_GET_ITEM(tensors, i), t_storage),
+                                (PyTypeObject *)self->storage_type))
+            return Py_NewRef(fallback);
+    seam = framework_allocator(rt);
+    if ((outs = PyList_New(nout)) == NULL) {
+        Py_XDECREF(seam);
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < nout; j++) {
+        PyObject *output = PyTuple_GET_ITEM(self->outputs, j), *storage, *t;
+        if (seam != NULL)
+            storage = from_seam(seam, PyTuple_GET_ITEM(output, 1), PyTuple_GET_ITEM(output, 3));
+        else if ((storage = reused_block(self, output)) == NULL && !PyErr_Occurred())
+            storage = PyObject_CallNoArgs(PyTuple_GET_ITEM(output, 0));
+        if (storage == NULL) goto done;
+        t = new_tensor(storage, PyTuple_GET_ITEM(output, 3));
+        Py_DECREF(storage);
+        if (t == NULL) goto done;
+        PyList_SET_ITEM(outs, j, t);
+    }
+    for (Py_ssize_t i = 0; i < self->nlaunches; i++) {
+        CLaunch *l = &self->launches[i];
+        int err;
+        for (Py_ssize_t s = 0; s < l->nslots; s++) {
+            CSlot *c = &l->slots[s];
+            PyObject *t = c->which == 0 ? PyTuple_GET_ITEM(tensors, c->index)
+                                        : PyList_GET_ITEM(outs, c->index);
+            unsigned long long ptr = PyLong_AsUnsignedLongLong(SLOT(SLOT(t, t_storage),
+                                                                    self->c_ptr));
+            if (ptr == (unsigned long long)-1 && PyErr_Occurred()) goto done;
+            l->words[c->param] = ptr + (unsigned long long)c->delta;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        err = self->launch(l->func, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+                           l->block[2], l->shared, l->stream, l->nparams ? l->pointers : NULL,
+                           NULL);
+        Py_END_ALLOW_THREADS
+        if (err) {
+            PyObject *code = PyLong_FromLong(err), *exc;
+            if (code == NULL) goto done;
+            exc = PyObject_CallOneArg(PyTuple_GET_ITEM(self->fails, i), code);
+            Py_DECREF(code);
+            if (exc != NULL) {
+                PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+                Py_DECREF(exc);
+            }
+            goto done;
+        }
+    }
+    result = outputs_tuple(outs, self->several);
+done:
+    Py_XDECREF(seam);
+    Py_DECREF(outs);
+    return result;
+}
+
+static PyObject *cuda_tp_call(PyObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *tensors;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &tensors)) return NULL;
+    return cuda_call((DriverLaunchCore *)self, tensors);
+}
+
+static PyTypeObject DriverLaunchCore_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tenferro_host.provider._ccall.DriverLaunchCore",
+    .tp_basicsize = sizeof(DriverLaunchCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A CUDA op replay's guard, outputs, slot writes and launches, compiled.",
+    .tp_new = cuda_new,
+    .tp_dealloc = (destructor)cuda_dealloc,
+    .tp_traverse = (traverseproc)cuda_traverse,
+    .tp_clear = (inquiry)cuda_clear,
+    .tp_call = cuda_tp_call,
+};
+
+/* ---- the CPU core ------------------------------------------------------------------------ */
+
+enum { FRESH = 0, WHOLE = 1, VIEW = 2 };
+
+typedef struct {
+    Py_ssize_t position;
+    int which, index, how;
+    PyObject *nbytes, *shape, *npdt, *offset, *strides; /* borrowed from the core's `launches` */
+} CView;
+
+typedef struct {
+    PyObject *fn, *template_;
+    int bare;
+    Py_ssize_t nviews;
+    CView *views;
+} CpuLaunch;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *runtime, *domain, *empty, *ndarray, *poison, *fail, *outputs, *exclusive;
+    PyObject *storage_type, *launch_data;
+    Py_ssize_t c_array, nlaunches;
+    int several;
+    CpuLaunch *launches;
+} UfuncCore;
+
+static int cpu_traverse(UfuncCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->runtime);
+    Py_VISIT(self->domain);
+    Py_VISIT(self->empty);
+    Py_VISIT(self->ndarray);
+    Py_VISIT(self->poison);
+    Py_VISIT(self->fail);
+    Py_VISIT(self->outputs);
+    Py_VISIT(self->exclusive);
+    Py_VISIT(self->storage_type);
+    Py_VISIT(self->launch_data);
+    return 0;
+}
+
+static int cpu_clear(UfuncCore *self) {
+    Py_CLEAR(self->runtime);
+    Py_CLEAR(self->domain);
+    Py_CLEAR(self->empty);
+    Py_CLEAR(self->ndarray);
+    Py_CLEAR(self->poison);
+    Py_CLEAR(self->fail);
+    Py_CLEAR(self->outputs);
+    Py_CLEAR(self->exclusive);
+    Py_CLEAR(self->storage_type);
+    Py_CLEAR(self->launch_data);
+    return 0;
+}
+
+static void cpu_dealloc(UfuncCore *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->launches != NULL) {
+        for (Py_ssize_t i = 0; i < self->nlaunches; i++) PyMem_Free(self->launches[i].views);
+        PyMem_Free(self->launches);
+    }
+    cpu_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* UfuncCore(runtime, storage_type, empty, ndarray, poison, fail, outputs, exclusive, launches):
+ * outputs (allocator, nbytes, count, numpy dtype, (dtype, shape, strides)); poison the object
+ * whose `poison_fresh_memory` says whether fresh memory is poisoned (the runtime's allocator
+ * then makes every output); fail(fn, exc) raises the launch's typed error;
+ * launches (fn, bare, template: list, views: ((position, which, index, how, nbytes, shape,
+ * numpy dtype, byte offset, byte strides), ...)), every one a plain call (arguments, then the
+ * one output, positional). */
+static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *runtime, *stype, *empty, *ndarray, *poison, *fail, *outputs, *exclusive, *launches;
+    UfuncCore *self;
+    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!O!:UfuncCore", &runtime, &PyType_Type, &stype, &empty,
+                          &ndarray, &poison, &fail, &PyTuple_Type, &outputs, &PyTuple_Type,
+                          &exclusive, &PyTuple_Type, &launches))
+        return NULL;
+    self = (UfuncCore *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->runtime = Py_NewRef(runtime);
+    self->storage_type = Py_NewRef(stype);
+    self->empty = Py_NewRef(empty);
+    self->ndarray = Py_NewRef(ndarray);
+    self->poison = Py_NewRef(poison);
+    self->fail = Py_NewRef(fail);
+    self->outputs = Py_NewRef(outputs);
+    self->exclusive = Py_NewRef(exclusive);
+    self->launch_data = Py_NewRef(launches);
+    self->several = PyTuple_GET_SIZE(outputs) != 1;
+    if ((self->domain = PyObject_GetAttrString(runtime, "domain")) == NULL) goto fail;
+    if (slot_offset(stype, "array", &self->c_array) < 0) goto fail;
+    self->nlaunches = PyTuple_GET_SIZE(launches);
+    self->launches = PyMem_Calloc(self->nlaunches ? self->nlaunches : 1, sizeof(CpuLaunch));
+    if (self->launches == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < self->nlaunches; i++) {
+        CpuLaunch *l = &self->launches[i];
+        PyObject *views;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(launches, i), "OpO!O!", &l->fn, &l->bare,
+                              &PyList_Type, &l->template_, &PyTuple_Type, &views))
+            goto fail;
+        l->nviews = PyTuple_GET_SIZE(views);
+        l->views = PyMem_Calloc(l->nviews ? l->nviews : 1, sizeof(CView));
+        if (l->views == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        for (Py_ssize_t k = 0; k < l->nviews; k++) {
+            CView *c = &l->views[k];
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(views, k), "niiiOOOOO", &c->position,
+                                  &c->which, &c->index, &c->how, &c->nbytes, &c->shape,
+                                  &c->npdt, &c->offset, &c->strides))
+                goto fail;
+            if (c->position < 0 || c->position >= PyList_GET_SIZE(l->template_)) {
+                PyErr_SetString(PyExc_ValueError, "a view's position is outside the arguments");
+                goto fail;
+            }
+        }
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyObject *cpu_output(UfuncCore *self, PyObject *output, PyObject *seam, int poisoned) {
+    PyObject *array, *storage;
+    if (seam != NULL) return from_seam(seam, PyTuple_GET_ITEM(output, 1), PyTuple_GET_ITEM(output, 4));
+    if (!poisoned) {
+        PyObject *args[2] = {PyTuple_GET_ITEM(output, 2), PyTuple_GET_ITEM(output, 3)};
+        array = PyObject_Vectorcall(self->empty, args, 2, NULL);
+        if (array != NULL) {
+            if ((storage = bare((PyTypeObject *)self->storage_type)) == NULL) {
+                Py_DECREF(array);
+                return NULL;
+            }
+            set_slot(storage, s_runtime, self->runtime);
+            set_slot(storage, s_domain, self->domain);
+            set_slot(storage, s_nbytes, PyTuple_GET_ITEM(output, 1));
+            set_slot(storage, s_kind, str_owned);
+            set_slot(storage, s_read_only, Py_False);
+            set_slot(storage, self->c_array, array);
+            Py_DECREF(array);
+            return storage;
+        }
+        PyErr_Clear();  /* the runtime's allocation raises the typed error */
+    }
+    return PyObject_CallNoArgs(PyTuple_GET_ITEM(output, 0));
+}
+
+static PyObject *cpu_call(UfuncCore *self, PyObject *tensors) {
+    PyObject *outs, *result = NULL, *stack[16], **argv = stack, *v, *seam = NULL;
+    Py_ssize_t nout = PyTuple_GET_SIZE(self->outputs), ntensors = PyTuple_GET_SIZE(tensors);
+    int truth, poisoned;
+    if ((truth = read_only(tensors, self->exclusive)) != 0)
+        return truth < 0 ? NULL : Py_NewRef(replay_miss);
+    for (Py_ssize_t i = 0; i < ntensors; i++)
+        if (!PyObject_TypeCheck(SLOT(PyTuple_GET_ITEM(tensors, i), t_storage),
+                                (PyTypeObject *)self->storage_type))
+            return Py_NewRef(fallback);
+    if ((v = PyObject_GetAttr(self->poison, str_poison)) == NULL) return NULL;
+    poisoned = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (poisoned < 0 || (outs = PyList_New(nout)) == NULL) return NULL;
+    seam = framework_allocator(self->runtime);
+    for (Py_ssize_t j = 0; j < nout; j++) {
+        PyObject *output = PyTuple_GET_ITEM(self->outputs, j), *storage, *t;
+        if ((storage = cpu_output(self, output, seam, poisoned)) == NULL) goto done;
+        t = new_tensor(storage, PyTuple_GET_ITEM(output, 4));
+        Py_DECREF(storage);
+        if (t == NULL) goto done;
+        PyList_SET_ITEM(outs, j, t);
+    }
+    for (Py_ssize_t i = 0; i < self->nlaunches; i++) {
+        CpuLaunch *l = &self->launches[i];
+        Py_ssize_t nargs = PyList_GET_SIZE(l->template_), made = 0;
+        PyObject *r;
+        if (nargs > 16 && (argv = PyMem_Malloc(nargs * sizeof(PyObject *))) == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < nargs; k++) argv[k] = Py_NewRef(PyList_GET_ITEM(l->template_, k));
+        made = nargs;
+        for (Py_ssize_t k = 0; k < l->nviews; k++) {
+            CView *c = &l->views[k];
+            PyObject *t = c->which ? PyList_GET_ITEM(outs, c->index)
+                                   : PyTuple_GET_ITEM(tensors, c->index);
+            PyObject *storage = SLOT(t, t_storage), *array = SLOT(storage, self->c_array), *arg;
+            int whole = c->how == FRESH;
+            if (c->how == WHOLE) {
+                PyObject *dt = PyObject_GetAttr(array, str_dtype);
+                if (dt == NULL) goto launch_failed;
+                whole = dt == c->npdt &&
+                        PyObject_RichCompareBool(SLOT(storage, s_nbytes), c->nbytes, Py_EQ) == 1;
+                Py_DECREF(dt);
+                if (PyErr_Occurred()) goto launch_failed;
+            }
+            if (whole)
+                arg = l->bare ? Py_NewRef(array) : PyObject_CallMethodNoArgs(array, str_view);
+            else {
+                PyObject *a[5] = {c->shape, c->npdt, array, c->offset, c->strides};
+                arg = PyObject_Vectorcall(self->ndarray, a, 5, NULL);
+            }
+            if (arg == NULL) goto launch_failed;
+            Py_SETREF(argv[c->position], arg);
+        }
+        r = PyObject_Vectorcall(l->fn, argv, nargs, NULL);
+        for (Py_ssize_t k = 0; k < made; k++) Py_DECREF(argv[k]);
+        if (argv != stack) PyMem_Free(argv);
+        argv = stack;
+        if (r == NULL) {
+            PyObject *type, *value, *tb;
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) goto done;
+            PyErr_Fetch(&type, &value, &tb);
+            PyErr_NormalizeException(&type, &value, &tb);
+            if (tb != NULL) PyException_SetTraceback(value, tb);
+            r = PyObject_CallFunctionObjArgs(self->fail, l->fn, value, NULL);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+            Py_XDECREF(r);  /* fail() raises: r is NULL */
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_SystemError, "a CPU launch failed and nothing was raised");
+            goto done;
+        }
+        Py_DECREF(r);
+        continue;
+    launch_failed:
+        for (Py_ssize_t k = 0; k < made; k++) Py_DECREF(argv[k]);
+        if (argv != stack) PyMem_Free(argv);
+        goto done;
+    }
+    result = outputs_tuple(outs, self->several);
+done:
+    Py_XDECREF(seam);
+    Py_DECREF(outs);
+    return result;
+}
+
+static PyObject *cpu_tp_call(PyObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *tensors;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &tensors)) return NULL;
+    return cpu_call((UfuncCore *)self, tensors);
+}
+
+static PyTypeObject UfuncCore_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tenferro_host.provider._ccall.UfuncCore",
+    .tp_basicsize = sizeof(UfuncCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A CPU op replay's guard, outputs and ufunc calls, compiled.",
+    .tp_new = cpu_new,
+    .tp_dealloc = (destructor)cpu_dealloc,
+    .tp_traverse = (traverseproc)cpu_traverse,
+    .tp_clear = (inquiry)cpu_clear,
+    .tp_call = cpu_tp_call,
+};
+
+/* ---- the call ---------------------------------------------------------------------------- */
+
+static PyObject *unplanned(PyObject *key, PyObject *state) {
+    PyObject *pair = PyTuple_Pack(2, key, state), *out;
+    if (pair == NULL) return NULL;
+    out = PyObject_CallOneArg(unplanned_type, pair);
+    Py_DECREF(pair);
+    return out;
+}
+
+static PyObject *call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *key, *plan, *core = NULL, *result = NULL;
+    if (nargs != 3 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "call(plans, tensors: tuple, attrs)");
+        return NULL;
+    }
+    if (find_state(args[0], args[1], args[2], &key, &plan) < 0) return NULL;
+    if (plan == Py_None || plan == blocked || (PyObject *)Py_TYPE(plan) == learning_type) {
+        result = unplanned(key, plan);
+        goto done;
+    }
+    if (PyObject_TypeCheck(plan, replay_type)) core = SLOT(plan, r_core);
+    Py_XINCREF(core);  /* held for the call: a plan dropped meanwhile frees nothing in use */
+    if (core != NULL && Py_IS_TYPE(core, &DriverLaunchCore_Type))
+        result = cuda_call((DriverLaunchCore *)core, args[1]);
+    else if (core != NULL && Py_IS_TYPE(core, &UfuncCore_Type))
+        result = cpu_call((UfuncCore *)core, args[1]);
+    else
+        result = Py_NewRef(fallback);
+    Py_XDECREF(core);
+    if (result == fallback) {
+        Py_DECREF(result);
+        result = PyObject_CallOneArg(plan, args[1]);
+    }
+    if (result == replay_miss) {
+        Py_DECREF(result);
+        result = unplanned(key, blocked);
+    }
+done:
+    Py_DECREF(key);
+    Py_DECREF(plan);
+    return result;
+}
+
+static int offsets_of(PyObject *type, const char *const *names, Py_ssize_t *const *out) {
+    for (int i = 0; names[i] != NULL; i++)
+        if (slot_offset(type, names[i], out[i]) < 0) return -1;
+    return 0;
+}
+
+/* configure(Tensor, Storage, OpReplay, Learning, BLOCKED, UNHASHABLE, REPLAY_MISS, FALLBACK,
+ *           Unplanned, exact_kind, thread_token) */
+static PyObject *configure(PyObject *module, PyObject *args) {
+    PyObject *tensor, *storage, *replay;
+    static const char *const tensor_slots[] = {"storage", "dtype", "shape", "strides",
+                                               "offset", "_compact", NULL};
+    static const char *const storage_slots[] = {"runtime", "domain", "nbytes", "kind",
+                                                "read_only", NULL};
+    static const char *const replay_slots[] = {"core", NULL};
+    Py_ssize_t *const t_out[] = {&t_storage, &t_dtype, &t_shape, &t_strides, &t_offset,
+                                 &t_compact};
+    Py_ssize_t *const s_out[] = {&s_runtime, &s_domain, &s_nbytes, &s_kind, &s_read_only};
+    Py_ssize_t *const r_out[] = {&r_core};
+    PyObject *learning, *blk, *unh, *miss, *fb, *unpl, *ek, *tt;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOOOOOO:configure", &PyType_Type, &tensor, &PyType_Type,
+                          &storage, &PyType_Type, &replay, &learning, &blk, &unh, &miss, &fb,
+                          &unpl, &ek, &tt))
+        return NULL;
+    if (offsets_of(tensor, tensor_slots, t_out) < 0 || offsets_of(storage, storage_slots, s_out) < 0 ||
+        offsets_of(replay, replay_slots, r_out) < 0)
+        return NULL;
+    Py_XSETREF(tensor_type, (PyTypeObject *)Py_NewRef(tensor));
+    Py_XSETREF(storage_type, (PyTypeObject *)Py_NewRef(storage));
+    Py_XSETREF(replay_type, (PyTypeObject *)Py_NewRef(replay));
+    Py_XSETREF(learning_type, Py_NewRef(learning));
+    Py_XSETREF(blocked, Py_NewRef(blk));
+    Py_XSETREF(unhashable, Py_NewRef(unh));
+    Py_XSETREF(replay_miss, Py_NewRef(miss));
+    Py_XSETREF(fallback, Py_NewRef(fb));
+    Py_XSETREF(unplanned_type, Py_NewRef(unpl));
+    Py_XSETREF(exact_kind_fn, Py_NewRef(ek));
+    Py_XSETREF(thread_token_fn, Py_NewRef(tt));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS, "Hand over the classes and markers the call uses."},
+    {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL,
+     "find(plans, tensors, attrs) -> (key, state): PlanTable.find, compiled."},
+    {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
+     "call(plans, tensors, attrs) -> the result, or Unplanned((key, state))."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_ccall",
+    "The compiled planned call (see tenferro_host.provider._compiled).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__ccall(void) {
+    PyObject *m;
+    struct {
+        PyObject **at;
+        const char *text;
+    } names[] = {
+        {&str_hot, "hot"},           {&str_capture, "_capture"},
+        {&str_host, "host"},         {&str_observes, "observes_sessions"},
+        {&str_threads, "_session_threads"},
+        {&str_hex, "hex"},           {&str_closed, "_closed"},
+        {&str_debug_sync, "debug_sync"},
+        {&str_refuse_wait, "refuse_wait"},
+        {&str_pop, "pop"},           {&str_append, "append"},
+        {&str_hits, "hits"},         {&str_block, "block"},
+        {&str_owned, "owned"},       {&str_dtype, "dtype"},
+        {&str_view, "view"},         {&str_allocate, "_allocate"},
+        {&str_poison, "poison_fresh_memory"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if ((*names[i].at = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
+    if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL) return NULL;
+    if (PyType_Ready(&DriverLaunchCore_Type) < 0 || PyType_Ready(&UfuncCore_Type) < 0) return NULL;
+    if ((m = PyModule_Create(&moduledef)) == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "DriverLaunchCore", (PyObject *)&DriverLaunchCore_Type) < 0 ||
+        PyModule_AddObjectRef(m, "UfuncCore", (PyObject *)&UfuncCore_Type) < 0 ||
+        PyModule_AddStringConstant(m, "SOURCE_HASH", SOURCE_HASH) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

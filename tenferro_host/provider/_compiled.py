@@ -1,0 +1,89 @@
+"""The compiled planned call: an op handle's key, guard and replay in C, where it is built.
+
+``_ccall`` (``_ccall.c``, an optional extension that ``scripts/setup`` and the wheel build) does
+per call what :meth:`PlanTable.find <._plan_table.PlanTable.find>` and a backend's
+:class:`~._op_replay.OpReplay` do in Python: the key, the lookup, and for a replay with a
+compiled ``core`` (CPU and CUDA build one) the guard, the outputs and the launches. The Python
+code stays the reference and the fallback: a replay's core answers :data:`FALLBACK` for what
+it does not cover (a framework's allocator, another current context) and the replay's own
+``__call__`` runs; a call not planned comes back as :class:`Unplanned`. Without the extension,
+or with ``TENFERRO_COMPILED_CALL=0``, :data:`CALL` is None and every call takes the Python
+path; :data:`STATE` says which, and why (``tenferro-host caps``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..tensor import Tensor
+from ._op_plan import REPLAY_MISS, exact_kind
+from ._op_replay import OpReplay
+from ._plan_table import BLOCKED, UNHASHABLE, Learning
+from ._session import thread_token
+from ._storage import Storage
+
+#: The environment switch: ``TENFERRO_COMPILED_CALL=0`` forces the pure-Python call.
+SWITCH = "TENFERRO_COMPILED_CALL"
+#: A core's answer for what only the replay's Python ``__call__`` does.
+FALLBACK: Any = object()
+
+
+class Unplanned(tuple[Any, Any]):
+    """``(key, state)`` of a call the compiled call did not complete: the handle's Python path
+    takes it from there (a replay whose guard failed comes back with the state ``BLOCKED``:
+    the full path)."""
+
+    __slots__ = ()
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    if os.environ.get(SWITCH, "1") == "0":
+        return None, f"pure Python ({SWITCH}=0)"
+    try:
+        from . import _ccall
+    except ImportError as exc:
+        return None, f"pure Python (the extension is not built: {exc}; scripts/setup builds it)"
+    source = Path(__file__).with_name("_ccall.c")
+    if source.exists():
+        built = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+        if built != _ccall.SOURCE_HASH:
+            return None, "pure Python (the extension was built from another _ccall.c: re-run setup)"
+    _ccall.configure(
+        Tensor,
+        Storage,
+        OpReplay,
+        Learning,
+        BLOCKED,
+        UNHASHABLE,
+        REPLAY_MISS,
+        FALLBACK,
+        Unplanned,
+        exact_kind,
+        thread_token,
+    )
+    return _ccall, "compiled"
+
+
+_MODULE, STATE = _load()
+#: ``call(plans, tensors, attrs)``: the result, or :class:`Unplanned`; None: the Python path.
+CALL: Any = None if _MODULE is None else _MODULE.call
+#: ``find(plans, tensors, attrs)``: ``PlanTable.find`` compiled (None without the extension).
+FIND: Any = None if _MODULE is None else _MODULE.find
+#: The cores a backend's replay builds (None without the extension: no core).
+DriverLaunchCore: Any = None if _MODULE is None else _MODULE.DriverLaunchCore
+UfuncCore: Any = None if _MODULE is None else _MODULE.UfuncCore
+
+__all__ = [
+    "CALL",
+    "FALLBACK",
+    "FIND",
+    "STATE",
+    "SWITCH",
+    "DriverLaunchCore",
+    "UfuncCore",
+    "Unplanned",
+]

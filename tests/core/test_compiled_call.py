@@ -1,0 +1,248 @@
+"""The compiled planned call (``provider/_ccall.c``) against its reference, the Python path.
+
+Both paths run in one process: ``_op_handle.CALL`` set to None is the pure-Python call (what
+``TENFERRO_COMPILED_CALL=0`` or a source install without a compiler gives). The key of every
+call must be the Python key, and every call the same result or the same error (type and
+message), for random dtypes, shapes, views, aliasing and attributes; a planned call costs at
+most four Python calls. ``scripts/test`` runs the op-call tests again with the switch off.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tenferro_host as tf
+from tenferro_host import _op_handle
+from tenferro_host.provider import _compiled, _op_plan
+from tenferro_host.provider._plan_table import Learning, PlanTable
+
+ADD = "ext_add_kernel.add"
+COMPILED = os.environ.get(_compiled.SWITCH) != "0"
+needs_compiled = pytest.mark.skipif(not COMPILED, reason=f"{_compiled.SWITCH}=0: pure Python")
+
+
+@pytest.fixture(autouse=True)
+def plans_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_op_plan, "ENABLED", True)
+
+
+def test_the_state_says_which_call_runs():
+    if COMPILED:  # scripts/setup builds the extension: a checkout without it is set up wrong
+        assert _compiled.STATE == "compiled" and _compiled.CALL is not None
+    else:
+        assert _compiled.CALL is None and f"{_compiled.SWITCH}=0" in _compiled.STATE
+
+
+def _hatch_build() -> Any:
+    path = Path(__file__).resolve().parents[2] / "hatch_build.py"
+    spec = importlib.util.spec_from_file_location("hatch_build_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_build_without_a_compiler_says_why_and_raises_nothing(tmp_path, monkeypatch):
+    build = _hatch_build()
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    why = build.compile_extension(tmp_path / "out.so")
+    assert (
+        why is not None and why.startswith("no C compiler") and not (tmp_path / "out.so").exists()
+    )
+
+
+# -- the key ---------------------------------------------------------------------------------
+
+scalars = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1.0, 1, True, False, 0, None, "x"]),
+    st.integers(-3, 3),
+)
+attr_values = st.recursive(scalars, lambda inner: st.tuples(inner, inner), max_leaves=4) | st.just(
+    [1]  # unhashable
+)
+DTYPES = (np.float32, np.float64, np.int32)
+
+
+@st.composite
+def calls(draw: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    cpu = tf.Host().backend("cpu")
+    n = draw(st.integers(1, 3))
+    base = [cpu.upload(np.arange(12, dtype=draw(st.sampled_from(DTYPES)))) for _ in range(n)]
+    tensors: list[Any] = []
+    for i in range(n):
+        t = base[draw(st.integers(0, i))]  # aliasing: an earlier input's storage again
+        how = draw(st.sampled_from(["whole", "offset", "stepped", "matrix"]))
+        if how == "offset":
+            t = tf.Tensor(t.storage, t.dtype, (5,), (1,), 3)
+        elif how == "stepped":
+            t = tf.Tensor(t.storage, t.dtype, (6,), (2,), 0)
+        elif how == "matrix":
+            t = tf.Tensor(t.storage, t.dtype, (3, 4), (1, 3), 0)
+        tensors.append(t)
+    if draw(st.booleans()) and n == 1:
+        tensors.append(np.zeros(2))  # not a Tensor: never keyed
+    names = draw(st.lists(st.sampled_from(["alpha", "axis", "mode"]), unique=True, max_size=3))
+    return tuple(tensors), {name: draw(attr_values) for name in names}
+
+
+@needs_compiled
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls())
+def test_the_compiled_key_and_lookup_are_the_python_ones(call: Any):
+    tensors, attrs = call
+    python, compiled = PlanTable(), PlanTable()
+    key, state = python.find(tensors, attrs)
+    ckey, cstate = _compiled.FIND(compiled, tensors, attrs)
+    assert ckey == key and state is cstate
+    if key is None:
+        return
+    assert [type(x) for x in ckey] == [type(x) for x in key]  # -0.0/0.0, True/1, 1/1.0 apart
+    planned = object()
+    for table in (python, compiled):
+        try:
+            table[key] = planned
+        except TypeError:  # unhashable: the state says so
+            assert state is not None and type(state) is Learning
+            return
+    assert python.find(tensors, attrs)[1] is planned is _compiled.FIND(compiled, tensors, attrs)[1]
+    assert compiled.hot == python.hot  # the last replayed key, compared first next time
+    assert _compiled.FIND(compiled, tensors, attrs)[1] is planned  # (from the hot pair)
+
+
+@needs_compiled
+def test_equal_values_of_other_kinds_are_other_keys():
+    cpu = tf.Host().backend("cpu")
+    x = (cpu.upload(np.ones(2, np.float32)),)
+    keys = [
+        _compiled.FIND(PlanTable(), x, {"a": v})[0] for v in (0.0, -0.0, 0, False, (0,), (0.0,))
+    ]
+    assert len(set(keys)) == len(keys)
+
+
+# -- both paths, same results and errors --------------------------------------------------------
+
+
+def _outcome(fn: Any) -> Any:
+    try:
+        out = fn()
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+    outs = out if type(out) is tuple else (out,)
+    return [(t.dtype, t.shape, t.strides, t.download().tobytes()) for t in outs]
+
+
+@st.composite
+def add_calls(draw: Any) -> tuple[Any, ...]:
+    dtype = draw(st.sampled_from([*DTYPES, np.float16]))
+    other = draw(st.sampled_from([dtype, dtype, np.float64]))  # mostly alike: planned calls
+    shape = draw(st.sampled_from([(8,), (2, 3), (3, 2, 2)]))
+    how = draw(st.sampled_from(["compact", "offset", "transposed", "same", "read-only"]))
+    attrs = draw(st.sampled_from([{}, {}, {"alpha": 1.0}]))
+    return dtype, other, shape, how, attrs
+
+
+def _inputs(cpu: Any, dtype: Any, other: Any, shape: Any, how: str) -> tuple[Any, ...]:
+    n = math.prod(shape)
+    a = cpu.upload(np.arange(n, dtype=dtype).reshape(shape))
+    b = cpu.upload(np.full(shape, 3, dtype=other))
+    if how == "offset":
+        big = cpu.upload(np.arange(n + 2, dtype=dtype))
+        a = tf.Tensor(big.storage, big.dtype, shape, a.strides, 2)
+    elif how == "transposed" and len(shape) > 1:
+        a = cpu.upload(np.arange(n, dtype=dtype).reshape(shape[::-1])).transpose()
+        b = cpu.upload(np.ones(shape[::-1], dtype=other)).transpose()
+    elif how == "same":
+        b = a
+    elif how == "read-only":
+        frozen = np.arange(n, dtype=dtype).reshape(shape)
+        frozen.flags.writeable = False
+        a = cpu.from_dlpack(frozen)
+    return a, b
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(add_calls())
+def test_both_paths_give_the_same_results_and_errors(case: Any):
+    dtype, other, shape, how, attrs = case
+    outcomes = []
+    try:
+        for call in (_compiled.CALL, None):  # (a hypothesis test takes no function fixture)
+            _op_handle.CALL = call
+            host = tf.Host()
+            cpu = host.backend("cpu")
+            a, b = _inputs(cpu, dtype, other, shape, how)
+            run = partial(host.run, ADD, a, b, **attrs)
+            outcomes.append([_outcome(run) for _ in range(4)])
+    finally:
+        _op_handle.CALL = _compiled.CALL
+    assert outcomes[0] == outcomes[1]
+
+
+# -- what a planned call costs, and what it survives ---------------------------------------------
+
+
+def _python_calls(fn: Any, n: int = 10) -> float:
+    """Python frames entered per call of ``fn`` (C calls do not count), over ``n`` calls."""
+    frames = [0]
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename != __file__:
+            frames[0] += 1
+
+    sys.setprofile(count)
+    try:
+        for _ in range(n):
+            fn()
+    finally:
+        sys.setprofile(None)
+    return frames[0] / n
+
+
+@needs_compiled
+def test_a_planned_cpu_call_costs_at_most_four_python_calls(monkeypatch):
+    host = tf.Host()
+    cpu = host.backend("cpu")
+    # the test kit's poisoned fresh memory (on in this suite) takes the runtime's allocation
+    monkeypatch.setattr(type(cpu), "poison_fresh_memory", False)
+    a, b = cpu.upload(np.ones(1024, np.float32)), cpu.upload(np.ones(1024, np.float32))
+    handle = host.op(ADD)
+    for _ in range(3):
+        host.run(ADD, a, b)
+    assert handle._plans.hot[1].core is not None
+    assert _python_calls(lambda: host.run(ADD, a, b)) <= 4  # host.run and the handle: 2
+    assert _python_calls(lambda: handle(a, b)) <= 4
+
+
+@needs_compiled
+def test_a_plan_dropped_while_its_core_runs_frees_nothing_in_use(monkeypatch):
+    host = tf.Host()
+    cpu = host.backend("cpu")
+    a, b = cpu.upload(np.ones(64, np.float32)), cpu.upload(np.full(64, 2, np.float32))
+    handle = host.op(ADD)
+    allocate, dropping = type(cpu)._allocate, [False]
+
+    def allocation(self: Any, nbytes: int, dt: Any) -> Any:
+        if dropping[0]:  # the plan, its core and its allocators lose their last holder
+            handle._plans.clear()
+        return allocate(self, nbytes, dt)
+
+    monkeypatch.setattr(type(cpu), "_allocate", allocation)  # (a replay binds it when made)
+    monkeypatch.setattr(type(cpu), "poison_fresh_memory", True)  # the core asks the runtime
+    for _ in range(3):
+        handle(a, b)
+    assert handle._plans.hot[1].core is not None
+    dropping[0] = True
+    assert handle(a, b).download().tolist() == [3.0] * 64
+    assert handle._plans == {}

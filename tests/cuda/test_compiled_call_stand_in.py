@@ -1,0 +1,159 @@
+"""The compiled CUDA core (``DriverLaunchCore``) against the Python replay, without a GPU: the
+stand-in driver answers ``cuGetProcAddress`` with C-callables that record what C hands them
+(the parameter block as the driver reads it), so what the compiled call passes to the driver is
+checked here. Both paths run in one process (``_op_handle.CALL`` None: the Python path)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+from support.driver_stand_in import (
+    StandInModule,
+    launch_words,
+    recorded_launches,
+    recording_driver,
+    stand_in_runtime,
+)
+
+import tenferro_host as tf
+from tenferro_host import _op_handle
+from tenferro_host.provider import _compiled, _op_plan
+
+ADD = "ext_add_kernel.add"
+pytestmark = pytest.mark.skipif(
+    _compiled.CALL is None, reason=f"the compiled call is off: {_compiled.STATE}"
+)
+
+
+@pytest.fixture
+def setup(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(_op_plan, "ENABLED", True)
+    host = tf.Host()
+    with recording_driver() as fake, recorded_launches() as launches:
+        rt = stand_in_runtime(host)
+        module = StandInModule(rt, (8, 8, 8, 4))  # out, lhs, rhs pointers and an int
+        rt.resources.get((ADD, "module"), lambda: module)
+        yield host, rt, fake, launches
+
+
+def _launched(fake: Any) -> list[tuple[Any, ...]]:
+    return [
+        (f, grid, block, shared, launch_words(views))
+        for name, (f, grid, block, shared, views) in (
+            c for c in fake.calls if c[0] == "cuLaunchKernel"
+        )
+    ]
+
+
+def _run_both(setup: Any, monkeypatch: pytest.MonkeyPatch, body: Any) -> list[Any]:
+    """``body(handle, rt)`` on the compiled call, then on the Python one (fresh handles)."""
+    host, rt, fake, _ = setup
+    seen = []
+    for call in (_compiled.CALL, None):
+        monkeypatch.setattr(_op_handle, "CALL", call)
+        host._handles.clear()
+        fake.calls.clear()
+        seen.append(body(host.op(ADD), rt))
+    return seen
+
+
+def test_the_compiled_core_launches_what_the_python_replay_launches(setup, monkeypatch):
+    def body(add: Any, rt: Any) -> Any:
+        a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
+        kept = [add(a, b) for _ in range(6)]  # each output kept: a fresh block per call
+        assert type(add._plans.hot[1].core).__name__ == "DriverLaunchCore"
+        launched = _launched(setup[2])  # (the stand-in reads a block as it is now: the last words)
+        words = launched[-1][4]
+        assert words[:3] == [kept[-1].storage.ptr, a.storage.ptr, b.storage.ptr]
+        assert words[3] & 0xFFFFFFFF == 1024
+        return [launch[:4] for launch in launched], len(launched)
+
+    compiled, python = _run_both(setup, monkeypatch, body)
+    assert compiled == python and compiled[1] >= 4  # planned after two recordings
+
+
+def test_a_failed_launch_is_the_same_typed_error_on_both_paths(setup, monkeypatch):
+    def body(add: Any, rt: Any) -> Any:
+        a, b = rt.empty(tf.float32, (256,)), rt.empty(tf.float32, (256,))
+        for _ in range(3):
+            add(a, b)
+        setup[2].launch_result = 1  # CUDA_ERROR_INVALID_VALUE
+        try:
+            with pytest.raises(tf.LaunchError) as caught:
+                add(a, b)
+        finally:
+            setup[2].launch_result = 0
+        return type(caught.value), str(caught.value)
+
+    compiled, python = _run_both(setup, monkeypatch, body)
+    assert compiled == python
+
+
+def test_another_current_context_takes_the_python_replay(setup, monkeypatch):
+    host, rt, fake, _ = setup
+    a, b = rt.empty(tf.float32, (64,)), rt.empty(tf.float32, (64,))
+    add = host.op(ADD)
+    for _ in range(3):
+        add(a, b)
+    # C asks the driver per call: another context (99) there; the Python replay's own check (a
+    # method bound when it was made) is the one recorded
+    monkeypatch.setattr(type(fake), "_current_from_c", _other_context)
+    fake.calls.clear()
+    out = add(a, b)
+    assert fake.names() == ["cuCtxGetCurrent", "cuLaunchKernel"]
+    assert _launched(fake)[-1][4][:3] == [out.storage.ptr, a.storage.ptr, b.storage.ptr]
+
+
+def _other_context(self: Any, out: Any) -> int:
+    out[0] = 99
+    return 0
+
+
+def _python_calls(fn: Any, n: int = 10) -> float:
+    """Python frames per call of ``fn``, the stand-in driver's (C's callees) left out."""
+    frames = [0]
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        name = frame.f_code.co_filename
+        if event == "call" and name != __file__ and not name.endswith("driver_stand_in.py"):
+            frames[0] += 1
+
+    sys.setprofile(count)
+    try:
+        for _ in range(n):
+            fn()
+    finally:
+        sys.setprofile(None)
+    return frames[0] / n
+
+
+def test_a_planned_cuda_call_costs_at_most_four_python_calls(setup):
+    host, rt, *_ = setup
+    a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
+    for _ in range(3):
+        host.run(ADD, a, b)
+    # host.run, the handle and the previous output's finalizer (its block serves the next call)
+    assert _python_calls(lambda: host.run(ADD, a, b)) <= 4
+
+
+def test_a_plan_dropped_while_its_core_allocates_frees_nothing_in_use(setup, monkeypatch):
+    host, rt, fake, _ = setup
+    add, dropping = host.op(ADD), [False]
+    allocate_block = type(rt).allocate_block
+
+    def allocation(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if dropping[0]:  # the plan and its core lose their last holder mid-call
+            add._plans.clear()
+        return allocate_block(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(rt), "allocate_block", allocation)  # (a replay binds it when made)
+    a, b = rt.empty(tf.float32, (64,)), rt.empty(tf.float32, (64,))
+    kept = [add(a, b) for _ in range(3)]  # kept: no queued block, the core asks the runtime
+    core = add._plans.hot[1].core  # kept: the stand-in reads its parameter block after the call
+    assert core is not None
+    dropping[0] = True
+    kept.append(add(a, b))
+    assert add._plans == {}
+    assert _launched(fake)[-1][4][:3] == [kept[-1].storage.ptr, a.storage.ptr, b.storage.ptr]
