@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from . import _op_handle
 from ._loader import (
     PLUGIN_FAILURES,
     PluginSet,
@@ -32,6 +33,8 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
+from .provider import _op_plan
+from .provider._compiled import Unplanned
 from .provider._registry import BackendStatus, Registry
 from .provider._runtime import Runtime
 from .provider._session import BackendSession, ExecSession
@@ -287,6 +290,11 @@ class Host:
         else:
             if handle._ops.get(name) is not handle.record:  # replaced by a later registration
                 handle = self.op(name)
+        call = _op_handle.CALL  # the compiled call: a planned key replays from here, in C
+        if call is not None and backend is None and tensors and _op_plan.ENABLED:
+            result = call(handle._plans, tensors, attrs)
+            if type(result) is not Unplanned:
+                return result
         if backend is None:  # no keyword to merge into the call's
             return handle(*tensors, **attrs)
         return handle(*tensors, backend=backend, **attrs)

@@ -109,10 +109,14 @@ class RawReplay(OpReplay):
             )
             for p in self._launches
         )
+        read = {index for p in self._launches for _, which, index, _ in p.slots if which == 0}
+        # (each failure callable holds its launch's function, and so its module, as the core
+        # lives: a core called on its own never launches an unloaded function)
         fails = tuple(partial(_launch_failure, rt, p) for p in self._launches)
         return DriverLaunchCore(
             rt, CudaStorage, self._context, address(entry("cuCtxGetCurrent")),
-            address(self._cu_launch), self._thread, outputs, self.exclusive, fails, launches,
+            address(self._cu_launch), self._thread, outputs, self.exclusive,
+            tuple(sorted(read | set(self.exclusive))), fails, launches,
         )  # fmt: skip
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:

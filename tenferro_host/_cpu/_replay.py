@@ -160,14 +160,13 @@ class CpuReplay(OpReplay):
             for (allocate, layout), (nbytes, _) in zip(self._allocators, self.outputs, strict=True)
         )
         launches = tuple(
-            (r.fn, r.bare, [*r.template], tuple((*v[:4], *v[4:]) for v in r.views))
-            for r in self._launches
-            if type(r) is _Launch
+            (r.fn, r.bare, [*r.template], r.views) for r in self._launches if type(r) is _Launch
         )
+        read = {v[2] for r in launches for v in r[3] if v[1] == 0} | set(self.exclusive)
         runtime = self.runtime
         return UfuncCore(
             runtime, CpuStorage, np.empty, np.ndarray, type(runtime), _raise_failed, outputs,
-            self.exclusive, launches,
+            self.exclusive, tuple(sorted(read)), launches,
         )  # fmt: skip
 
     def __call__(self, tensors: tuple[Any, ...]) -> Any:

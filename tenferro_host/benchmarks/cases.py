@@ -10,16 +10,17 @@ reason, so it is listed as *not run*, never dropped.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
 
+from .. import _op_handle
 from .._host import Host
-from . import baselines
+from . import baselines, c_floor
 from .baselines import BLOCK, N
 from .kernels import CUDA_ADD, DSL_OP, WGSL_ADD, dsl_add, register_dsl_op
 from .timing import Case, Group, try_case
@@ -56,6 +57,7 @@ class Sizes:
 
 # Row names the targets refer to (report.TARGETS).
 CORE_LAUNCH = "cuda.core launch(stream, cfg, kernel, ...)"
+C_FLOOR = "C: cuLaunchKernel in a loop (the C floor)"
 PREPARED = "PreparedLaunch.launch()"
 RS_LAUNCH = "rs.launch(fn, cfg, args) (refs made once)"
 CP_EMPTY = "CuPy cp.empty(1024, float32)"
@@ -68,11 +70,16 @@ RAW_BODY = "in a raw session: alloc_output + tensor_mut + 2x tensor + launch"
 HOST_RUN_RAW = "host.run(ext_add_kernel.add) (cuda-raw variant)"
 HANDLE_RAW = "op handle (cuda-raw variant)"
 HOST_RUN_DSL = "host.run of a DSL op (dsl variant)"
+#: the same calls on the pure-Python call (TENFERRO_COMPILED_CALL=0's), in the same run
+PURE = " [pure-Python call]"
+HOST_RUN_RAW_PY, HANDLE_RAW_PY = HOST_RUN_RAW + PURE, HANDLE_RAW + PURE
+HOST_RUN_DSL_PY = HOST_RUN_DSL + PURE
 DSL_SESSION_OP = "with ex.jit(op) + alloc_output + launch (open exec session)"
 DSL_CACHED = "cached DSL launch in an open jit session"
 CPU_NUMPY = "np.add(a, b, out=o)"
 CPU_HOST_RUN = "host.run(ext_add_kernel.add) (cpu variant)"
 CPU_HANDLE = "op handle (cpu variant)"
+CPU_HOST_RUN_PY, CPU_HANDLE_PY = CPU_HOST_RUN + PURE, CPU_HANDLE + PURE
 WGPU_DIRECT = "wgpu-py: encoder + pass + dispatch + submit of the plan's pipeline and buffers"
 WGPU_OWN_DEVICE = "wgpu-py: hand-written WGSL add on a device of its own (prebuilt bind group)"
 WGPU_HOST_RUN = "host.run(ext_add_kernel.add) (dsl variant)"
@@ -96,6 +103,7 @@ CPU_PLAN_STEPS = ("replay", "allocation")
 CPU_PLAN_ROWS = tuple(f"op plan of the cpu add: {step}" for step in CPU_PLAN_STEPS)
 
 CUDA_CALL_ROWS = (
+    C_FLOOR,
     CORE_LAUNCH,
     PREPARED,
     RS_LAUNCH,
@@ -115,8 +123,11 @@ CUDA_CALL_ROWS = (
     BORROW_MUT,
     HOST_RUN_RAW,
     HANDLE_RAW,
+    HOST_RUN_RAW_PY,
+    HANDLE_RAW_PY,
     *PLAN_ROWS,
     HOST_RUN_DSL,
+    HOST_RUN_DSL_PY,
     DSL_SESSION_OP,
     DSL_CACHED,
 )
@@ -166,14 +177,29 @@ def _plan_steps(
     return [Case(row, steps[step]) for row, step in zip(rows, names, strict=True)], state
 
 
+@contextmanager
+def pure_python_call() -> Iterator[None]:
+    """The op handles' pure-Python call meanwhile (what ``TENFERRO_COMPILED_CALL=0`` runs)."""
+    compiled, _op_handle.CALL = _op_handle.CALL, None
+    try:
+        yield
+    finally:
+        _op_handle.CALL = compiled
+
+
 def _ext_add_calls(host: Host, a: Any, b: Any, run_row: str, handle_row: str) -> list[Case]:
-    """The example add through ``host.run`` and through its op handle, or both not run."""
+    """The example add through ``host.run`` and through its op handle, each on the compiled
+    call and on the pure-Python one (rows named with :data:`PURE`), or all not run."""
+    rows = (run_row, handle_row, run_row + PURE, handle_row + PURE)
     if not _has_op(host, EXT_ADD):
-        return [Case(r, None, "ext-add-kernel not installed") for r in (run_row, handle_row)]
+        return [Case(r, None, "ext-add-kernel not installed") for r in rows]
     handle = host.op(EXT_ADD)
+    run, call = partial(host.run, EXT_ADD, a, b), partial(handle, a, b)
     return [
-        Case(run_row, lambda: host.run(EXT_ADD, a, b)),
-        Case(handle_row, lambda: handle(a, b)),
+        Case(rows[0], run),
+        Case(rows[1], call),
+        Case(rows[2], run, within=pure_python_call),
+        Case(rows[3], call, within=pure_python_call),
     ]
 
 
@@ -194,7 +220,7 @@ def cpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         cases,
         rounds=sizes.rounds,
         batch=sizes.batch,
-        profiled=(CPU_HOST_RUN, CPU_HANDLE, *CPU_PLAN_ROWS),
+        profiled=(CPU_HOST_RUN, CPU_HANDLE, CPU_HOST_RUN_PY, CPU_HANDLE_PY, *CPU_PLAN_ROWS),
     )
 
 
@@ -204,7 +230,8 @@ def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     the WGSL, uniform and storage buffers of the call's op plan, on the runtime's own device
     (and, as a second anchor, a hand-written WGSL add on a device of its own)."""
     key, title = "webgpu", f"op call, WebGPU, {N}-element f32 add"
-    rows = (WGPU_DIRECT, WGPU_OWN_DEVICE, WGPU_HOST_RUN, WGPU_HANDLE, *WGPU_PLAN_ROWS)
+    calls = (WGPU_HOST_RUN, WGPU_HANDLE, WGPU_HOST_RUN + PURE, WGPU_HANDLE + PURE)
+    rows = (WGPU_DIRECT, WGPU_OWN_DEVICE, *calls, *WGPU_PLAN_ROWS)
     why = _unavailable(host, "webgpu")
     if why:
         return _not_run(key, title, rows, why)
@@ -328,7 +355,8 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
             o = j.alloc_output(tf.float32, (N,))
             j.launch(dsl_add, count, dim, o, ia, ib)
 
-    cases = [try_case(CORE_LAUNCH, lambda: baselines.core_launch(rt, ptrs, syncs))]
+    cases = [c_floor.case(C_FLOOR, syncs)]
+    cases += [try_case(CORE_LAUNCH, lambda: baselines.core_launch(rt, ptrs, syncs))]
     cases += [
         Case(PREPARED, prepared.launch),
         Case(RS_LAUNCH, lambda: rs.launch(function, config, args)),
@@ -353,7 +381,8 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     steps, plan_state = _plan_steps(host, a, b)
     cases += steps
     cases += [
-        Case(HOST_RUN_DSL, lambda: host.run(DSL_OP, a, b)),
+        Case(HOST_RUN_DSL, partial(host.run, DSL_OP, a, b)),
+        Case(HOST_RUN_DSL_PY, partial(host.run, DSL_OP, a, b), within=pure_python_call),
         Case(DSL_SESSION_OP, dsl_session_op),
         Case(DSL_CACHED, lambda: js.launch(dsl_add, count, dim, js_out, ia, ib)),
     ]
@@ -380,8 +409,11 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
             BORROW_MUT,
             HOST_RUN_RAW,
             HANDLE_RAW,
+            HOST_RUN_RAW_PY,
+            HANDLE_RAW_PY,
             *PLAN_ROWS,
             HOST_RUN_DSL,
+            HOST_RUN_DSL_PY,
             DSL_SESSION_OP,
             DSL_CACHED,
         ),

@@ -13,6 +13,7 @@ import pstats
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,10 @@ class Case:
     nbytes: int = 0
     #: ``fn`` is None because the measured code itself failed to set up: a failed row
     failed: bool = False
+    #: what each timed batch (and the profile) runs inside, e.g. the pure-Python call switched on
+    within: Callable[[], AbstractContextManager[Any]] = nullcontext
+    #: calls ``fn`` makes of what the row names (a C loop of launches: one Python call per batch)
+    per_call: int = 1
 
 
 @dataclass
@@ -75,15 +80,16 @@ def _sample(case: Case, group: Group) -> float:
     fn = case.fn
     assert fn is not None
     batch = group.batch
-    t0 = time.perf_counter()
-    for _ in range(batch):
-        fn()
-    if group.sync_in_timing:
-        group.sync()
-    t1 = time.perf_counter()
+    with case.within():
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        if group.sync_in_timing:
+            group.sync()
+        t1 = time.perf_counter()
     if not group.sync_in_timing:
         group.sync()
-    return (t1 - t0) / batch
+    return (t1 - t0) / batch / case.per_call
 
 
 def _value(seconds: float, case: Case, unit: str) -> float:
@@ -156,7 +162,8 @@ def measure(group: Group, advance: Callable[[], None] = lambda: None) -> list[Re
             )
             if case.name in group.profiled:
                 try:
-                    result.calls_per_op, result.profile_top = profile(case.fn)
+                    with case.within():
+                        result.calls_per_op, result.profile_top = profile(case.fn)
                     group.sync()
                 except Exception as exc:
                     result.note = f"profile failed: {type(exc).__name__}: {exc}"[:300]

@@ -41,6 +41,7 @@ from ..errors import (
 )
 from ..tensor import Tensor
 from ._capture_lock import locked
+from ._compiled import CALL, Unplanned
 from ._op_plan import ENABLED, REPLAY_MISS
 from ._plan_table import BLOCKED, Learning, PlanTable
 from ._session import Session
@@ -512,7 +513,13 @@ class CapturedGraph:
         ones, its attributes the scalars), replayed as one backend replay of all its launches.
         None where the key has no plan (not yet, or never: its nodes then run one by one)."""
         borrowed = tuple(values)
-        key, plan = self._plans.find(borrowed, scalar_values)
+        if CALL is None:
+            key, plan = self._plans.find(borrowed, scalar_values)
+        else:  # the key, the lookup and the replay in C, as an op handle's call
+            made = CALL(self._plans, borrowed, scalar_values)
+            if type(made) is not Unplanned:
+                return (made,) if type(made) is Tensor else made
+            key, plan = made
         if key is None or plan is BLOCKED or (type(plan) is Learning and plan.given_up):
             return None
         if plan is None or type(plan) is Learning:

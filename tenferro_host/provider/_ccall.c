@@ -266,6 +266,23 @@ static PyObject *find(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* ---- cores ------------------------------------------------------------------------------- */
 
+/* Whether every input a core reads (`used`: indices) is a Tensor on a storage of `type`: what
+ * the call's key guarantees, and what a core called on its own (or by a jit session, whose
+ * arguments include scalars) checks before it reads a slot. */
+static int inputs_fit(PyObject *tensors, PyObject *used, PyObject *type) {
+    Py_ssize_t n = PyTuple_GET_SIZE(tensors);
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(used); k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(used, k));
+        PyObject *t, *storage;
+        if (i < 0 || i >= n) return 0;
+        t = PyTuple_GET_ITEM(tensors, i);
+        if (Py_TYPE(t) != tensor_type || (storage = SLOT(t, t_storage)) == NULL ||
+            !PyObject_TypeCheck(storage, (PyTypeObject *)type))
+            return 0;
+    }
+    return 1;
+}
+
 static int read_only(PyObject *tensors, PyObject *exclusive) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(exclusive); k++) {
         Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(exclusive, k));
@@ -327,7 +344,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *runtime, *retirement, *entries, *deferred, *blocks, *poisoned, *outputs;
-    PyObject *exclusive, *fails, *storage_type, *domain;
+    PyObject *exclusive, *fails, *storage_type, *domain, *used;
     Py_ssize_t c_ptr, c_block, c_release, nlaunches;
     unsigned long thread;
     void *context;
@@ -364,6 +381,7 @@ static int cuda_clear(DriverLaunchCore *self) {
     Py_CLEAR(self->fails);
     Py_CLEAR(self->storage_type);
     Py_CLEAR(self->domain);
+    Py_CLEAR(self->used);
     return 0;
 }
 
@@ -394,12 +412,12 @@ static void *as_pointer(PyObject *o) {
  *          (dtype, shape, strides)); fails one callable per launch, err -> the exception. */
 static PyObject *cuda_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *runtime, *stype, *context, *current, *launch, *thread, *outputs, *exclusive;
-    PyObject *fails, *launches;
+    PyObject *used, *fails, *launches;
     DriverLaunchCore *self;
-    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!O!O!:DriverLaunchCore", &runtime, &PyType_Type, &stype,
-                          &context, &current, &launch, &thread, &PyTuple_Type, &outputs,
-                          &PyTuple_Type, &exclusive, &PyTuple_Type, &fails, &PyTuple_Type,
-                          &launches))
+    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!O!O!O!:DriverLaunchCore", &runtime, &PyType_Type,
+                          &stype, &context, &current, &launch, &thread, &PyTuple_Type, &outputs,
+                          &PyTuple_Type, &exclusive, &PyTuple_Type, &used, &PyTuple_Type, &fails,
+                          &PyTuple_Type, &launches))
         return NULL;
     if (PyTuple_GET_SIZE(fails) != PyTuple_GET_SIZE(launches)) {
         PyErr_SetString(PyExc_ValueError, "one failure callable per launch");
@@ -411,6 +429,7 @@ static PyObject *cuda_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->storage_type = Py_NewRef(stype);
     self->outputs = Py_NewRef(outputs);
     self->exclusive = Py_NewRef(exclusive);
+    self->used = Py_NewRef(used);
     self->fails = Py_NewRef(fails);
     self->several = PyTuple_GET_SIZE(outputs) != 1;
     self->context = as_pointer(context);
@@ -556,15 +575,11 @@ static PyObject *cuda_call(DriverLaunchCore *self, PyObject *tensors) {
     truth = v != Py_None;
     Py_DECREF(v);
     if (truth) return Py_NewRef(replay_miss);
+    /* what the Python replay does itself: an input it cannot read here, another context */
+    if (!inputs_fit(tensors, self->used, self->storage_type)) return Py_NewRef(fallback);
     if ((truth = read_only(tensors, self->exclusive)) != 0)
         return truth < 0 ? NULL : Py_NewRef(replay_miss);
-    /* what the Python replay does itself: another context current, an input on another storage
-     * class */
     if (self->current(&ctx) != 0 || ctx != self->context) return Py_NewRef(fallback);
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tensors); i++)
-        if (!PyObject_TypeCheck(SLOT(PyTuple_GET_ITEM(tensors, i), t_storage),
-                                (PyTypeObject *)self->storage_type))
-            return Py_NewRef(fallback);
     seam = framework_allocator(rt);
     if ((outs = PyList_New(nout)) == NULL) {
         Py_XDECREF(seam);
@@ -656,7 +671,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *runtime, *domain, *empty, *ndarray, *poison, *fail, *outputs, *exclusive;
-    PyObject *storage_type, *launch_data;
+    PyObject *storage_type, *launch_data, *used;
     Py_ssize_t c_array, nlaunches;
     int several;
     CpuLaunch *launches;
@@ -673,6 +688,7 @@ static int cpu_traverse(UfuncCore *self, visitproc visit, void *arg) {
     Py_VISIT(self->exclusive);
     Py_VISIT(self->storage_type);
     Py_VISIT(self->launch_data);
+    Py_VISIT(self->used);
     return 0;
 }
 
@@ -687,6 +703,7 @@ static int cpu_clear(UfuncCore *self) {
     Py_CLEAR(self->exclusive);
     Py_CLEAR(self->storage_type);
     Py_CLEAR(self->launch_data);
+    Py_CLEAR(self->used);
     return 0;
 }
 
@@ -708,11 +725,12 @@ static void cpu_dealloc(UfuncCore *self) {
  * numpy dtype, byte offset, byte strides), ...)), every one a plain call (arguments, then the
  * one output, positional). */
 static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *runtime, *stype, *empty, *ndarray, *poison, *fail, *outputs, *exclusive, *launches;
+    PyObject *runtime, *stype, *empty, *ndarray, *poison, *fail, *outputs, *exclusive, *used;
+    PyObject *launches;
     UfuncCore *self;
-    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!O!:UfuncCore", &runtime, &PyType_Type, &stype, &empty,
-                          &ndarray, &poison, &fail, &PyTuple_Type, &outputs, &PyTuple_Type,
-                          &exclusive, &PyTuple_Type, &launches))
+    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!O!O!:UfuncCore", &runtime, &PyType_Type, &stype,
+                          &empty, &ndarray, &poison, &fail, &PyTuple_Type, &outputs, &PyTuple_Type,
+                          &exclusive, &PyTuple_Type, &used, &PyTuple_Type, &launches))
         return NULL;
     self = (UfuncCore *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
@@ -724,6 +742,7 @@ static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->fail = Py_NewRef(fail);
     self->outputs = Py_NewRef(outputs);
     self->exclusive = Py_NewRef(exclusive);
+    self->used = Py_NewRef(used);
     self->launch_data = Py_NewRef(launches);
     self->several = PyTuple_GET_SIZE(outputs) != 1;
     if ((self->domain = PyObject_GetAttrString(runtime, "domain")) == NULL) goto fail;
@@ -791,14 +810,11 @@ static PyObject *cpu_output(UfuncCore *self, PyObject *output, PyObject *seam, i
 
 static PyObject *cpu_call(UfuncCore *self, PyObject *tensors) {
     PyObject *outs, *result = NULL, *stack[16], **argv = stack, *v, *seam = NULL;
-    Py_ssize_t nout = PyTuple_GET_SIZE(self->outputs), ntensors = PyTuple_GET_SIZE(tensors);
+    Py_ssize_t nout = PyTuple_GET_SIZE(self->outputs);
     int truth, poisoned;
+    if (!inputs_fit(tensors, self->used, self->storage_type)) return Py_NewRef(fallback);
     if ((truth = read_only(tensors, self->exclusive)) != 0)
         return truth < 0 ? NULL : Py_NewRef(replay_miss);
-    for (Py_ssize_t i = 0; i < ntensors; i++)
-        if (!PyObject_TypeCheck(SLOT(PyTuple_GET_ITEM(tensors, i), t_storage),
-                                (PyTypeObject *)self->storage_type))
-            return Py_NewRef(fallback);
     if ((v = PyObject_GetAttr(self->poison, str_poison)) == NULL) return NULL;
     poisoned = PyObject_IsTrue(v);
     Py_DECREF(v);
@@ -906,35 +922,50 @@ static PyObject *unplanned(PyObject *key, PyObject *state) {
     return out;
 }
 
-static PyObject *call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    PyObject *key, *plan, *core = NULL, *result = NULL;
-    if (nargs != 3 || !PyTuple_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "call(plans, tensors: tuple, attrs)");
-        return NULL;
-    }
-    if (find_state(args[0], args[1], args[2], &key, &plan) < 0) return NULL;
-    if (plan == Py_None || plan == blocked || (PyObject *)Py_TYPE(plan) == learning_type) {
-        result = unplanned(key, plan);
-        goto done;
-    }
+/* A replay run: its compiled core, else (or where the core answers FALLBACK) its __call__. */
+static PyObject *run_replay(PyObject *plan, PyObject *tensors) {
+    PyObject *core = NULL, *result;
     if (PyObject_TypeCheck(plan, replay_type)) core = SLOT(plan, r_core);
     Py_XINCREF(core);  /* held for the call: a plan dropped meanwhile frees nothing in use */
     if (core != NULL && Py_IS_TYPE(core, &DriverLaunchCore_Type))
-        result = cuda_call((DriverLaunchCore *)core, args[1]);
+        result = cuda_call((DriverLaunchCore *)core, tensors);
     else if (core != NULL && Py_IS_TYPE(core, &UfuncCore_Type))
-        result = cpu_call((UfuncCore *)core, args[1]);
+        result = cpu_call((UfuncCore *)core, tensors);
     else
         result = Py_NewRef(fallback);
     Py_XDECREF(core);
     if (result == fallback) {
         Py_DECREF(result);
-        result = PyObject_CallOneArg(plan, args[1]);
+        result = PyObject_CallOneArg(plan, tensors);
     }
-    if (result == replay_miss) {
+    return result;
+}
+
+static PyObject *replay(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *plan, *result;
+    if (nargs != 2 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "replay(plan, tensors: tuple)");
+        return NULL;
+    }
+    plan = Py_NewRef(args[0]);
+    result = run_replay(plan, args[1]);
+    Py_DECREF(plan);
+    return result;
+}
+
+static PyObject *call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *key, *plan, *result;
+    if (nargs != 3 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "call(plans, tensors: tuple, attrs)");
+        return NULL;
+    }
+    if (find_state(args[0], args[1], args[2], &key, &plan) < 0) return NULL;
+    if (plan == Py_None || plan == blocked || (PyObject *)Py_TYPE(plan) == learning_type)
+        result = unplanned(key, plan);
+    else if ((result = run_replay(plan, args[1])) == replay_miss) {
         Py_DECREF(result);
         result = unplanned(key, blocked);
     }
-done:
     Py_DECREF(key);
     Py_DECREF(plan);
     return result;
@@ -987,6 +1018,8 @@ static PyMethodDef methods[] = {
      "find(plans, tensors, attrs) -> (key, state): PlanTable.find, compiled."},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
      "call(plans, tensors, attrs) -> the result, or Unplanned((key, state))."},
+    {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
+     "replay(plan, tensors) -> the plan's result (its core, else its __call__) or REPLAY_MISS."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,7 @@ path; :data:`STATE` says which, and why (``tenferro-host caps``).
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 from pathlib import Path
 from types import ModuleType
@@ -71,6 +72,9 @@ def _load() -> tuple[ModuleType | None, str]:
 _MODULE, STATE = _load()
 #: ``call(plans, tensors, attrs)``: the result, or :class:`Unplanned`; None: the Python path.
 CALL: Any = None if _MODULE is None else _MODULE.call
+#: ``replay(plan, tensors)``: a planned call's replay, through its core where it has one (the
+#: capture's and the jit session's roads); without the extension ``plan(tensors)``, in C too.
+REPLAY: Any = operator.call if _MODULE is None else _MODULE.replay
 #: ``find(plans, tensors, attrs)``: ``PlanTable.find`` compiled (None without the extension).
 FIND: Any = None if _MODULE is None else _MODULE.find
 #: The cores a backend's replay builds (None without the extension: no core).
@@ -81,6 +85,7 @@ __all__ = [
     "CALL",
     "FALLBACK",
     "FIND",
+    "REPLAY",
     "STATE",
     "SWITCH",
     "DriverLaunchCore",

@@ -36,6 +36,7 @@ from ..kernel._autotune import Autotuned
 from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 from ..kernel.ir import U32_MAX, WARP, check_fragment_cube, check_shared_sizes, check_u32_array
 from ..tensor import Tensor
+from ._compiled import REPLAY
 from ._op_plan import (
     ENABLED,
     RECORDING,
@@ -337,7 +338,13 @@ class JitSession(OutputSession):
                     plans.put(key, _SEEN)  # recorded the next time it comes
                     key = None
                 elif plan is not _SEEN:  # a replay, or never one: no recording again
-                    if plan is not _NEVER and plan(args) is not REPLAY_MISS:
+                    if (
+                        plan is not _NEVER
+                        and (
+                            plan(args) if plan.core is None else REPLAY(plan, args)  # compiled
+                        )
+                        is not REPLAY_MISS
+                    ):
                         return
                     key = None
         try:

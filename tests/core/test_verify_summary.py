@@ -93,3 +93,17 @@ def test_the_script_prints_the_summary_and_exits_1_on_a_failure(tmp_path: Path) 
     )
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.startswith("# gpu-verify: 300 s of a 540 s budget")
+
+
+def test_a_step_whose_log_is_its_result_reports_the_sanitizer_summary(tmp_path: Path) -> None:
+    work = _work(tmp_path, (STEPS[0], "sanitizer\t0\t20\t60\tsanitizer.log"))
+    (work / "sanitizer.log").write_text(
+        "========= COMPUTE-SANITIZER\n3 passed\n========= ERROR SUMMARY: 0 errors\n"
+    )
+    text, ok = verify_summary.summary(work, 40, 540)
+    assert ok
+    assert "| sanitizer | ok; ========= ERROR SUMMARY: 0 errors | 20 (60) |" in text
+    (work / "steps.tsv").write_text(f"{STEPS[0]}\nsanitizer\t3\t20\t60\tsanitizer.log\n")
+    (work / "sanitizer.log").write_text("========= ERROR SUMMARY: 2 errors\n")
+    text, ok = verify_summary.summary(work, 40, 540)
+    assert not ok and "| sanitizer | exit 3; ========= ERROR SUMMARY: 2 errors |" in text

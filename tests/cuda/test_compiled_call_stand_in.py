@@ -97,18 +97,14 @@ def test_another_current_context_takes_the_python_replay(setup, monkeypatch):
     add = host.op(ADD)
     for _ in range(3):
         add(a, b)
-    # C asks the driver per call: another context (99) there; the Python replay's own check (a
-    # method bound when it was made) is the one recorded
-    monkeypatch.setattr(type(fake), "_current_from_c", _other_context)
+    # C asks the driver per call (the stand-in's method, looked up per call): another context
+    # there; the Python replay's own check (the method bound when the replay was made) is the
+    # one recorded, and it launches
+    monkeypatch.setattr(type(fake), "cuCtxGetCurrent", lambda self: (0, 99))
     fake.calls.clear()
     out = add(a, b)
     assert fake.names() == ["cuCtxGetCurrent", "cuLaunchKernel"]
     assert _launched(fake)[-1][4][:3] == [out.storage.ptr, a.storage.ptr, b.storage.ptr]
-
-
-def _other_context(self: Any, out: Any) -> int:
-    out[0] = 99
-    return 0
 
 
 def _python_calls(fn: Any, n: int = 10) -> float:
@@ -134,7 +130,7 @@ def test_a_planned_cuda_call_costs_at_most_four_python_calls(setup):
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
     for _ in range(3):
         host.run(ADD, a, b)
-    # host.run, the handle and the previous output's finalizer (its block serves the next call)
+    # host.run and the previous output's finalizer (its block serves the next call)
     assert _python_calls(lambda: host.run(ADD, a, b)) <= 4
 
 

@@ -115,7 +115,7 @@ class RecordingDriver:
             b"cuLaunchKernel": _C_LAUNCH(self._launch_from_c),
             b"cuEventRecord": _C_RECORD(self._from_c("cuEventRecord")),
             b"cuStreamWaitEvent": _C_WAIT(self._from_c("cuStreamWaitEvent")),
-            b"cuCtxGetCurrent": _C_CURRENT(lambda out: self._current_from_c(out)),
+            b"cuCtxGetCurrent": _C_CURRENT(self._current_from_c),
         }
 
     def names(self) -> list[str]:
