@@ -35,7 +35,7 @@ static Py_ssize_t s_runtime, s_domain, s_nbytes, s_kind, s_read_only, r_core;
 static PyObject *str_hot, *str_capture, *str_host, *str_observes, *str_threads, *str_hex;
 static PyObject *str_closed, *str_debug_sync, *str_refuse_wait, *str_pop, *str_append;
 static PyObject *str_hits, *str_block, *str_owned, *str_dtype, *str_view, *str_allocate;
-static PyObject *str_poison;
+static PyObject *str_poison, *str_deferred;
 static PyObject *zero, *one;
 
 static int slot_offset(PyObject *type, const char *name, Py_ssize_t *out) {
@@ -912,6 +912,38 @@ static PyTypeObject UfuncCore_Type = {
     .tp_call = cpu_tp_call,
 };
 
+/* ---- the storages' finalizer ------------------------------------------------------------ */
+
+static Py_ssize_t d_release;
+
+/* DeviceStorage.__del__, compiled: queue the storage's release on its runtime's deferred queue
+ * (one append, as the Python finalizer; an error, as at interpreter shutdown, is dropped). */
+static PyObject *queue_release(PyObject *self, PyObject *unused) {
+    PyObject *release = SLOT(self, d_release), *runtime = SLOT(self, s_runtime), *queue, *done;
+    if (release == NULL || release == Py_None || runtime == NULL) Py_RETURN_NONE;
+    queue = PyObject_GetAttr(runtime, str_deferred);
+    done = queue == NULL ? NULL : PyObject_CallMethodOneArg(queue, str_append, release);
+    Py_XDECREF(queue);
+    Py_XDECREF(done);
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef queue_release_def = {
+    "__del__", queue_release, METH_NOARGS,
+    "Queue the release on the runtime's deferred queue (the compiled finalizer).",
+};
+
+/* finalizer(DeviceStorage): the compiled __del__ of `DeviceStorage` (a method descriptor). */
+static PyObject *finalizer(PyObject *module, PyObject *type) {
+    if (!PyType_Check(type) || !PyType_IsSubtype((PyTypeObject *)type, storage_type)) {
+        PyErr_SetString(PyExc_TypeError, "finalizer(type): a Storage class (after configure)");
+        return NULL;
+    }
+    if (slot_offset(type, "release", &d_release) < 0) return NULL;
+    return PyDescr_NewMethod((PyTypeObject *)type, &queue_release_def);
+}
+
 /* ---- the call ---------------------------------------------------------------------------- */
 
 static PyObject *unplanned(PyObject *key, PyObject *state) {
@@ -1018,6 +1050,7 @@ static PyMethodDef methods[] = {
      "find(plans, tensors, attrs) -> (key, state): PlanTable.find, compiled."},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
      "call(plans, tensors, attrs) -> the result, or Unplanned((key, state))."},
+    {"finalizer", finalizer, METH_O, "finalizer(DeviceStorage) -> its compiled __del__."},
     {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
      "replay(plan, tensors) -> the plan's result (its core, else its __call__) or REPLAY_MISS."},
     {NULL, NULL, 0, NULL},
@@ -1045,6 +1078,7 @@ PyMODINIT_FUNC PyInit__ccall(void) {
         {&str_owned, "owned"},       {&str_dtype, "dtype"},
         {&str_view, "view"},         {&str_allocate, "_allocate"},
         {&str_poison, "poison_fresh_memory"},
+        {&str_deferred, "deferred"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].at = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;

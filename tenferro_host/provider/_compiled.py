@@ -6,7 +6,9 @@ per call what :meth:`PlanTable.find <._plan_table.PlanTable.find>` and a backend
 compiled ``core`` (CPU and CUDA build one) the guard, the outputs and the launches. The Python
 code stays the reference and the fallback: a replay's core answers :data:`FALLBACK` for what
 it does not cover (a framework's allocator, another current context) and the replay's own
-``__call__`` runs; a call not planned comes back as :class:`Unplanned`. Without the extension,
+``__call__`` runs; a call not planned comes back as :class:`Unplanned`. A device storage's
+finalizer (``DeviceStorage.__del__``) is compiled too: one append to the deferred queue.
+Without the extension,
 or with ``TENFERRO_COMPILED_CALL=0``, :data:`CALL` is None and every call takes the Python
 path; :data:`STATE` says which, and why (``tenferro-host caps``).
 """
@@ -21,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from ..tensor import Tensor
+from ._deferred import DeviceStorage
 from ._op_plan import REPLAY_MISS, exact_kind
 from ._op_replay import OpReplay
 from ._plan_table import BLOCKED, UNHASHABLE, Learning
@@ -66,6 +69,8 @@ def _load() -> tuple[ModuleType | None, str]:
         exact_kind,
         thread_token,
     )
+    # a storage's finalizer runs per output that dies: one append, now without a Python frame
+    DeviceStorage.__del__ = _ccall.finalizer(DeviceStorage)  # type: ignore[method-assign]
     return _ccall, "compiled"
 
 

@@ -246,3 +246,23 @@ def test_a_plan_dropped_while_its_core_runs_frees_nothing_in_use(monkeypatch):
     dropping[0] = True
     assert handle(a, b).download().tolist() == [3.0] * 64
     assert handle._plans == {}
+
+
+def test_a_device_storage_queues_its_release_when_it_dies(monkeypatch):
+    """``DeviceStorage.__del__`` (compiled where the extension is, else Python): one append of
+    its release; nothing for a storage without one; an error (a runtime without its queue, as
+    at interpreter shutdown) is dropped, not reported."""
+    from tenferro_host.provider import DeviceStorage
+    from tenferro_host.provider._deferred import DeferredReleases
+
+    assert (type(DeviceStorage.__dict__["__del__"]).__name__ == "method_descriptor") is COMPILED
+    runtime = type("R", (), {})()
+    runtime.domain, runtime.deferred = object(), DeferredReleases()
+    DeviceStorage(runtime, 8, ("memory", 0xA000))
+    DeviceStorage(runtime, 0, None)
+    assert list(runtime.deferred) == [("memory", 0xA000)]
+    del runtime.deferred
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    DeviceStorage(runtime, 8, ("memory", 0xB000))
+    assert unraisable == []

@@ -130,7 +130,7 @@ def test_a_planned_cuda_call_costs_at_most_four_python_calls(setup):
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
     for _ in range(3):
         host.run(ADD, a, b)
-    # host.run and the previous output's finalizer (its block serves the next call)
+    # host.run alone (the previous output's finalizer, whose block serves the next call, is C)
     assert _python_calls(lambda: host.run(ADD, a, b)) <= 4
 
 
