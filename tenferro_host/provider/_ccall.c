@@ -60,6 +60,20 @@ static inline void set_slot(PyObject *o, Py_ssize_t off, PyObject *v) {
 /* A new instance of a __slots__ class, its __init__ not run (the caller writes every slot). */
 static inline PyObject *bare(PyTypeObject *type) { return type->tp_alloc(type, 0); }
 
+/* A fresh storage of `type` the runtime owns (Storage's slots written; the subclass's are the
+ * caller's). */
+static PyObject *owned_storage(PyObject *type, PyObject *runtime, PyObject *domain,
+                               PyObject *nbytes) {
+    PyObject *storage = bare((PyTypeObject *)type);
+    if (storage == NULL) return NULL;
+    set_slot(storage, s_runtime, runtime);
+    set_slot(storage, s_domain, domain);
+    set_slot(storage, s_nbytes, nbytes);
+    set_slot(storage, s_kind, str_owned);
+    set_slot(storage, s_read_only, Py_False);
+    return storage;
+}
+
 static PyObject *new_tensor(PyObject *storage, PyObject *layout) {
     /* layout: (dtype, shape, strides) */
     PyObject *t = bare(tensor_type);
@@ -315,13 +329,15 @@ static PyObject *from_seam(PyObject *seam, PyObject *nbytes, PyObject *layout) {
     return PyObject_Vectorcall(seam, args, 2, NULL);
 }
 
-/* Outputs: (allocator, nbytes, size class, (dtype, shape, strides)) per output. */
+/* A call's result from its outputs: the one tensor, or a tuple of several (or none). */
 static PyObject *outputs_tuple(PyObject *outs, int several) {
     if (several) return PyList_AsTuple(outs);
     return Py_NewRef(PyList_GET_ITEM(outs, 0));
 }
 
 /* ---- the CUDA core --------------------------------------------------------------------- */
+
+static PyObject *core_tp_call(PyObject *self, PyObject *args, PyObject *kwds);
 
 typedef int (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                          unsigned, void *, void **, void **);
@@ -539,12 +555,9 @@ static PyObject *reused_block(DriverLaunchCore *self, PyObject *output) {
         goto fail;
     }
     Py_DECREF(more);
-    if ((storage = bare((PyTypeObject *)self->storage_type)) == NULL) goto fail;
-    set_slot(storage, s_runtime, self->runtime);
-    set_slot(storage, s_domain, self->domain);
-    set_slot(storage, s_nbytes, PyTuple_GET_ITEM(output, 1));
-    set_slot(storage, s_kind, str_owned);
-    set_slot(storage, s_read_only, Py_False);
+    storage = owned_storage(self->storage_type, self->runtime, self->domain,
+                            PyTuple_GET_ITEM(output, 1));
+    if (storage == NULL) goto fail;
     set_slot(storage, self->c_release, release);
     set_slot(storage, self->c_ptr, PyTuple_GET_ITEM(block, 0));
     set_slot(storage, self->c_block, size);
@@ -633,12 +646,6 @@ done:
     return result;
 }
 
-static PyObject *cuda_tp_call(PyObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *tensors;
-    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &tensors)) return NULL;
-    return cuda_call((DriverLaunchCore *)self, tensors);
-}
-
 static PyTypeObject DriverLaunchCore_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tenferro_host.provider._ccall.DriverLaunchCore",
     .tp_basicsize = sizeof(DriverLaunchCore),
@@ -648,7 +655,7 @@ static PyTypeObject DriverLaunchCore_Type = {
     .tp_dealloc = (destructor)cuda_dealloc,
     .tp_traverse = (traverseproc)cuda_traverse,
     .tp_clear = (inquiry)cuda_clear,
-    .tp_call = cuda_tp_call,
+    .tp_call = core_tp_call,
 };
 
 /* ---- the CPU core ------------------------------------------------------------------------ */
@@ -790,16 +797,9 @@ static PyObject *cpu_output(UfuncCore *self, PyObject *output, PyObject *seam, i
         PyObject *args[2] = {PyTuple_GET_ITEM(output, 2), PyTuple_GET_ITEM(output, 3)};
         array = PyObject_Vectorcall(self->empty, args, 2, NULL);
         if (array != NULL) {
-            if ((storage = bare((PyTypeObject *)self->storage_type)) == NULL) {
-                Py_DECREF(array);
-                return NULL;
-            }
-            set_slot(storage, s_runtime, self->runtime);
-            set_slot(storage, s_domain, self->domain);
-            set_slot(storage, s_nbytes, PyTuple_GET_ITEM(output, 1));
-            set_slot(storage, s_kind, str_owned);
-            set_slot(storage, s_read_only, Py_False);
-            set_slot(storage, self->c_array, array);
+            storage = owned_storage(self->storage_type, self->runtime, self->domain,
+                                    PyTuple_GET_ITEM(output, 1));
+            if (storage != NULL) set_slot(storage, self->c_array, array);
             Py_DECREF(array);
             return storage;
         }
@@ -894,12 +894,6 @@ done:
     return result;
 }
 
-static PyObject *cpu_tp_call(PyObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *tensors;
-    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &tensors)) return NULL;
-    return cpu_call((UfuncCore *)self, tensors);
-}
-
 static PyTypeObject UfuncCore_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tenferro_host.provider._ccall.UfuncCore",
     .tp_basicsize = sizeof(UfuncCore),
@@ -909,7 +903,7 @@ static PyTypeObject UfuncCore_Type = {
     .tp_dealloc = (destructor)cpu_dealloc,
     .tp_traverse = (traverseproc)cpu_traverse,
     .tp_clear = (inquiry)cpu_clear,
-    .tp_call = cpu_tp_call,
+    .tp_call = core_tp_call,
 };
 
 /* ---- the storages' finalizer ------------------------------------------------------------ */
@@ -954,18 +948,31 @@ static PyObject *unplanned(PyObject *key, PyObject *state) {
     return out;
 }
 
+/* A core's run on `tensors`; FALLBACK for anything that is not a core. */
+static PyObject *run_core(PyObject *core, PyObject *tensors) {
+    if (Py_IS_TYPE(core, &DriverLaunchCore_Type))
+        return cuda_call((DriverLaunchCore *)core, tensors);
+    if (Py_IS_TYPE(core, &UfuncCore_Type)) return cpu_call((UfuncCore *)core, tensors);
+    return Py_NewRef(fallback);
+}
+
+/* Either core called on its own: core(tensors). */
+static PyObject *core_tp_call(PyObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *tensors;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &tensors)) return NULL;
+    return run_core(self, tensors);
+}
+
 /* A replay run: its compiled core, else (or where the core answers FALLBACK) its __call__. */
 static PyObject *run_replay(PyObject *plan, PyObject *tensors) {
     PyObject *core = NULL, *result;
     if (PyObject_TypeCheck(plan, replay_type)) core = SLOT(plan, r_core);
-    Py_XINCREF(core);  /* held for the call: a plan dropped meanwhile frees nothing in use */
-    if (core != NULL && Py_IS_TYPE(core, &DriverLaunchCore_Type))
-        result = cuda_call((DriverLaunchCore *)core, tensors);
-    else if (core != NULL && Py_IS_TYPE(core, &UfuncCore_Type))
-        result = cpu_call((UfuncCore *)core, tensors);
-    else
+    if (core != NULL) {
+        Py_INCREF(core);  /* held for the call: a plan dropped meanwhile frees nothing in use */
+        result = run_core(core, tensors);
+        Py_DECREF(core);
+    } else
         result = Py_NewRef(fallback);
-    Py_XDECREF(core);
     if (result == fallback) {
         Py_DECREF(result);
         result = PyObject_CallOneArg(plan, tensors);

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.call_budget import call_trace
 
 import tenferro_host as tf
 from tenferro_host import _op_handle
@@ -193,23 +194,6 @@ def test_both_paths_give_the_same_results_and_errors(case: Any):
 # -- what a planned call costs, and what it survives ---------------------------------------------
 
 
-def _python_calls(fn: Any, n: int = 10) -> float:
-    """Python frames entered per call of ``fn`` (C calls do not count), over ``n`` calls."""
-    frames = [0]
-
-    def count(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code.co_filename != __file__:
-            frames[0] += 1
-
-    sys.setprofile(count)
-    try:
-        for _ in range(n):
-            fn()
-    finally:
-        sys.setprofile(None)
-    return frames[0] / n
-
-
 @needs_compiled
 def test_a_planned_cpu_call_costs_at_most_four_python_calls(monkeypatch):
     host = tf.Host()
@@ -221,8 +205,9 @@ def test_a_planned_cpu_call_costs_at_most_four_python_calls(monkeypatch):
     for _ in range(3):
         host.run(ADD, a, b)
     assert handle._plans.hot[1].core is not None
-    assert _python_calls(lambda: host.run(ADD, a, b)) <= 4  # host.run alone: 1
-    assert _python_calls(lambda: handle(a, b)) <= 4  # the handle alone: 1
+    # Python frames of one call (C calls do not count): host.run alone, the handle alone
+    assert sum(call_trace(lambda: host.run(ADD, a, b), __file__)[0].values()) <= 4
+    assert sum(call_trace(lambda: handle(a, b), __file__)[0].values()) <= 4
 
 
 @needs_compiled

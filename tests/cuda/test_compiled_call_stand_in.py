@@ -5,10 +5,10 @@ checked here. Both paths run in one process (``_op_handle.CALL`` None: the Pytho
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import pytest
+from support.call_budget import call_trace
 from support.driver_stand_in import (
     StandInModule,
     launch_words,
@@ -107,31 +107,14 @@ def test_another_current_context_takes_the_python_replay(setup, monkeypatch):
     assert _launched(fake)[-1][4][:3] == [out.storage.ptr, a.storage.ptr, b.storage.ptr]
 
 
-def _python_calls(fn: Any, n: int = 10) -> float:
-    """Python frames per call of ``fn``, the stand-in driver's (C's callees) left out."""
-    frames = [0]
-
-    def count(frame: Any, event: str, arg: Any) -> None:
-        name = frame.f_code.co_filename
-        if event == "call" and name != __file__ and not name.endswith("driver_stand_in.py"):
-            frames[0] += 1
-
-    sys.setprofile(count)
-    try:
-        for _ in range(n):
-            fn()
-    finally:
-        sys.setprofile(None)
-    return frames[0] / n
-
-
 def test_a_planned_cuda_call_costs_at_most_four_python_calls(setup):
     host, rt, *_ = setup
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))
     for _ in range(3):
         host.run(ADD, a, b)
     # host.run alone (the previous output's finalizer, whose block serves the next call, is C)
-    assert _python_calls(lambda: host.run(ADD, a, b)) <= 4
+    calls = call_trace(lambda: host.run(ADD, a, b), __file__)[0]  # Python frames of one call
+    assert sum(n for f, n in calls.items() if not f.endswith("driver_stand_in.py")) <= 4
 
 
 def test_a_plan_dropped_while_its_core_allocates_frees_nothing_in_use(setup, monkeypatch):
