@@ -142,7 +142,7 @@ class OpHandle:
         )
 
     def _call_full(self, runtime: Runtime, tensors: Sequence[Any], attrs: dict[str, Any]) -> Any:
-        capture = runtime._capture
+        capture = runtime.active_capture
         if capture is not None:
             return capture.routed(self, tuple(tensors), attrs)
         with runtime.session() as s:

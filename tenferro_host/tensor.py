@@ -180,7 +180,7 @@ class Tensor:
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         runtime = self.storage.runtime
-        if runtime._capture is not None:
+        if runtime.active_capture is not None:
             from .errors import CaptureError
 
             raise CaptureError(

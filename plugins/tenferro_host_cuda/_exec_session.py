@@ -45,7 +45,7 @@ class CudaExecSession(ExecSession):
         """A raw native-module session for the op ``op`` (docs/contract.md)."""
         if self._owner != _get_ident():
             self._check()
-        capture = self.runtime._capture
+        capture = self.runtime.active_capture
         if capture is not None:
             capture.require_op_call("a raw session (ex.raw)", op)
         return RawSession(self, op)

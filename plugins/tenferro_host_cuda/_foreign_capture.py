@@ -87,7 +87,7 @@ class ForeignCapture:
     def __enter__(self) -> ForeignCapture:
         rt = self.runtime
         retirement = rt.retirement
-        if rt._capture is not None or retirement.refuse_wait is not None:
+        if rt.active_capture is not None or retirement.refuse_wait is not None:
             raise CaptureError(
                 f"runtime {rt.name!r} is already being captured (ex.capture() or another "
                 "framework's graph); a framework graph cannot capture it too",

@@ -122,7 +122,7 @@ class RawReplay(OpReplay):
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         rt = self.runtime
         if (
-            rt._closed
+            rt.closed
             or POISONED
             or rt.debug_sync
             or rt.retirement.refuse_wait is not None  # a capture holds it: no block reused

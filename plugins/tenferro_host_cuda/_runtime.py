@@ -116,7 +116,7 @@ class CudaRuntime(Runtime):
         ctx = check(d.cuDevicePrimaryCtxRetain(self._dev), "cuDevicePrimaryCtxRetain")
         self.primary = PrimaryContext(ctx)
         self._events: list[Any] = []
-        self._closed = False
+        self.closed = False  #: read on every planned launch (an attribute, not a property)
         self.deferred_errors = 0
         self.module_counts = {"loaded": 0, "unloaded": 0}
         self._copy_functions: dict[int, Function] = {}
@@ -179,7 +179,7 @@ class CudaRuntime(Runtime):
 
     def check_usable(self) -> None:
         require_healthy(self.uuid_bytes)
-        if self._closed:
+        if self.closed:
             from tenferro_host import RuntimeStateError
 
             raise RuntimeStateError(f"runtime {self.name!r} was closed; create a new one")
@@ -245,7 +245,7 @@ class CudaRuntime(Runtime):
     def allocate_bytes(self, nbytes: int, op: str | None = None) -> CudaStorage:
         """Stream-ordered allocation of ``nbytes`` (> 0): a cached block of its size class when
         one was freed (no driver call), else the pool; OutOfMemoryError with stats."""
-        if self._closed or POISONED:
+        if self.closed or POISONED:
             self.check_usable()
         return self.allocate_block(nbytes, self.blocks.size_class(nbytes), op)
 
@@ -325,7 +325,7 @@ class CudaRuntime(Runtime):
     def _release_deferred(self, releases: list[Release]) -> None:  # noqa: C901 - one branch per kind
         """Return freed blocks to the block cache, free queued memory (stream-ordered) and
         unload queued modules; count errors. Only what needs the driver makes a driver call."""
-        if self._closed:  # the stream was drained at close: only foreign deleters remain to run
+        if self.closed:  # the stream was drained at close: only foreign deleters remain to run
             for kind, handle in releases:
                 if kind == "dlpack":
                     call_deleter(handle)
@@ -484,7 +484,7 @@ class CudaRuntime(Runtime):
         debug mode waits and names the kernel."""
         from . import _launch
 
-        if self._closed or POISONED:  # a poisoned context launches nothing more
+        if self.closed or POISONED:  # a poisoned context launches nothing more
             self.check_usable()
         fn.check_config(config, op)
         fn.check_arguments(_COPY_CODES, op)
@@ -579,17 +579,13 @@ class CudaRuntime(Runtime):
             BorrowedStorage(self, ptr, dt, shape, strides, owner, read_only), dt, shape, strides
         )
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     # -- lifetime ----------
     def close(self) -> None:
         """Wait for the stream, release everything, destroy the stream and pool.
 
         Storages collected afterwards are counted in ``deferred_errors`` (nothing to free into).
         """
-        if self._closed:
+        if self.closed:
             return
         d = drv()
         with self.primary:
@@ -607,7 +603,7 @@ class CudaRuntime(Runtime):
                 d.cuEventDestroy(event)
             self._events.clear()
             self.streams.close()
-            self._closed = True
+            self.closed = True
             d.cuMemPoolDestroy(self._pool)
             d.cuStreamDestroy(self._stream)
             self._core_stream = None  # a cuda.core view of the destroyed stream: drop it now

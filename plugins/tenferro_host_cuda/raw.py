@@ -113,7 +113,7 @@ class RawSession(Session):
     # -- enter / exit ----------
     def _on_enter(self) -> None:
         rt = self.runtime
-        if rt._closed or POISONED:  # one check per session; a fault found later poisons
+        if rt.closed or POISONED:  # one check per session; a fault found later poisons
             rt.check_usable()
         self._saved_context = rt.primary.enter()
         self._stream = rt._stream

@@ -379,7 +379,7 @@ class Autotuned:
                 choice = Choice(0, self.configs[0], "frozen")
             elif _FROZEN_HERE.get():
                 return Choice(0, self.configs[0], "frozen")  # not remembered: see frozen_launches
-            elif js.runtime._capture is not None:
+            elif js.runtime.active_capture is not None:
                 raise CaptureError(
                     f"kernel {self.name!r} has no tuned config for {values} on this device, and "
                     "a capture cannot tune",

@@ -188,7 +188,7 @@ class Capture(Session):
     def _on_enter(self) -> None:
         global _opened_count
         runtime = self.runtime
-        if runtime._capture is not None or runtime.retirement.refuse_wait is not None:
+        if runtime.active_capture is not None or runtime.retirement.refuse_wait is not None:
             raise CaptureError(  # the second: another framework captures the runtime's work
                 f"runtime {runtime.name!r} is already being captured",
                 fix="end that capture first; captures do not nest",
@@ -200,7 +200,7 @@ class Capture(Session):
         if native is not None:
             native.begin()
         self._native = native
-        runtime._capture = self
+        runtime.active_capture = self
         runtime.retirement.refuse_wait = self._refuse_wait
         _opened_count = next(_opened) + 1
 
@@ -213,7 +213,7 @@ class Capture(Session):
             error = exc
             raise
         finally:
-            runtime._capture = None
+            runtime.active_capture = None
             runtime.retirement.refuse_wait = None
             if error is not None:  # no partial graph: drop everything the capture held
                 self._error = error

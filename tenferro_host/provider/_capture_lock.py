@@ -26,7 +26,7 @@ def locked(runtime: Runtime, op: str | None = None) -> CaptureError:
 
 def refuse_in_capture(runtime: Runtime, what: str, fix: str, op: str | None = None) -> None:
     """Raise CaptureError when ``runtime`` is being captured (``what`` would break it)."""
-    if runtime._capture is not None:
+    if runtime.active_capture is not None:
         raise CaptureError(f"{what} inside a capture of {runtime.name!r}", op=op, fix=fix)
 
 

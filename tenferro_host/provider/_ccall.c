@@ -1074,10 +1074,10 @@ PyMODINIT_FUNC PyInit__ccall(void) {
         PyObject **at;
         const char *text;
     } names[] = {
-        {&str_hot, "hot"},           {&str_capture, "_capture"},
+        {&str_hot, "hot"},           {&str_capture, "active_capture"},
         {&str_host, "host"},         {&str_observes, "observes_sessions"},
         {&str_threads, "_session_threads"},
-        {&str_hex, "hex"},           {&str_closed, "_closed"},
+        {&str_hex, "hex"},           {&str_closed, "closed"},
         {&str_debug_sync, "debug_sync"},
         {&str_refuse_wait, "refuse_wait"},
         {&str_pop, "pop"},           {&str_append, "append"},

@@ -329,7 +329,7 @@ class JitSession(OutputSession):
         if self._owner != _get_ident():
             raise self._refusal()
         key = None
-        if ENABLED and RECORDING.rec is None and self.runtime._capture is None:
+        if ENABLED and RECORDING.rec is None and self.runtime.active_capture is None:
             key, args = _launch_key(self, kernel, count, dim, args, constants)
             if key is not None:
                 plans = self.runtime.launch_plans
@@ -460,7 +460,7 @@ class JitSession(OutputSession):
             )
         count_xyz, dim_xyz = as_grid(count, "count"), as_grid(dim, "dim")
         values, descs = self._launch_args(kernel, args)
-        if self.runtime._capture is not None and not kernel.is_specialized(
+        if self.runtime.active_capture is not None and not kernel.is_specialized(
             descs, constants, self.target, self.features
         ):
             raise CaptureError(

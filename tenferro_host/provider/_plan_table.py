@@ -92,7 +92,7 @@ class PlanTable(dict[Any, Any]):
         runtime = key[4]
         opened = runtime._session_threads
         if (
-            runtime._capture is not None  # a capture records the call (or is locked)
+            runtime.active_capture is not None  # a capture records the call (or is locked)
             or runtime.host.observes_sessions
             or (opened and thread_token() in opened)  # the full path refuses a nested session
         ):

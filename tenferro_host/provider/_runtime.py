@@ -84,7 +84,7 @@ class Runtime(ABC):
     )
 
     #: The capture open on this runtime (``ex.capture()``), which locks it; None: none.
-    _capture: Any = None
+    active_capture: Any = None
 
     def __init__(
         self, host: HostServices, kind: str, index: int, *, software: bool = False
@@ -95,7 +95,7 @@ class Runtime(ABC):
         #: the tokens of the threads with a backend session of this runtime open (``_session``:
         #: one a thread); an op handle's "none open anywhere" is one attribute, without a lock
         self._session_threads: set[object] = set()
-        self._capture = None  # an instance attribute: read on every planned op call
+        self.active_capture = None  # an instance attribute: read on every planned op call
         self.software = software
         #: 1 for ``host.backend(name)``; 2, 3 ... for each ``host.new_backend`` of one device
         self.instance = 1
@@ -261,7 +261,7 @@ class Runtime(ABC):
             raise ValidationError(
                 f"tensor belongs to {t.storage.runtime.name!r}, not {self.name!r}", argument="t"
             )
-        if self._capture is not None:
+        if self.active_capture is not None:
             refuse_in_capture(self, "a download (a host wait)", _AFTER)
         npd = t.dtype.numpy
         if t.numel == 0:
@@ -294,7 +294,7 @@ class Runtime(ABC):
 
     def synchronize(self) -> None:
         """Wait for all work on this runtime (counted in ``synchronizations``)."""
-        if self._capture is not None:
+        if self.active_capture is not None:
             refuse_in_capture(self, "a synchronization", _AFTER)
         self.counters.add("synchronizations")
         self._synchronize()

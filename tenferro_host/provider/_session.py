@@ -200,7 +200,7 @@ class BackendSession(Session):
 
     def _on_enter(self) -> None:
         runtime = self.runtime
-        capture = runtime._capture
+        capture = runtime.active_capture
         if capture is not None and capture._owner != _get_ident():
             raise locked(runtime)
         opened, me = runtime._session_threads, thread_token()
@@ -296,8 +296,8 @@ class ExecSession(Session):
         if self._owner != _get_ident():
             raise self._refusal()
         runtime = self.runtime
-        if runtime._capture is not None:
-            runtime._capture.require_op_call("a DSL session (ex.jit)", op)
+        if runtime.active_capture is not None:
+            runtime.active_capture.require_op_call("a DSL session (ex.jit)", op)
         factory = runtime._jit_factory
         if factory is _UNRESOLVED:  # the registry is fixed once plugins loaded: ask once
             factory = runtime._jit_factory = runtime.host.jit_factory(runtime.kind)
@@ -314,7 +314,7 @@ class ExecSession(Session):
     def run(self, op: str, *tensors: Any, **attrs: Any) -> Any:
         """Run another registered op inside this session (no new backend session)."""
         self._check()
-        capture = self.runtime._capture
+        capture = self.runtime.active_capture
         if capture is not None:  # recorded (docs/capture.md)
             return capture.run(self, op, tensors, attrs)
         return self.runtime.host.run_in_session(self, op, tensors, attrs)

@@ -59,7 +59,7 @@ def test_debug_sync_mode_refuses_a_capture(world):
             s.exec_session().capture().__enter__()
     finally:
         rt.debug_sync = False
-    assert rt._capture is None
+    assert rt.active_capture is None
 
 
 @pytest.mark.parametrize(
@@ -113,4 +113,4 @@ def test_an_export_inside_a_cuda_capture_is_refused(world):
         ex = s.exec_session()
         with pytest.raises(tf.CaptureError, match="DLPack export"), ex.capture():
             x.__dlpack__(stream=None)
-    assert rt._capture is None
+    assert rt.active_capture is None

@@ -215,7 +215,7 @@ def test_ex_capture_inside_a_framework_capture_is_refused_before_the_stream_is_t
         ex = s.exec_session()
         with pytest.raises(tf.CaptureError, match="already being captured"):
             ex.capture().__enter__()
-    assert "cuStreamBeginCapture" not in fake.names() and rt._capture is None
+    assert "cuStreamBeginCapture" not in fake.names() and rt.active_capture is None
 
 
 def test_after_a_failed_node_update_the_next_replay_rewrites_every_pointer_node(world):

@@ -325,7 +325,7 @@ def test_what_a_capture_cannot_hold_is_refused_and_ends_it(rt, block, what):
         with pytest.raises(tf.CaptureError, match=what), ex.capture() as cap:
             ex.run(ADD, x, x)
             block(ex, x)
-    assert rt._capture is None
+    assert rt.active_capture is None
     with pytest.raises(tf.CaptureError, match="made no graph"):
         cap.graph()
 
@@ -361,7 +361,7 @@ def test_an_exception_inside_ends_the_capture_and_drops_what_it_held(rt):
             del out
             raise KeyError("user code")
     gc.collect()
-    assert made() is None and rt._capture is None  # no partial graph keeps the intermediate
+    assert made() is None and rt.active_capture is None  # no partial graph keeps the intermediate
     with pytest.raises(tf.CaptureError, match="ended with KeyError"):
         cap.graph()
     with rt.session() as s, s.exec_session().capture():

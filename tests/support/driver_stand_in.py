@@ -426,7 +426,7 @@ def stand_in_runtime(host: Any, **blocks: int) -> CudaRuntime:
     """A CudaRuntime's state over the recording driver (no device behind it)."""
     rt = object.__new__(CudaRuntime)
     rt.host, rt.kind, rt.index, rt.instance, rt.software = host, "cuda", 0, 1, False
-    rt._session_threads, rt._capture = set(), None
+    rt._session_threads, rt.active_capture = set(), None
     rt.identity, rt.domain = RuntimeIdentity.new(), AllocationDomainId.new()
     rt.counters = Counters()
     rt.retirement = RetirementQueue(rt.counters, is_done=rt._event_done, wait=lambda e: None)
@@ -442,7 +442,7 @@ def stand_in_runtime(host: Any, **blocks: int) -> CudaRuntime:
     rt.debug_sync = False
     rt.deferred = DeferredReleases()
     rt._events = []
-    rt._closed = False
+    rt.closed = False
     rt._pool = object()
     rt._stream = STREAM
     rt.streams = StreamOrder(rt)
