@@ -152,6 +152,11 @@ class OpHandle:
         """Each call key's state, for the bench and ``ops``: "replay" or why the full path."""
         return self._plans.states()
 
+    def forget_plans(self) -> None:
+        """Drop every plan: the next calls take the full path and learn again (a test's way to
+        see both paths, or a switch changed in the environment taking effect)."""
+        self._plans.clear()
+
     def run_in(self, ex: ExecSession, tensors: Sequence[Any], attrs: dict[str, Any]) -> Any:
         """Run the op inside the open exec session ``ex``; check inputs, attributes, outputs."""
         name = self.name

@@ -403,6 +403,11 @@ class CapturedGraph:
         #: Replays so far; a replay never captures again.
         self.replays = 0
 
+    def plans(self) -> dict[str, str]:
+        """The graph's plan states, as :meth:`OpHandle.plans` says an op's: "replay" or why the
+        recorded calls run one by one through their full path."""
+        return self._plans.states()
+
     @property
     def ops(self) -> tuple[str, ...]:
         """The op of each node, in order."""

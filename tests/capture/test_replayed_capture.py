@@ -222,7 +222,7 @@ def test_a_graph_is_planned_as_one_op_call_keyed_as_a_handle_keys_one(capture_ho
     graph = captured_chain(capture_host, rt, x, y)
     for _ in range(3):
         graph.replay(x, y)
-    assert list(graph._plans.states().values()) == (["replay"] if _op_plan.ENABLED else [])
+    assert list(graph.plans().values()) == (["replay"] if _op_plan.ENABLED else [])
     big = up(rt, np.arange(12))
     cases = [
         (x, y, 2.0),
@@ -236,7 +236,7 @@ def test_a_graph_is_planned_as_one_op_call_keyed_as_a_handle_keys_one(capture_ho
         np.testing.assert_array_equal(
             graph.replay(a, b, k=k).download(), eager_chain(capture_host, a, b, float(k))
         )
-    states = graph._plans.states()
+    states = graph.plans()
     assert len(states) == (len(cases) if _op_plan.ENABLED else 0)
     assert set(states.values()) <= {"replay"}
 
@@ -250,7 +250,7 @@ def test_a_graph_its_backend_cannot_replay_runs_its_nodes_one_by_one(capture_hos
             graph.replay(x, y).download(), eager_chain(capture_host, x, y)
         )
     if _op_plan.ENABLED:
-        (state,) = graph._plans.states().values()
+        (state,) = graph.plans().values()
         assert state.startswith("full path: backend") and "cannot replay" in state
 
 
