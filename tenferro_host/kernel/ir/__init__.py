@@ -17,6 +17,7 @@ Source emitters derive from :class:`SourceEmitter`, the scaffolding they share.
 
 from __future__ import annotations
 
+from ._catalog import EXPRESSIONS, NODES, STATEMENTS
 from ._matrix import (
     ELEMENT,
     LAYOUTS,
@@ -34,19 +35,17 @@ from ._matrix import (
     fragment_alignment,
     fragments,
 )
+from ._node_base import Expr, Node, Stmt, children, walk
 from ._nodes import (
     ARITH_OPS,
     ATOMIC_OPS,
     COMPARE_OPS,
     CUBE_SHARED_BYTES,
     DYNAMIC_SHARED_ALIGN,
-    EXPRESSIONS,
     LOGICAL_OPS,
     MATH_FUNCS,
-    NODES,
     POW_SQUARING_BITS,
     POW_SQUARING_MAX,
-    STATEMENTS,
     U32_MAX,
     UNARY_OPS,
     VECTOR_WIDTH,
@@ -63,7 +62,6 @@ from ._nodes import (
     Const,
     Continue,
     Eval,
-    Expr,
     For,
     If,
     KernelIR,
@@ -71,12 +69,10 @@ from ._nodes import (
     LoadVector,
     Logical,
     Math,
-    Node,
     Param,
     Return,
     Select,
     SharedArray,
-    Stmt,
     Store,
     StoreVector,
     SyncCube,
@@ -86,14 +82,12 @@ from ._nodes import (
     While,
     check_shared_sizes,
     check_u32_array,
-    children,
     dynamic_shared_layout,
     in_file,
     scalar_accesses,
     shared_bytes,
     shared_memory_error,
     source_file,
-    walk,
 )
 from ._subgroup import (
     BALLOT_BITS,

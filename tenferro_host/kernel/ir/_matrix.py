@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ...dtypes import DType
 from ...errors import InvalidLaunchConfigError
-from ._node_base import Expr, Node, Stmt
+from ._node_base import Expr, Node, Stmt, walk
 
 if TYPE_CHECKING:
     from ._nodes import KernelIR
@@ -116,8 +116,6 @@ MATRIX_STATEMENTS: tuple[type[Stmt], ...] = (FragmentFill, FragmentLoad, Fragmen
 def fragments(body: tuple[Node, ...]) -> Iterator[tuple[str, FragmentType]]:
     """Each fragment of a kernel body with its type, once, in order of first use (targets
     declare them at function entry)."""
-    from ._nodes import walk  # the walk is the IR's, and its module imports this one
-
     seen: set[str] = set()
     for node in walk(body):
         named: tuple[tuple[str, FragmentType], ...] = ()

@@ -1,8 +1,10 @@
-"""The bases of every IR node (a module of their own: the node modules derive from them)."""
+"""The bases of every IR node and the walk over any node (a module of their own: the node
+modules derive from it, and the matrix and subgroup helpers walk with it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
 
 from ...dtypes import DType
 
@@ -27,3 +29,20 @@ class Expr(Node):
 @dataclass(frozen=True)
 class Stmt(Node):
     """A statement."""
+
+
+def children(node: Node) -> Iterator[Node]:
+    """The nodes directly inside ``node`` (operands, conditions, bodies), in field order."""
+    for f in fields(node):
+        value = getattr(node, f.name)
+        if isinstance(value, Node):
+            yield value
+        elif isinstance(value, tuple):
+            yield from (v for v in value if isinstance(v, Node))
+
+
+def walk(nodes: Iterable[Node]) -> Iterator[Node]:
+    """Every node of ``nodes`` and below, each before its children."""
+    for node in nodes:
+        yield node
+        yield from walk(children(node))

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import Any
 
 from ...dtypes import DType
 from ...errors import InvalidLaunchConfigError, UnsupportedError
-from ._matrix import MATRIX_STATEMENTS, FragmentType, fragments
-from ._node_base import Expr, Node, Stmt
+from ._matrix import FragmentType, fragments
+from ._node_base import Expr, Node, Stmt, walk
 
 U32_MAX = 2**32 - 1
 """The largest u32: DSL kernels index and count launch units with u32."""
@@ -337,69 +337,6 @@ class Continue(Stmt):
 @dataclass(frozen=True)
 class Return(Stmt):
     """A bare ``return``: the thread stops."""
-
-
-STATEMENTS: tuple[type[Stmt], ...] = (
-    *MATRIX_STATEMENTS,
-    Assign,
-    Store,
-    LoadVector,
-    StoreVector,
-    Eval,
-    SyncCube,
-    If,
-    For,
-    While,
-    Break,
-    Continue,
-    Return,
-)
-"""Every statement class (what a :class:`Visitor` handles)."""
-
-from ._subgroup import SUBGROUP_EXPRESSIONS  # noqa: E402 - its nodes derive from Expr above
-
-EXPRESSIONS: tuple[type[Expr], ...] = (
-    Const,
-    Var,
-    ThreadIndex,
-    ArrayLen,
-    ArrayShape,
-    ArrayStride,
-    AxisIndex,
-    Load,
-    Atomic,
-    Unary,
-    Binary,
-    Compare,
-    Logical,
-    Cast,
-    Math,
-    Select,
-    *SUBGROUP_EXPRESSIONS,
-)
-"""Every expression class (what a :class:`Visitor` handles)."""
-
-NODES: tuple[type[Node], ...] = STATEMENTS + EXPRESSIONS
-
-
-# ---------------------------------------------------------------- walking
-
-
-def children(node: Node) -> Iterator[Node]:
-    """The nodes directly inside ``node`` (operands, conditions, bodies), in field order."""
-    for f in fields(node):
-        value = getattr(node, f.name)
-        if isinstance(value, Node):
-            yield value
-        elif isinstance(value, tuple):
-            yield from (v for v in value if isinstance(v, Node))
-
-
-def walk(nodes: Iterable[Node]) -> Iterator[Node]:
-    """Every node of ``nodes`` and below, each before its children."""
-    for node in nodes:
-        yield node
-        yield from walk(children(node))
 
 
 # ---------------------------------------------------------------- kernel

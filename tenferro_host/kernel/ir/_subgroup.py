@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import _nodes
-from ._nodes import Const, Expr, Node
+from ._node_base import Expr, Node, walk
+from ._nodes import Const
 
 SUBGROUP_FACTS = ("SUBGROUP_SIZE", "SUBGROUP_UNIT_POS")
 SUBGROUP_REDUCE_OPS = ("add", "min", "max")
@@ -74,7 +74,7 @@ SUBGROUP_EXPRESSIONS: tuple[type[Expr], ...] = (
 
 def subgroup_nodes(nodes: Iterable[Node]) -> list[Expr]:
     """The subgroup operations in ``nodes`` and below (facts included), in walk order."""
-    return [n for n in _nodes.walk(nodes) if isinstance(n, SUBGROUP_EXPRESSIONS)]
+    return [n for n in walk(nodes) if isinstance(n, SUBGROUP_EXPRESSIONS)]
 
 
 def constant_lane_past(e: SubgroupShuffle, size: int) -> int | None:
@@ -89,7 +89,7 @@ def constant_lane_past(e: SubgroupShuffle, size: int) -> int | None:
 def first_shuffle_past(nodes: Iterable[Node], size: int) -> tuple[SubgroupShuffle, int] | None:
     """The first shuffle in ``nodes`` whose constant lane or mask is past a subgroup of
     ``size`` units (:func:`constant_lane_past`), with that constant; None if there is none."""
-    for n in _nodes.walk(nodes):
+    for n in walk(nodes):
         if isinstance(n, SubgroupShuffle):
             past = constant_lane_past(n, size)
             if past is not None:

@@ -6,7 +6,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ._nodes import NODES, Break, Continue, Expr, If, KernelIR, Node, Return, Stmt, While
+from ._catalog import NODES
+from ._node_base import Expr, Node, Stmt
+from ._nodes import Break, Continue, If, KernelIR, Return, While
 
 
 def dispatch_table(
