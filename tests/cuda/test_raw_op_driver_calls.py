@@ -30,7 +30,7 @@ ADD = "ext_add_kernel.add"
 #: drain and the free list's put of the previous output): 21 since the replay reuses the block
 #: the previous output queued and checks the context inline, 19 since the handle compares the
 #: last replayed key before a dict lookup and asks the runtime's set of session threads, not the
-#: per-thread one (docs/op-call-cost.md), 20 since the key and its guard are the plan table's
+#: per-thread one (docs/measurements/op-call-cost.md), 20 since the key and its guard are the plan table's
 #: (one call, shared with a captured graph's plan); the full path 145 and 301 (147 and 224
 #: before; the DSL op's was 215 while the CUDA JIT kept plans of its own, which the op plan's
 #: switch left on: its launch plans are now the base's, off with the rest); 146 and 302 since

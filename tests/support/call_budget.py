@@ -1,7 +1,7 @@
 """What an op call costs in Python, counted (never timed): calls and the files they run in.
 
 ``calls_per_op`` is cProfile's count per call (Python and C calls, as the budgets of
-docs/op-call-cost.md count them); ``call_trace`` follows one call event by event
+docs/measurements/op-call-cost.md count them); ``call_trace`` follows one call event by event
 (``sys.setprofile``, Python calls only, the calling test module left out): the files, how often
 consecutive calls switch file, and how often each file is entered. ``library`` names the
 outside library a file belongs to where its internals count as one unit (wgpu-py is Python:
