@@ -104,6 +104,15 @@ class Subprocess:
         """``python -m tenferro_host ARGS``."""
         return self.run([sys.executable, "-m", "tenferro_host", *args], paths, **env)
 
+    def pytest(
+        self, *args: str, paths: tuple[Path, ...] = (), **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        """``python -m pytest -q -p no:cacheprovider ARGS`` (quiet, and no cache written into
+        the directory under test)."""
+        return self.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], paths, **env
+        )
+
     def run(
         self, argv: list[str], paths: tuple[Path, ...] = (), **env: str
     ) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,10 @@ CAPABILITY_NAMES = {c.name for c in tf.ExtensionCapability}
 OPTIONAL_STR = (str, type(None))
 
 
+#: ``run`` of the example op on the CPU backend: the options follow.
+RUN_ADD_ON_CPU = ("run", "ext_add_kernel.add", "--backend", "cpu")
+
+
 def run_main(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -142,16 +146,7 @@ def test_human_caps_renders_tables(capsys):
 
 def test_run_check_passes_on_cpu(capsys):
     code, out, err = run_main(
-        capsys,
-        "run",
-        "ext_add_kernel.add",
-        "--backend",
-        "cpu",
-        "--check",
-        "--shape",
-        "1000",
-        "--repeat",
-        "2",
+        capsys, *RUN_ADD_ON_CPU, "--check", "--shape", "1000", "--repeat", "2"
     )
     assert code == 0, err
     assert "ms per run" in out and "check: passed" in out
@@ -160,10 +155,7 @@ def test_run_check_passes_on_cpu(capsys):
 def test_run_json(capsys):
     code, out, _ = run_main(
         capsys,
-        "run",
-        "ext_add_kernel.add",
-        "--backend",
-        "cpu",
+        *RUN_ADD_ON_CPU,
         "--json",
         "--check",
         "--shape",
@@ -381,10 +373,7 @@ def test_caps_survives_a_provider_whose_runtime_cannot_be_created():
 def test_run_forces_a_variant_and_overrides_tolerances(capsys):
     code, out, err = run_main(
         capsys,
-        "run",
-        "ext_add_kernel.add",
-        "--backend",
-        "cpu",
+        *RUN_ADD_ON_CPU,
         "--variant",
         "dsl",
         "--check",

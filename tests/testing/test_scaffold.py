@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 from support.pip_target import pip_install_target
 
@@ -22,19 +20,7 @@ def test_a_scaffolded_package_installs_and_its_tests_pass(subproc, tmp_path):
     assert "TENFERRO_HOST_API = (1, 0)" in plugin and "rtol=" in plugin
     site = tmp_path / "site"
     pip_install_target([root], site)
-    tests = subproc.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-rs",
-            str(root / "tests"),
-        ],
-        (site,),
-    )
+    tests = subproc.pytest("-rs", str(root / "tests"), paths=(site,))
     summary = tests.stdout.splitlines()[-1]
     assert tests.returncode == 0 and "passed" in summary and "failed" not in summary, (
         tests.stdout + tests.stderr
