@@ -1,7 +1,8 @@
-"""The WebGPU runtime's buffer pool: a collected tensor's buffer serves the next allocation of
-its size without ``create_buffer`` and keeps its cached bind groups; the pool is bounded,
-``trim()`` and the out-of-memory retry destroy what it keeps, a buffer never moves to another
-runtime, and an upload into a reused buffer never runs before unsubmitted commands that used it.
+"""The WebGPU runtime reuses freed buffers (its free list): a collected tensor's buffer serves
+the next allocation of its size without ``create_buffer`` and keeps its cached bind groups; the
+free list is bounded, ``trim()`` and the out-of-memory retry destroy what it keeps, a buffer never
+moves to another runtime, and an upload into a reused buffer never runs before unsubmitted
+commands that used it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def _launch_add(js: Any, out: Any, x: Any, y: Any) -> None:
 
 
 def _add(rt: Any, out: Any, x: Any, y: Any) -> None:
-    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.buffer_pool") as js:
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.freed_buffer_reuse") as js:
         _launch_add(js, out, x, y)
 
 
@@ -179,7 +180,7 @@ def test_an_upload_into_a_reused_buffer_runs_after_the_pending_kernel_that_read_
     out = rt.empty("float32", (1000,))
     x = rt.upload(old)
     rt.synchronize()
-    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.buffer_pool") as js:
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.freed_buffer_reuse") as js:
         _launch_add(js, out, x, x)
         assert rt.queue.pending
         buffer = weakref.ref(x.storage.buffer)
@@ -200,7 +201,7 @@ def test_an_upload_into_a_reused_buffer_is_not_overwritten_by_the_pending_kernel
     rt = fresh_rt
     a = rt.upload(np.ones(500, np.float32))
     new = np.arange(500, dtype=np.float32)
-    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.buffer_pool") as js:
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.freed_buffer_reuse") as js:
         x = js.alloc_output("float32", (500,))
         _launch_add(js, x, a, a)
         buffer = weakref.ref(x.storage.buffer)
@@ -220,7 +221,7 @@ def test_reuse_by_later_commands_of_the_same_batch_needs_no_submit(fresh_rt: Any
     x = rt.upload(values)
     rt.synchronize()
     submissions = rt.queue.submissions
-    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.buffer_pool") as js:
+    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.freed_buffer_reuse") as js:
         _launch_add(js, first, x, x)
         buffer = weakref.ref(x.storage.buffer)
         del x
