@@ -1,6 +1,7 @@
-"""The summary ``scripts/gpu-verify`` prints (``bench/verify_summary.py``), from a work
-directory as its steps leave it: test counts and each failure's first line, each step's result
-(timed out, skipped for the budget, a failed bench row) and every bench's target table."""
+"""The summary ``scripts/gpu-verify`` prints (``tenferro_host.benchmarks.verify_summary``),
+from a work directory as its steps leave it: test counts and each failure's first line, each
+step's result (timed out, skipped for the budget, a failed bench row) and every bench's target
+table."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import verify_summary
-
+from tenferro_host.benchmarks import verify_summary
 from tenferro_host.benchmarks.report import verdict
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
@@ -84,9 +84,8 @@ def test_a_clean_run_passes_even_with_a_missed_target(tmp_path: Path) -> None:
 
 
 def test_the_script_prints_the_summary_and_exits_1_on_a_failure(tmp_path: Path) -> None:
-    script = Path(verify_summary.__file__)
     proc = subprocess.run(
-        [sys.executable, str(script), str(_work(tmp_path)), "300", "540"],
+        [sys.executable, "-m", verify_summary.__name__, str(_work(tmp_path)), "300", "540"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -3,7 +3,7 @@ work directory: ``steps.tsv`` (each step's exit code, seconds, cap and result fi
 steps' JUnit XML and the benches' JSON (each with a ``targets`` list, as
 ``tenferro_host.benchmarks.report.verdict`` writes them).
 
-    python bench/verify_summary.py WORK_DIR WALL_SECONDS BUDGET_SECONDS > summary.md
+    python -m tenferro_host.benchmarks.verify_summary WORK WALL_S BUDGET_S > summary.md
 
 Prints the markdown summary; exits 1 when a test or a step failed, else 0 (a missed target is
 reported, never a failure of the run).
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tenferro_host.benchmarks.report import target_table
+from .report import target_table
 
 #: Failures listed in full; the rest are counted (every one is in the archive's logs).
 MAX_FAILURES = 25
@@ -144,6 +144,7 @@ def summary(work: Path, wall: int, budget: int) -> tuple[str, bool]:
 
 
 def main(argv: list[str]) -> int:
+    """Print the summary of ``WORK WALL_S BUDGET_S``; 1 when a test or a step failed."""
     text, ok = summary(Path(argv[0]), int(argv[1]), int(argv[2]))
     sys.stdout.write(text)
     return 0 if ok else 1
