@@ -23,9 +23,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
+from support.backends import behaviour_backend_params
 from support.pip_target import pip_install_target
 from support.process_health import cuda_problems, interpreter_problems
 
+from tenferro_host import Host
+from tenferro_host.provider import Runtime
 from tenferro_host.testing import pytest_plugin
 
 # Strategies here draw tiny values; a draw that takes seconds is the machine stalling (the GPU
@@ -130,6 +133,18 @@ class Subprocess:
 def subproc() -> Subprocess:
     """Runs Python code or the CLI in a fresh interpreter (see :class:`Subprocess`)."""
     return Subprocess()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "each_backend" in metafunc.fixturenames:
+        metafunc.parametrize("each_backend", behaviour_backend_params())
+
+
+@pytest.fixture
+def each_rt(host: Host, each_backend: str) -> Runtime:
+    """A runtime of each backend a behaviour test runs on (``support.backends``), in a fresh
+    Host: a test that changes runtime state changes only its own."""
+    return host.backend(each_backend)
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,8 @@ from tenferro_host.errors import (
     CompileError,
     ForeignRuntimeError,
     InvalidLaunchConfigError,
-    SessionClosedError,
     UnsupportedError,
     ValidationError,
-    WrongThreadError,
 )
 
 Cap = tf.ExtensionCapability
@@ -40,16 +38,6 @@ def test_capabilities_are_honest(rt: Any) -> None:
         ):
             assert not ex.supports(cap)
         assert ex.device_info is rt.device_info and ex.allocation_domain == rt.domain
-
-
-def test_raw_session_and_foreign_streams_are_unsupported(rt: Any) -> None:
-    with rt.session() as s:
-        ex = tf.webgpu.exec_session(s)
-        with pytest.raises(UnsupportedError) as info:
-            ex.raw("tests.raw")
-        assert info.value.feature == Cap.NATIVE_MODULE.name
-        with pytest.raises(UnsupportedError):
-            ex.wait_external(object())
 
 
 def test_dispatches_are_one_batch_submitted_at_exit(rt: Any) -> None:
@@ -106,58 +94,7 @@ def test_empty_arrays_next_to_work_bind_a_placeholder(rt: Any) -> None:
     assert empty.download().shape == (0,)
 
 
-# -- handles and threads ---------------------------------------------------------------------
-
-
-def test_handles_are_invalid_after_the_session(rt: Any) -> None:
-    x = rt.upload(np.ones(4, np.float32))
-    with rt.session() as s:
-        ex = tf.webgpu.exec_session(s)
-        with ex.jit("tests.closed") as js:
-            b = js.binding(x)
-            assert b.tensor is x
-    with pytest.raises(SessionClosedError):
-        b.tensor  # noqa: B018
-    with pytest.raises(SessionClosedError):
-        js.launch(kernels.add, 1, 4, x, x, x)
-    with pytest.raises(SessionClosedError):
-        js.binding(x)
-    with pytest.raises(SessionClosedError):
-        ex.jit("tests.again")
-
-
-def test_a_session_is_bound_to_its_thread(rt: Any) -> None:
-    x = rt.upload(np.ones(4, np.float32))
-    errors: list[BaseException] = []
-    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.thread") as js:
-        b = js.binding(x)
-
-        def other() -> None:
-            for call in (
-                lambda: js.binding(x),
-                lambda: js.launch(kernels.add, 1, 4, x, x, x),
-                lambda: b.tensor,
-            ):
-                try:
-                    call()
-                except WrongThreadError as exc:
-                    errors.append(exc)
-
-        t = threading.Thread(target=other)
-        t.start()
-        t.join()
-    assert len(errors) == 3
-
-
-def test_another_runtime_on_the_same_device_is_foreign(webgpu_host: Any, rt: Any) -> None:
-    other = webgpu_host.new_backend("webgpu")
-    theirs = other.upload(np.ones(4, np.float32))
-    mine = rt.upload(np.ones(4, np.float32))
-    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.foreign") as js:
-        with pytest.raises(ForeignRuntimeError):
-            js.binding(theirs)
-        with pytest.raises(ForeignRuntimeError):
-            js.launch(kernels.add, 1, 4, mine, theirs, mine)
+# -- handles ---------------------------------------------------------------------------------------
 
 
 def test_host_data_must_be_uploaded_first(webgpu_host: Any, rt: Any) -> None:

@@ -1,4 +1,6 @@
-"""Sessions: thread binding, invalidation of the session and its handles, nesting, single use."""
+"""Sessions on every backend (``each_rt``): thread binding, invalidation of the session and its
+handles (a JIT session's included), nesting, single use, what a backend without native modules
+refuses."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support import kernels
 
 import tenferro_host as tf
 from tenferro_host.provider import SessionHandle
@@ -29,14 +32,17 @@ def in_thread(fn: Callable[[], Any]) -> BaseException | None:
     return caught[0] if caught else None
 
 
+Cap = tf.ExtensionCapability
+
+
 @pytest.fixture
 def cpu(host):
     return host.backend("cpu")
 
 
-def test_exec_session_is_bound_to_its_thread(cpu):
-    with cpu.session() as s:
-        ex = tf.cpu.exec_session(s)
+def test_exec_session_is_bound_to_its_thread(each_rt):
+    with each_rt.session() as s:
+        ex = s.exec_session()
         for use in (
             lambda: ex.supports(tf.ExtensionCapability.JIT_KERNEL),
             ex.synchronize,
@@ -47,8 +53,8 @@ def test_exec_session_is_bound_to_its_thread(cpu):
         assert ex.supports(tf.ExtensionCapability.JIT_KERNEL)  # still fine on its own thread
 
 
-def test_session_created_on_one_thread_cannot_be_entered_on_another(cpu):
-    s = cpu.session()
+def test_session_created_on_one_thread_cannot_be_entered_on_another(each_rt):
+    s = each_rt.session()
     err = in_thread(s.__enter__)
     assert isinstance(err, tf.WrongThreadError)
     assert "created on another thread" in str(err)
@@ -56,8 +62,8 @@ def test_session_created_on_one_thread_cannot_be_entered_on_another(cpu):
         pass
 
 
-def test_session_cannot_end_on_another_thread(cpu):
-    s = cpu.session()
+def test_session_cannot_end_on_another_thread(each_rt):
+    s = each_rt.session()
     s.__enter__()
     err = in_thread(lambda: s.__exit__(None, None, None))
     assert isinstance(err, tf.WrongThreadError)
@@ -65,18 +71,18 @@ def test_session_cannot_end_on_another_thread(cpu):
     assert s.closed
 
 
-def test_other_threads_open_their_own_sessions_of_the_same_runtime(cpu):
+def test_other_threads_open_their_own_sessions_of_the_same_runtime(each_rt):
     results: list[Any] = []
-    a = cpu.upload(np.ones(3, np.float32))
-    with cpu.session():
-        err = in_thread(lambda: results.append(cpu.host.run("ext_add_kernel.add", a, a)))
+    a = each_rt.upload(np.ones(3, np.float32))
+    with each_rt.session():
+        err = in_thread(lambda: results.append(each_rt.host.run("ext_add_kernel.add", a, a)))
     assert err is None
     assert results[0].download().tolist() == [2.0, 2.0, 2.0]
 
 
-def test_session_and_handles_are_invalid_after_exit(cpu):
-    with cpu.session() as s:
-        ex = tf.cpu.exec_session(s)
+def test_session_and_handles_are_invalid_after_exit(each_rt):
+    with each_rt.session() as s:
+        ex = s.exec_session()
         handle = SessionHandle(ex)
         handle._check()
     assert s.closed and ex.closed
@@ -92,47 +98,47 @@ def test_session_and_handles_are_invalid_after_exit(cpu):
             use()
 
 
-def test_session_not_entered_yet(cpu):
-    s = cpu.session()
+def test_session_not_entered_yet(each_rt):
+    s = each_rt.session()
     with pytest.raises(tf.SessionClosedError, match="not entered yet"):
         s.exec_session()
 
 
-def test_sessions_are_single_use(cpu):
-    s = cpu.session()
+def test_sessions_are_single_use(each_rt):
+    s = each_rt.session()
     with s:
         pass
     with pytest.raises(tf.RuntimeStateError, match="single-use"):
         s.__enter__()
 
 
-def test_same_runtime_nesting_is_refused(host, cpu):
-    a = cpu.zeros("float32", (2,))
-    with cpu.session():
+def test_same_runtime_nesting_is_refused(host, each_rt):
+    a = each_rt.zeros("float32", (2,))
+    with each_rt.session():
         with pytest.raises(tf.RuntimeStateError, match="already open on this thread"):
-            with cpu.session():
+            with each_rt.session():
                 pass
         with pytest.raises(tf.RuntimeStateError, match=r"ex\.run"):
             host.run("ext_add_kernel.add", a, a)
-    with cpu.session():  # the refused attempts left nothing behind
+    with each_rt.session():  # the refused attempts left nothing behind
         pass
 
 
-def test_two_runtimes_nest_fine(host, cpu):
-    other = host.new_backend("cpu")
-    with cpu.session() as s1, other.session() as s2:
-        assert tf.cpu.exec_session(s1).runtime_identity != tf.cpu.exec_session(s2).runtime_identity
-        assert tf.cpu.exec_session(s1).allocation_domain == cpu.domain
+def test_two_runtimes_nest_fine(host, each_backend, each_rt):
+    other = host.new_backend(each_backend)
+    with each_rt.session() as s1, other.session() as s2:
+        assert s1.exec_session().runtime_identity != s2.exec_session().runtime_identity
+        assert s1.exec_session().allocation_domain == each_rt.domain
 
 
 @pytest.mark.parametrize("raised", [ValueError, KeyboardInterrupt])
-def test_an_exception_in_the_body_still_closes_the_session(cpu, raised):
+def test_an_exception_in_the_body_still_closes_the_session(each_rt, raised):
     with pytest.raises(raised):
-        with cpu.session() as s:
-            ex = tf.cpu.exec_session(s)
+        with each_rt.session() as s:
+            ex = s.exec_session()
             raise raised()
     assert s.closed and ex.closed
-    with cpu.session():  # the runtime is free again
+    with each_rt.session():  # the runtime is free again
         pass
 
 
@@ -148,9 +154,10 @@ def test_exec_session_facts_and_nested_op(cpu):
     assert out.download().tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
-def test_cpu_has_no_raw_session_and_no_foreign_streams(cpu):
-    with cpu.session() as s:
-        ex = tf.cpu.exec_session(s)
+def test_no_raw_session_and_no_foreign_streams_without_native_modules(each_rt):
+    with each_rt.session() as s:
+        ex = s.exec_session()
+        assert not ex.supports(Cap.NATIVE_MODULE) and not ex.supports(Cap.RAW_STREAM)
         with pytest.raises(tf.UnsupportedError, match="no raw native-module session") as info:
             ex.raw("my.op")
         assert info.value.feature == "NATIVE_MODULE" and info.value.op == "my.op"
@@ -161,14 +168,14 @@ def test_cpu_has_no_raw_session_and_no_foreign_streams(cpu):
             ex.signal_external(object())
 
 
-def test_exec_session_of_needs_a_backend_session(cpu):
-    with cpu.session() as s:
+def test_exec_session_of_needs_a_backend_session(each_rt):
+    with each_rt.session() as s:
         for facade in (tf.cpu, tf.cuda, tf.webgpu):
             with pytest.raises(tf.ValidationError, match="expected a backend session"):
-                facade.exec_session(tf.cpu.exec_session(s))
+                facade.exec_session(s.exec_session())
 
 
-def test_observers_are_not_called_when_no_plugin_implements_them(host, cpu, monkeypatch):
+def test_observers_are_not_called_when_no_plugin_implements_them(host, each_rt, monkeypatch):
     plugins = host.plugins
     assert not plugins.observe_started and not plugins.observe_finished
     called: list[str] = []
@@ -178,6 +185,48 @@ def test_observers_are_not_called_when_no_plugin_implements_them(host, cpu, monk
     monkeypatch.setattr(
         plugins.pm.hook, "tenferro_host_session_finished", lambda **kw: called.append("finished")
     )
-    with cpu.session():
+    with each_rt.session():
         pass
     assert called == []
+
+
+# -- a JIT session's handles -------------------------------------------------------------------
+
+
+def test_jit_handles_are_invalid_after_the_session(each_rt):
+    x = each_rt.upload(np.ones(4, np.float32))
+    with each_rt.session() as s:
+        ex = s.exec_session()
+        with ex.jit("tests.closed") as js:
+            b = js.binding(x)
+            assert b.tensor is x
+    with pytest.raises(tf.SessionClosedError):
+        b.tensor  # noqa: B018
+    with pytest.raises(tf.SessionClosedError):
+        js.launch(kernels.add, 1, 4, x, x, x)
+    with pytest.raises(tf.SessionClosedError):
+        js.binding(x)
+    with pytest.raises(tf.SessionClosedError):
+        ex.jit("tests.again")
+
+
+def test_a_jit_session_is_bound_to_its_thread(each_rt):
+    x = each_rt.upload(np.ones(4, np.float32))
+    with each_rt.session() as s, s.exec_session().jit("tests.thread") as js:
+        b = js.binding(x)
+        for use in (
+            lambda: js.binding(x),
+            lambda: js.launch(kernels.add, 1, 4, x, x, x),
+            lambda: b.tensor,
+        ):
+            assert isinstance(in_thread(use), tf.WrongThreadError)
+
+
+def test_another_runtime_of_the_same_kind_is_foreign(host, each_backend, each_rt):
+    theirs = host.new_backend(each_backend).upload(np.ones(4, np.float32))
+    mine = each_rt.upload(np.ones(4, np.float32))
+    with each_rt.session() as s, s.exec_session().jit("tests.foreign") as js:
+        with pytest.raises(tf.ForeignRuntimeError):
+            js.binding(theirs)
+        with pytest.raises(tf.ForeignRuntimeError):
+            js.launch(kernels.add, 1, 4, mine, theirs, mine)
