@@ -3,7 +3,7 @@ changed values never recapture. No figure is asserted (benchmarks are not tests)
 
 from __future__ import annotations
 
-import capture_bench
+from tenferro_host.benchmarks import capture as capture_bench
 
 
 def test_the_capture_bench_rows_run_on_the_cpu():

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from capture_bench import capture_chain
 from support.capture_support import while_capturing
 from support.cuda_support import cuda_runtime, shared_host
 from support.kernels import saxpy
 
 import tenferro_host as tf
+from tenferro_host.benchmarks.capture import capture_chain
 
 pytestmark = [pytest.mark.gpu, pytest.mark.cuda]
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from capture_bench import capture_chain
 from support.call_budget import calls_per_op
 from support.capture_support import while_capturing
 from support.kernels import saxpy
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
+from tenferro_host.benchmarks.capture import capture_chain
 from tenferro_host.provider import _op_plan
 from tenferro_host.provider._capture import CapturedGraph, captures_opened
 
