@@ -58,15 +58,16 @@ def nvrtc_version() -> tuple[int, int] | None:
     return (major, minor) if int(err) == 0 else None
 
 
-def driver_version() -> tuple[int, int]:
-    """The CUDA driver's version as (major, minor)."""
-    v = check(drv().cuDriverGetVersion(), "cuDriverGetVersion")
+def driver_version(driver: Any = None) -> tuple[int, int]:
+    """The CUDA driver's version as (major, minor) (``driver``: the binding; default ``drv()``)."""
+    v = check((drv() if driver is None else driver).cuDriverGetVersion(), "cuDriverGetVersion")
     return (v // 1000, (v % 1000) // 10)
 
 
-def query(ordinal: int) -> CudaDeviceInfo:
-    """Device info for a process-visible ordinal (initialises the driver)."""
-    d = drv()
+def query(ordinal: int, driver: Any = None) -> CudaDeviceInfo:
+    """Device info for a process-visible ordinal, asked of ``driver`` (default: ``drv()``, which
+    initialises the driver)."""
+    d = drv() if driver is None else driver
     dev = check(d.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
     A = d.CUdevice_attribute  # noqa: N806 - the driver's enum class
 
@@ -103,20 +104,20 @@ def query(ordinal: int) -> CudaDeviceInfo:
             "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"
         ),
         memory_pools_supported=bool(attr("CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED")),
-        driver_version=driver_version(),
+        driver_version=driver_version(d),
         nvrtc_version=nvrtc_version(),
-        **placement(dev),
+        **placement(dev, d),
     )
 
 
-def placement(dev: Any) -> dict[str, Any]:
+def placement(dev: Any, driver: Any = None) -> dict[str, Any]:
     """Where the device sits: its PCI bus id (``domain:bus:device.function``) and the host NUMA
     node closest to it (None where the system has no NUMA or the driver does not say).
 
     Per-pair link facts (access, performance rank, native atomics) are in
     :func:`tenferro_host_cuda._peer.link_attributes`.
     """
-    d = drv()
+    d = drv() if driver is None else driver
     raw_bus = check(d.cuDeviceGetPCIBusId(16, dev), "cuDeviceGetPCIBusId")
     numa = d.cuDeviceGetAttribute(d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev)
     numa_id = int(numa[1]) if int(numa[0]) == 0 and int(numa[1]) >= 0 else None

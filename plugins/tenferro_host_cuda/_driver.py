@@ -19,6 +19,7 @@ from typing import Any
 from tenferro_host import (
     BackendError,
     ContextPoisonedError,
+    CudaDeviceUuid,
     OutOfMemoryError,
     UnsupportedError,
 )
@@ -158,8 +159,6 @@ def require_healthy(uuid: bytes, op: str | None = None) -> None:
     """Raise ContextPoisonedError if a sticky fault poisoned the device ``uuid``."""
     why = POISONED.get(uuid)
     if why is not None:
-        from tenferro_host import CudaDeviceUuid
-
         ident = CudaDeviceUuid(uuid)
         raise ContextPoisonedError(
             f"the primary context of CUDA device {ident} is poisoned by an earlier fault "
@@ -210,8 +209,6 @@ def failure(
     name = error_name(err)
     if code in STICKY_FAULTS and uuid is not None:
         poison(uuid, f"{name} during {what}")
-        from tenferro_host import CudaDeviceUuid
-
         return ContextPoisonedError(
             f"{what} failed with {name}; a kernel faulted earlier and poisoned the device's "
             "primary context — restart the process (run with TENFERRO_DEBUG_SYNC=1 to find "

@@ -24,16 +24,29 @@ _STICKY_CODE = 719  # CUDA_ERROR_LAUNCH_FAILED: stands for any sticky fault name
 
 #: ``cuda.core.launch`` once imported (a test's stand-in replaces it here).
 launch_fn: Callable[..., Any] | None = None
+#: ``cuda.core.Stream.from_handle`` once imported (a test's stand-in replaces it here).
+stream_fn: Callable[[int], Any] | None = None
 
 
 def core_launch() -> Callable[..., Any]:
-    """``cuda.core.launch``, imported once (a ``from`` import of a package costs calls)."""
+    """``cuda.core.launch``, imported once (a ``from`` import of a package costs calls; cuda.core
+    loads the driver library, so it is imported by a first launch, not by the plugin)."""
     global launch_fn
     if launch_fn is None:
         from cuda.core import launch
 
         launch_fn = launch
     return launch_fn
+
+
+def core_stream(handle: int) -> Any:
+    """A cuda.core ``Stream`` viewing the stream ``handle`` (not owning it)."""
+    global stream_fn
+    if stream_fn is None:
+        from cuda.core import Stream
+
+        stream_fn = Stream.from_handle
+    return stream_fn(handle)
 
 
 def where(op: str | None, function: Function, config: LaunchConfig) -> str:
@@ -74,4 +87,4 @@ def debug_wait(
     )
 
 
-__all__ = ["core_launch", "debug_wait", "launch_failed", "where"]
+__all__ = ["core_launch", "core_stream", "debug_wait", "launch_failed", "where"]

@@ -134,7 +134,7 @@ def pool_access(src: CudaRuntime, dst: Any) -> str:
     location = d.CUmemLocation()
     location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
     location.id = device_ordinal(dst, "dst", "pool_access")
-    flags = src.ok(d.cuMemPoolGetAccess(src._pool, location), "cuMemPoolGetAccess")
+    flags = src.ok(d.cuMemPoolGetAccess(src.memory.handle, location), "cuMemPoolGetAccess")
     return _ACCESS_NAMES.get(int(flags), f"flags {int(flags)}")
 
 
@@ -177,7 +177,7 @@ def grant(src: CudaRuntime, dst: CudaRuntime, op: str | None = None) -> None:
         desc.location.id = dst.index
         desc.flags = d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
         check(
-            d.cuMemPoolSetAccess(src._pool, [desc], 1),
+            d.cuMemPoolSetAccess(src.memory.handle, [desc], 1),
             "cuMemPoolSetAccess",
             uuid=src.uuid_bytes,
             op=op,

@@ -21,7 +21,9 @@ def fake():
 
 @pytest.fixture
 def rt(fake):
-    return stand_in_runtime(tf.Host(), max_bytes=1 << 20, max_block=1 << 16)
+    made = stand_in_runtime(tf.Host())
+    made.blocks.max_bytes, made.blocks.max_block = 1 << 20, 1 << 16
+    return made
 
 
 def memory(fake):

@@ -10,7 +10,7 @@ import pytest
 from support.driver_stand_in import StandInModule, recording_driver, stand_in_runtime
 from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda import _launch, raw
-from tenferro_host_cuda._runtime import _COPY_CODES
+from tenferro_host_cuda._gather import GATHER_CODES
 
 import tenferro_host as tf
 
@@ -31,9 +31,9 @@ def gather(monkeypatch):
         fake.cuGetErrorString = lambda err: (0, b"an illegal memory access was encountered")
         rt = stand_in_runtime(host)
         rt.uuid_bytes = b"\x7f" * 16
-        module = StandInModule(rt, tuple(SIZES[c] for c in _COPY_CODES))
+        module = StandInModule(rt, tuple(SIZES[c] for c in GATHER_CODES))
         fn = module.function("gather_4")
-        values = tuple(range(len(_COPY_CODES)))
+        values = tuple(range(len(GATHER_CODES)))
         yield rt, fake, fn, raw.LaunchConfig.flat(1024, 256), values
     driver.POISONED.pop(rt.uuid_bytes, None)
 

@@ -21,7 +21,7 @@ from support.driver_stand_in import (
 )
 from support.op_registration import register_ops
 from tenferro_host_cuda import _driver as driver
-from tenferro_host_cuda._runtime import _COPY_CODES
+from tenferro_host_cuda._gather import GATHER_CODES
 
 import tenferro_host as tf
 from tenferro_host.cuda import raw
@@ -55,9 +55,9 @@ class World:
         self.module = StandInModule(rt, (8, 8, 8, 4))
         rt.resources.get((ADD, "module"), lambda: self.module)
         rt.resources.get((ACC, "module"), lambda: self.module)
-        gather = StandInModule(rt, tuple(SIZES[c] for c in _COPY_CODES))
-        rt._copy_module = gather
-        rt._copy_functions = {n: gather.function(f"gather_{n}") for n in (2, 4, 8)}
+        gather = StandInModule(rt, tuple(SIZES[c] for c in GATHER_CODES))
+        rt.gather.module = gather
+        rt.gather.functions = {n: gather.function(f"gather_{n}") for n in (2, 4, 8)}
         view = host.registry.staging("tests_plan")
         view.add_op(
             tf.OpSpec(
@@ -71,7 +71,7 @@ class World:
 
     def names(self) -> dict[Any, str]:
         out = {}
-        for module in (self.module, self.rt._copy_module):
+        for module in (self.module, self.rt.gather.module):
             for name, fn in module._functions.items():
                 out[fn.handle] = out[("kernel", name)] = name
         return out
@@ -108,7 +108,7 @@ class World:
         return done
 
     def _sizes(self, handle: Any, n: int) -> list[int]:
-        for module in (self.module, self.rt._copy_module):
+        for module in (self.module, self.rt.gather.module):
             for fn in module._functions.values():
                 if fn.handle == handle:
                     return list(fn.param_sizes)

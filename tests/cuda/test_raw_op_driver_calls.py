@@ -30,11 +30,12 @@ ADD = "ext_add_kernel.add"
 #: drain and the free list's put of the previous output): 21 since the replay reuses the block
 #: the previous output queued and checks the context inline, 19 since the handle compares the
 #: last replayed key before a dict lookup and asks the runtime's set of session threads, not the
-#: per-thread one (docs/measurements/op-call-cost.md), 20 since the key and its guard are the plan table's
-#: (one call, shared with a captured graph's plan); the full path 145 and 301 (147 and 224
-#: before; the DSL op's was 215 while the CUDA JIT kept plans of its own, which the op plan's
-#: switch left on: its launch plans are now the base's, off with the rest); 146 and 302 since
-#: ``allocate_bytes`` checks, then calls the allocation an op replay shares (``allocate_block``).
+#: per-thread one (docs/measurements/op-call-cost.md), 20 since the key and its guard are the
+#: plan table's (one call, shared with a captured graph's plan); the full path 145 and 301 (147
+#: and 224 before; the DSL op's was 215 while the CUDA JIT kept plans of its own, which the op
+#: plan's switch left on: its launch plans are now the base's, off with the rest); 146 and 302
+#: since ``allocate_bytes`` checks, then calls the allocation an op replay shares
+#: (``allocate_block``).
 RAW_PLANNED, RAW_FULL_PATH = 21, 147
 DSL_PLANNED, DSL_FULL_PATH = 21, 303
 
@@ -104,7 +105,7 @@ def test_a_dsl_op_on_cuda_reuses_plans_across_jit_sessions(setup):
     layouts and configs shared; one context check per op; about 850 Python calls per op before
     the op-call work, about 390 at the first op handle, 211 with plans keeping their compiled
     function across sessions and layouts checked once per process."""
-    from tenferro_host_cuda_jit.codegen import kernel_abi
+    from tenferro_host_cuda_jit._codegen import kernel_abi
 
     from tenferro_host import dtypes
     from tenferro_host import kernel as K

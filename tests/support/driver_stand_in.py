@@ -18,14 +18,8 @@ from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda import _launch
 from tenferro_host_cuda._module import CHECKED_CONFIGS, CORE_CONFIGS, Function
 from tenferro_host_cuda._runtime import CudaRuntime
-from tenferro_host_cuda._stream_order import StreamOrder
 
-from tenferro_host.identity import AllocationDomainId, RuntimeIdentity
-from tenferro_host.provider import DeferredReleases, FreeList, ResourceCache
-from tenferro_host.provider._counters import Counters
-from tenferro_host.provider._op_plan import LAUNCH_PLANS
-from tenferro_host.provider._retirement import RetirementQueue
-from tenferro_host.provider._runtime import _EMPTY_PLANS
+from support.fake_cuda_driver import FakeDriver
 
 CTX = 7
 STREAM = 0x5000
@@ -66,11 +60,13 @@ class StandInNode:
         self.address = ctypes.addressof(self._pointers) if words else 0
 
 
-class RecordingDriver:
-    """The driver calls of the allocator, sessions and events, recorded as (name, argument);
-    ``oom`` makes the next allocations fail with CUDA_ERROR_OUT_OF_MEMORY."""
+class RecordingDriver(FakeDriver):
+    """One GPU of the fake driver whose calls of the allocator, sessions, events and captures
+    are recorded as (name, argument); ``oom`` makes the next allocations fail with
+    CUDA_ERROR_OUT_OF_MEMORY."""
 
     CUmemPool_attribute = types.SimpleNamespace(
+        CU_MEMPOOL_ATTR_RELEASE_THRESHOLD=0,
         CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT=1,
         CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH=2,
         CU_MEMPOOL_ATTR_USED_MEM_CURRENT=3,
@@ -89,6 +85,7 @@ class RecordingDriver:
     CUdriverProcAddress_flags = types.SimpleNamespace(CU_GET_PROC_ADDRESS_DEFAULT=0)
 
     def __init__(self) -> None:
+        super().__init__(1)
         self.calls: list[tuple[str, Any]] = []
         self.live: dict[int, int] = {}
         self.next = 0x10000
@@ -120,6 +117,12 @@ class RecordingDriver:
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return (0, CTX)
+
+    def cuStreamCreate(self, flags):
+        return (0, STREAM)
 
     def cuCtxGetCurrent(self):
         self.calls.append(("cuCtxGetCurrent", None))
@@ -403,52 +406,25 @@ def launch_words(views: tuple[Any, Any, int]) -> list[int]:
 
 @contextmanager
 def recording_driver() -> Iterator[RecordingDriver]:
-    """``drv()`` answers with a RecordingDriver for the block."""
+    """``drv()`` answers with a RecordingDriver for the block, and a runtime's cuda.core view of
+    its stream is the stream's handle (cuda.core would load the real driver)."""
     recording = RecordingDriver()
     saved, driver._driver = driver._driver, recording
+    saved_view, _launch.stream_fn = _launch.stream_fn, lambda handle: ("stream", handle)
     try:
         yield recording
     finally:
         driver._driver = saved
+        _launch.stream_fn = saved_view
 
 
-DEVICE = types.SimpleNamespace(
-    arch="sm_90",
-    name="stand-in",
-    max_grid_dims=(2**31 - 1, 65535, 65535),
-    max_block_dims=(1024, 1024, 64),
-    max_threads_per_block=1024,
-    max_shared_memory_per_block_optin=232448,
-)
-
-
-def stand_in_runtime(host: Any, **blocks: int) -> CudaRuntime:
-    """A CudaRuntime's state over the recording driver (no device behind it)."""
-    rt = object.__new__(CudaRuntime)
-    rt.host, rt.kind, rt.index, rt.instance, rt.software = host, "cuda", 0, 1, False
-    rt._session_threads, rt.active_capture = set(), None
-    rt.identity, rt.domain = RuntimeIdentity.new(), AllocationDomainId.new()
-    rt.counters = Counters()
-    rt.retirement = RetirementQueue(rt.counters, is_done=rt._event_done, wait=lambda e: None)
-    rt._capabilities = None
-    rt._empty_plans = _EMPTY_PLANS.new()
-    rt.launch_plans = LAUNCH_PLANS.new()
-    rt._jit_factory = host.jit_factory("cuda")
-    rt._info = DEVICE
-    rt.uuid_bytes = b"\x01" * 16
-    rt.primary = driver.PrimaryContext(CTX)
-    rt.blocks = FreeList(rounded=True, **blocks)
-    rt.resources = ResourceCache()
-    rt.debug_sync = False
-    rt.deferred = DeferredReleases()
-    rt._events = []
-    rt.closed = False
-    rt._pool = object()
-    rt._stream = STREAM
-    rt.streams = StreamOrder(rt)
-    rt._core_stream = object()
-    rt.deferred_errors = 0
-    rt.module_counts = {"loaded": 0, "unloaded": 0}
+def stand_in_runtime(host: Any) -> CudaRuntime:
+    """A CudaRuntime over the recording driver (device 0 of one stand-in GPU), made by its
+    constructor; its construction's driver calls are not kept."""
+    fake = driver._driver
+    assert isinstance(fake, RecordingDriver), "make it inside recording_driver()"
+    rt = CudaRuntime(0, host, driver=fake)
+    fake.calls.clear()
     return rt
 
 
