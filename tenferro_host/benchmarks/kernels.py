@@ -1,6 +1,7 @@
 # DSL annotations (K.Array[K.F]) are not Python types: mypy checks the rest of the module.
 # mypy: disable-error-code="valid-type,attr-defined,index,no-untyped-def"
-"""The kernels every benchmark row launches: one f32 add, in CUDA C, the DSL and WGSL.
+"""The kernels every benchmark row launches: one f32 add, in CUDA C, the DSL and WGSL; and the
+DSL fill that the soak's sessions and the launch fuzzer's sanity checks launch.
 
 The same add everywhere (``out[i] = lhs[i] + rhs[i]`` for ``i < n``), so each row's figure
 differs from its baseline's only by the path that launches it. ``DSL_OP`` is an op whose only
@@ -47,6 +48,14 @@ def dsl_add(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):
         out[i] = lhs[i] + rhs[i]
 
 
+@K.kernel
+def fill(out: K.Array[K.F], v: K.F):
+    """``out[:] = v``, one unit per element."""
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = v
+
+
 DSL_OP = "tenferro_bench.dsl_add"
 
 
@@ -73,4 +82,4 @@ def register_dsl_op(host: Any) -> None:
     view.commit()
 
 
-__all__ = ["CUDA_ADD", "DSL_OP", "WGSL_ADD", "dsl_add", "register_dsl_op"]
+__all__ = ["CUDA_ADD", "DSL_OP", "WGSL_ADD", "dsl_add", "fill", "register_dsl_op"]

@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from fuzz_launches import fill
 
 import tenferro_host as tf
+from tenferro_host.benchmarks.kernels import fill
 
 BACKENDS = [
     "cpu",

@@ -8,7 +8,7 @@ anything fails the suite.
 from __future__ import annotations
 
 import pytest
-from fuzz_launches import fuzz
+from support.launch_fuzz import fuzz
 
 import tenferro_host as tf
 

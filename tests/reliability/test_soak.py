@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from soak import launch_soak_report, session_soak
 
 import tenferro_host as tf
+from tenferro_host.benchmarks.soak import launch_soak_report, session_soak
 from tenferro_host.provider import ResourceCache
 
 
