@@ -35,9 +35,10 @@ from .errors import (
 )
 from .provider import _op_plan
 from .provider._compiled import Unplanned
+from .provider._exec_session import ExecSession
 from .provider._registry import BackendStatus, Registry
 from .provider._runtime import Runtime
-from .provider._session import BackendSession, ExecSession
+from .provider._session import BackendSession
 
 _BACKEND_NAME = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
 

@@ -49,9 +49,9 @@ if TYPE_CHECKING:
     from ._host import Host
     from ._rules import Rule
     from .ops import OpSpec
+    from .provider._exec_session import ExecSession
     from .provider._registry import OpRecord
     from .provider._runtime import Runtime
-    from .provider._session import ExecSession
 
 
 class OpHandle:

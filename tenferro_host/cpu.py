@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._cpu import CpuDeviceInfo, CpuRuntime
-from .provider._session import ExecSession, exec_session_of
+from .provider._exec_session import ExecSession, exec_session_of
 
 
 def exec_session(session: Any) -> ExecSession | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from .facade import lazy_names
 from .identity import CudaDeviceId, CudaDeviceUuid
-from .provider._session import ExecSession, exec_session_of
+from .provider._exec_session import ExecSession, exec_session_of
 
 _LAZY = {
     "CudaRuntime": "tenferro_host_cuda",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .facade import lazy_names
-from .provider._session import ExecSession, exec_session_of
+from .provider._exec_session import ExecSession, exec_session_of
 
 _LAZY = {
     "WebGpuRuntime": "tenferro_host_webgpu",

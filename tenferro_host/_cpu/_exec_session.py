@@ -23,9 +23,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import LaunchError, TenferroError, ValidationError
+from ..provider._exec_session import ExecSession
 from ..provider._op_plan import RECORDING, OpRecording
 from ..provider._residency import require_resident
-from ..provider._session import ExecSession, OutputSession, _get_ident
+from ..provider._session import OutputSession, _get_ident
 from ..provider._storage import require_writable
 from ..tensor import Tensor
 from ._storage import numpy_view

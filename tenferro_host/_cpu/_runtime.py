@@ -29,8 +29,9 @@ from ._replay import CpuReplay
 from ._storage import CpuStorage, numpy_view
 
 if TYPE_CHECKING:
+    from ..provider._exec_session import ExecSession
     from ..provider._host_services import HostServices
-    from ..provider._session import BackendSession, ExecSession
+    from ..provider._session import BackendSession
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from ._compile_targets import CompiledKernel, CompileFn, CompileOptions, SourceC
 from ._compiled import FALLBACK, DriverLaunchCore, UfuncCore
 from ._counters import STAT_KEYS, Counters, TransferRecord
 from ._deferred import DeferredReleases, DeviceStorage, Release
+from ._exec_session import ExecSession, exec_session_of
 from ._free_list import FreeList
 from ._hookspecs import hookimpl
 from ._host_services import HostServices
@@ -44,7 +45,7 @@ from ._registry import BackendProvider, BackendStatus, RegistrationView
 from ._residency import require_resident
 from ._retirement import Lease, RetirementQueue
 from ._runtime import Runtime, normalize_shape
-from ._session import BackendSession, ExecSession, Session, SessionHandle, exec_session_of
+from ._session import BackendSession, Session, SessionHandle
 from ._storage import Storage, require_writable
 
 SPI_VERSION = (1, 0)

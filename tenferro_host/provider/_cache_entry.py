@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -134,4 +135,19 @@ def decode_entry(data: bytes, digest: str) -> CachedKernel:
     return CachedKernel(bytes(body[n_meta:]), meta["meta"])
 
 
-__all__ = ["FORMAT", "CachedKernel", "KernelKey", "UnusableEntry", "decode_entry", "encode_entry"]
+def stamp() -> tuple[int, int]:
+    """(atime, mtime) for an entry's recency stamp: the clock in ns. ``os.utime`` without times
+    would take the kernel's coarse file clock (a jiffy), tying entries used milliseconds apart."""
+    now = time.time_ns()
+    return now, now
+
+
+__all__ = [
+    "FORMAT",
+    "CachedKernel",
+    "KernelKey",
+    "UnusableEntry",
+    "decode_entry",
+    "encode_entry",
+    "stamp",
+]

@@ -47,8 +47,8 @@ from ._plan_table import BLOCKED, Learning, PlanTable
 from ._session import Session
 
 if TYPE_CHECKING:
+    from ._exec_session import ExecSession
     from ._runtime import Runtime
-    from ._session import ExecSession
 
 #: Captures opened in this process (the bench shows that replays open none).
 _opened = itertools.count()

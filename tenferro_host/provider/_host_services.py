@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..capability import ExtensionCapability
+    from ._exec_session import ExecSession
     from ._runtime import Runtime
-    from ._session import BackendSession, ExecSession
+    from ._session import BackendSession
 
 
 class HostServices(Protocol):

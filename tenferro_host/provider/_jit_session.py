@@ -37,6 +37,7 @@ from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specializat
 from ..kernel.ir import U32_MAX, WARP, check_fragment_cube, check_shared_sizes, check_u32_array
 from ..tensor import Tensor
 from ._compiled import REPLAY
+from ._exec_session import ExecSession
 from ._op_plan import (
     ENABLED,
     RECORDING,
@@ -48,7 +49,7 @@ from ._op_plan import (
     sharing,
 )
 from ._residency import require_resident
-from ._session import ExecSession, OutputSession, SessionHandle, _get_ident
+from ._session import OutputSession, SessionHandle, _get_ident
 from ._storage import require_writable
 from ._tuning_tables import TABLES
 

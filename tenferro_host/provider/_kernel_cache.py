@@ -27,12 +27,11 @@ import atexit
 import contextlib
 import errno
 import os
-import sys
 import threading
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..errors import ValidationError
@@ -45,7 +44,15 @@ from ._cache_dir import (
     remove,
     verdict,
 )
-from ._cache_entry import CachedKernel, KernelKey, UnusableEntry, decode_entry, encode_entry
+from ._cache_entry import (
+    CachedKernel,
+    KernelKey,
+    UnusableEntry,
+    decode_entry,
+    encode_entry,
+    stamp,
+)
+from ._cache_log import LOGGER, KernelCacheWarning, debug, debugging
 from ._cache_settings import (
     DEFAULT_MAX_BYTES,
     ENV_DIR,
@@ -63,25 +70,13 @@ try:
 except ImportError:  # not POSIX: no flock, so no cache (active_kernel_cache() answers None)
     fcntl = None  # type: ignore[assignment]
 
-LOGGER = "tenferro_host.kernel_cache"
 
+def _writer() -> ModuleType:
+    """The writing half (:mod:`._kernel_cache_store`: store, stats, maintenance), imported on
+    first use: a process whose kernels all hit never compiles it (the first-hit import budget)."""
+    from . import _kernel_cache_store
 
-def _debug(message: str, *args: Any) -> None:
-    """A debug line on the ``tenferro_host.kernel_cache`` logger. Only a process that imported
-    ``logging`` can have configured a handler, so the module is not imported for it."""
-    logging = sys.modules.get("logging")
-    if logging is not None:
-        logging.getLogger(LOGGER).debug(message, *args)
-
-
-def _debugging() -> bool:
-    logging = sys.modules.get("logging")
-    return logging is not None and logging.getLogger(LOGGER).isEnabledFor(logging.DEBUG)
-
-
-class KernelCacheWarning(UserWarning):
-    """The kernel cache cannot be used (directory unwritable, full, not private,
-    misconfigured) or held an entry its backend rejected; compiling goes on without it."""
+    return _kernel_cache_store
 
 
 class KernelCache:
@@ -118,18 +113,14 @@ class KernelCache:
             return found
         if not self._writable or self._refused is not None:
             return self._miss(key, why, build)
-        from ._kernel_cache_store import build_and_store
-
-        return build_and_store(self, key, why, build)
+        return _writer().build_and_store(self, key, why, build)
 
     def reject(self, key: KernelKey, kernel: CachedKernel, reason: str) -> None:
         """Drop the entry ``kernel`` of ``key``, which its backend could not use (a WGSL the
         adapter refuses, metadata that is not an image's: an older build's, a hand edit), with a
         warning; the next :meth:`load_or_build` builds it again. An entry another process
         replaced meanwhile stays."""
-        from ._kernel_cache_store import reject
-
-        reject(self, key, kernel, reason)
+        _writer().reject(self, key, kernel, reason)
 
     # -- trust ----------------------------------------------------------------------------------
     def verdict(self) -> str:
@@ -214,7 +205,7 @@ class KernelCache:
                     remove(path)
             return None, f"corrupt entry ({exc}){', discarded' if discard else ''}"
         with contextlib.suppress(OSError):
-            os.utime(path, ns=_stamp(), follow_symlinks=False)
+            os.utime(path, ns=stamp(), follow_symlinks=False)
         return found, None
 
     def _hit(self, key: KernelKey) -> None:
@@ -224,19 +215,19 @@ class KernelCache:
             if not self._atexit:
                 self._atexit = True
                 atexit.register(self.save_stats)
-        _debug("loaded %s %s from the cache (%s)", key.kind, key.name, key.digest[:12])
+        debug("loaded %s %s from the cache (%s)", key.kind, key.name, key.digest[:12])
 
     def _miss(
         self, key: KernelKey, why: str | None, build: Callable[[], CachedKernel]
     ) -> CachedKernel:
         with self._lock:
             self.misses += 1
-        if _debugging():
+        if debugging():
             if not why:
                 from ._kernel_cache_store import explain
 
                 why = explain(self, key)
-            _debug("compiling %s %s instead of loading it: %s", key.kind, key.name, why)
+            debug("compiling %s %s instead of loading it: %s", key.kind, key.name, why)
         return build()
 
     def _degrade(self, exc: OSError, what: str) -> None:
@@ -260,37 +251,22 @@ class KernelCache:
     # -- counters and maintenance (``tenferro-host cache``): in ._kernel_cache_store ------------
     def save_stats(self) -> None:
         """Add this process's unsaved hits to the shared counters (also run at exit)."""
-        from ._kernel_cache_store import save_stats
-
-        save_stats(self)
+        _writer().save_stats(self)
 
     def stats(self) -> dict[str, Any]:
         """Entries, bytes, the shared hit/miss/eviction counts, the oldest recency stamp and the
         directory's verdict (``trusted`` or why it is refused)."""
-        from ._kernel_cache_store import stats
-
-        return stats(self)
+        return _writer().stats(self)
 
     def prune(self) -> dict[str, int]:
         """Drop corrupt entries and whatever else is not an entry, dead writers' temp files and
         what exceeds the bound (ValidationError on a directory that is not private)."""
-        from ._kernel_cache_store import prune
-
-        return prune(self)
+        return _writer().prune(self)
 
     def clear(self) -> int:
         """Remove every entry (and whatever else is in ``entries/``) and the counters; the number
         of entries removed. Allowed on a directory that is not private: removing runs nothing."""
-        from ._kernel_cache_store import clear
-
-        return clear(self)
-
-
-def _stamp() -> tuple[int, int]:
-    """(atime, mtime) for a recency stamp: the clock in ns. ``os.utime`` without times would
-    take the kernel's coarse file clock (a jiffy), tying entries used milliseconds apart."""
-    now = time.time_ns()
-    return now, now
+        return _writer().clear(self)
 
 
 _caches: dict[tuple[Path, int], KernelCache] = {}
@@ -330,6 +306,7 @@ __all__ = [
     "ENV_DIR",
     "ENV_MAX_BYTES",
     "ENV_SWITCH",
+    "LOGGER",
     "OFF",
     "CachedKernel",
     "KernelCache",

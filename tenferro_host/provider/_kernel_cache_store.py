@@ -17,13 +17,23 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from ._cache_dir import UntrustedDirectory, check_tree, read_private, remove
-from ._cache_entry import CachedKernel, KernelKey, UnusableEntry, decode_entry, encode_entry
+from ._cache_entry import (
+    CachedKernel,
+    KernelKey,
+    UnusableEntry,
+    decode_entry,
+    encode_entry,
+    stamp,
+)
+from ._cache_log import KernelCacheWarning, debug
 from ._cache_settings import ENV_DIR
-from ._kernel_cache import KernelCache, KernelCacheWarning, _debug, _stamp
+
+if TYPE_CHECKING:
+    from ._kernel_cache import KernelCache
 
 _DEAD_TMP_AGE_S = 60.0
 
@@ -66,7 +76,7 @@ def explain(cache: KernelCache, key: KernelKey) -> str:
 def store(cache: KernelCache, key: KernelKey, kernel: CachedKernel) -> None:
     data = encode_entry(key, kernel)
     if len(data) > cache.max_bytes:
-        _debug(
+        debug(
             "not caching %s %s: %d bytes exceed the bound of %d",
             key.kind,
             key.name,
@@ -101,11 +111,11 @@ def write_atomic(cache: KernelCache, path: Path, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.utime(fd, ns=_stamp())
+        os.utime(fd, ns=stamp())
         try:
             os.replace(tmp, path)
         except FileNotFoundError:  # swept by a prune in the instant before our lock
-            _debug("temp file of %s vanished before its rename; not cached", path.name)
+            debug("temp file of %s vanished before its rename; not cached", path.name)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -159,7 +169,7 @@ def enforce_bound(cache: KernelCache) -> int:
     with cache._lock:
         cache.evictions += evicted
     if evicted:
-        _debug("evicted %d kernel cache entries to stay within %d bytes", evicted, cache.max_bytes)
+        debug("evicted %d kernel cache entries to stay within %d bytes", evicted, cache.max_bytes)
     return evicted
 
 
@@ -219,7 +229,7 @@ def save_stats(cache: KernelCache) -> None:
         with flock(cache, cache.root / "locks" / "index"):
             update_stats(cache, hits=hits)
     except (OSError, UntrustedDirectory) as exc:
-        _debug("kernel cache hits not saved: %s", exc)
+        debug("kernel cache hits not saved: %s", exc)
 
 
 def stats(cache: KernelCache) -> dict[str, Any]:

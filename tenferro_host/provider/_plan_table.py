@@ -10,18 +10,19 @@ path, unrecorded, with the reason kept for ``handle.plans()``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..dtypes import DType
 from ..layout import is_compact
 from ..tensor import Tensor
 from ._op_plan import OpRecording, exact_kind, record_into, sharing
-from ._runtime import Runtime
 from ._session import thread_token
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
 
 #: Recordings of one key before it stays on the full path; keys one table holds (more: cleared).
 TRIES, MAX_PLANS = 4, 64
-_NO_REPLAY = Runtime.op_replay
 
 
 class Learning:
@@ -124,7 +125,7 @@ class PlanTable(dict[Any, Any]):
         one's signature plans ``key``."""
         if learning is not None and learning.given_up:
             return call()
-        if type(runtime).op_replay is _NO_REPLAY:  # nothing to record for: full path from now
+        if not runtime.replays_ops:  # nothing to record for: full path from now
             learning = self._learning(key, learning)
             learning.tries, learning.why = TRIES, f"backend {runtime.kind!r} has no op replay"
             return call()

@@ -16,9 +16,10 @@ from ..ops import OpSpec
 from ._compile_targets import CompileFn, SourceCompileFn
 
 if TYPE_CHECKING:
+    from ._exec_session import ExecSession
     from ._host_services import HostServices
     from ._runtime import Runtime
-    from ._session import ExecSession, Session
+    from ._session import Session
 
 
 @dataclass

@@ -24,15 +24,18 @@ from ..tensor import Tensor
 from ._capture_lock import refuse_in_capture
 from ._counters import Counters, TransferRecord
 from ._deferred import DeferredReleases, Release
+from ._exec_session import ExecSession
 from ._op_plan import LAUNCH_PLANS
+from ._residency import require_resident
 from ._retirement import RetirementQueue
-from ._session import _UNRESOLVED, BackendSession, ExecSession
+from ._session import _UNRESOLVED, BackendSession
 from ._storage import Storage
 
 if TYPE_CHECKING:
     from ._capture import NativeCapture
     from ._host_services import HostServices
     from ._op_plan import OpRecording
+    from ._op_replay import OpReplay
 
 
 _INT_ONLY = frozenset({int})
@@ -85,6 +88,13 @@ class Runtime(ABC):
 
     #: The capture open on this runtime (``ex.capture()``), which locks it; None: none.
     active_capture: Any = None
+    #: Whether this backend turns recorded op calls into replays (it overrides
+    #: :meth:`op_replay`); the plan table keeps every call of one that does not on the full path.
+    replays_ops = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.replays_ops = cls.op_replay is not Runtime.op_replay
 
     def __init__(
         self, host: HostServices, kind: str, index: int, *, software: bool = False
@@ -161,7 +171,7 @@ class Runtime(ABC):
     def check_usable(self) -> None:
         """Raise if the runtime can no longer run work (e.g. a poisoned context)."""
 
-    def op_replay(self, recording: OpRecording) -> Any:
+    def op_replay(self, recording: OpRecording) -> OpReplay | None:
         """Provider hook: a replay of the recorded op call (called with the call's tensors, it
         returns the outputs or ``MISS``; its ``signature`` compares recordings), or None when
         this backend cannot replay it (the op then stays on the full path). The op handle asks
@@ -282,8 +292,6 @@ class Runtime(ABC):
 
     def canonicalize(self, t: Tensor) -> Tensor:
         """A compact copy of ``t`` on the same device; no host round trip."""
-        from ._residency import require_resident
-
         require_resident(self, t, argument="t", op="canonicalize")
         out = self._new_tensor(t.dtype, t.shape)
         if t.numel:

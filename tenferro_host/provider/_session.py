@@ -10,20 +10,17 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..capability import ExtensionCapability
 from ..errors import (
     RuntimeStateError,
     SessionClosedError,
-    UnsupportedError,
-    ValidationError,
     WrongThreadError,
 )
 from ._capture_lock import locked
 from ._op_plan import RECORDING
 
 if TYPE_CHECKING:
-    from ..identity import AllocationDomainId, RuntimeIdentity
     from ..tensor import Tensor
+    from ._exec_session import ExecSession
     from ._runtime import Runtime
 
 _NEW, _OPEN, _CLOSED = 0, 1, 2
@@ -242,114 +239,4 @@ class BackendSession(Session):
         return self._exec
 
 
-class ExecSession(Session):
-    """The execution authority of one backend session: the only creator of sub-sessions."""
-
-    kind_name = "exec session"
-
-    def __init__(self, backend_session: BackendSession) -> None:
-        super().__init__(backend_session.runtime, parent=backend_session)
-
-    @property
-    def kind(self) -> str:
-        """The backend kind of the runtime (``cpu``, ``cuda`` ...)."""
-        return self.runtime.kind
-
-    def supports(self, capability: ExtensionCapability) -> bool:
-        """Plausibly available on this backend; never a promise that a launch will succeed."""
-        self._check()
-        return bool(self.runtime.capabilities().get(capability, False))
-
-    @property
-    def device_info(self) -> Any:
-        """The device of the runtime."""
-        return self.runtime.device_info
-
-    @property
-    def runtime_identity(self) -> RuntimeIdentity:
-        """The identity of the runtime."""
-        return self.runtime.identity
-
-    @property
-    def allocation_domain(self) -> AllocationDomainId:
-        """The allocator that owns the runtime's buffers."""
-        return self.runtime.domain
-
-    def synchronize(self) -> None:
-        """Wait until all work submitted on this runtime has finished (a counted host wait)."""
-        self._check()
-        self.runtime.synchronize()
-
-    def raw(self, op: str) -> Any:
-        """A raw native-module session; only CUDA offers one."""
-        self._check()
-        raise UnsupportedError(
-            f"backend {self.runtime.name!r} has no raw native-module session; "
-            "write the kernel in the DSL (ex.jit) to run it here",
-            backend=self.runtime.name,
-            feature=ExtensionCapability.NATIVE_MODULE.name,
-            op=op,
-        )
-
-    def jit(self, op: str) -> Any:
-        """A DSL session whose ``launch`` runs one kernel object identically on every backend."""
-        if self._owner != _get_ident():
-            raise self._refusal()
-        runtime = self.runtime
-        if runtime.active_capture is not None:
-            runtime.active_capture.require_op_call("a DSL session (ex.jit)", op)
-        factory = runtime._jit_factory
-        if factory is _UNRESOLVED:  # the registry is fixed once plugins loaded: ask once
-            factory = runtime._jit_factory = runtime.host.jit_factory(runtime.kind)
-        if factory is None:
-            raise UnsupportedError(
-                f"backend {self.runtime.name!r} has no DSL (JIT_KERNEL) provider installed; "
-                "install its provider plugin or run on another backend",
-                backend=self.runtime.name,
-                feature=ExtensionCapability.JIT_KERNEL.name,
-                op=op,
-            )
-        return factory(self, op)
-
-    def run(self, op: str, *tensors: Any, **attrs: Any) -> Any:
-        """Run another registered op inside this session (no new backend session)."""
-        self._check()
-        capture = self.runtime.active_capture
-        if capture is not None:  # recorded (docs/capture.md)
-            return capture.run(self, op, tensors, attrs)
-        return self.runtime.host.run_in_session(self, op, tensors, attrs)
-
-    def capture(self) -> Any:
-        """``with ex.capture() as cap:`` records this session's op calls for replay
-        (:class:`~tenferro_host.provider.Capture`, docs/capture.md)."""
-        self._check()
-        from ._capture import Capture
-
-        return Capture(self)
-
-    def wait_external(self, stream: Any) -> None:
-        """Order this runtime's stream after a foreign stream (``__cuda_stream__``)."""
-        self._check()
-        raise UnsupportedError(
-            f"backend {self.runtime.name!r} has no foreign streams to order against",
-            backend=self.runtime.name,
-            feature=ExtensionCapability.RAW_STREAM.name,
-        )
-
-    def signal_external(self, stream: Any) -> None:
-        """Order a foreign stream (``__cuda_stream__``) after this runtime's stream."""
-        self.wait_external(stream)
-
-
-def exec_session_of(session: Any, kind: str) -> ExecSession | None:
-    """The exec session of ``session`` if its backend is of ``kind``, else None."""
-    if not isinstance(session, BackendSession):
-        raise ValidationError(
-            f"expected a backend session (from backend.session()), got {type(session).__name__}",
-            argument="session",
-        )
-    ex = session.exec_session()
-    return ex if ex.kind == kind else None
-
-
-__all__ = ["BackendSession", "ExecSession", "Session", "SessionHandle", "exec_session_of"]
+__all__ = ["BackendSession", "Session", "SessionHandle"]

@@ -42,6 +42,7 @@ FIRST_HIT_SOURCE_BYTES = 40_000
 FIRST_HIT_IMPORTS = [
     "tenferro_host.provider._cache_dir",
     "tenferro_host.provider._cache_entry",
+    "tenferro_host.provider._cache_log",
     "tenferro_host.provider._cache_settings",
     "tenferro_host.provider._kernel_cache",
     "tenferro_host_cuda._nvrtc_cache",
