@@ -9,16 +9,13 @@ makes ``ext_add_kernel.add`` unusable wherever it is installed.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck
@@ -26,6 +23,7 @@ from hypothesis import settings as hypothesis_settings
 from support.backends import behaviour_backend_params
 from support.pip_target import pip_install_target
 from support.process_health import cuda_problems, interpreter_problems
+from support.subprocesses import KERNEL_CACHE_DIR, PROBE_CACHE_DIR, Subprocess
 
 from tenferro_host import Host
 from tenferro_host.provider import Runtime
@@ -48,10 +46,6 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 FIXTURES = Path(__file__).parent / "fixtures"
 COLLIDE = "tf_fixture_collide"
-#: The persistent kernel cache of a test run: a fresh directory, never the user's cache.
-KERNEL_CACHE_DIR = "TENFERRO_CACHE_DIR"
-#: The probe cache of a test run, likewise (a backend's discovery answers, provider._probe_cache).
-PROBE_CACHE_DIR = "TENFERRO_PROBE_CACHE_DIR"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -65,68 +59,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(os.environ.pop(KERNEL_CACHE_DIR, ""), ignore_errors=True)
     shutil.rmtree(os.environ.pop(PROBE_CACHE_DIR, ""), ignore_errors=True)
-
-
-class Subprocess:
-    """Fresh interpreters of this environment, without TENFERRO_* settings from the caller
-    (but with the test run's kernel and probe cache directories)."""
-
-    @staticmethod
-    def env(paths: tuple[Path, ...] = (), **extra: str) -> dict[str, str]:
-        """The current environment without TENFERRO_* settings, ``paths`` first on PYTHONPATH.
-
-        The caller's PYTHONPATH stays behind them: on the GPU machine the installed package is
-        reachable only through it.
-        """
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("TENFERRO_") or k in (KERNEL_CACHE_DIR, PROBE_CACHE_DIR)
-        }
-        inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        if paths or inherited:
-            env["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in paths), *inherited])
-        env.update(extra)
-        return env
-
-    def python(
-        self, code: str, paths: tuple[Path, ...] = (), **env: str
-    ) -> subprocess.CompletedProcess[str]:
-        """Run ``code`` with ``python -c``."""
-        return self.run([sys.executable, "-c", code], paths, **env)
-
-    def json(self, code: str, paths: tuple[Path, ...] = (), **env: str) -> Any:
-        """Run ``code``, which prints one JSON document, and return the parsed document."""
-        proc = self.python(code, paths, **env)
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
-
-    def cli(
-        self, *args: str, paths: tuple[Path, ...] = (), **env: str
-    ) -> subprocess.CompletedProcess[str]:
-        """``python -m tenferro_host ARGS``."""
-        return self.run([sys.executable, "-m", "tenferro_host", *args], paths, **env)
-
-    def pytest(
-        self, *args: str, paths: tuple[Path, ...] = (), **env: str
-    ) -> subprocess.CompletedProcess[str]:
-        """``python -m pytest -q -p no:cacheprovider ARGS`` (quiet, and no cache written into
-        the directory under test)."""
-        return self.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], paths, **env
-        )
-
-    def run(
-        self, argv: list[str], paths: tuple[Path, ...] = (), **env: str
-    ) -> subprocess.CompletedProcess[str]:
-        """Run the command ``argv``."""
-        return subprocess.run(
-            argv,
-            env=self.env(paths, **env),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
 
 
 @pytest.fixture(scope="session")

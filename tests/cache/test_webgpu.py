@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
-import subprocess
-import sys
 import textwrap
 import warnings
 from collections.abc import Callable
@@ -17,7 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support import cache_support, env_with_path
+from support import cache_support
+from support.subprocesses import Subprocess
 from tenferro_host_webgpu import wgsl
 
 import tenferro_host as tf
@@ -80,16 +79,8 @@ def host() -> tf.Host:
 
 def child(tmp_path: Path, cache_dir: Path, seed: str) -> dict[str, Any]:
     """Launch ``kmod.scaled_add`` in a fresh process (own hash seed); its cache counts."""
-    env = {**env_with_path(tmp_path), kc.ENV_DIR: str(cache_dir), "PYTHONHASHSEED": seed}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    env = {kc.ENV_DIR: str(cache_dir), "PYTHONHASHSEED": seed}
+    result: dict[str, Any] = Subprocess().json(CHILD, (tmp_path,), **env)
     return result
 
 

@@ -7,9 +7,7 @@ backends must be listed unavailable with a reason naming the extra, and no GPU l
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -47,22 +45,13 @@ print(json.dumps({"caps": caps_report(host), "out": out.download().tolist(),
 """
 
 
-def test_base_configuration_without_extras(tmp_path):
+def test_base_configuration_without_extras(tmp_path, subproc):
     if not BASE_PYTHON.exists():
         if os.environ.get("CI"):
             pytest.fail("CI runs scripts/test, which creates .venv-base: it is missing")
         pytest.skip("no .venv-base: scripts/test (scripts/setup-base) creates it")
     (tmp_path / "base_check.py").write_text(SCRIPT)  # the DSL reads kernels from files
-    proc = subprocess.run(
-        [str(BASE_PYTHON), "base_check.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    found = json.loads(proc.stdout)
+    found = subproc.json_of([str(BASE_PYTHON), "base_check.py"], cwd=tmp_path)
     assert found["out"] == [0.0, 2.0, 4.0, 6.0, 8.0]
     assert found["gpu_modules"] == []
     assert "tenferro-host[ray]" in found["ray_error"]

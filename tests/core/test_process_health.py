@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from support import TESTS, env_with_path
+from support import TESTS
 from support.process_health import cuda_problems, interpreter_problems
 
 # Writes a NUL into CPython's shared one-byte object b" ", as NVRTC once did through b" " * 1.
@@ -25,14 +22,8 @@ def test_a_sound_process_has_no_problems():
     assert cuda_problems() == []
 
 
-def test_a_corrupted_one_byte_object_is_reported():
-    proc = subprocess.run(
-        [sys.executable, "-c", CORRUPT],
-        env=env_with_path(TESTS),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def test_a_corrupted_one_byte_object_is_reported(subproc):
+    proc = subproc.python(CORRUPT, (TESTS,))
     assert proc.returncode == 0, proc.stderr
     assert "one-byte object 32 corrupted" in proc.stdout
     assert "print wrote" in proc.stdout

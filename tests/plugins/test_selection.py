@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from typing import Any
 
 import pytest
 from support.install_kind import install_kind
+from support.subprocesses import Subprocess
 
 import tenferro_host as tf
 from tenferro_host._loader import PluginRecord, module_file, plugin_source
@@ -37,16 +37,10 @@ print(json.dumps({"records": records, "ops": sorted(host.registry.ops),
 
 
 def probe(env: dict[str, str] | None = None, **host: Any) -> dict[str, Any]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("TENFERRO_")}
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(host)],
-        env={**full, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    """A fresh host's plugin records, ops and imported plugin modules, ``Host(**host)`` under
+    ``env`` (and no other TENFERRO_* setting)."""
+    argv = [sys.executable, "-c", PROBE, json.dumps(host)]
+    result: dict[str, Any] = Subprocess().json_of(argv, **(env or {}))
     return result
 
 

@@ -6,12 +6,11 @@ Checked in a fresh interpreter after running a kernel on WebGPU: ``sys.modules``
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 
 import pytest
-from support import TESTS, env_with_path
+from support import TESTS
+from support.subprocesses import Subprocess
 
 SCRIPT = """
 import json, sys
@@ -34,14 +33,8 @@ print(json.dumps({"ok": ok, "modules": modules, "libs": libs}))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
-def test_running_a_kernel_on_webgpu_loads_no_cuda_library(webgpu_host: object) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        env=env_with_path(TESTS),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+def test_running_a_kernel_on_webgpu_loads_no_cuda_library(
+    webgpu_host: object, subproc: Subprocess
+) -> None:
+    found = subproc.json(SCRIPT, (TESTS,))
     assert found == {"ok": True, "modules": [], "libs": []}
