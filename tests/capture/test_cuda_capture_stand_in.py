@@ -4,23 +4,16 @@ calls from another thread, a raw session outside an op) are typed errors."""
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 import pytest
 from support.capture_support import while_capturing
-from support.driver_stand_in import (
-    StandInModule,
-    recorded_launches,
-    recording_driver,
-    stand_in_runtime,
-)
+from support.driver_stand_in import ADD, stand_in
 from support.op_registration import register_ops
 
 import tenferro_host as tf
 from tenferro_host.provider import _op_plan
 
-ADD = "ext_add_kernel.add"
 LOADS = "capture_cuda.loads"
 RAW_COMPILE = "capture_cuda.compiles"
 PTX = b".version 8.0\n.target sm_90\n.address_size 64\n"
@@ -40,15 +33,11 @@ def _compiles(ex: Any, x: tf.Tensor) -> tf.Tensor:
 
 @pytest.fixture(scope="module")
 def world() -> Any:
-    with recording_driver() as fake, recorded_launches() as launches:
-        host = tf.Host()
-        rt = stand_in_runtime(host)
-        module = StandInModule(rt, (8, 8, 8, 4))
-        rt.resources.get((ADD, "module"), lambda: module)
+    with stand_in() as world:
         register_ops(
-            host, "capture-cuda-tests", "cuda-raw", {LOADS: _loads, RAW_COMPILE: _compiles}
+            world.host, "capture-cuda-tests", "cuda-raw", {LOADS: _loads, RAW_COMPILE: _compiles}
         )
-        yield types.SimpleNamespace(host=host, rt=rt, fake=fake, launches=launches)
+        yield world
 
 
 def test_debug_sync_mode_refuses_a_capture(world):

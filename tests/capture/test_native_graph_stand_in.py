@@ -11,28 +11,18 @@ import types
 from typing import Any
 
 import pytest
-from support.driver_stand_in import (
-    StandInModule,
-    recorded_launches,
-    recording_driver,
-    stand_in_runtime,
-)
+from support.driver_stand_in import ADD, stand_in
 
 import tenferro_host as tf
-
-ADD = "ext_add_kernel.add"
 
 
 @pytest.fixture
 def world(monkeypatch) -> Any:
     monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", "native")  # opt-in until it has run on a GPU
-    with recording_driver() as fake, recorded_launches():
-        host = tf.Host()
-        rt = stand_in_runtime(host)
-        rt.resources.get((ADD, "module"), lambda: StandInModule(rt, (8, 8, 8, 4)))
-        x, y = rt.empty("float32", (64,)), rt.empty("float32", (64,))
-        host.run(ADD, x, y)  # the warm-up
-        yield types.SimpleNamespace(host=host, rt=rt, fake=fake, x=x, y=y)
+    with stand_in() as world:
+        x, y = world.rt.empty("float32", (64,)), world.rt.empty("float32", (64,))
+        world.host.run(ADD, x, y)  # the warm-up
+        yield types.SimpleNamespace(host=world.host, rt=world.rt, fake=world.fake, x=x, y=y)
 
 
 def capture_two_adds(w: Any) -> tuple[Any, Any, Any]:

@@ -9,19 +9,12 @@ from typing import Any
 
 import pytest
 from support.call_budget import call_trace
-from support.driver_stand_in import (
-    StandInModule,
-    launch_words,
-    recorded_launches,
-    recording_driver,
-    stand_in_runtime,
-)
+from support.driver_stand_in import ADD, launch_words, stand_in
 
 import tenferro_host as tf
 from tenferro_host import _op_handle
 from tenferro_host.provider import _compiled, _op_plan
 
-ADD = "ext_add_kernel.add"
 pytestmark = pytest.mark.skipif(
     _compiled.CALL is None, reason=f"the compiled call is off: {_compiled.STATE}"
 )
@@ -30,12 +23,8 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture
 def setup(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(_op_plan, "ENABLED", True)
-    host = tf.Host()
-    with recording_driver() as fake, recorded_launches() as launches:
-        rt = stand_in_runtime(host)
-        module = StandInModule(rt, (8, 8, 8, 4))  # out, lhs, rhs pointers and an int
-        rt.resources.get((ADD, "module"), lambda: module)
-        yield host, rt, fake, launches
+    with stand_in() as world:
+        yield world
 
 
 def _launched(fake: Any) -> list[tuple[Any, ...]]:
@@ -49,7 +38,7 @@ def _launched(fake: Any) -> list[tuple[Any, ...]]:
 
 def _run_both(setup: Any, monkeypatch: pytest.MonkeyPatch, body: Any) -> list[Any]:
     """``body(handle, rt)`` on the compiled call, then on the Python one (fresh handles)."""
-    host, rt, fake, _ = setup
+    host, rt, fake, *_ = setup
     seen = []
     for call in (_compiled.CALL, None):
         monkeypatch.setattr(_op_handle, "CALL", call)
@@ -92,7 +81,7 @@ def test_a_failed_launch_is_the_same_typed_error_on_both_paths(setup, monkeypatc
 
 
 def test_another_current_context_takes_the_python_replay(setup, monkeypatch):
-    host, rt, fake, _ = setup
+    host, rt, fake, *_ = setup
     a, b = rt.empty(tf.float32, (64,)), rt.empty(tf.float32, (64,))
     add = host.op(ADD)
     for _ in range(3):
@@ -118,7 +107,7 @@ def test_a_planned_cuda_call_costs_at_most_four_python_calls(setup):
 
 
 def test_a_plan_dropped_while_its_core_allocates_frees_nothing_in_use(setup, monkeypatch):
-    host, rt, fake, _ = setup
+    host, rt, fake, *_ = setup
     add, dropping = host.op(ADD), [False]
     allocate_block = type(rt).allocate_block
 

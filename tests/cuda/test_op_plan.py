@@ -13,11 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.driver_stand_in import (
+    ADD,
+    StandIn,
     StandInModule,
     launch_words,
-    recorded_launches,
     recording_driver,
-    stand_in_runtime,
+    stand_in,
 )
 from support.op_registration import register_ops
 from tenferro_host_cuda import _driver as driver
@@ -27,7 +28,6 @@ import tenferro_host as tf
 from tenferro_host.cuda import raw
 from tenferro_host.provider import _op_plan
 
-ADD = "ext_add_kernel.add"
 ACC = "tests_plan.accumulate"
 SIZES = {"Q": 8, "q": 8, "i": 4}
 
@@ -49,11 +49,9 @@ class World:
     """One host and stand-in runtime with the add module, the gather of canonicalize and the
     accumulate op; ``observe`` runs a call and says what it launched or raised."""
 
-    def __init__(self, host: tf.Host, fake: Any, launches: list[Any]) -> None:
-        self.host, self.fake, self.launches = host, fake, launches
-        self.rt = rt = stand_in_runtime(host)
-        self.module = StandInModule(rt, (8, 8, 8, 4))
-        rt.resources.get((ADD, "module"), lambda: self.module)
+    def __init__(self, base: StandIn) -> None:
+        self.host, self.rt, self.fake, self.launches, self.module = base
+        host, rt = base.host, base.rt
         rt.resources.get((ACC, "module"), lambda: self.module)
         gather = StandInModule(rt, tuple(SIZES[c] for c in GATHER_CODES))
         rt.gather.module = gather
@@ -139,8 +137,8 @@ def plans_on(monkeypatch):
 
 @pytest.fixture(scope="module")
 def world():
-    with recording_driver() as fake, recorded_launches() as launches:
-        yield World(tf.Host(), fake, launches)
+    with stand_in() as base:
+        yield World(base)
 
 
 DTYPES = ("float32", "float64", "int32")

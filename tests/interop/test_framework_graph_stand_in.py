@@ -13,20 +13,12 @@ from typing import Any
 
 import pytest
 from support.call_budget import calls_per_op
-from support.driver_stand_in import (
-    STREAM_CAPTURE_UNSUPPORTED,
-    StandInModule,
-    launch_words,
-    recorded_launches,
-    recording_driver,
-    stand_in_runtime,
-)
+from support.driver_stand_in import ADD, STREAM_CAPTURE_UNSUPPORTED, launch_words, stand_in
 
 import tenferro_host as tf
 from tenferro_host.interop._bridge import ExportedOp, OutputAllocator, run_on_stream
 from tenferro_host.provider import Lease, _op_plan
 
-ADD = "ext_add_kernel.add"
 SCRATCH = "graph_stand_in.scratch"
 AXES = "graph_stand_in.axes"
 FRAMEWORK_STREAM = 0x7100
@@ -62,11 +54,8 @@ def _axes(ex: Any, x: tf.Tensor, axes: Any = None) -> tf.Tensor:
 
 @pytest.fixture(scope="module")
 def world() -> Any:
-    with recording_driver() as fake, recorded_launches() as launches:
-        host = tf.Host()
-        rt = stand_in_runtime(host)
-        rt.resources.get((ADD, "module"), lambda: StandInModule(rt, (8, 8, 8, 4)))
-        view = host.registry.staging("graph-stand-in-tests")
+    with stand_in() as world:
+        view = world.host.registry.staging("graph-stand-in-tests")
         view.add_op(
             tf.OpSpec(
                 name=AXES,  # an object attribute: JAX hands it decoded, torch as a literal
@@ -84,7 +73,7 @@ def world() -> Any:
             )
         )
         view.commit()
-        yield types.SimpleNamespace(host=host, rt=rt, fake=fake, launches=launches)
+        yield world
 
 
 def _call(world: Any, op: str, *, capturing: bool) -> tuple[Any, Any, list[FrameworkBuffer]]:

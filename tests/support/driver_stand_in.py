@@ -12,13 +12,14 @@ import itertools
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda import _launch
 from tenferro_host_cuda._module import CHECKED_CONFIGS, CORE_CONFIGS, Function
 from tenferro_host_cuda._runtime import CudaRuntime
 
+import tenferro_host as tf
 from support.fake_cuda_driver import FakeDriver
 
 CTX = 7
@@ -426,6 +427,34 @@ def stand_in_runtime(host: Any) -> CudaRuntime:
     rt = CudaRuntime(0, host, driver=fake)
     fake.calls.clear()
     return rt
+
+
+#: The example's add op, whose stand-in module every StandIn has.
+ADD = "ext_add_kernel.add"
+#: The add kernel's parameters: out, lhs, rhs pointers and an int.
+ADD_PARAMS = (8, 8, 8, 4)
+
+
+class StandIn(NamedTuple):
+    """A host and its stand-in CUDA runtime with the add op's module loaded; ``launches``: what
+    cuda.core's launch was asked (the full path), ``fake``: the recording driver (op replays)."""
+
+    host: tf.Host
+    rt: CudaRuntime
+    fake: RecordingDriver
+    launches: list[tuple[Any, ...]]
+    module: StandInModule
+
+
+@contextmanager
+def stand_in() -> Iterator[StandIn]:
+    """A :class:`StandIn` for the block: the driver and cuda.core's launch recorded."""
+    with recording_driver() as fake, recorded_launches() as launches:
+        host = tf.Host()
+        rt = stand_in_runtime(host)
+        module = StandInModule(rt, ADD_PARAMS)
+        rt.resources.get((ADD, "module"), lambda: module)
+        yield StandIn(host, rt, fake, launches, module)
 
 
 class StandInOwner:
