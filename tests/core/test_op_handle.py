@@ -3,13 +3,12 @@ the handle): outputs, attributes, positional attributes, op names; and the cost 
 
 from __future__ import annotations
 
-import cProfile
 import gc
-import pstats
 from collections import Counter
 
 import numpy as np
 import pytest
+from support.call_budget import calls_per_op
 
 import tenferro_host as tf
 
@@ -181,15 +180,11 @@ def test_an_attribute_by_position_gets_a_hint(host, x):
         host.run("h.plain", x, 2.0)
 
 
-def calls_per_run(fn, n=200):
+def calls_per_run(fn):
+    """Calls per call once warm (the first calls plan the op)."""
     for _ in range(10):
         fn()
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(n):
-        fn()
-    profile.disable()
-    return pstats.Stats(profile).total_calls / n
+    return calls_per_op(fn, 200)
 
 
 def test_host_run_on_cpu_stays_within_its_call_budget(host, cpu):

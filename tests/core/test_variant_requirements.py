@@ -10,6 +10,7 @@ from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
+from support.op_registration import one_input_op, register_op
 from tenferro_host_linalg import cupy_bridge
 
 import tenferro_host as tf
@@ -24,17 +25,14 @@ def _double(ex, x):
 
 def _host_with(unmet):
     host = tf.Host()
-    view = host.registry.staging("req-test")
-    view.add_op(
-        tf.OpSpec(
-            name="req_test.double",
-            signature=tf.Signature(inputs=("x",)),
-            reference=lambda x: x * 2,
-            variants={"cpu": _double},
-            variant_requirements={"cpu": tf.Requirement(feature="libfoo", unmet=unmet)},
-        )
+    requirement = tf.Requirement(feature="libfoo", unmet=unmet)
+    spec = one_input_op(
+        "req_test.double",
+        {"cpu": _double},
+        reference=lambda x: x * 2,
+        variant_requirements={"cpu": requirement},
     )
-    view.commit()
+    register_op(host, "req-test", spec)
     return host
 
 
@@ -76,23 +74,17 @@ def test_raising_requirement_is_a_reason_naming_the_op():
         host.run("req_test.double", x)
 
 
-def test_requirements_must_name_declared_variants():
-    with pytest.raises(tf.ValidationError, match="not its variants"):
-        tf.OpSpec(
-            name="req_test.bad",
-            signature=tf.Signature(inputs=("x",)),
-            reference=lambda x: x,
-            variants={"cpu": _double},
-            variant_requirements={"dsl": tf.Requirement(feature="x", unmet=lambda: None)},
-        )
-    with pytest.raises(tf.ValidationError, match="Requirement"):
-        tf.OpSpec(
-            name="req_test.bad",
-            signature=tf.Signature(inputs=("x",)),
-            reference=lambda x: x,
-            variants={"cpu": _double},
-            variant_requirements={"cpu": lambda: None},  # type: ignore[dict-item]
-        )
+@pytest.mark.parametrize(
+    ("requirements", "message"),
+    [
+        ({"dsl": tf.Requirement(feature="x", unmet=lambda: None)}, "not its variants"),
+        ({"cpu": lambda: None}, "Requirement"),
+    ],
+    ids=["undeclared-variant", "not-a-requirement"],
+)
+def test_requirements_must_name_declared_variants_and_be_requirements(requirements, message):
+    with pytest.raises(tf.ValidationError, match=message):
+        one_input_op("req_test.bad", {"cpu": _double}, variant_requirements=requirements)
 
 
 def _cli(*argv):

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 from support.kit_install import KIT_FIXTURES, install_kit_fixtures
+from support.op_registration import one_input_op, register_op
 
 import tenferro_host as tf
 from tenferro_host.testing import check_op
@@ -150,16 +151,7 @@ def test_an_undeclared_2d_op_is_called_on_shapes_its_reference_takes():
         return out
 
     host = tf.Host()
-    view = host.registry.staging("undeclared")
-    view.add_op(
-        tf.OpSpec(
-            name="undeclared.double",
-            signature=tf.Signature(inputs=("x",)),
-            reference=reference,
-            variants={"cpu": variant},
-        )
-    )
-    view.commit()
+    register_op(host, "undeclared", one_input_op("undeclared.double", {"cpu": variant}, reference))
     report = run_conformance(host, "undeclared.double", backends=["cpu"])
     assert report.passed, [(o.case.id, o.message) for o in report.failures]
     assert {o.case.check: o.status for o in report.outcomes}["sessions"] == "passed"
