@@ -55,7 +55,7 @@ def _sources(kernel: str, arch: str) -> tuple[str, str]:
     if kernel == "raw":
         return ADD, ADD.replace("lhs[i] + rhs[i]", "lhs[i] - rhs[i]")
     from ext_add_kernel import dsl
-    from tenferro_host_cuda_jit.codegen import generate
+    from tenferro_host_cuda_jit._codegen import generate
 
     import tenferro_host as tf
     from tenferro_host.kernel._kernel import ArrayDesc
@@ -110,7 +110,7 @@ def webgpu_child() -> dict[str, float]:
     """One fresh process: time the DSL add kernel's first and second launch on WebGPU."""
     import numpy as np
     from ext_add_kernel import dsl
-    from tenferro_host_webgpu import wgsl
+    from tenferro_host_webgpu._wgsl import _shader as wgsl
 
     import tenferro_host as tf
     from tenferro_host.kernel._kernel import ArrayDesc

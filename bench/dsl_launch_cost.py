@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tenferro_host_cuda_jit.codegen import generate, kernel_abi
+from tenferro_host_cuda_jit._codegen import generate, kernel_abi
 
 import tenferro_host as tf
 from tenferro_host import dtypes

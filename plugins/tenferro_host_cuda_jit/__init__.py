@@ -1,7 +1,7 @@
 """The CUDA DSL provider: ``ex.jit(op)`` on CUDA, built only on the public raw seam.
 
 Registered by the entry point ``cuda_jit`` like any third-party plugin: it adds the JIT factory
-for backend kind ``cuda``. DSL kernels become CUDA C (:mod:`.codegen`), are compiled with NVRTC
+for backend kind ``cuda``. DSL kernels become CUDA C (:mod:`._codegen`), are compiled with NVRTC
 for the live device and launched through one raw session per JIT session (:mod:`.session`).
 It imports only tenferro_host's public API and SPI and ``tenferro_host.cuda.raw``; importing it
 loads no GPU library (the session module is imported when a CUDA JIT session is made).

@@ -15,7 +15,7 @@ def compile_cuda(
     kernel: Kernel, descs: Sequence[ArgDesc], constants: Mapping[str, Any], options: CompileOptions
 ) -> CompiledKernel:
     """Specialize ``kernel`` for the CUDA target of ``options.arch`` and compile it by NVRTC."""
-    from .codegen import generate  # registering the target must not load the code generator
+    from ._codegen import generate  # registering the target must not load the code generator
 
     if options.features is not None:
         raise ValidationError(

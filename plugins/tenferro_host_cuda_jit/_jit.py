@@ -7,7 +7,7 @@ own:
 * the session holds ONE raw sub-session (``ex.raw(op)``), opened at its first launch that is
   not a plan's replay, until it ends; every launch is enqueued on the runtime's stream at once,
   so launches, raw work and downloads are ordered by submission — there is no host-side batch;
-* each specialization is generated as CUDA C (:mod:`.codegen`), compiled once by NVRTC for the
+* each specialization is generated as CUDA C (:mod:`._codegen`), compiled once by NVRTC for the
   live device's ``sm_XY`` (``features``) and cached per runtime with ``rs.resource``;
 * a launch packs its arguments in the generated kernel's ABI order — per array the ref of its
   storage (element 0: any view of it may be read or written, aliased views too), its offset,
@@ -34,7 +34,7 @@ from tenferro_host.provider import (
     memo,
 )
 
-from .codegen import generate, grid_shape, kernel_abi, kernel_symbol
+from ._codegen import generate, grid_shape, kernel_abi, kernel_symbol
 
 
 class _Layout:

@@ -34,12 +34,12 @@ def compile_wgsl(
 ) -> CompiledKernel:
     """The WGSL of ``kernel`` for a workgroup of ``options.dim`` on a device with the target's
     features (:func:`target_features`), every array bound separately."""
-    from . import wgsl, wgsl_types  # registering the target must not load the code generator
+    from . import _wgsl  # registering the target must not load the code generator
 
     features = target_features(descs, options)
     spec = kernel.specialize(descs, constants, "webgpu", features)
     shader_f16 = options.features is None or "shader-f16" in features  # the default allows f16
-    wgsl_types.check_portable(spec.ir, shader_f16, "webgpu")
+    _wgsl.check_portable(spec.ir, shader_f16, "webgpu")
     groups = range(sum(isinstance(d, ArrayDesc) for d in descs))
-    program = wgsl.generate(spec, options.dim, list(groups), folded=False)
+    program = _wgsl.generate(spec, options.dim, list(groups), folded=False)
     return CompiledKernel(kernel.name, "wgsl", program.source)

@@ -22,7 +22,7 @@ from tenferro_host import InvalidLaunchConfigError, Tensor, UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession, Memo, memo
 
-from . import wgsl, wgsl_cache, wgsl_canary, wgsl_subgroup, wgsl_types
+from . import _wgsl, wgsl_cache
 from ._replay import PlannedDispatch
 from ._runtime import WebGpuRuntime, WebGpuStorage
 from ._uniforms import ArrayView, pack_uniforms
@@ -37,10 +37,10 @@ class _Facts:
 
     def __init__(self, spec: Specialization) -> None:
         self.spec = spec  # keeps the id in the key from being reused
-        self.shared_bytes = wgsl_types.workgroup_bytes(spec.ir)
-        native = wgsl_subgroup.FEATURE in spec.features
-        self.fallback_unit_bytes = wgsl_subgroup.fallback_unit_bytes(spec.ir, native)
-        self.loops = wgsl_canary.uses_loops(spec.ir.body)
+        self.shared_bytes = _wgsl.workgroup_bytes(spec.ir)
+        native = _wgsl.FEATURE in spec.features
+        self.fallback_unit_bytes = _wgsl.fallback_unit_bytes(spec.ir, native)
+        self.loops = _wgsl.uses_loops(spec.ir.body)
         self.portable = False  # set once the dtypes passed the portability rule
 
 
@@ -106,7 +106,7 @@ class WebGpuJitSession(JitSession):
         self._check_workgroup_bytes(spec, facts.shared_bytes)
         if facts.portable:
             return
-        wgsl_types.check_portable(spec.ir, self._info.shader_f16, self.runtime.name)
+        _wgsl.check_portable(spec.ir, self._info.shader_f16, self.runtime.name)
         facts.portable = True
 
     def _check_workgroup_bytes(
@@ -119,7 +119,7 @@ class WebGpuJitSession(JitSession):
         fallback = unit_bytes * units
         if nbytes + fallback <= limit:
             return
-        feature = wgsl_subgroup.FEATURE
+        feature = _wgsl.FEATURE
         added = (
             f", and its subgroup operations add {fallback} bytes (the fallback's workgroup array, "
             f"4 per unit of the cube of {units} units: the adapter has no '{feature}' feature)"
@@ -156,7 +156,7 @@ class WebGpuJitSession(JitSession):
         # key that cannot be reused while the entry exists (hashing the IR would cost each launch).
         sizes = launch.shared_sizes
         if sizes:
-            self._check_workgroup_bytes(spec, wgsl_types.workgroup_bytes(spec.ir, sizes))
+            self._check_workgroup_bytes(spec, _wgsl.workgroup_bytes(spec.ir, sizes))
         key = (id(spec), launch.dim, groups, folded, canary, sizes)
         pipeline = rt.pipelines.lookup(key) or self._pipeline(key, spec, launch.dim)
         # The uniform block is determined by the specialization, the grid and ``block`` (views
@@ -186,7 +186,7 @@ class WebGpuJitSession(JitSession):
         _, _, groups, folded, canary, sizes = key
         unit_bytes = _facts(spec).fallback_unit_bytes
         if unit_bytes:
-            nbytes = wgsl_types.workgroup_bytes(spec.ir, sizes)
+            nbytes = _wgsl.workgroup_bytes(spec.ir, sizes)
             self._check_workgroup_bytes(spec, nbytes, unit_bytes, dim[0] * dim[1] * dim[2])
         info = self._info
         return self.webgpu.pipelines.get(
@@ -194,7 +194,7 @@ class WebGpuJitSession(JitSession):
             lambda: self._compile(spec, dim, groups, folded, canary, sizes),
             what=f"kernel {spec.kernel_name!r}",
             keepalive=spec,
-            locate=lambda line: wgsl.generate(spec, dim, groups, folded, canary, sizes).locate(
+            locate=lambda line: _wgsl.generate(spec, dim, groups, folded, canary, sizes).locate(
                 line
             ),
             op=self.op,
@@ -218,7 +218,7 @@ class WebGpuJitSession(JitSession):
         canary: bool,
         sizes: tuple[int, ...],
     ) -> tuple[str, tuple[bool, ...]]:
-        program = wgsl.generate(spec, dim, groups, folded, canary, sizes)
+        program = _wgsl.generate(spec, dim, groups, folded, canary, sizes)
         return program.source, program.writable
 
     def _arm_loop_canary(self) -> Any:

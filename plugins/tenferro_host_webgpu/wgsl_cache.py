@@ -27,9 +27,9 @@ from tenferro_host.provider import CachedKernel, KernelKey
 if TYPE_CHECKING:
     from .device import WebGpuDeviceInfo
 
-#: The modules whose code decides the generated text (beside the IR package, which holds the
-#: emitter base, ``ir.SourceEmitter``).
-_GENERATOR = ("wgsl.py", "wgsl_numerics.py", "wgsl_types.py", "wgsl_canary.py", "_uniforms.py")
+#: The modules whose code decides the generated text beside the compiler package ``_wgsl/``
+#: and the IR package (which holds the emitter base, ``ir.SourceEmitter``).
+_GENERATOR = ("_uniforms.py",)
 
 
 def _sha(text: str | bytes) -> str:
@@ -42,7 +42,8 @@ def generator_identity() -> str:
     from tenferro_host import __version__
 
     here = Path(__file__).parent
-    files = [here / name for name in _GENERATOR] + sorted(Path(ir.__file__).parent.glob("*.py"))
+    files = [here / name for name in _GENERATOR] + sorted((here / "_wgsl").glob("*.py"))
+    files += sorted(Path(ir.__file__).parent.glob("*.py"))
     code = b"".join(_sha(path.read_bytes()).encode() for path in files)
     return f"tenferro-host {__version__} {_sha(code)[:16]}"
 

@@ -11,22 +11,11 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Any
 
 from ..capability import ExtensionCapability
 from ..provider import BackendProvider, BackendStatus, RegistrationView, Runtime, hookimpl
+from ._jit import CpuJitSession
 from ._runtime import CpuDeviceInfo, CpuRuntime, CpuStorage
-
-_session_class: Any = None
-
-
-def _jit_session(ex: Any, op: str) -> Any:
-    global _session_class
-    if _session_class is None:
-        from ._jit import CpuJitSession  # the DSL loads on the first ``ex.jit``
-
-        _session_class = CpuJitSession
-    return _session_class(ex, op)
 
 
 def _probe() -> BackendStatus:
@@ -40,7 +29,7 @@ def _probe() -> BackendStatus:
 def tenferro_host_register(registry: RegistrationView) -> None:
     """Provide the ``cpu`` backend and its DSL session (the interpreter)."""
     registry.add_backend(BackendProvider("cpu", _probe, CpuRuntime, priority=0))
-    registry.add_jit("cpu", _jit_session)
+    registry.add_jit("cpu", CpuJitSession)
 
 
 @hookimpl

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedError
-from ..kernel._interpreter import ArrayArg, run
 from ..kernel.ir import U32_MAX
 from ..provider._jit_session import Grid, JitLaunch, JitSession
 from ..provider._op_plan import RECORDING
+from ._interpreter import ArrayArg, run
 from ._replay import DslForm
 
 

@@ -24,6 +24,7 @@ from ..provider._op_plan import REPLAY_MISS, JitLaunchRecord, OpRecording
 from ..provider._op_replay import OpReplay
 from ..tensor import Tensor
 from ._exec_session import Arg, LaunchRecord, launch_failed
+from ._interpreter import ArrayArg, run
 from ._storage import CpuStorage
 
 if TYPE_CHECKING:
@@ -68,8 +69,6 @@ class _DslLaunch:
     __slots__ = ("array_arg", "count", "dim", "rules", "run", "spec", "template", "typed")
 
     def __init__(self, record: JitLaunchRecord, ninputs: int = 0) -> None:
-        from ..kernel._interpreter import ArrayArg, run  # loaded: it ran the recording
-
         self.array_arg, self.run = ArrayArg, run
         self.spec, self.count, self.dim, scalars, _ = record.form
         self.template = [*scalars]

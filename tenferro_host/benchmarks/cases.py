@@ -572,7 +572,7 @@ def compile_times(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     why = _unavailable(host, "cuda")
     if why:
         return _not_run(key, title, rows, why, unit="ms")
-    from ..kernel.compile_only import compile_source
+    from ..compile_only import compile_source
 
     rt = host.new_backend("cuda")
     s = stack.enter_context(rt.session())

@@ -13,12 +13,13 @@ from ._autotune import Autotuned, AutotuneWarning, Choice, Config, autotune
 from ._cooperation import (
     CooperationError,
     DivergentBarrierError,
+    DivergentFragmentError,
     DivergentSubgroupError,
     SharedRaceError,
+    UnwrittenFragmentError,
     UnwrittenSharedReadError,
 )
 from ._frontend import DeviceFunction
-from ._interpreter_matrix import DivergentFragmentError, UnwrittenFragmentError
 from ._kernel import ArgDesc, ArrayDesc, CacheInfo, Kernel, ScalarDesc, Specialization, func, kernel
 from .lang import (
     ABSOLUTE_POS,

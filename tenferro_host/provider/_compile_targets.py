@@ -1,7 +1,7 @@
 """Compile-only targets: how a backend compiles a DSL kernel or raw source without a device.
 
 A backend registers them on its :class:`~._registry.RegistrationView` (``add_compile_target``,
-``add_source_compiler``); :func:`tenferro_host.kernel.compile_only.compile_only`, the testing kit
+``add_source_compiler``); :func:`tenferro_host.compile_only.compile_only`, the testing kit
 and the benchmarks find them through the host's registry, so the host never imports a backend.
 """
 

@@ -4,7 +4,7 @@ Every declared CUDA ``KernelSource`` compiles with NVRTC for its archs; every DS
 ``dsl`` variant launches on the CPU interpreter (every declared dtype, over the suite's small
 shape sets: empty, one, odd, no multiple of a cube side), each config of an autotuned one
 with its constants and cube shape (the interpreter runs only one), compiles for CUDA and WGSL
-(:func:`tenferro_host.kernel.compile_only.compile_only`); every ``cuda-raw`` launch's argument
+(:func:`tenferro_host.compile_only.compile_only`); every ``cuda-raw`` launch's argument
 list matches its kernel's PTX parameters (:mod:`.recording`).
 """
 
@@ -44,7 +44,7 @@ def _nvrtc_or_skip() -> None:
 
 def check_kernel_sources(spec: OpSpec) -> None:
     """Every declared CUDA KernelSource compiles with NVRTC for each of its archs."""
-    from ..kernel.compile_only import compile_source
+    from ..compile_only import compile_source
     from .recording import kernel_text
 
     cuda = [k for k in spec.kernels if k.language == "cuda"]
@@ -124,7 +124,7 @@ def check_dsl_compiles(spec: OpSpec, cpu: Runtime, cfg: Settings) -> None:
     """Each DSL kernel the ``dsl`` variant launches (seen on the CPU interpreter: every
     declared dtype over the small shape sets), every config of an autotuned one, compiles for
     cuda (NVRTC) and WGSL; a typed refusal (of a dtype, a shape or a target) is not a failure."""
-    from ..kernel.compile_only import compile_only
+    from ..compile_only import compile_only
 
     seen: dict[Any, tuple[Any, list[Any], dict[str, Any]]] = {}
     for _, _, tensors in _suite_inputs(spec, cpu, cfg, stored_dtypes(spec, cpu)):

@@ -33,7 +33,7 @@ POINTER_BYTES = 8
 def compile_ptx(source: str | bytes, name: str = "kernel.cu") -> bytes:
     """PTX of CUDA C ``source`` through the registered ``cuda`` source compiler (NVRTC: needs
     the ``cuda`` extra, not a GPU)."""
-    from ..kernel.compile_only import compile_source
+    from ..compile_only import compile_source
 
     image = compile_source(source, arch=PTX_ARCH, name=name).image
     assert image is not None  # a cuda source compiler always gives an image

@@ -91,7 +91,7 @@ def test_an_option_or_target_change_recompiles(cache: KernelCache, other: raw.Nv
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_a_dsl_kernels_generated_cuda_c_is_cached(cache: KernelCache, dtype: str) -> None:
     from ext_add_kernel import dsl
-    from tenferro_host_cuda_jit.codegen import generate
+    from tenferro_host_cuda_jit._codegen import generate
 
     import tenferro_host as tf
     from tenferro_host.kernel._kernel import ArrayDesc

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from support import cache_support
 from support.subprocesses import Subprocess
-from tenferro_host_webgpu import wgsl
+from tenferro_host_webgpu._wgsl import _shader as wgsl
 
 import tenferro_host as tf
 from tenferro_host import kernel as K

@@ -19,7 +19,7 @@ from support.driver_stand_in import (
     recording_driver,
     stand_in_runtime,
 )
-from tenferro_host_cuda_jit.codegen import kernel_abi
+from tenferro_host_cuda_jit._codegen import kernel_abi
 
 import tenferro_host as tf
 from tenferro_host import dtypes

@@ -6,8 +6,8 @@ import pytest
 from support import construct_kernels as ck
 from support import kernels
 from support.nvrtc_compile import compile_sm90
-from tenferro_host_cuda_jit.c_numerics import c_literal
-from tenferro_host_cuda_jit.codegen import generate, kernel_abi
+from tenferro_host_cuda_jit._codegen import generate, kernel_abi
+from tenferro_host_cuda_jit._codegen._numerics import c_literal
 
 from tenferro_host import dtypes
 from tenferro_host import kernel as K

@@ -12,7 +12,7 @@ from support import coop_remote
 from support import v2_refused as vr
 from support.nvrtc_compile import _nvrtc, compile_sm90
 from tenferro_host_cuda import _nvrtc as nvrtc
-from tenferro_host_cuda_jit.codegen import MAX_STATIC_SHARED_BYTES, generate
+from tenferro_host_cuda_jit._codegen import MAX_STATIC_SHARED_BYTES, generate
 
 from tenferro_host import dtypes as D  # noqa: N812 - short like K for the DSL
 from tenferro_host import kernel as K

@@ -3,9 +3,10 @@ CPU, and a GPU): numpy's product, exactly where every partial sum is exact."""
 
 from __future__ import annotations
 
-import dsl_gemm_f16 as gemm
 import numpy as np
 from support.cuda_jit_harness import Target
+
+from tenferro_host.benchmarks import gemm_f16 as gemm
 
 RNG = np.random.default_rng(29)
 

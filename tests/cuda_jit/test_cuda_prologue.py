@@ -8,7 +8,7 @@ import pytest
 from support import construct_kernels as ck
 from support import kernels
 from support.nvrtc_compile import compile_sm90
-from tenferro_host_cuda_jit.codegen import (
+from tenferro_host_cuda_jit._codegen import (
     GRID_1D,
     GRID_DIRECT,
     GRID_FOLDED,

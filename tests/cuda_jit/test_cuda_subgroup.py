@@ -10,7 +10,7 @@ from support import subgroup_kernels as sk
 from support.cuda_jit_harness import Target, assert_same, on_target
 from support.nvrtc_compile import compile_sm90
 from support.webgpu_harness import View
-from tenferro_host_cuda_jit.codegen import generate
+from tenferro_host_cuda_jit._codegen import generate
 
 from tenferro_host import dtypes
 from tenferro_host import kernel as K

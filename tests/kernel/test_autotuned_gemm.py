@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from support import cache_support
 from support.nvrtc_compile import compile_sm90
-from tenferro_host_cuda_jit.codegen import generate
+from tenferro_host_cuda_jit._codegen import generate
 
 import tenferro_host as tf
 from tenferro_host import dtypes

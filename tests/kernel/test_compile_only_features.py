@@ -11,7 +11,7 @@ from support import subgroup_kernels as sk
 
 from tenferro_host import UnsupportedError, ValidationError
 from tenferro_host import kernel as K
-from tenferro_host.kernel.compile_only import compile_only
+from tenferro_host.compile_only import compile_only
 
 SUM = ["float32[1]", "float32[1]"]
 

@@ -44,7 +44,7 @@ from support.nvrtc_compile import compile_sm90
 import tenferro_host as tf
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
-from tenferro_host.kernel._interpreter import ArrayArg, run
+from tenferro_host._cpu._interpreter import ArrayArg, run
 
 COUNT = int(os.environ.get("TENFERRO_DIFF_KERNELS", "180"))
 FRAGMENT_COUNT = int(os.environ.get("TENFERRO_DIFF_FRAGMENT_KERNELS", "24"))
@@ -241,7 +241,7 @@ def test_generated_kernels_agree_with_the_interpreter(target, chunk, generated):
 @pytest.mark.parametrize("chunk", _chunks(COUNT, CHUNK))
 def test_generated_kernels_compile_for_sm90(chunk, generated):
     module, kernels, _path = generated
-    from tenferro_host_cuda_jit.codegen import generate
+    from tenferro_host_cuda_jit._codegen import generate
 
     compiled = 0
     for n, gk in _chunk(kernels, chunk):
@@ -303,7 +303,7 @@ def test_fragment_kernels_agree_with_numpy_bit_for_bit(target, chunk, fragments)
 
 def test_fragment_kernels_compile_for_sm90(fragments):
     module, kernels, _path = fragments
-    from tenferro_host_cuda_jit.codegen import generate
+    from tenferro_host_cuda_jit._codegen import generate
 
     for n, fk in enumerate(kernels):
         args = fragment_fuzz.inputs(SEED + n, fk)

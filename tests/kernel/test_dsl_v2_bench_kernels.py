@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from support.nvrtc_compile import compile_sm90
 from support.webgpu_harness import View, on_interpreter
-from tenferro_host_cuda_jit.codegen import generate
+from tenferro_host_cuda_jit._codegen import generate
 
 from tenferro_host import dtypes
 from tenferro_host import kernel as K

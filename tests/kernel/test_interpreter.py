@@ -26,8 +26,8 @@ from support.construct_kernels import (
 from support.dsl_harness import launch
 
 from tenferro_host import kernel as K
+from tenferro_host._cpu._interpreter import ArrayArg, run
 from tenferro_host.errors import UnsupportedError, ValidationError
-from tenferro_host.kernel._interpreter import ArrayArg, run
 
 N = 100
 rng = np.random.default_rng(0)

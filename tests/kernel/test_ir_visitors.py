@@ -11,17 +11,19 @@ from dataclasses import dataclass
 
 import pytest
 from support import kernels
-from tenferro_host_cuda_jit import codegen
-from tenferro_host_webgpu import wgsl, wgsl_types
+from tenferro_host_cuda_jit._codegen import _cuda_c
+from tenferro_host_webgpu._wgsl import _shader as wgsl
+from tenferro_host_webgpu._wgsl import _types as wgsl_types
 
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
-from tenferro_host.kernel import _interpreter, ir
+from tenferro_host._cpu._interpreter import _machine
+from tenferro_host.kernel import ir
 from tenferro_host.kernel._lowering import _calls
 
 TARGETS = {
-    "interpreter": _interpreter._Machine,
-    "cuda": codegen._Emitter,
+    "interpreter": _machine._Machine,
+    "cuda": _cuda_c._Emitter,
     "wgsl": wgsl._Emitter,
 }
 
@@ -100,6 +102,6 @@ def test_value_types_are_walked_once_per_kernel_ir() -> None:
 
 def test_one_u32_max() -> None:
     assert ir.U32_MAX == 2**32 - 1
-    assert _interpreter.U32_MAX is ir.U32_MAX
+    assert _machine.U32_MAX is ir.U32_MAX
     assert _calls.U32_MAX is ir.U32_MAX
-    assert _interpreter.check_u32_array is ir.check_u32_array
+    assert _machine.check_u32_array is ir.check_u32_array

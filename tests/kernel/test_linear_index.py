@@ -13,9 +13,9 @@ from test_frontend import located
 import tenferro_host as tf
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
+from tenferro_host._cpu._interpreter import ArrayArg, run
 from tenferro_host.errors import DslError, ValidationError
 from tenferro_host.kernel import ir
-from tenferro_host.kernel._interpreter import ArrayArg, run
 
 F32 = dtypes.float32
 
@@ -95,7 +95,7 @@ def test_compactness_is_part_of_the_specialization():
 
 
 def test_a_strided_1d_view_compiles_to_cuda_through_its_stride():
-    from tenferro_host_cuda_jit.codegen import generate
+    from tenferro_host_cuda_jit._codegen import generate
 
     spec = double.specialize(
         [K.ArrayDesc(F32, 1), K.ArrayDesc(F32, 1, False)], {}, "cuda", ("sm_90",)

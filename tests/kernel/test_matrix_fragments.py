@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import inspect
 
-import dsl_gemm_f16 as gemm
 import numpy as np
 import pytest
 from support import matrix_kernels as mk
 from support.nvrtc_compile import compile_sm90
 from support.webgpu_harness import View, on_interpreter
-from tenferro_host_cuda_jit.codegen import generate
+from tenferro_host_cuda_jit._codegen import generate
 
 import tenferro_host as tf
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
+from tenferro_host.benchmarks import gemm_f16 as gemm
+from tenferro_host.compile_only import compile_only
 from tenferro_host.errors import (
     DslError,
     InvalidLaunchConfigError,
@@ -25,7 +26,6 @@ from tenferro_host.errors import (
     ValidationError,
 )
 from tenferro_host.kernel import ir
-from tenferro_host.kernel.compile_only import compile_only
 
 RNG = np.random.default_rng(26)
 F16, F32 = dtypes.float16, dtypes.float32

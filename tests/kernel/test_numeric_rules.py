@@ -363,7 +363,7 @@ RULE_KERNELS = [
 def test_rule_kernels_compile_for_sm90(kern, descs, consts):
     """So a GPU run never meets a kernel of this file that NVRTC rejects."""
     from support.nvrtc_compile import compile_sm90
-    from tenferro_host_cuda_jit.codegen import generate
+    from tenferro_host_cuda_jit._codegen import generate
 
     spec = kern.specialize(descs, consts, "cuda", ("sm_90",))
     assert compile_sm90(generate(spec).source) > 0

@@ -13,22 +13,25 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tenferro_host_cuda_jit import c_numerics, codegen
-from tenferro_host_webgpu import wgsl, wgsl_numerics
+from tenferro_host_cuda_jit._codegen import _cuda_c
+from tenferro_host_cuda_jit._codegen import _numerics as c_numerics
+from tenferro_host_webgpu._wgsl import _numerics as wgsl_numerics
+from tenferro_host_webgpu._wgsl import _shader as wgsl
 
 import tenferro_host as tf
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
-from tenferro_host.kernel import _interpreter_numerics, ir
+from tenferro_host._cpu._interpreter import _numerics as interpreter_numerics
+from tenferro_host.kernel import ir
 
 #: (table, the IR tuple it maps, whether it must map all of it)
 TABLES = {
-    "interpreter float arithmetic": (_interpreter_numerics.FLOAT_OPS, ir.ARITH_OPS, True),
-    "interpreter int arithmetic": (_interpreter_numerics.INT_OPS, ir.ARITH_OPS, False),
-    "interpreter comparisons": (_interpreter_numerics.COMPARE, ir.COMPARE_OPS, True),
-    "cuda arithmetic": (codegen._ARITH_C, ir.ARITH_OPS, False),
+    "interpreter float arithmetic": (interpreter_numerics.FLOAT_OPS, ir.ARITH_OPS, True),
+    "interpreter int arithmetic": (interpreter_numerics.INT_OPS, ir.ARITH_OPS, False),
+    "interpreter comparisons": (interpreter_numerics.COMPARE, ir.COMPARE_OPS, True),
+    "cuda arithmetic": (_cuda_c._ARITH_C, ir.ARITH_OPS, False),
     "cuda rounded arithmetic": (c_numerics.ROUNDED_OP, ir.ARITH_OPS, False),
-    "cuda comparisons": (codegen._COMPARE_C, ir.COMPARE_OPS, True),
+    "cuda comparisons": (_cuda_c._COMPARE_C, ir.COMPARE_OPS, True),
     "cuda atomics": (c_numerics.NATIVE_ATOMIC, ir.ATOMIC_OPS, True),
     "wgsl arithmetic": (wgsl._BINARY, ir.ARITH_OPS, False),
     "wgsl comparisons": (wgsl._COMPARE, ir.COMPARE_OPS, True),
@@ -77,7 +80,7 @@ def test_one_kernel_with_every_operator_generates_on_every_target():
         spec = every_op.specialize(descs, {}, target, features)
         _ops(spec.ir.body, found)
         if target == "cuda":
-            assert "__global__" in codegen.generate(spec).source
+            assert "__global__" in _cuda_c.generate(spec).source
         elif target == "webgpu":
             assert "@compute" in wgsl.generate(spec, (64, 1, 1), [0, 1, 2], folded=False).source
     assert found[ir.Binary] == set(ir.ARITH_OPS)

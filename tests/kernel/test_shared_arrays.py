@@ -186,7 +186,7 @@ def test_refusals() -> None:
 
 
 def test_cuda_c_of_dynamic_and_two_dimensional_shared_arrays_compiles() -> None:
-    from tenferro_host_cuda_jit.codegen import generate
+    from tenferro_host_cuda_jit._codegen import generate
 
     for kern, descs in [
         (sk.two_dynamic, [K.ArrayDesc(F32, 1), K.ScalarDesc(), K.ScalarDesc()]),

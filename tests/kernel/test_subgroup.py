@@ -16,7 +16,7 @@ from support.webgpu_harness import View, on_interpreter
 
 from tenferro_host import DslError, InvalidLaunchConfigError, UnsupportedError, ValidationError
 from tenferro_host import kernel as K
-from tenferro_host.kernel.compile_only import arg_desc, compile_only
+from tenferro_host.compile_only import arg_desc, compile_only
 
 RNG = np.random.default_rng(26)
 

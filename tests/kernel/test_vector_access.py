@@ -84,7 +84,7 @@ def test_refusals() -> None:
     ],
 )
 def test_cuda_c_of_vector_accesses_compiles(kern: K.Kernel, descs: list) -> None:
-    from tenferro_host_cuda_jit.codegen import generate
+    from tenferro_host_cuda_jit._codegen import generate
 
     source = generate(kern.specialize(descs, {}, "cuda", ("sm_90",))).source
     assert compile_sm90(source) > 0

@@ -176,7 +176,7 @@ class HostOf:
 
 
 def test_a_plugin_provides_compile_targets_that_compile_only_finds():
-    from tenferro_host.kernel.compile_only import compile_only, compile_source
+    from tenferro_host.compile_only import compile_only, compile_source
 
     def register(registry: Any) -> None:
         registry.add_compile_target("toy", toy_target)

@@ -8,7 +8,7 @@ import numpy as np
 
 from tenferro_host import dtypes, layout
 from tenferro_host import kernel as K
-from tenferro_host.kernel._interpreter import ArrayArg, run
+from tenferro_host._cpu._interpreter import ArrayArg, run
 
 
 def as_arg(value: Any) -> Any:

@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 from tenferro_host_cuda_jit import _jit as jit_session
-from tenferro_host_cuda_jit.codegen import CudaKernelSource, kernel_abi
+from tenferro_host_cuda_jit._codegen import CudaKernelSource, kernel_abi
 
 from tenferro_host import Tensor
+from tenferro_host._cpu._interpreter import ArrayArg, run
 from tenferro_host.cuda import raw
 from tenferro_host.errors import AliasingError
 from tenferro_host.kernel import Specialization, ir
-from tenferro_host.kernel._interpreter import ArrayArg, run
 from tenferro_host.provider import BackendSession, ExecSession, Session
 
 

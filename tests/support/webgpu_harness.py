@@ -17,7 +17,7 @@ import numpy as np
 import tenferro_host as tf
 from tenferro_host import dtypes, layout
 from tenferro_host import kernel as K
-from tenferro_host.kernel._interpreter import ArrayArg, run
+from tenferro_host._cpu._interpreter import ArrayArg, run
 from tenferro_host.tensor import Tensor
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import tenferro_host as tf
+from tenferro_host.compile_only import arg_desc, compile_only
 from tenferro_host.cpu import CpuRuntime
-from tenferro_host.kernel.compile_only import arg_desc, compile_only
 from tenferro_host.testing import check_op, poison_fresh_memory
 from tenferro_host.testing.checks import expected_outputs, output_problem
 from tenferro_host.testing.conformance import Case, cases, run_cases

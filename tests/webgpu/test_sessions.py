@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from support import kernels
 from support import wgpu_kernels as wk
-from tenferro_host_webgpu import wgsl
+from tenferro_host_webgpu._wgsl import _shader as wgsl
 
 import tenferro_host as tf
 from tenferro_host.errors import (

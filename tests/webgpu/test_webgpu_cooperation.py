@@ -210,7 +210,7 @@ def test_64_bit_atomics_are_refused_by_the_portability_rule(rt: Any) -> None:
 def test_wgsl_lines_of_an_inlined_function_locate_its_file() -> None:
     from support import coop_misuse as cm
     from support import coop_remote
-    from tenferro_host_webgpu import wgsl
+    from tenferro_host_webgpu import _wgsl as wgsl
 
     from tenferro_host import dtypes
     from tenferro_host import kernel as K

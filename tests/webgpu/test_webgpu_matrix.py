@@ -6,15 +6,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import dsl_gemm_f16 as gemm
 import numpy as np
 import pytest
 from support import matrix_kernels as mk
 from support.webgpu_harness import View, assert_same, webgpu_jit
-from tenferro_host_webgpu.wgsl_canary import uses_loops
+from tenferro_host_webgpu._wgsl import uses_loops
 
 from tenferro_host import InvalidLaunchConfigError, UnsupportedError, dtypes
 from tenferro_host import kernel as K
+from tenferro_host.benchmarks import gemm_f16 as gemm
 
 RNG = np.random.default_rng(27)
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from support import subgroup_kernels as sk
 from support.webgpu_harness import View, on_interpreter, on_target, webgpu_jit
-from tenferro_host_webgpu import wgsl_subgroup
+from tenferro_host_webgpu import _wgsl
 
 from tenferro_host import UnsupportedError
-from tenferro_host.kernel.compile_only import compile_only
+from tenferro_host.compile_only import compile_only
 
 RNG = np.random.default_rng(26)
 
@@ -92,7 +92,7 @@ def test_the_subgroup_size_is_the_devices_or_the_fallbacks(subgroup_rt: Any) -> 
     if subgroup_rt.device_info.subgroups:
         assert size & (size - 1) == 0 and 1 <= size <= 128
     else:
-        assert size == wgsl_subgroup.FALLBACK_SIZE
+        assert size == _wgsl.FALLBACK_SIZE
 
 
 def test_subgroup_ops_in_branches_no_subgroup_splits(subgroup_rt: Any) -> None:
@@ -141,7 +141,7 @@ def test_shared_arrays_that_fit_beside_the_fallback_run(fresh_rt: Any) -> None:
     (got,) = on_target(
         fresh_rt, lambda: webgpu_jit(fresh_rt), sk.shared_then_subgroup_add, 1, cube, out, n
     )
-    lanes = np.arange(cube, dtype=np.float32).reshape(-1, wgsl_subgroup.FALLBACK_SIZE)
+    lanes = np.arange(cube, dtype=np.float32).reshape(-1, _wgsl.FALLBACK_SIZE)
     np.testing.assert_array_equal(got, np.repeat(lanes.sum(axis=1), lanes.shape[1]))
 
 

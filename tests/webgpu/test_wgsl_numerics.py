@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from support import kernels
 from support import wgpu_kernels as wk
-from tenferro_host_webgpu import wgsl
+from tenferro_host_webgpu import _wgsl as wgsl
 
 from tenferro_host import dtypes
 from tenferro_host import kernel as K

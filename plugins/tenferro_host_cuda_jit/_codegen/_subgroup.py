@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from tenferro_host import DslError, dtype
 from tenferro_host.kernel import ir
 
-from .c_numerics import C_TYPE, SIGNED_ZERO_MIN_MAX, wrapping
+from ._numerics import C_TYPE, SIGNED_ZERO_MIN_MAX, wrapping
 
 WARP = 32
 

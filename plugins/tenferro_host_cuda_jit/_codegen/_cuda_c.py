@@ -52,7 +52,7 @@ pointer into the launch's dynamic shared memory, see :meth:`_Emitter.shared_decl
 multi-dimensional one is flat, the front-end having applied its strides), ``K.sync_cube()`` is
 ``__syncthreads()``; atomics are CUDA's ``atomicAdd/Min/Max/Exch/CAS`` where the type has them and
 a compare-and-swap loop on the bit pattern otherwise (float ``min``/``max``/``compare_exchange``,
-f64 ``exchange``). Subgroup operations are warp intrinsics (:mod:`.c_subgroup`). Every
+f64 ``exchange``). Subgroup operations are warp intrinsics (:mod:`._subgroup`). Every
 statement is preceded by a ``#line`` directive naming the DSL source
 file and line, so NVRTC diagnostics point at the Python source.
 """
@@ -66,7 +66,8 @@ from typing import Any
 from tenferro_host import DType, UnsupportedError, bool_, float16, float32, float64, int64
 from tenferro_host.kernel import Specialization, ir
 
-from .c_numerics import (
+from ._matrix import FRAGMENT_ALIGN, MatrixEmitter, check_arch
+from ._numerics import (
     C_TYPE,
     F16_HELPERS,
     NATIVE_ATOMIC,
@@ -79,8 +80,7 @@ from .c_numerics import (
     saturating_cast,
     wrapping,
 )
-from .c_subgroup import SubgroupEmitter, check_lanes, subgroup_prologue
-from .codegen_matrix import FRAGMENT_ALIGN, MatrixEmitter, check_arch
+from ._subgroup import SubgroupEmitter, check_lanes, subgroup_prologue
 
 HIDDEN_COUNT = ("count_x", "count_y", "count_z")
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from tenferro_host import UnsupportedError
 from tenferro_host.kernel import ir
 
-from . import wgsl_numerics
-from .wgsl_types import wgsl_type
+from . import _numerics
+from ._types import wgsl_type
 
 FEATURE = "subgroup"
 FALLBACK_SIZE = 32
@@ -118,7 +118,7 @@ class SubgroupEmitter:
         if e.op == "add":
             combined = f"({acc} + {self.shared_value(t, 'tf_sg_base + p')})"
         elif e.type.is_float:
-            for name, source in wgsl_numerics.helper(f"tf_f{e.op}_f32"):
+            for name, source in _numerics.helper(f"tf_f{e.op}_f32"):
                 self.helper(name, source)
             combined = f"tf_f{e.op}_f32({acc}, {self.shared_value(t, 'tf_sg_base + p')})"
         else:

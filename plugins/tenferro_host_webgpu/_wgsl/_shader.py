@@ -14,7 +14,7 @@ Layout of a generated shader:
 Numeric rules follow the IR (see ``docs/dsl-ir.md``): integer arithmetic wraps (WGSL's runtime
 semantics), integer ``//``/``%`` truncate; float comparisons, ``%`` (C ``fmod``), ``**`` (C
 ``pow``), float ``min``/``max`` and float->int casts (truncate, saturate, NaN -> 0) go through
-the helpers of :mod:`.wgsl_numerics`. Two more rules keep drivers from changing results:
+the helpers of :mod:`._numerics`. Two more rules keep drivers from changing results:
 
 * every operand of float ``+ - * / % **`` has its bits XORed with ``tf_zeroK``, zero at run
   time but unknown to the compiler (it selects on cube count K, never zero for a dispatched
@@ -33,11 +33,11 @@ both memories). Memory used by atomics â€” a storage binding or a shared array â
 every ``compare_exchange`` are compare-exchange loops (``atomicCompareExchangeWeak`` may fail
 spuriously; the loop retries until the exchange happens or the old value differs).
 
-Subgroup operations: :mod:`.wgsl_subgroup` (the ``subgroup`` feature's builtins, or a fallback
+Subgroup operations: :mod:`._subgroup` (the ``subgroup`` feature's builtins, or a fallback
 through workgroup memory).
 
 On a software adapter (``loop_canary``), a kernel with loops runs the canary loop of
-:mod:`.wgsl_canary` after its body (from ``main``) and flags a cut one in the extra binding
+:mod:`._canary` after its body (from ``main``) and flags a cut one in the extra binding
 ``tf_diag`` (the JIT session reads it and raises).
 """
 
@@ -49,11 +49,11 @@ from dataclasses import dataclass
 from tenferro_host import DType
 from tenferro_host.kernel import Specialization, ir
 
-from . import wgsl_numerics, wgsl_subgroup
-from ._uniforms import UniformLayout, entry_point, grid_prelude, uniform_decl, word
-from .wgsl_canary import canary, uses_loops
-from .wgsl_matrix import MatrixEmitter
-from .wgsl_types import atomic_type, literal, storage_type, value_types, wgsl_type
+from .._uniforms import UniformLayout, entry_point, grid_prelude, uniform_decl, word
+from . import _numerics, _subgroup
+from ._canary import canary, uses_loops
+from ._matrix import MatrixEmitter
+from ._types import atomic_type, literal, storage_type, value_types, wgsl_type
 
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "/", "mod": "%"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -85,7 +85,7 @@ class WgslProgram:
         return f" (kernel {self.kernel_name!r}, {self.filename})"
 
 
-class _Emitter(wgsl_subgroup.SubgroupEmitter, MatrixEmitter):
+class _Emitter(_subgroup.SubgroupEmitter, MatrixEmitter):
     FIRST_TEMP = 1
 
     def __init__(
@@ -98,7 +98,7 @@ class _Emitter(wgsl_subgroup.SubgroupEmitter, MatrixEmitter):
         super().__init__(spec.ir)
         self.spec = spec
         self.dim = dim
-        self.native = wgsl_subgroup.FEATURE in spec.features
+        self.native = _subgroup.FEATURE in spec.features
         self.slots = slots
         self.layout = layout
 
@@ -162,9 +162,9 @@ class _Emitter(wgsl_subgroup.SubgroupEmitter, MatrixEmitter):
             return f"bitcast<f32>(atomicExchange(&{memory}[{at}], bitcast<u32>({args[0]})))"
         name = f"tf_atomic_{e.op}_{memory}"
         if name not in self.helpers:
-            self.helper(name, wgsl_numerics.atomic_helper(name, e.op, memory, t))
+            self.helper(name, _numerics.atomic_helper(name, e.op, memory, t))
             if e.op in ("min", "max"):
-                for helper_name, source in wgsl_numerics.helper(f"tf_f{e.op}_f32"):
+                for helper_name, source in _numerics.helper(f"tf_f{e.op}_f32"):
                     self.helper(helper_name, source)
         return f"{name}({', '.join([at, *args])})"
 
@@ -257,7 +257,7 @@ class _Emitter(wgsl_subgroup.SubgroupEmitter, MatrixEmitter):
         return f"({code} != ({z} != 0u))"
 
     def call(self, name: str, args: Sequence[str]) -> str:
-        for helper_name, source in wgsl_numerics.helper(name):
+        for helper_name, source in _numerics.helper(name):
             self.helper(helper_name, source)
         return f"{name}({', '.join(args)})"
 
@@ -411,9 +411,9 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
     slots, nslots = alias_slots(spec, groups)
     layout = UniformLayout.of(k.params)
     em = _Emitter(spec, dim, slots, layout)
-    subgroups = wgsl_subgroup.uses_subgroups(k)
+    subgroups = _subgroup.uses_subgroups(k)
     if subgroups and not em.native:
-        wgsl_subgroup.check_fallback(k)
+        _subgroup.check_fallback(k)
         em.line("let tf_sg_base = unit_index - tf_sg_lane;")
     for alt in range(3):  # zero at run time (cube counts are never zero), unknown to compilers
         em.line(f"let {_ZERO}{alt} = select(0u, {word(3 + alt % 2)}, {word(alt)} == 0u);")
@@ -467,17 +467,17 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
         )
     head += grid_prelude(folded).splitlines()
     if subgroups:
-        head += wgsl_subgroup.PRIVATES.splitlines()
+        head += _subgroup.PRIVATES.splitlines()
         if not em.native:
-            head += wgsl_subgroup.fallback_declarations(dim)
+            head += _subgroup.fallback_declarations(dim)
     for helper in em.helpers.values():
         head += helper.splitlines()
     # the canary runs after the body, in main: a ``return`` in the body ends only the body
     body_call = "kernel_body();\n        tf_loop_canary()" if with_canary else "kernel_body()"
     builtins = ""
     if subgroups:
-        body_call = wgsl_subgroup.entry_setup(em.native) + body_call
-        builtins = wgsl_subgroup.NATIVE_BUILTINS if em.native else ""
+        body_call = _subgroup.entry_setup(em.native) + body_call
+        builtins = _subgroup.NATIVE_BUILTINS if em.native else ""
     tail = entry_point(body_call, dim, builtins).splitlines()
 
     outside = (0, "")

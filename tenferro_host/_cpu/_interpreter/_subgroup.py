@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InvalidLaunchConfigError, ValidationError
-from . import ir
-from ._cooperation import DivergentSubgroupError
-from ._interpreter_numerics import FLOAT_OPS, INT_OPS, math_func
+from ...errors import InvalidLaunchConfigError, ValidationError
+from ...kernel import ir
+from ...kernel._cooperation import DivergentSubgroupError
+from ._numerics import FLOAT_OPS, INT_OPS, math_func
 
 DEFAULT_SUBGROUP_SIZE = 32
 """The interpreter's subgroup size unless a launch names another (CUDA's warp)."""

@@ -15,24 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ValidationError
-from . import ir
-from ._cooperation import MANY, CooperationError
+from ...errors import ValidationError
+from ...kernel import ir
+from ...kernel._cooperation import DivergentFragmentError, UnwrittenFragmentError
+from ._shared import MANY
 
 if TYPE_CHECKING:
-    from ._cooperation import SharedState
-    from ._interpreter import ArrayArg
+    from ._machine import ArrayArg
+    from ._shared import SharedState
 
 Lanes = np.ndarray[Any, Any]
-
-
-class DivergentFragmentError(CooperationError):
-    """A fragment statement reached by some but not all units of a warp, or with operands
-    (start, leading dimension, fill value) that differ between them."""
-
-
-class UnwrittenFragmentError(CooperationError):
-    """A fragment used before its warp filled or loaded it."""
 
 
 class MatrixMachine:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from tenferro_host.kernel import ir
 
-from ._uniforms import word
+from .._uniforms import word
 
 LOOP_CANARY_TRIPS = 8
 """Trips of the canary loop; fewer mean the driver cut the invocation's loops (more than 2, so a
@@ -17,7 +17,7 @@ compiler that peels an iteration off the loop still leaves it several to be cut)
 
 def uses_loops(stmts: Sequence[ir.Stmt]) -> bool:
     """Whether a kernel body has a loop (only those get the loop canary); fragment statements
-    are loops in WGSL (:mod:`.wgsl_matrix`)."""
+    are loops in WGSL (:mod:`._matrix`)."""
     for s in stmts:
         if isinstance(s, (ir.For, ir.While, *ir.MATRIX_STATEMENTS)):
             return True

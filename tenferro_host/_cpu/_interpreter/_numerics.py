@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes
-from ..dtypes import DType
-from . import ir
+from ... import dtypes
+from ...dtypes import DType
+from ...kernel import ir
 
 
 def power(a: Any, b: Any) -> Any:

@@ -10,7 +10,7 @@ the interpreter's exactly (each f16 product is exact in f32). No barrier is invo
 fragment statement is legal in any control flow that keeps warps whole, as on CUDA.
 
 Loop trips (Mesa's llvmpipe cuts an invocation's loops after 65535 in total, see
-:mod:`.wgsl_canary`): a load runs ``rows`` trips (its columns unrolled), ``mma`` ``m * n`` (its
+:mod:`._canary`): a load runs ``rows`` trips (its columns unrolled), ``mma`` ``m * n`` (its
 ``k`` unrolled), a store ``rows * cols / 32``.
 """
 

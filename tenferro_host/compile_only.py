@@ -1,4 +1,5 @@
-"""Compile a DSL kernel (or raw source) for a GPU target without a GPU.
+"""Compile a DSL kernel (or raw source) for a GPU target without a GPU: ``from
+tenferro_host.compile_only import compile_only``.
 
 Operation authors (and the conformance suite) use it on machines with no device to prove that
 a kernel specializes and compiles for every target it claims. The targets are the ones the
@@ -25,14 +26,14 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..dtypes import dtype as resolve_dtype
-from ..errors import ValidationError
-from ..provider._compile_targets import CompiledKernel, CompileOptions
-from ._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc
+from ._host import Host
+from .dtypes import dtype as resolve_dtype
+from .errors import ValidationError
+from .kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc
+from .provider._compile_targets import CompiledKernel, CompileOptions
 
 if TYPE_CHECKING:
-    from .._host import Host
-    from ..provider._registry import Registry
+    from .provider._registry import Registry
 
 _ARRAY = re.compile(r"^(\w+)\[(\d+)\]$")
 _default: list[Host] = []
@@ -45,8 +46,6 @@ def registry_of(host: Host | None) -> Registry:
         return host.registry
     with _default_lock:
         if not _default:
-            from .._host import Host
-
             _default.append(Host())
         return _default[0].registry
 

@@ -1,29 +1,6 @@
-"""The CPU target: runs a specialization on numpy, vectorised over every thread of a launch.
-
-Each local is a numpy array with one lane per thread. Divergent ``if``/``else`` run each branch
-under a mask; loops iterate while any lane still runs; ``break``, ``continue`` and ``return``
-clear lanes from per-loop / per-kernel masks. Masked-off lanes never read or write memory.
-
-Semantics match the GPU targets: integers wrap around (u32 indices too), ``//`` and ``%``
-truncate toward zero, f16/f32 arithmetic stays in its type (each operation rounds), float
-division by zero gives inf/nan. Where a GPU would silently misbehave the interpreter raises a
-typed :class:`ValidationError` naming kernel, file and line: an out-of-bounds array access by an
-active thread (each index of ``a[i, j]`` against its own dimension, :class:`ir.AxisIndex`; a
-linear index against the view's extent, ``1 + sum((shape[k]-1) * stride[k])``, which is its
-length on the compact views that take one), an integer division or remainder by zero, and a
-``range`` step of zero. A cube's shared arrays fit :data:`ir.CUBE_SHARED_BYTES`, checked before
-they are allocated.
-
-Cooperation (shared arrays, ``K.sync_cube()``, atomics): the units of a cube run in lock-step
-between barriers, every statement for all of them, which is one legal GPU schedule. What a GPU
-hides is a :class:`CooperationError` naming the line: a barrier that some units of a cube do not
-reach (:class:`DivergentBarrierError`: it sits in divergent control flow, or units returned), two
-units of a cube touching one shared element with no barrier between, one of them writing (atomics
-among themselves excepted; :class:`SharedRaceError`), and a read of a shared element no unit of
-the cube wrote (:class:`UnwrittenSharedReadError`). Atomics on one element apply in lane order.
-Subgroup operations (:mod:`._interpreter_subgroup`) have the barrier's rule per subgroup.
-Matrix fragments are each warp's (:mod:`._interpreter_matrix` checks that warps use them whole).
-"""
+"""The interpreter's machine: one launch's lanes, locals, control masks and memory, and
+:func:`run`, which checks a launch's arguments and runs the kernel body over every lane (the
+package docstring states the semantics)."""
 
 from __future__ import annotations
 
@@ -34,25 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from .. import layout
-from ..errors import UnsupportedError, ValidationError
-from . import ir
-from ._cooperation import (
-    MANY,
-    NONE,
-    PAST,
-    PRESENT,
-    DivergentBarrierError,
-    SharedRaceError,
-    SharedState,
-    UnwrittenSharedReadError,
-    several_units,
-)
-from ._interpreter_matrix import MatrixMachine
-from ._interpreter_numerics import COMPARE, FLOAT_OPS, INT_OPS, cast, math_func, read_modify_write
-from ._interpreter_subgroup import DEFAULT_SUBGROUP_SIZE, SubgroupMachine, check_subgroup_size
-from ._kernel import Specialization
-from .ir import U32_MAX, check_u32_array
+from ... import layout
+from ...errors import UnsupportedError, ValidationError
+from ...kernel import ir
+from ...kernel._kernel import Specialization
+from ...kernel.ir import U32_MAX, check_u32_array
+from ._matrix import MatrixMachine
+from ._numerics import COMPARE, FLOAT_OPS, INT_OPS, cast, math_func, read_modify_write
+from ._shared import SharedMachine, SharedState
+from ._subgroup import DEFAULT_SUBGROUP_SIZE, SubgroupMachine, check_subgroup_size
 
 Grid = tuple[int, int, int]
 
@@ -83,7 +50,7 @@ class _Loop:
         self.continued = np.zeros(n, bool)
 
 
-class _Machine(SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
+class _Machine(SharedMachine, SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
     """One launch's state: locals per lane, arrays, control masks."""
 
     def __init__(
@@ -229,121 +196,6 @@ class _Machine(SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
         self.loops.pop()
 
     # -------------------------------------------------------- cooperation
-
-    def visit_SyncCube(self, s: ir.SyncCube, active: np.ndarray[Any, Any]) -> None:
-        arrived = np.bincount(self.cube_of[active], minlength=self.ncubes)
-        partial = (arrived > 0) & (arrived < self.per_cube)
-        if partial.any():
-            cube = int(np.flatnonzero(partial)[0])
-            lanes = active & (self.cube_of == cube)
-            raise self.fail(
-                s,
-                f"K.sync_cube() is reached by {arrived[cube]} of the {self.per_cube} units of "
-                f"cube {cube}: every unit of a cube must reach the same barrier (it is inside "
-                "divergent control flow, or some units returned before it); move it out of "
-                "the branch, or let every unit run the branch",
-                lanes,
-                error=DivergentBarrierError,
-            )
-        done = arrived == self.per_cube
-        for state in self.shared.values():
-            state.reset(done)
-
-    def shared_access(
-        self, node: ir.Node, kind: str, name: str, index: Any, active: np.ndarray[Any, Any]
-    ) -> np.ndarray[Any, Any]:
-        """Flat positions in ``name``'s storage of an access by the active lanes, after the
-        bounds, initialisation and race checks; records the access."""
-        state = self.shared[name]
-        size = state.size
-        idx = self.lanes(index)[active]
-        where = np.flatnonzero(active)
-        bad = (idx < 0) | (idx >= size)
-        if bad.any():
-            raise self.fail(
-                node,
-                f"index {idx[bad][0]} of shared array {name!r} is out of bounds "
-                f"(it has {size} elements)",
-                self._lanes_of(where[bad]),
-            )
-        units = self.unit_of[where]
-        key = self.cube_of[where] * size + idx.astype(np.int64)
-        if kind != "write":
-            unwritten = ~state.written[key]
-            if unwritten.any():
-                k = int(np.flatnonzero(unwritten)[0])
-                raise self.fail(
-                    node,
-                    f"reads element {idx[k]} of shared array {name!r}, which no unit of "
-                    f"cube {self.cube_of[where[k]]} has written (shared memory starts "
-                    "uninitialised); write it first, then K.sync_cube()",
-                    self._lanes_of(where[unwritten]),
-                    error=UnwrittenSharedReadError,
-                )
-        conflicts = {
-            "read": ("write", "atomic"),
-            "atomic": ("write", "read"),
-            "write": ("write", "read", "atomic"),
-        }[kind]
-        for other in conflicts:
-            seen = state.access[other][key]
-            clash = (seen != NONE) & (seen != units)
-            if clash.any():
-                k = int(np.flatnonzero(clash)[0])
-                by = "several units" if seen[k] == MANY else f"unit {seen[k]}"
-                line = state.lines[other][key[k]]
-                raise self.race(
-                    node,
-                    kind,
-                    name,
-                    idx[k],
-                    units[k],
-                    self.cube_of[where[k]],
-                    f"{by} {PAST[other]} it at line {line}",
-                    where[clash],
-                )
-        if kind == "write":
-            clash = several_units(key, units)
-            if clash.any():
-                k = int(np.flatnonzero(clash)[0])
-                raise self.race(
-                    node,
-                    kind,
-                    name,
-                    idx[k],
-                    units[k],
-                    self.cube_of[where[k]],
-                    "another unit writes it in the same statement",
-                    where[clash],
-                )
-            state.written[key] = True
-        state.record(kind, key, units, node.line)
-        return key
-
-    def race(
-        self,
-        node: ir.Node,
-        kind: str,
-        name: str,
-        index: Any,
-        unit: Any,
-        cube: Any,
-        other: str,
-        where: np.ndarray[Any, Any],
-    ) -> ValidationError:
-        return self.fail(
-            node,
-            f"shared-memory race on {name}[{index}] in cube {cube}: unit {unit} "
-            f"{PRESENT[kind]} it while {other}, with no K.sync_cube() between; put a "
-            "barrier between the two accesses (or use atomics for both)",
-            self._lanes_of(where),
-            error=SharedRaceError,
-        )
-
-    def _lanes_of(self, where: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        lanes = np.zeros(self.n, bool)
-        lanes[where] = True
-        return lanes
 
     def visit_Atomic(self, e: ir.Atomic, active: np.ndarray[Any, Any]) -> Any:
         index = self.expr(e.index, active)

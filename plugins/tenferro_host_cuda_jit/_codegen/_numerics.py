@@ -1,7 +1,7 @@
 """CUDA C helpers that give the DSL's numeric rules: storage types, f16 conversions through
 inline PTX (NVRTC wheels ship no ``cuda_fp16.h``), saturating casts, ``pow`` by squaring, float
 ``min``/``max`` with a fixed sign for two zeros, compare-and-swap atomics, exact literals and
-wrapping integer arithmetic. The emitter (:mod:`.codegen`) includes only the helpers a kernel
+wrapping integer arithmetic. The emitter (:mod:`._cuda_c`) includes only the helpers a kernel
 uses."""
 
 from __future__ import annotations
