@@ -76,7 +76,7 @@ def test_a_clean_run_passes_even_with_a_missed_target(tmp_path: Path) -> None:
     bench = {"targets": [verdict("sum vs cupy.sum", 0.9, ">=", 0.98)]}
     (work / "dsl.json").write_text(json.dumps(bench))
     with open(work / "steps.tsv", "a") as fh:
-        fh.write("dsl_v2_bench\t0\t30\t90\tdsl.json\n")
+        fh.write("dsl_vs_cupy\t0\t30\t90\tdsl.json\n")
     text, ok = verify_summary.summary(work, 40, 540)
     assert ok, text
     assert "| sum vs cupy.sum | >= 0.98x | 0.9x | missed (by 0.92x) |" in text

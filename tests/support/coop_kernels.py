@@ -2,19 +2,9 @@
 tests of every target (kernels must live in a file)."""
 
 from tenferro_host import kernel as K
+from tenferro_host.benchmarks.dsl_sums import tree_sum
 
 CUBE = 256
-
-
-@K.func
-def tree_sum(s, unit, n):
-    """Sum ``s[0:n]`` into ``s[0]`` (``n`` a power of two); every unit of the cube calls it."""
-    half = K.u32(n // 2)
-    while half > 0:
-        if unit < half:
-            s[unit] += s[unit + half]
-        K.sync_cube()
-        half = half // 2
 
 
 @K.kernel

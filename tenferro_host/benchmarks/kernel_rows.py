@@ -1,0 +1,119 @@
+"""Timing and rows of ``bench/dsl_vs_cupy.py``: a DSL kernel in a jit session against a CuPy call.
+
+A sample is ``launches`` launches (in one jit session, or CuPy calls) followed by one
+synchronize; a figure is the median of ``repeats`` samples, after one untimed sample (compile,
+allocate, warm up). A row gives the rate of its work (GB/s, TFLOP/s) or why it did not run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import cuda, webgpu
+
+#: ``launch(js)``: one launch in the jit session ``js``.
+Launch = Callable[[Any], None]
+
+
+def exec_session(kind: str, session: Any) -> Any:
+    """The exec session of ``session`` on backend kind ``kind`` (``cuda`` or ``webgpu``)."""
+    return {"webgpu": webgpu.exec_session, "cuda": cuda.exec_session}[kind](session)
+
+
+def launch_once(rt: Any, kind: str, name: str, launch: Launch) -> None:
+    """One launch in a jit session of its own (an autotuned kernel's tuning, then a check)."""
+    with rt.session() as s, exec_session(kind, s).jit(name) as js:
+        launch(js)
+
+
+def median_seconds(sample: Callable[[], float], repeats: int) -> float:
+    """The median of ``repeats`` calls of ``sample``, after one untimed call."""
+    sample()  # compile, allocate, warm up
+    return statistics.median(sample() for _ in range(repeats))
+
+
+def jit_seconds(
+    rt: Any, kind: str, name: str, launch: Launch, launches: int, repeats: int
+) -> float:
+    """Seconds per launch of ``launch`` on ``rt``: ``launches`` in one jit session, then a
+    synchronize; the median of ``repeats`` samples."""
+
+    def sample() -> float:
+        with rt.session() as s:
+            ex = exec_session(kind, s)
+            start = time.perf_counter()
+            with ex.jit(name) as js:
+                for _ in range(launches):
+                    launch(js)
+            ex.synchronize()
+            return (time.perf_counter() - start) / launches
+
+    return median_seconds(sample, repeats)
+
+
+def cupy_seconds(fn: Callable[[], Any], launches: int, repeats: int) -> float:
+    """Seconds per call of the CuPy call ``fn``, timed as :func:`jit_seconds` times launches."""
+    import cupy  # the baseline's library: imported when a bench runs it
+
+    def sample() -> float:
+        cupy.cuda.Device().synchronize()
+        start = time.perf_counter()
+        for _ in range(launches):
+            fn()
+        cupy.cuda.Device().synchronize()
+        return (time.perf_counter() - start) / launches
+
+    return median_seconds(sample, repeats)
+
+
+def row(
+    name: str,
+    variant: str,
+    seconds: float | None,
+    work: float,
+    unit: str,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """The row of ``variant`` of benchmark ``name``: ``work / seconds`` in ``unit``, or why not."""
+    rate = None if seconds is None else work / seconds
+    status = (
+        "ok" if reason is None else reason if reason.startswith("WRONG") else (f"not run: {reason}")
+    )
+    return {
+        "benchmark": name,
+        "variant": variant,
+        "status": status,
+        "ms": None if seconds is None else seconds * 1e3,
+        unit: rate,
+    }
+
+
+def run_variant(
+    rows: list[dict[str, Any]],
+    name: str,
+    variant: str,
+    work: float,
+    unit: str,
+    measure: Callable[[], float],
+) -> None:
+    """Append the row of ``measure()``; a wrong result or a failure is a row that says so."""
+    try:
+        rows.append(row(name, variant, measure(), work, unit))
+    except AssertionError as exc:  # a wrong result: reported, never timed
+        rows.append(row(name, variant, None, work, unit, f"WRONG RESULT: {exc}"))
+    except Exception as exc:  # a missing library, a backend or adapter limit: the other rows run
+        rows.append(row(name, variant, None, work, unit, f"{type(exc).__name__}: {exc}"))
+
+
+__all__ = [
+    "cupy_seconds",
+    "exec_session",
+    "jit_seconds",
+    "launch_once",
+    "median_seconds",
+    "row",
+    "run_variant",
+]
