@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-te
 from profile_call import profile_table
 
 from tenferro_host import kernel as K
-from tenferro_host.benchmarks.cases import _wgpu_direct
+from tenferro_host.benchmarks.baselines import wgpu_add
 
 N = 1024
 EXT_ADD = "ext_add_kernel.add"
@@ -83,7 +83,7 @@ def main() -> int:
     ones = np.ones(N, np.float32)
     a, b = rt.upload(ones), rt.upload(ones)
     assert (rt.download(host.run(EXT_ADD, a, b)) == 2).all()
-    direct, direct_sync = _wgpu_direct(rt.index)
+    direct, direct_sync = wgpu_add(rt.index)
     handle = host.op(EXT_ADD)
 
     def sync() -> None:

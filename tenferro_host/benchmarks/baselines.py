@@ -1,7 +1,8 @@
 """The same 1024-element add outside the host, beside which the op-call figures are read:
-cuda.core's bare ``launch``, CuPy, torch, Triton, cupyx.jit and numba-cuda. Each setup returns the
-timed call and appends its library's wait to ``syncs``; one that is not installed raises
-ImportError, which the case reports as not run."""
+cuda.core's bare ``launch``, CuPy, torch, Triton, cupyx.jit and numba-cuda (each setup returns
+the timed call and appends its library's wait to ``syncs``), and wgpu-py on WebGPU (it returns
+its call and its wait). One that is not installed raises ImportError, which the case reports as
+not run."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .kernels import CUDA_ADD
+from .. import webgpu
+from .kernels import CUDA_ADD, WGSL_ADD
 from .timing import Case, try_case
 
 N = 1024
@@ -122,3 +124,45 @@ def numba_add(syncs: list[Callable[[], None]]) -> Callable[[], Any]:
     launch, sync = numba_launch(N, BLOCK)
     syncs.append(sync)
     return launch
+
+
+def wgpu_add(index: int) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(one dispatch of ``WGSL_ADD`` through wgpu-py on WebGPU adapter ``index``, on a device of
+    its own; its wait), after one checked dispatch."""
+    import wgpu
+
+    _, wgpu_adapter = webgpu.adapter(index)
+    device = wgpu_adapter.request_device_sync()
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+    ones = np.ones(N, np.float32)
+    out = device.create_buffer(size=4 * N, usage=usage)
+    lhs = device.create_buffer_with_data(data=ones, usage=usage)
+    rhs = device.create_buffer_with_data(data=ones, usage=usage)
+    shader = device.create_shader_module(code=WGSL_ADD)
+    pipeline = device.create_compute_pipeline(
+        layout="auto", compute={"module": shader, "entry_point": "main"}
+    )
+    group = device.create_bind_group(
+        layout=pipeline.get_bind_group_layout(0),
+        entries=[
+            {"binding": i, "resource": {"buffer": buf}} for i, buf in enumerate((out, lhs, rhs))
+        ],
+    )
+
+    def dispatch() -> None:
+        encoder = device.create_command_encoder()
+        cpass = encoder.begin_compute_pass()
+        cpass.set_pipeline(pipeline)
+        cpass.set_bind_group(0, group)
+        cpass.dispatch_workgroups(N // BLOCK, 1, 1)
+        cpass.end()
+        device.queue.submit([encoder.finish()])
+
+    def sync() -> None:
+        device.queue.read_buffer(out, 0, 4)  # waits for the queue's earlier submissions
+
+    dispatch()
+    got = np.frombuffer(device.queue.read_buffer(out), np.float32)
+    if not (got == 2).all():
+        raise RuntimeError("the direct wgpu-py add computed a wrong result")
+    return dispatch, sync

@@ -22,7 +22,7 @@ from .. import _op_handle
 from .._host import Host
 from . import baselines, c_floor
 from .baselines import BLOCK, N
-from .kernels import CUDA_ADD, DSL_OP, WGSL_ADD, dsl_add, register_dsl_op
+from .kernels import CUDA_ADD, DSL_OP, dsl_add, register_dsl_op
 from .timing import Case, Group, try_case
 
 EXT_ADD = "ext_add_kernel.add"
@@ -102,11 +102,8 @@ WGPU_PLAN_ROWS = tuple(f"op plan of the WebGPU add: {step}" for step in WGPU_PLA
 CPU_PLAN_STEPS = ("replay", "allocation")
 CPU_PLAN_ROWS = tuple(f"op plan of the cpu add: {step}" for step in CPU_PLAN_STEPS)
 
-CUDA_CALL_ROWS = (
-    C_FLOOR,
-    CORE_LAUNCH,
-    PREPARED,
-    RS_LAUNCH,
+#: Other libraries' CUDA call rows: timed beside the host's, not profiled.
+CUDA_PEER_ROWS = (
     "CuPy RawKernel",
     "CuPy RawKernel with cp.empty output",
     "CuPy a + b",
@@ -114,6 +111,14 @@ CUDA_CALL_ROWS = (
     "Triton add (preallocated output)",
     "cupyx.jit add",
     "numba-cuda add",
+)
+#: The CUDA op call group's rows, in report order.
+CUDA_CALL_ROWS = (
+    C_FLOOR,
+    CORE_LAUNCH,
+    PREPARED,
+    RS_LAUNCH,
+    *CUDA_PEER_ROWS,
     BACKEND_SESSION,
     RAW_SESSION,
     RAW_BODY,
@@ -130,6 +135,10 @@ CUDA_CALL_ROWS = (
     HOST_RUN_DSL_PY,
     DSL_SESSION_OP,
     DSL_CACHED,
+)
+#: The host's own rows among them, profiled after the timing (the rest measure other code).
+CUDA_PROFILED_ROWS = tuple(
+    r for r in CUDA_CALL_ROWS if r not in (C_FLOOR, CORE_LAUNCH, CP_EMPTY, *CUDA_PEER_ROWS)
 )
 
 
@@ -241,7 +250,7 @@ def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     steps, plan_state = _plan_steps(
         host, a, b, (WGPU_DIRECT, *WGPU_PLAN_ROWS), ("bare wgpu-py dispatch", *WGPU_PLAN_STEPS)
     )
-    direct, direct_sync = _wgpu_direct(rt.index)
+    direct, direct_sync = baselines.wgpu_add(rt.index)
     cases = [steps.pop(0), Case(WGPU_OWN_DEVICE, direct)]
     cases += _ext_add_calls(host, a, b, WGPU_HOST_RUN, WGPU_HANDLE)
     cases += steps
@@ -263,49 +272,6 @@ def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     if plan_state:
         group.notes.append(f"op plans of {EXT_ADD}: {plan_state}")
     return group
-
-
-def _wgpu_direct(index: int) -> tuple[Callable[[], None], Callable[[], None]]:
-    """One dispatch of ``WGSL_ADD`` through wgpu-py on the runtime's adapter, its own device."""
-    import wgpu
-
-    from .. import webgpu
-
-    _, wgpu_adapter = webgpu.adapter(index)
-    device = wgpu_adapter.request_device_sync()
-    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-    ones = np.ones(N, np.float32)
-    out = device.create_buffer(size=4 * N, usage=usage)
-    lhs = device.create_buffer_with_data(data=ones, usage=usage)
-    rhs = device.create_buffer_with_data(data=ones, usage=usage)
-    shader = device.create_shader_module(code=WGSL_ADD)
-    pipeline = device.create_compute_pipeline(
-        layout="auto", compute={"module": shader, "entry_point": "main"}
-    )
-    group = device.create_bind_group(
-        layout=pipeline.get_bind_group_layout(0),
-        entries=[
-            {"binding": i, "resource": {"buffer": buf}} for i, buf in enumerate((out, lhs, rhs))
-        ],
-    )
-
-    def dispatch() -> None:
-        encoder = device.create_command_encoder()
-        cpass = encoder.begin_compute_pass()
-        cpass.set_pipeline(pipeline)
-        cpass.set_bind_group(0, group)
-        cpass.dispatch_workgroups(N // BLOCK, 1, 1)
-        cpass.end()
-        device.queue.submit([encoder.finish()])
-
-    def sync() -> None:
-        device.queue.read_buffer(out, 0, 4)  # waits for the queue's earlier submissions
-
-    dispatch()
-    got = np.frombuffer(device.queue.read_buffer(out), np.float32)
-    if not (got == 2).all():
-        raise RuntimeError("the direct wgpu-py add computed a wrong result")
-    return dispatch, sync
 
 
 # -- CUDA op call ---------------------------------------------------------------------------------
@@ -398,25 +364,7 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         sync,
         rounds=sizes.rounds,
         batch=sizes.batch,
-        profiled=(
-            PREPARED,
-            RS_LAUNCH,
-            BACKEND_SESSION,
-            RAW_SESSION,
-            RAW_BODY,
-            ALLOC_OUTPUT,
-            BORROW,
-            BORROW_MUT,
-            HOST_RUN_RAW,
-            HANDLE_RAW,
-            HOST_RUN_RAW_PY,
-            HANDLE_RAW_PY,
-            *PLAN_ROWS,
-            HOST_RUN_DSL,
-            HOST_RUN_DSL_PY,
-            DSL_SESSION_OP,
-            DSL_CACHED,
-        ),
+        profiled=CUDA_PROFILED_ROWS,
     )
     group.notes.append(f"device: {rt.device_info.name}")
     group.notes.append(f"op plans of {EXT_ADD}: {plan_state or 'none'}")
