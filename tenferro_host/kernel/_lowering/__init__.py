@@ -2,10 +2,12 @@
 
 :func:`lower` type-checks the body of a :class:`~tenferro_host.kernel._frontend.ParsedKernel`
 for one set of resolved types and constants (a specialization) and returns a
-:class:`~tenferro_host.kernel.ir.KernelIR`. The lowerer is one class built in layers, one
-module each: shared helpers (``_base``), expressions (``_expressions``), calls, atomics, shared
-arrays and inlined device functions (``_calls``), statements (``_statements``), matrix
-fragments (``_matrix``, the outermost).
+:class:`~tenferro_host.kernel.ir.KernelIR`. The lowerer is one visitor
+(:class:`~._lowerer.Lowerer`: its state, helpers and dispatch) whose handlers come from one
+table, :data:`HANDLERS`, keyed by AST node class and by the place and name of a K intrinsic's
+call. The handlers are grouped by topic, one module each: expressions (``_expressions``),
+calls, atomics, shared arrays and inlined device functions (``_calls``), statements
+(``_statements``), subgroup operations (``_subgroup``) and matrix fragments (``_matrix``).
 
 Typing rules (identical on every target):
 
@@ -43,9 +45,19 @@ from typing import Any
 from ...dtypes import DType
 from .. import ir
 from .._frontend import ParsedKernel
-from ._matrix import MatrixLowering
+from . import _calls, _expressions, _matrix, _statements, _subgroup
+from ._lowerer import Lowerer, join_tables
 
 __all__ = ["lower"]
+
+HANDLERS = join_tables(
+    _expressions.HANDLERS,
+    _calls.HANDLERS,
+    _statements.HANDLERS,
+    _subgroup.HANDLERS,
+    _matrix.HANDLERS,
+)
+"""Every handler of the lowerer, by AST node class and intrinsic call place."""
 
 
 def lower(
@@ -55,7 +67,7 @@ def lower(
     constants: Mapping[str, Any],
 ) -> ir.KernelIR:
     """Type-check ``parsed``'s body for the given resolved parameters and constants."""
-    lowerer = MatrixLowering(parsed, generics, params, constants)
+    lowerer = Lowerer(HANDLERS, parsed, generics, params, constants)
     lowerer.top_level = {id(s) for s in parsed.func.body}
     body = lowerer.block(parsed.func.body)
     return ir.KernelIR(

@@ -1,4 +1,13 @@
-"""The lowerer's state and the helpers every layer uses: types of literals, names, errors."""
+"""The lowerer, one visitor over a kernel body's AST: its state, the helpers every handler uses
+(types of literals, names, errors), and the dispatch through one table of handlers.
+
+The handlers are plain functions grouped by topic (``_expressions``, ``_calls``,
+``_statements``, ``_subgroup``, ``_matrix``), each module listing its own in ``HANDLERS``; the
+package joins them into the :data:`Table` every lowerer looks its nodes up in. A key is an AST
+node class (``ast.Name``, ``ast.For`` ...) or, for a call of a K intrinsic, the place of the
+call and the intrinsic's name: ``("value", "atomic_add")`` in an expression, ``("statement",
+"sync_cube")`` as a statement of its own, ``("assign", "shared")`` as the value of an
+assignment."""
 
 from __future__ import annotations
 
@@ -6,7 +15,7 @@ import ast
 import builtins
 import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +64,25 @@ class Untyped:
 
 
 ExprResult = ir.Expr | Untyped
+
+CallPlace = tuple[str, str]
+"""Where a K intrinsic is called (``"value"``, ``"statement"`` or ``"assign"``) and its name."""
+
+Table = Mapping[type[ast.AST] | CallPlace, Callable[..., Any]]
+"""Each AST node class and intrinsic call place with its handler: ``handler(lowerer, node,
+...)``."""
+
+
+def join_tables(*tables: Table) -> dict[type[ast.AST] | CallPlace, Callable[..., Any]]:
+    """One table of the topic modules' handlers; a key two of them handle is a TypeError."""
+    joined: dict[type[ast.AST] | CallPlace, Callable[..., Any]] = {}
+    for table in tables:
+        for key, handler in table.items():
+            if key in joined:
+                raise TypeError(f"two lowering handlers for {key!r}")
+            joined[key] = handler
+    return joined
+
 
 ARITH = {
     ast.Add: "add",
@@ -134,16 +162,20 @@ def trunc_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b >= 0) else -q
 
 
-class LowererBase:
-    """The state of lowering one function body, and the helpers on types and names."""
+class Lowerer:
+    """Type-checks one function body for fixed generics, array ranks and constants: the state
+    of lowering it, the helpers on types and names, and the dispatch of each node to its
+    handler in ``table``."""
 
     def __init__(
         self,
+        table: Table,
         parsed: ParsedKernel,
         generics: Mapping[str, DType],
         params: tuple[ir.Param, ...],
         constants: Mapping[str, Any],
     ) -> None:
+        self.table = table
         self.parsed = parsed
         self.generics = generics
         self.params = {p.name: p for p in params}
@@ -171,6 +203,87 @@ class LowererBase:
         self.inlined = [0]  # shared counter for unique prefixes
         self.no_call_reason: str | None = None
         self.top_level: set[int] = set()  # ids of the kernel body's top-level statements
+        #: Warp fragments, a namespace of their own (a fragment is no value: only the fragment
+        #: statements name it).
+        self.fragment_types: dict[str, ir.FragmentType] = {}
+
+    # -------------------------------------------------------- dispatch
+
+    def expr(self, node: ast.expr) -> ExprResult:
+        """The value of expression ``node`` (its handler's), at most :data:`MAX_EXPR_DEPTH`
+        deep."""
+        handler = self.table.get(type(node))
+        if handler is None:
+            raise self.unsupported(node)
+        if self.depth >= MAX_EXPR_DEPTH:
+            raise self.error(
+                node,
+                f"this expression nests more than {MAX_EXPR_DEPTH} operations deep; split it "
+                "into locals (e.g. partial sums), which every target compiles",
+            )
+        self.depth += 1
+        try:
+            result: ExprResult = handler(self, node)
+        finally:
+            self.depth -= 1
+        return result
+
+    def typed(self, node: ast.expr) -> ir.Expr:
+        return self.default(node, self.expr(node))
+
+    def block(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
+        """Lower a statement list; the statements of calls inlined while lowering a statement
+        (``pending``) go ahead of it."""
+        out: list[ir.Stmt] = []
+        for stmt in stmts:
+            handler = self.table.get(type(stmt))
+            if handler is None:
+                raise self.unsupported(stmt)
+            outer, self.pending = self.pending, []
+            try:
+                lowered = handler(self, stmt)
+                out.extend(self.pending)
+            finally:
+                self.pending = outer
+            out.extend(lowered)
+            done = self.frame.done if self.frame is not None else None
+            if (
+                done is not None
+                and isinstance(stmt, (ast.For, ast.While))
+                and any(isinstance(n, ast.Return) for n in ast.walk(stmt))
+            ):
+                line = self.line(stmt)  # an inlined function returned inside this loop
+                out.append(
+                    ir.If(
+                        ir.Var(done, type=dtypes.bool_, line=line),
+                        (ir.Break(line=line),),
+                        (),
+                        line=line,
+                    )
+                )
+        return tuple(out)
+
+    def call_handler(self, place: str, fn: Any) -> Callable[..., Any] | None:
+        """The handler of a call of ``fn`` at ``place`` when ``fn`` is a K intrinsic that has
+        one there, else None."""
+        if not isinstance(fn, lang.Intrinsic):
+            return None
+        return self.table.get((place, fn.name))
+
+    def single_target(self, node: ast.Assign) -> ast.expr:
+        """The one target of an assignment (``a = b = x`` is refused)."""
+        if len(node.targets) != 1:
+            raise self.error(node, "chained assignment (a = b = x) is not supported")
+        return node.targets[0]
+
+    def callee(self, node: ast.expr) -> Any:
+        """What ``node`` calls when it is a call of a name that is no runtime value (a K
+        intrinsic, a device function ...), else None."""
+        if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
+            return None
+        if isinstance(node.func, ast.Name) and self.is_runtime_name(node.func.id):
+            return None
+        return self.static(node.func)
 
     # -------------------------------------------------------- helpers
 
@@ -317,9 +430,5 @@ class LowererBase:
             or name in self.params
             or name in self.constants
             or name in self.arrays
+            or name in self.fragment_types
         )
-
-    def block(self, stmts: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
-        """Lower a statement list: defined by the statement layer, declared here because
-        inlining a device function (a call, in an expression) lowers its body."""
-        raise NotImplementedError
