@@ -4,7 +4,7 @@ The add kernel is written once in the DSL; its generated CUDA C is also compiled
 a raw session, so both sides launch identical device code on the runtime's stream. Rows:
 
 * raw ``PreparedLaunch.launch()`` and ``launch(args=...)`` (the seam's hot path);
-* ``js.launch(add, ...)`` repeating the same arguments (replayed as is) and alternating two
+* ``js.launch(dsl_add, ...)`` repeating the same arguments (replayed as is) and alternating two
   outputs (arguments converted and swapped on every launch);
 * cupyx.jit (``@jit.rawkernel``) and a CuPy ``RawKernel`` of the same add, as baselines.
 
@@ -28,6 +28,8 @@ from tenferro_host_cuda_jit._codegen import generate, kernel_abi
 import tenferro_host as tf
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
+from tenferro_host.benchmarks import baselines
+from tenferro_host.benchmarks.kernels import dsl_add
 from tenferro_host.cuda import raw
 
 sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
@@ -37,21 +39,6 @@ N = 1024
 BLOCK = 256
 COUNT = (N // BLOCK, 1, 1)
 DIM = (BLOCK, 1, 1)
-
-
-@K.kernel
-def add(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):
-    i = K.ABSOLUTE_POS
-    if i < out.len:
-        out[i] = lhs[i] + rhs[i]
-
-
-CUPY_ADD = r"""
-extern "C" __global__ void add_kernel(float* out, const float* lhs, const float* rhs, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = lhs[i] + rhs[i];
-}
-"""
 
 
 def raw_args(rs: Any, spec: Any, out: Any, lhs: Any, rhs: Any) -> list[Any]:
@@ -69,38 +56,17 @@ def raw_args(rs: Any, spec: Any, out: Any, lhs: Any, rhs: Any) -> list[Any]:
     return args
 
 
-def cupy_variants(n32: np.int32) -> dict[str, Callable[[], None]]:
-    """cupyx.jit and RawKernel launches of the same add, or nothing without CuPy."""
+def cupy_variants(syncs: list[Callable[[], None]]) -> dict[str, Callable[[], None]]:
+    """cupyx.jit and RawKernel launches of the same add (the suite's baselines, which append
+    CuPy's wait to ``syncs``), or nothing without CuPy."""
     try:
-        import cupy
-        from cupyx import jit
+        cupyx_add = baselines.cupyx_jit_add(syncs)
     except ImportError as exc:
         print(f"  (CuPy baselines skipped: {exc})")
         return {}
-
-    @jit.rawkernel()
-    def cupyx_add(out: Any, lhs: Any, rhs: Any, n: Any) -> None:
-        i = jit.blockIdx.x * jit.blockDim.x + jit.threadIdx.x
-        if i < n:
-            out[i] = lhs[i] + rhs[i]
-
-    ca, cb = cupy.ones(N, cupy.float32), cupy.ones(N, cupy.float32)
-    cout = cupy.empty(N, cupy.float32)
-    raw_kernel = cupy.RawKernel(CUPY_ADD, "add_kernel")
-    grid, block = (COUNT[0],), (BLOCK,)
-    cupyx_add(grid, block, (cout, ca, cb, n32))  # compile outside the timing
-    return {
-        "cupyx.jit rawkernel": lambda: cupyx_add(grid, block, (cout, ca, cb, n32)),
-        "cupy RawKernel": lambda: raw_kernel(grid, block, (cout, ca, cb, n32)),
-    }
-
-
-def cupy_sync() -> None:
-    try:
-        import cupy
-    except ImportError:
-        return
-    cupy.cuda.Device().synchronize()
+    raw_kernel = baselines.cupy_cases([])[0].fn  # its wait is cupyx's, appended once
+    assert raw_kernel is not None
+    return {"cupyx.jit rawkernel": cupyx_add, "cupy RawKernel": raw_kernel}
 
 
 def main() -> int:
@@ -109,19 +75,21 @@ def main() -> int:
     rt = tf.Host().backend("cuda")
     lhs = rt.upload(np.ones(N, np.float32))
     rhs = rt.upload(np.ones(N, np.float32))
-    spec = add.specialize([K.ArrayDesc(dtypes.float32, 1)] * 3, {}, "cuda", (rt.device_info.arch,))
+    spec = dsl_add.specialize(
+        [K.ArrayDesc(dtypes.float32, 1)] * 3, {}, "cuda", (rt.device_info.arch,)
+    )
     source = generate(spec)
     with rt.session() as s:
         ex = tf.cuda.exec_session(s)
         with ex.jit("bench.dsl_launch_cost") as js, ex.raw("bench.dsl_launch_cost") as rs:
             out1, out2 = js.alloc_output("float32", (N,)), js.alloc_output("float32", (N,))
             outs = [out1, out2]
-            js.launch(add, COUNT, DIM, out1, lhs, rhs)  # compile and prepare
-            js.launch(add, COUNT, DIM, out2, lhs, rhs)
+            js.launch(dsl_add, COUNT, DIM, out1, lhs, rhs)  # compile and prepare
+            js.launch(dsl_add, COUNT, DIM, out2, lhs, rhs)
 
             def dsl_alternating() -> None:
                 outs.reverse()
-                js.launch(add, COUNT, DIM, outs[0], lhs, rhs)
+                js.launch(dsl_add, COUNT, DIM, outs[0], lhs, rhs)
 
             module = rs.compile_nvrtc(source.source)
             function = module.function(source.symbol)
@@ -129,20 +97,25 @@ def main() -> int:
             args = raw_args(rs, spec, raw_out, lhs, rhs)
             prepared = rs.prepare(function, raw.LaunchConfig(COUNT, DIM), args)
 
+            syncs: list[Callable[[], None]] = [ex.synchronize]
+            peers = cupy_variants(syncs)
+
             def sync() -> None:
-                ex.synchronize()
-                cupy_sync()
+                for wait in syncs:
+                    wait()
 
             variants: dict[str, Callable[[], None]] = {
                 "raw PreparedLaunch.launch()": prepared.launch,
                 "raw PreparedLaunch.launch(args=...)": lambda: prepared.launch(args=args),
-                "DSL js.launch, same arguments": lambda: js.launch(add, COUNT, DIM, out1, lhs, rhs),
+                "DSL js.launch, same arguments": lambda: js.launch(
+                    dsl_add, COUNT, DIM, out1, lhs, rhs
+                ),
                 "DSL js.launch, alternating outputs": dsl_alternating,
-                **cupy_variants(np.int32(N)),
+                **peers,
             }
-            syncs = rt.stats()["synchronizations"]
+            before = rt.stats()["synchronizations"]
             medians = interleaved_medians(variants, opts.rounds, opts.batch, sync)
-            syncs = rt.stats()["synchronizations"] - syncs - len(variants)  # minus the warm-up
+            waits = rt.stats()["synchronizations"] - before - len(variants)  # minus the warm-up
         expected = np.full(N, 2, np.float32)
         for t in (out1, out2, raw_out):
             np.testing.assert_array_equal(t.download(), expected)
@@ -169,7 +142,7 @@ def main() -> int:
     for name, ratio in ratios.items():
         print(f"  {name:44s} {ratio:9.2f}x")
     print(
-        f"  synchronizations per round: {syncs / opts.rounds:.0f} (the {len(medians)} "
+        f"  synchronizations per round: {waits / opts.rounds:.0f} (the {len(medians)} "
         "timed batches' own waits, outside the timing; none inside the launches)"
     )
     write_json(opts.json, medians, ratios)
