@@ -25,6 +25,7 @@ from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda._gather import GATHER_CODES
 
 import tenferro_host as tf
+from tenferro_host.benchmarks.cases import PLAN_STEPS, _plan_steps
 from tenferro_host.cuda import raw
 from tenferro_host.provider import _op_plan
 
@@ -322,14 +323,14 @@ def test_a_plan_keeps_its_module_after_the_cache_dropped_it(world, monkeypatch):
     rt.resources.clear()
     rt.resources.get((ADD, "module"), lambda: modules[0])
     a = rt.empty("float32", (96,))
-    world.host.op(ADD)._plans.clear()
+    world.host.op(ADD).forget_plans()
     for _ in range(3):
         world.host.run(ADD, a, a)
     assert "replay" in world.host.op(ADD).plans().values()
     rt.resources.clear()
     modules.clear()
     assert owner() is not None  # the plan's function holds its module's library
-    world.host.op(ADD)._plans.clear()
+    world.host.op(ADD).forget_plans()
     assert owner() is None
     rt.resources.get((ADD, "module"), lambda: world.module)
     rt.resources.get((ACC, "module"), lambda: world.module)
@@ -342,14 +343,14 @@ def test_plans_are_bounded_per_handle(world):
     for n in range(1, _plan_table.MAX_PLANS + 8):
         a = rt.empty("float32", (n,))
         world.host.run(ADD, a, a)
-    assert len(world.host.op(ADD)._plans) <= _plan_table.MAX_PLANS
+    assert len(world.host.op(ADD).plans()) <= _plan_table.MAX_PLANS
 
 
 def test_no_plan_when_switched_off(world, monkeypatch):
     monkeypatch.setattr(_op_plan, "ENABLED", False)
     a = world.rt.empty("float32", (40,))
     handle = world.host.op(ADD)
-    handle._plans.clear()
+    handle.forget_plans()
     for _ in range(4):
         world.host.run(ADD, a, a)
     assert handle.plans() == {}
@@ -359,9 +360,9 @@ def test_the_steps_of_a_replay_run_alone_for_the_bench(world):
     rt = world.rt
     a, b = rt.empty("float32", (72,)), rt.empty("float32", (72,))
     world.observe(True, ADD, a, b)
-    handle = world.host.op(ADD)
-    (replay,) = [p for p in handle._plans.values() if hasattr(p, "steps")][-1:]
-    steps = replay.steps((a, b))
+    cases, state = _plan_steps(world.host, a, b)  # the bench's rows: the replay's steps()
+    assert "replay" in state
+    steps = {name: case.fn for name, case in zip(PLAN_STEPS, cases, strict=True)}
     assert set(steps) == {"replay", "enter/exit", "allocation", "slot writes", "launch"}
     world.fake.calls.clear()
     steps["enter/exit"]()

@@ -93,6 +93,8 @@ class RecordingDriver(FakeDriver):
         self.oom = 0
         self.launch_result = 0
         self.update_result = 0  # what cuGraphExecKernelNodeSetParams answers
+        #: record a launch's parameter words as they are at the call, not views of its block
+        self.copy_words = False
         self._blocks: dict[int, Any] = {}
         self._events = itertools.count(1)
         #: stream capture, as the driver does it in global mode (see :meth:`begin_capture`)
@@ -381,6 +383,8 @@ class RecordingDriver(FakeDriver):
             views = self._blocks.get(params)
             if views is None or (views[0] and views[0][0] != views[2]):  # new block, same place
                 views = self._blocks[params] = _block_views(params or 0, PARAM_COUNTS[f])
+            if self.copy_words:  # the block may be freed before it is read
+                views = (list(views[0]), list(views[1]), views[2])
             self.calls.append(("cuLaunchKernel", (f, (gx, gy, gz), (bx, by, bz), shared, views)))
         except Exception as exc:
             self.c_errors.append(exc)
