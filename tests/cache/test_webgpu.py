@@ -151,6 +151,13 @@ def the_entry(cache_dir: Path) -> Path:
     return found
 
 
+def the_key(cache_dir: Path) -> kc.KernelKey:
+    """The key of the one cached kernel, from the parts stored under the kernel's name."""
+    (stored,) = (cache_dir / "names").iterdir()
+    last = json.loads(stored.read_text())
+    return kc.KernelKey(last["kind"], last["name"], last["parts"])
+
+
 def test_a_hit_skips_generation_and_a_memory_hit_skips_the_disk(
     new_rt: Callable[[], Any], cache: kc.KernelCache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,9 +215,7 @@ def test_an_entry_without_the_binding_layout_regenerates(
     new_rt: Callable[[], Any], cache: kc.KernelCache, cache_dir: Path
 ) -> None:
     assert launch(new_rt()) == EXPECTED
-    (stored,) = (cache_dir / "names").iterdir()  # the key parts stored under the kernel's name
-    last = json.loads(stored.read_text())
-    key = kc.KernelKey(last["kind"], last["name"], last["parts"])
+    key = the_key(cache_dir)
     entry = the_entry(cache_dir)
     assert entry.name == key.digest
     entry.write_bytes(kc.encode_entry(key, kc.CachedKernel(b"fn main() {}", {"writable": "x"})))
@@ -226,9 +231,7 @@ def test_a_checksummed_entry_the_adapter_refuses_is_regenerated_once(
     """A valid checksum over broken WGSL (an older buggy build, a hand edit) is dropped with one
     warning and generated again, not a CompileError in every later process."""
     assert launch(new_rt()) == EXPECTED
-    (stored,) = (cache_dir / "names").iterdir()
-    last = json.loads(stored.read_text())
-    key = kc.KernelKey(last["kind"], last["name"], last["parts"])
+    key = the_key(cache_dir)
     entry = the_entry(cache_dir)
     good = entry.read_bytes()
     meta = {"writable": [True, True, False]}
@@ -248,9 +251,7 @@ def test_a_refused_entry_that_cannot_be_removed_still_runs(
 ) -> None:
     """A read-only cache keeps the broken entry: each launch generates the WGSL afresh."""
     assert launch(new_rt()) == EXPECTED
-    (stored,) = (cache_dir / "names").iterdir()
-    last = json.loads(stored.read_text())
-    key = kc.KernelKey(last["kind"], last["name"], last["parts"])
+    key = the_key(cache_dir)
     broken = kc.encode_entry(key, kc.CachedKernel(b"fn main( {", {"writable": [True, False]}))
     the_entry(cache_dir).write_bytes(broken)
 
@@ -274,9 +275,7 @@ def test_a_planted_entry_runs_only_from_a_private_directory(
     from the user's private cache (the control: the test can see a planted kernel run), never
     from a directory group or others can write, where the fresh compile runs instead."""
     assert launch(new_rt()) == EXPECTED
-    (stored,) = (cache_dir / "names").iterdir()
-    last = json.loads(stored.read_text())
-    key = kc.KernelKey(last["kind"], last["name"], last["parts"])
+    key = the_key(cache_dir)
     entry = the_entry(cache_dir)
     found = kc.decode_entry(entry.read_bytes(), key.digest)
     text = found.payload.decode()

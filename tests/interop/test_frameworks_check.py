@@ -109,6 +109,10 @@ def kit_host(bridge_host: tf.Host) -> tf.Host:
     return bridge_host
 
 
+#: (check, status, message) of both framework cases of an op that passes them.
+BOTH_PASSED = [("torch-opcheck", "passed", ""), ("jax", "passed", "")]
+
+
 def _cpu_outcomes(host: tf.Host, name: str, check: str | None = None) -> list[Outcome]:
     cases = frameworks.framework_cases(host, name)
     return [c.run() for c in cases if c.backend == "cpu" and check in (None, c.check)]
@@ -132,20 +136,14 @@ def test_a_declared_op_passes_its_framework_cases(kit_host: tf.Host) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("jax")
     outcomes = _cpu_outcomes(kit_host, "tfkit.mm")
-    assert [(o.case.check, o.status, o.message) for o in outcomes] == [
-        ("torch-opcheck", "passed", ""),
-        ("jax", "passed", ""),
-    ]
+    assert [(o.case.check, o.status, o.message) for o in outcomes] == BOTH_PASSED
 
 
 def test_the_declared_tolerance_rule_is_used(kit_host: tf.Host) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("jax")
     close = _cpu_outcomes(kit_host, "tfkit.rowsum_close")
-    assert [(o.case.check, o.status, o.message) for o in close] == [
-        ("torch-opcheck", "passed", ""),
-        ("jax", "passed", ""),
-    ]
+    assert [(o.case.check, o.status, o.message) for o in close] == BOTH_PASSED
     far = _cpu_outcomes(kit_host, "tfkit.rowsum_far")
     assert [o.status for o in far] == ["failed", "failed"]
     # the first sample is (3, 5): atol 1e-3 grown by sqrt(5), the reduction length

@@ -97,33 +97,11 @@ def fake_cupy():
             wide = np.float32 if dt == np.float16 else dt
             _matrix(c + p * sc * size, dt, m, n, ldc)[...] = A.astype(wide) @ B.astype(wide)
 
-    def gemm(
-        handle, ta, tb, m, n, k, alpha, a, at, lda, b, bt, ldb, beta, c, ct, ldc, compute, algo
-    ):
+    def gemm(handle, ta, tb, m, n, k, alpha, a, at, lda, b, bt, ldb, beta, c, ct, ldc, *how):
+        """cublasGemmEx: gemm_batched's one product (no strides; ``how``: compute type, algo)."""
+        a_operand, b_operand, c_operand = (a, at, lda, 0), (b, bt, ldb, 0), (c, ct, ldc, 0)
         gemm_batched(
-            handle,
-            ta,
-            tb,
-            m,
-            n,
-            k,
-            alpha,
-            a,
-            at,
-            lda,
-            0,
-            b,
-            bt,
-            ldb,
-            0,
-            beta,
-            c,
-            ct,
-            ldc,
-            0,
-            1,
-            compute,
-            algo,
+            handle, ta, tb, m, n, k, alpha, *a_operand, *b_operand, beta, *c_operand, 1, *how
         )
 
     @contextlib.contextmanager

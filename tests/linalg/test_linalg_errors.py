@@ -21,42 +21,17 @@ def _t(cpu, shape, dtype=np.float32):
     return cpu.upload(np.ones(shape, dtype=dtype))
 
 
+MATMUL, BATCHED = "linalg.matmul", "linalg.batched_matmul"
+F32, F64, I32 = np.float32, np.float64, np.int32
 GEMM_CASES = [
     # (op, a shape, b shape, a dtype, b dtype, error, argument, message)
-    ("linalg.matmul", (2, 3), (3, 2), np.float32, np.float64, tf.DTypeError, "b", "one dtype"),
-    ("linalg.matmul", (2, 3), (3, 2), np.int32, np.int32, tf.DTypeError, "a", "takes float32"),
-    ("linalg.matmul", (3,), (3, 2), np.float32, np.float32, tf.ShapeError, "a", "2 dimensions"),
-    (
-        "linalg.matmul",
-        (2, 3, 2),
-        (3, 2, 2),
-        np.float32,
-        np.float32,
-        tf.ShapeError,
-        "a",
-        "batched_matmul",
-    ),
-    ("linalg.matmul", (2, 3), (4, 2), np.float32, np.float32, tf.ShapeError, "b", "must equal"),
-    (
-        "linalg.batched_matmul",
-        (2, 3, 4),
-        (3, 2, 5),
-        np.float32,
-        np.float32,
-        tf.ShapeError,
-        "b",
-        "batch dimensions differ",
-    ),
-    (
-        "linalg.batched_matmul",
-        (2,),
-        (2, 2),
-        np.float32,
-        np.float32,
-        tf.ShapeError,
-        "a",
-        "at least 2",
-    ),
+    (MATMUL, (2, 3), (3, 2), F32, F64, tf.DTypeError, "b", "one dtype"),
+    (MATMUL, (2, 3), (3, 2), I32, I32, tf.DTypeError, "a", "takes float32"),
+    (MATMUL, (3,), (3, 2), F32, F32, tf.ShapeError, "a", "2 dimensions"),
+    (MATMUL, (2, 3, 2), (3, 2, 2), F32, F32, tf.ShapeError, "a", "batched_matmul"),
+    (MATMUL, (2, 3), (4, 2), F32, F32, tf.ShapeError, "b", "must equal"),
+    (BATCHED, (2, 3, 4), (3, 2, 5), F32, F32, tf.ShapeError, "b", "batch dimensions differ"),
+    (BATCHED, (2,), (2, 2), F32, F32, tf.ShapeError, "a", "at least 2"),
 ]
 
 

@@ -7,13 +7,28 @@ from __future__ import annotations
 
 import pytest
 
-FAULTY_PROBE = """
+#: What both probes start with: a fresh host, and ``strict()``, what a fresh Host raises with
+#: TENFERRO_STRICT_PLUGINS=1 (None: nothing), which leaves strict mode on.
+PROBE_START = """
 import json, os
 import numpy as np
 import tenferro_host as tf
 
+def strict():
+    os.environ["TENFERRO_STRICT_PLUGINS"] = "1"
+    try:
+        tf.Host().plugins
+    except tf.PluginError as exc:
+        return str(exc)
+    return None
+
 out = {}
 host = tf.Host()
+"""
+
+FAULTY_PROBE = (
+    PROBE_START
+    + """
 plugins = host.plugins
 out["records"] = {r.name: [r.dist, r.version, r.status, r.error] for r in plugins.records}
 out["ops"] = sorted(host.registry.ops)
@@ -47,12 +62,7 @@ for hook in ("started", "finished"):
     with cpu.session():  # a failing observer leaves the runtime usable
         pass
 
-os.environ["TENFERRO_STRICT_PLUGINS"] = "1"
-try:
-    tf.Host().plugins
-    out["strict"] = None
-except tf.PluginError as exc:
-    out["strict"] = str(exc)
+out["strict"] = strict()
 failed = [r.name for r in plugins.records if r.status == "error"]
 os.environ["TENFERRO_DISABLE_PLUGINS"] = ",".join(failed)
 strict_clean = tf.Host()
@@ -65,14 +75,11 @@ out["disabled"] = {r.name: [r.status, r.error] for r in quiet.plugins.records}
 out["observe_disabled"] = [quiet.plugins.observe_started, quiet.plugins.observe_finished]
 print(json.dumps(out))
 """
+)
 
-COLLIDE_PROBE = """
-import json, os
-import numpy as np
-import tenferro_host as tf
-
-out = {}
-host = tf.Host()
+COLLIDE_PROBE = (
+    PROBE_START
+    + """
 rec = host.registry.ops["ext_add_kernel.add"]
 out["op"] = [rec.status, rec.conflicting, rec.spec is None]
 out["variants"] = host.variants_by_backend("ext_add_kernel.add")
@@ -85,17 +92,13 @@ except tf.PluginError as exc:
     out["run"] = str(exc)
 failed = [r.name for r in host.plugins.records if r.status == "error"]
 os.environ["TENFERRO_DISABLE_PLUGINS"] = ",".join(failed)
-os.environ["TENFERRO_STRICT_PLUGINS"] = "1"
-try:
-    tf.Host().plugins
-    out["strict"] = None
-except tf.PluginError as exc:
-    out["strict"] = str(exc)
+out["strict"] = strict()
 os.environ["TENFERRO_DISABLE_PLUGINS"] = ",".join([*failed, "tf_fixture_collide"])
 rec = tf.Host().registry.ops.get("ext_add_kernel.add")
 out["strict_without_collide"] = rec.status if rec else f"missing; disabled: {failed}"
 print(json.dumps(out))
 """
+)
 
 FAILING = {
     "tf_fixture_broken_import": "fails to import on purpose",

@@ -76,10 +76,24 @@ BROKEN_PROVIDERS = """
         registry.add_backend(BackendProvider("fzwrong", available("fzwrong"), lambda h, i: 42))
 """
 
-BROKEN_PROVIDERS_PROBE = """
+#: What every probe starts with: a fresh host, and ``plugin_error(call)``, the message of the
+#: PluginError ``call()`` raises (None: it raised nothing).
+PROBE_START = """
 import json
 import tenferro_host as tf
 host = tf.Host()
+
+def plugin_error(call):
+    try:
+        call()
+    except tf.PluginError as exc:
+        return str(exc)
+    return None
+"""
+
+BROKEN_PROVIDERS_PROBE = (
+    PROBE_START
+    + """
 out = {"status": host.backend_status("fznone").reason}
 for kind in ("fznone", "fzboom", "fzwrong"):
     try:
@@ -88,6 +102,7 @@ for kind in ("fznone", "fzboom", "fzwrong"):
         out[kind] = [type(exc).__name__, str(exc), type(exc.__cause__).__name__]
 print(json.dumps(out))
 """
+)
 
 
 def test_a_broken_provider_leaves_its_backend_unavailable_or_raises_plugin_error(tmp_path, subproc):
@@ -154,11 +169,10 @@ CAPABILITY_PLUGINS = {
     """,
 }
 
-CAPABILITY_PROBE = """
-import json
-import tenferro_host as tf
+CAPABILITY_PROBE = (
+    PROBE_START
+    + """
 NATIVE = tf.ExtensionCapability.NATIVE_MODULE
-host = tf.Host()
 out = {}
 with host.backend("cpu").session() as s:
     out["cpu_native"] = tf.cpu.exec_session(s).supports(NATIVE)
@@ -166,12 +180,10 @@ with host.backend("ownraiser").session() as s:
     out["own_native"] = s.exec_session().supports(NATIVE)
 out["records"] = {r.name: [r.status, r.error] for r in host.plugins.records if r.name != "cpu"}
 strict = tf.Host(strict=True)
-try:
-    strict.backend("ownraiser").capabilities()
-except tf.PluginError as exc:
-    out["strict"] = str(exc)
+out["strict"] = plugin_error(lambda: strict.backend("ownraiser").capabilities())
 print(json.dumps(out))
 """
+)
 
 
 def test_only_the_backends_own_provider_answers_its_capabilities(tmp_path, subproc):
@@ -224,18 +236,15 @@ EXITING_PLUGINS = {
     """,
 }
 
-EXITING_PROBE = """
-import json
-import tenferro_host as tf
-host = tf.Host()
+EXITING_PROBE = (
+    PROBE_START
+    + """
 out = {"records": {r.name: r.error for r in host.plugins.records if r.name.startswith("exit")}}
 out["probe"] = host.backend_status("fzexitprobe").reason
-try:
-    host.backend("fzexitcreate")
-except tf.PluginError as exc:
-    out["create"] = str(exc)
+out["create"] = plugin_error(lambda: host.backend("fzexitcreate"))
 print(json.dumps(out))
 """
+)
 
 
 def test_a_plugin_calling_sys_exit_is_a_recorded_failure_not_the_end(tmp_path, subproc):
