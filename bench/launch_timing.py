@@ -1,8 +1,10 @@
-"""Shared by the launch-cost benches: interleaved timing of launch variants, medians, output.
+"""Shared by the launch-cost, linalg and profiling benches: interleaved timing of variants,
+medians, output.
 
-Each round times a batch of launches of every variant in turn and synchronizes outside the timed
-region, so the launch queue never fills; the result is the median per-launch microseconds over
-rounds. Interleaving keeps machine noise from favouring one variant.
+Each round times a batch of calls of every variant in turn; the result is each variant's median
+over rounds. Interleaving keeps machine noise from favouring one variant. A batch is timed on
+the host (:func:`per_launch_us`: the wait outside the timing, so the launch queue never fills)
+or with the device (:func:`wall_seconds`: waits on both sides, for throughput).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 
 def arguments(doc: str) -> argparse.Namespace:
@@ -23,7 +26,7 @@ def arguments(doc: str) -> argparse.Namespace:
     return parser.parse_args()
 
 
-def per_launch_us(fn: Callable[[], None], batch: int, sync: Callable[[], None]) -> float:
+def per_launch_us(fn: Callable[[], Any], batch: int, sync: Callable[[], None]) -> float:
     """Host microseconds per call of ``fn`` over one batch (the sync is outside the timing)."""
     t0 = time.perf_counter()
     for _ in range(batch):
@@ -33,17 +36,43 @@ def per_launch_us(fn: Callable[[], None], batch: int, sync: Callable[[], None]) 
     return (t1 - t0) / batch * 1e6
 
 
-def interleaved_medians(
-    variants: Mapping[str, Callable[[], None]], rounds: int, batch: int, sync: Callable[[], None]
+def wall_seconds(fn: Callable[[], Any], batch: int, sync: Callable[[], None]) -> float:
+    """Wall seconds per call of ``fn`` over one batch, waited for before and after (throughput)."""
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(batch):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / batch
+
+
+#: ``measure(fn, batch, sync)``: one batch's figure per call.
+Measure = Callable[[Callable[[], Any], int, Callable[[], None]], float]
+
+
+def interleaved(
+    variants: Mapping[str, Callable[[], Any]],
+    rounds: int,
+    measure: Measure,
+    batch: int,
+    syncs: Mapping[str, Callable[[], None]],
 ) -> dict[str, float]:
-    """One warm-up batch each, then ``rounds`` interleaved batches; median µs per launch."""
-    for fn in variants.values():
-        per_launch_us(fn, batch, sync)
+    """One warm-up batch each, then ``rounds`` interleaved batches, each variant waited for by
+    its own sync; the median ``measure`` of each."""
+    for name, fn in variants.items():
+        measure(fn, batch, syncs[name])
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, fn in variants.items():
-            samples[name].append(per_launch_us(fn, batch, sync))
+            samples[name].append(measure(fn, batch, syncs[name]))
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def interleaved_medians(
+    variants: Mapping[str, Callable[[], None]], rounds: int, batch: int, sync: Callable[[], None]
+) -> dict[str, float]:
+    """:func:`interleaved` host µs per launch, every variant waited for by ``sync``."""
+    return interleaved(variants, rounds, per_launch_us, batch, dict.fromkeys(variants, sync))
 
 
 def write_json(path: str | None, medians: Mapping[str, float], ratios: Mapping[str, float]) -> None:

@@ -25,9 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,9 @@ from tenferro_host_linalg import einsum_chain
 
 import tenferro_host as tf
 from tenferro_host.cuda import raw
+
+sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
+from launch_timing import interleaved, per_launch_us, wall_seconds
 
 SPIN_SRC = r"""
 extern "C" __global__ void spin(unsigned long long ns) {
@@ -44,43 +48,6 @@ extern "C" __global__ void spin(unsigned long long ns) {
 }
 """
 CHAIN_SPEC = "iaj,jbk,kcl->iabcl"  # three MPS-like tensors: bond 128, physical 16
-
-
-def seconds_per_call(fn: Callable[[], Any], reps: int, sync: Callable[[], None]) -> float:
-    """Wall seconds per call of ``reps`` enqueued calls and one wait (device throughput)."""
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    sync()
-    return (time.perf_counter() - t0) / reps
-
-
-def host_us_per_call(fn: Callable[[], Any], reps: int, sync: Callable[[], None]) -> float:
-    """Host microseconds per call; the wait for the device is outside the timing."""
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    t1 = time.perf_counter()
-    sync()
-    return (t1 - t0) / reps * 1e6
-
-
-def interleaved(
-    variants: dict[str, Callable[[], Any]],
-    rounds: int,
-    measure: Callable[..., float],
-    reps: int,
-    syncs: dict[str, Callable[[], None]],
-) -> dict[str, float]:
-    """One warm-up sample each, then ``rounds`` interleaved samples; the median of each."""
-    for name, fn in variants.items():
-        measure(fn, reps, syncs[name])
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            samples[name].append(measure(fn, reps, syncs[name]))
-    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def gemm_rows(
@@ -120,7 +87,7 @@ def gemm_rows(
                 "cupy_row_major": cupy_matmul(ra, rb),
             },
             opts.rounds,
-            seconds_per_call,
+            wall_seconds,
             reps[dtype],
             {
                 "linalg": rt.synchronize,
@@ -167,7 +134,7 @@ def chain_row(
     medians = interleaved(
         {"linalg": linalg_chain, "cupy": cupy_chain},
         opts.rounds,
-        seconds_per_call,
+        wall_seconds,
         opts.reps,
         {"linalg": rt.synchronize, "cupy": stream.synchronize},
     )
@@ -205,7 +172,7 @@ def _overhead(
     medians = interleaved(
         {"linalg host.run": lambda: host.run("linalg.matmul", ta, ta), "cupy.matmul": cupy_matmul},
         opts.rounds,
-        host_us_per_call,
+        per_launch_us,
         200,
         {"linalg host.run": rt.synchronize, "cupy.matmul": stream.synchronize},
     )
@@ -214,7 +181,7 @@ def _overhead(
         medians |= interleaved(
             {"linalg ex.run (one session)": lambda: ex.run("linalg.matmul", ta, ta)},
             opts.rounds,
-            host_us_per_call,
+            per_launch_us,
             200,
             {"linalg ex.run (one session)": ex.synchronize},
         )

@@ -128,14 +128,8 @@ def main() -> int:
         return 0
     rt = host.backend("cuda")
     a, b = rt.upload(ones), rt.upload(ones)
-    table(
-        "host.run cuda-raw add",
-        lambda: host.run("ext_add_kernel.add", a, b),
-        opts.calls,
-        opts.top,
-        rt.synchronize,
-    )
-    table("host.run DSL op", lambda: host.run(DSL_OP, a, b), opts.calls, opts.top, rt.synchronize)
+    for name, op in (("host.run cuda-raw add", "ext_add_kernel.add"), ("host.run DSL op", DSL_OP)):
+        table(name, lambda op=op: host.run(op, a, b), opts.calls, opts.top, rt.synchronize)
     with rt.session() as s:
         ex = s.exec_session()
 
@@ -145,14 +139,11 @@ def main() -> int:
 
         table("with ex.raw(op): pass", empty, opts.calls, 20, rt.synchronize)
         with ex.raw("p.body") as rs:
-            table(
-                "rs.alloc_output",
-                lambda: rs.alloc_output(tf.float32, (N,)),
-                opts.calls,
-                20,
-                rt.synchronize,
-            )
-            table("rs.tensor", lambda: rs.tensor(a), opts.calls, 20, rt.synchronize)
+            for name, fn in (
+                ("rs.alloc_output", lambda: rs.alloc_output(tf.float32, (N,))),
+                ("rs.tensor", lambda: rs.tensor(a)),
+            ):
+                table(name, fn, opts.calls, 20, rt.synchronize)
     driver_costs(opts.calls)
     return 0
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,41 +21,23 @@ import numpy as np
 import tenferro_host as tf
 
 sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
+from launch_timing import interleaved, wall_seconds
 from profile_call import profile_table
 
-from tenferro_host import kernel as K
 from tenferro_host.benchmarks.baselines import wgpu_add
+from tenferro_host.benchmarks.kernels import dsl_add
 
 N = 1024
 EXT_ADD = "ext_add_kernel.add"
 
 
-@K.kernel
-def add(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):
-    i = K.ABSOLUTE_POS
-    if i < out.len:
-        out[i] = lhs[i] + rhs[i]
-
-
-def batch_us(fn: Callable[[], Any], calls: int, sync: Callable[[], Any]) -> float:
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    sync()
-    return (time.perf_counter() - t0) / calls * 1e6
-
-
-def interleaved(cases: dict[str, Callable[[], Any]], calls: int, rounds: int, sync: Any) -> None:
-    samples: dict[str, list[float]] = {k: [] for k in cases}
-    for _ in range(rounds):
-        for name, fn in cases.items():
-            samples[name].append(batch_us(fn, calls, sync))
-    med = {k: sorted(v)[len(v) // 2] for k, v in samples.items()}
-    base = next(iter(med.values()))
+def print_medians(cases: dict[str, Callable[[], Any]], calls: int, rounds: int, sync: Any) -> None:
+    """Each case's interleaved median µs per call (the device waited for), against the first."""
+    seconds = interleaved(cases, rounds, wall_seconds, calls, dict.fromkeys(cases, sync))
+    base = next(iter(seconds.values()))
     print(f"\n## interleaved medians, {rounds} rounds x {calls} calls")
-    for name, us in med.items():
-        print(f"{us:9.2f} µs  {us / base:5.2f}x  {name}")
+    for name, s in seconds.items():
+        print(f"{s * 1e6:9.2f} µs  {s / base:5.2f}x  {name}")
 
 
 def table(name: str, fn: Callable[[], Any], calls: int, top: int, sync: Any) -> None:
@@ -98,7 +79,7 @@ def main() -> int:
     for fn in cases.values():
         for _ in range(200):
             fn()
-    interleaved(cases, opts.calls, opts.rounds, sync)
+    print_medians(cases, opts.calls, opts.rounds, sync)
     with ExitStack() as stack:  # the same tensors bound again: the cached bind group's path
         s = stack.enter_context(rt.session())
         js = stack.enter_context(s.exec_session().jit("bench.profile_webgpu"))
@@ -107,10 +88,10 @@ def main() -> int:
         session_cases = {
             "wgpu-py direct dispatch": direct,
             "js.launch in an open jit session, same tensors (batched)": lambda: js.launch(
-                add, cube, dim, out, a, b
+                dsl_add, cube, dim, out, a, b
             ),
         }
-        interleaved(session_cases, opts.calls, opts.rounds, sync)
+        print_medians(session_cases, opts.calls, opts.rounds, sync)
         if not opts.no_profile:
             table(
                 "js.launch, same tensors",
