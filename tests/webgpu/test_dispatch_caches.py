@@ -12,17 +12,11 @@ import weakref
 from typing import Any
 
 import numpy as np
+from support.kernels import add
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
 from tenferro_host.provider import _op_plan
-
-
-@K.kernel
-def add(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):
-    i = K.ABSOLUTE_POS
-    if i < out.len:
-        out[i] = lhs[i] + rhs[i]
 
 
 @K.kernel

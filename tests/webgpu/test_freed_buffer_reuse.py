@@ -13,18 +13,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.kernels import add
 
 import tenferro_host as tf
-from tenferro_host import kernel as K
 
 POOL_KEYS = {"cached_bytes", "cached_blocks", "cache_hits", "cache_misses"}
-
-
-@K.kernel
-def add(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):
-    i = K.ABSOLUTE_POS
-    if i < out.len:
-        out[i] = lhs[i] + rhs[i]
 
 
 def _launch_add(js: Any, out: Any, x: Any, y: Any) -> None:
