@@ -36,6 +36,7 @@ from ..kernel._autotune import Autotuned
 from ..kernel._kernel import ArgDesc, ArrayDesc, Kernel, ScalarDesc, Specialization
 from ..kernel.ir import U32_MAX, WARP, check_fragment_cube, check_shared_sizes, check_u32_array
 from ..tensor import Tensor
+from ._autotuning import launch_autotuned
 from ._compiled import REPLAY
 from ._exec_session import ExecSession
 from ._op_plan import (
@@ -51,7 +52,6 @@ from ._op_plan import (
 from ._residency import require_resident
 from ._session import OutputSession, SessionHandle, _get_ident
 from ._storage import require_writable
-from ._tuning_tables import TABLES
 
 Grid = tuple[int, int, int]
 _INT_ONLY = frozenset({int})
@@ -363,7 +363,7 @@ class JitSession(OutputSession):
     ) -> None:
         """The full path: every check, then the backend's dispatch."""
         if isinstance(kernel, Autotuned):  # it picks a config, then launches its kernel
-            kernel.launch_in(self, count, dim, args, constants, TABLES)
+            launch_autotuned(kernel, self, count, dim, args, constants)
         else:
             self._launch(kernel, count, dim, args, constants)
 

@@ -243,7 +243,7 @@ def tables_in(directories: Sequence[Path]) -> list[Path]:
 
 
 class KernelCacheTables:
-    """The tables an autotuned kernel consults (``kernel.Tables``): the winners learned in the
+    """The tables an autotuned launch consults (:mod:`._autotuning`): the winners learned in the
     process's kernel cache (none when it is off) and the kernel's shipped table."""
 
     def device(self, js: Any) -> dict[str, str]:

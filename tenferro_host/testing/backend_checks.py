@@ -19,8 +19,8 @@ import numpy as np
 from ..dtypes import ALL, DType
 from ..dtypes import dtype as resolve_dtype
 from ..errors import TenferroError, UnsupportedError
-from ..kernel._autotune import frozen_launches
 from ..ops import OpSpec
+from ..provider._autotuning import frozen_launches
 from ..provider._session import Session, SessionHandle
 from ..tensor import Tensor
 from .case import CaseSkipped, CheckFailure, Settings
@@ -61,7 +61,7 @@ def run_variant(
     spec: OpSpec, kind: str, runtime: Runtime, tensors: Sequence[Any], attrs: dict[str, Any]
 ) -> VariantRun:
     """Call variant ``kind`` of ``spec`` directly in a fresh session of ``runtime``, its
-    autotuned kernels frozen (:func:`~tenferro_host.kernel._autotune.frozen_launches`): tuning
+    autotuned kernels frozen (:func:`~tenferro_host.provider._autotuning.frozen_launches`): tuning
     waits on the stream by design, and a wait it makes is not the op's."""
     before = runtime.stats()
     with frozen_launches(), runtime.session() as bs:

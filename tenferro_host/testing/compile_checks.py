@@ -18,9 +18,10 @@ import numpy as np
 from ..dtypes import DType
 from ..dtypes import dtype as resolve_dtype
 from ..errors import ArgumentMismatchError, SymbolLookupError, TenferroError, UnsupportedError
-from ..kernel._autotune import Autotuned, frozen_launches
+from ..kernel._autotune import Autotuned
 from ..kernel._kernel import Kernel
 from ..ops import OpSpec
+from ..provider._autotuning import frozen_launches
 from ..provider._compile_targets import CompileOptions
 from ..provider._jit_session import Grid, as_grid
 from ..tensor import Tensor

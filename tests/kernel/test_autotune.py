@@ -21,8 +21,8 @@ from support.op_registration import register_ops
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
-from tenferro_host.kernel._autotune import wall_clock
 from tenferro_host.provider import _tuning_tables as tables
+from tenferro_host.provider._autotuning import wall_clock
 
 cache_dir = cache_support.cache_dir
 ROOT = Path(__file__).resolve().parents[2]

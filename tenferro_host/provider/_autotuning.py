@@ -1,0 +1,325 @@
+"""Choosing an autotuned kernel's config at launch (``@K.autotune``, declared in
+:mod:`tenferro_host.kernel._autotune`): the JIT session's part, beside the tables that persist
+the winners (:mod:`._tuning_tables`).
+
+On the first launch for a device and key values, the choice comes from, in order: this
+process's memo, the winner an earlier process learned on this machine (the persistent kernel
+cache), the package's shipped table, and else tuning: each config runs ``warmup`` times, then
+``repeats`` timed launches on the runtime's stream, and the config with the least median wins
+(the earlier one on a tie). Tuning runs on copies of the array arguments, so a kernel that
+accumulates into its output sees it once. Frozen (``frozen=True`` or
+``TENFERRO_AUTOTUNE=frozen``; within :func:`frozen_launches` too, the conformance kit's
+calls): never time, use a table or else the first config. The interpreter (target ``cpu``)
+has no meaningful clock, so it never times unless a ``timer`` is given: it uses a table or the
+first config. Inside a capture nothing is tuned: a launch with no known choice is a
+:class:`CaptureError` naming the warm-up.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from .._env import env_switch
+from ..errors import (
+    CaptureError,
+    CompileError,
+    DslError,
+    InvalidLaunchConfigError,
+    LaunchError,
+    UnsupportedError,
+    ValidationError,
+)
+from ..kernel._autotune import Autotuned, AutotuneWarning, Choice, Config, Timer, canonical
+from ._tuning_tables import TABLES
+
+ENV_FREEZE = "TENFERRO_AUTOTUNE"
+_FILL_S = 1e-3  # a timed sample of the default clock lasts at least this long
+_MAX_BATCH = 100
+_MAX_FAST = 4096  # launch keys remembered (dropped all at once beyond)
+_FROZEN = ("frozen", "freeze", "off")
+_TUNING = ("", "on", "tune")
+#: Set within :func:`frozen_launches`.
+_FROZEN_HERE: ContextVar[bool] = ContextVar("tenferro_autotune_frozen_here", default=False)
+
+#: What makes one config unusable on a device (it is skipped and reported); other errors (a
+#: wrong argument, a closed session) fail the launch as they would without tuning.
+CONFIG_ERRORS = (DslError, CompileError, LaunchError, UnsupportedError, InvalidLaunchConfigError)
+
+
+@contextmanager
+def frozen_launches() -> Iterator[None]:
+    """Within it no autotuned launch times its configs (timing waits on the stream): each runs
+    the choice already known (this process's, one learned on this machine, a shipped table),
+    else its first config, which is not remembered, so later launches tune as they would have.
+    The conformance kit calls ops within it: tuning's waits are not the op's."""
+    token = _FROZEN_HERE.set(True)
+    try:
+        yield
+    finally:
+        _FROZEN_HERE.reset(token)
+
+
+def env_frozen() -> bool:
+    """``TENFERRO_AUTOTUNE``: ``frozen`` freezes every autotuned kernel, unset or ``on`` tunes."""
+    return env_switch(
+        ENV_FREEZE,
+        _FROZEN,
+        _TUNING,
+        "is neither 'frozen' (no tuning: tables or the first config) nor 'on' (tune on first "
+        "use); set one of them or unset it",
+    )
+
+
+def wall_clock(js: Any, config: Config, run: Callable[[], None]) -> float:
+    """Seconds per launch, from launches between two synchronizations of the runtime's stream:
+    one, or as many as fill about a millisecond (at most 100) when one takes less, so the
+    synchronization's own cost does not decide between fast configs."""
+    sync = js.runtime.synchronize
+    sync()
+    start = time.perf_counter()
+    run()
+    sync()
+    once = time.perf_counter() - start
+    if once >= _FILL_S:
+        return once
+    n = min(_MAX_BATCH, max(2, int(_FILL_S / max(once, 1e-7))))
+    start = time.perf_counter()
+    for _ in range(n):
+        run()
+    sync()
+    return (time.perf_counter() - start) / n
+
+
+def launch_autotuned(
+    tuned: Autotuned,
+    js: Any,
+    count: Any,
+    dim: Any,
+    args: Sequence[Any],
+    constants: dict[str, Any],
+) -> None:
+    """Launch the chosen config in the JIT session ``js`` (what ``js.launch`` does)."""
+    clash = sorted(set(constants) & {n for c in tuned.configs for n in c.constants})
+    if clash:
+        raise ValidationError(
+            f"constant {clash[0]!r} of kernel {tuned.name!r} is chosen by autotuning; do not "
+            "pass it at launch",
+            argument=clash[0],
+        )
+    choice = choose(tuned, js, count, dim, args, constants)
+    config = choice.config
+    js.launch(
+        tuned.kernel,
+        _count(count, config),
+        _dim(dim, config),
+        *args,
+        **constants,
+        **config.constants,
+    )
+
+
+def choose(
+    tuned: Autotuned,
+    js: Any,
+    count: Any,
+    dim: Any,
+    args: Sequence[Any],
+    constants: Mapping[str, Any],
+) -> Choice:
+    """The config for this launch (see the module docstring for the order)."""
+    key = _fast_key(tuned, js, args, constants)
+    fast: tuple[Any, ...] | None = key
+    try:
+        found = tuned.fast_memo.get(key)
+    except TypeError:  # an unhashable key value: the JSON memo alone
+        fast, found = None, None
+    if found is not None:
+        return found
+    device = TABLES.device(js)
+    values = _key_values(tuned, args, constants)
+    memo = (canonical(device), canonical(values))
+    found = tuned.memo.get(memo)
+    if found is not None:
+        return found
+    choice = _known(tuned, device, values)
+    if choice is None:
+        if tuned.frozen or env_frozen():
+            choice = Choice(0, tuned.configs[0], "frozen")
+        elif _FROZEN_HERE.get():
+            return Choice(0, tuned.configs[0], "frozen")  # not remembered: see frozen_launches
+        elif js.runtime.active_capture is not None:
+            raise CaptureError(
+                f"kernel {tuned.name!r} has no tuned config for {values} on this device, and "
+                "a capture cannot tune",
+                fix=f"launch it once with the same key values before the capture (a "
+                f"warm-up), or freeze it ({ENV_FREEZE}=frozen or frozen=True)",
+            )
+        else:
+            timer = tuned.timer or (None if js.target == "cpu" else wall_clock)
+            if timer is None:
+                choice = Choice(0, tuned.configs[0], "untimed")
+            else:
+                choice = _tune(tuned, js, timer, count, dim, args, constants)
+                stored = _config_index(
+                    tuned,
+                    TABLES.keep(tuned, device, values, choice.config.plain(), choice.timings) or {},
+                )
+                if stored is not None and stored != choice.index:  # another process's
+                    choice = Choice(stored, tuned.configs[stored], "learned", choice.timings)
+    tuned.memo[memo] = choice
+    if fast is not None:
+        if len(tuned.fast_memo) >= _MAX_FAST:
+            tuned.fast_memo.clear()
+        tuned.fast_memo[fast] = choice
+    return choice
+
+
+def _fast_key(
+    tuned: Autotuned, js: Any, args: Sequence[Any], constants: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    """The runtime and the key values as they are (dtype and shape of an array): a repeated
+    launch finds its choice without building the device key and JSON."""
+    parts: list[Any] = [js.runtime]
+    for pos, name in tuned.key_slots:
+        value: Any = args[pos] if pos is not None and pos < len(args) else constants.get(name)
+        shape = getattr(value, "shape", None)
+        if shape is None or shape == ():  # a number, a numpy scalar, a constant
+            parts.append((type(value), value))
+        else:
+            parts.append((value.dtype, shape))
+    return tuple(parts)
+
+
+def _key_values(
+    tuned: Autotuned, args: Sequence[Any], constants: Mapping[str, Any]
+) -> dict[str, str]:
+    runtime = {d.name: i for i, d in enumerate(tuned.runtime_params)}
+    defaults = {d.name: d.default for d in tuned.kernel.const_params}
+    values = {}
+    for name in tuned.key:
+        value: Any
+        if name in runtime:
+            value = args[runtime[name]] if runtime[name] < len(args) else None
+        else:
+            value = constants.get(name, defaults.get(name))
+        dtype = getattr(value, "dtype", None)
+        shape = getattr(value, "shape", None)
+        if hasattr(value, "item") and shape == ():
+            value = value.item()  # a numpy scalar: its number
+        elif dtype is not None and shape is not None:
+            values[name] = f"{getattr(dtype, 'name', dtype)}{list(shape)}"
+            continue
+        values[name] = repr(value)
+    return values
+
+
+def _config_index(tuned: Autotuned, plain: Mapping[str, Any]) -> int | None:
+    for i, config in enumerate(tuned.configs):
+        if config.plain() == plain:
+            return i
+    return None
+
+
+def _known(tuned: Autotuned, device: dict[str, str], values: dict[str, str]) -> Choice | None:
+    """The choice learned on this machine, else the shipped table's, else None."""
+    index = _config_index(tuned, TABLES.learned(tuned, device, values) or {})
+    if index is not None:  # (a learned config that is not one of ours: tuned again)
+        return Choice(index, tuned.configs[index], "learned")
+    plain = TABLES.shipped(tuned, device, values)
+    if plain is None:
+        return None
+    index = _config_index(tuned, plain)
+    if index is None:
+        raise ValidationError(
+            f"the autotuning table {tuned.table} names {plain} for kernel {tuned.name!r}, "
+            "which is none of its configs; fix the table",
+            argument="table",
+        )
+    return Choice(index, tuned.configs[index], "shipped")
+
+
+def _tune(
+    tuned: Autotuned,
+    js: Any,
+    timer: Timer,
+    count: Any,
+    dim: Any,
+    args: Sequence[Any],
+    constants: Mapping[str, Any],
+) -> Choice:
+    """Time every config on copies of the arguments; the least median wins."""
+    scratch = _scratch(js, args)
+    medians: list[float | None] = []
+    skipped: list[tuple[int, str]] = []
+    for i, config in enumerate(tuned.configs):
+
+        def run(config: Config = config) -> None:
+            js.launch(
+                tuned.kernel,
+                _count(count, config),
+                _dim(dim, config),
+                *scratch,
+                **constants,
+                **config.constants,
+            )
+
+        try:
+            for _ in range(tuned.warmup):
+                run()
+            times = [timer(js, config, run) for _ in range(tuned.repeats)]
+        except CONFIG_ERRORS as exc:
+            skipped.append((i, f"{type(exc).__name__}: {exc}"))
+            medians.append(None)
+            continue
+        medians.append(statistics.median(times))
+    if skipped:
+        why = "; ".join(f"config {i} {tuned.configs[i]!r}: {msg}" for i, msg in skipped)
+        if len(skipped) == len(tuned.configs):
+            raise UnsupportedError(
+                f"no config of kernel {tuned.name!r} runs on this device: {why}",
+                feature="autotune configs",
+                backend=js.runtime.name,
+            )
+        warnings.warn(
+            f"autotuning kernel {tuned.name!r} skipped {why}", AutotuneWarning, stacklevel=4
+        )
+    best = min((m, i) for i, m in enumerate(medians) if m is not None)[1]
+    return Choice(best, tuned.configs[best], "tuned", tuple(medians), tuple(skipped))
+
+
+def _count(count: Any, config: Config) -> Any:
+    return count(config) if callable(count) else count
+
+
+def _dim(dim: Any, config: Config) -> Any:
+    if config.dim is not None:
+        return config.dim
+    if dim is None:
+        raise InvalidLaunchConfigError(
+            f"{config!r} has no dim and the launch passed none; give one of them", argument="dim"
+        )
+    return dim
+
+
+def _scratch(js: Any, args: Sequence[Any]) -> list[Any]:
+    """``args`` with each array replaced by a compact copy (one per argument object)."""
+    copies: dict[int, Any] = {}
+    out = []
+    for value in args:
+        tensor = getattr(value, "tensor", value)  # a JitBinding's tensor
+        if hasattr(tensor, "storage") and hasattr(tensor, "shape"):
+            if id(value) not in copies:
+                copies[id(value)] = js.runtime.canonicalize(tensor)
+            out.append(copies[id(value)])
+        else:
+            out.append(value)
+    return out
+
+
+__all__ = ["ENV_FREEZE", "choose", "frozen_launches", "launch_autotuned", "wall_clock"]
