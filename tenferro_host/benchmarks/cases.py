@@ -151,6 +151,29 @@ def _not_run(key: str, title: str, rows: tuple[str, ...], why: str, unit: str = 
     return Group(key, title, [Case(r, None, why) for r in rows], unit=unit)
 
 
+def _op_call_group(
+    key: str,
+    title: str,
+    cases: list[Case],
+    sizes: Sizes,
+    profiled: tuple[str, ...],
+    sync: Callable[[], None] = lambda: None,
+    notes: list[str] | None = None,
+) -> Group:
+    """An op call group: per-call µs in the sizes' rounds and batches, ``profiled`` rows counted
+    after the timing."""
+    return Group(
+        key,
+        title,
+        cases,
+        sync,
+        rounds=sizes.rounds,
+        batch=sizes.batch,
+        notes=notes or [],
+        profiled=profiled,
+    )
+
+
 def _has_op(host: Host, name: str) -> bool:
     return name in host.registry.ops and host.registry.ops[name].status == "ok"
 
@@ -223,14 +246,8 @@ def cpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     cases = [Case(CPU_NUMPY, lambda: np.add(x, x, out=o))]
     cases += _ext_add_calls(host, a, b, CPU_HOST_RUN, CPU_HANDLE)
     cases += _plan_steps(host, a, b, CPU_PLAN_ROWS, CPU_PLAN_STEPS)[0]
-    return Group(
-        key,
-        title,
-        cases,
-        rounds=sizes.rounds,
-        batch=sizes.batch,
-        profiled=(CPU_HOST_RUN, CPU_HANDLE, CPU_HOST_RUN_PY, CPU_HANDLE_PY, *CPU_PLAN_ROWS),
-    )
+    profiled = (CPU_HOST_RUN, CPU_HANDLE, CPU_HOST_RUN_PY, CPU_HANDLE_PY, *CPU_PLAN_ROWS)
+    return _op_call_group(key, title, cases, sizes, profiled)
 
 
 # -- WebGPU ---------------------------------------------------------------------------------------
@@ -259,19 +276,10 @@ def webgpu_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         rt.synchronize()
         direct_sync()
 
-    group = Group(
-        key,
-        title,
-        cases,
-        sync,
-        rounds=sizes.rounds,
-        batch=sizes.batch,
-        profiled=rows,
-    )
-    group.notes.append(f"adapter: {rt.device_info.name}")
+    notes = [f"adapter: {rt.device_info.name}"]
     if plan_state:
-        group.notes.append(f"op plans of {EXT_ADD}: {plan_state}")
-    return group
+        notes.append(f"op plans of {EXT_ADD}: {plan_state}")
+    return _op_call_group(key, title, cases, sizes, rows, sync, notes)
 
 
 # -- CUDA op call ---------------------------------------------------------------------------------
@@ -355,20 +363,8 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     order = {name: i for i, name in enumerate(CUDA_CALL_ROWS)}
     cases.sort(key=lambda c: order[c.name])
 
-    sync = _call_each(syncs)
-
-    group = Group(
-        key,
-        title,
-        cases,
-        sync,
-        rounds=sizes.rounds,
-        batch=sizes.batch,
-        profiled=CUDA_PROFILED_ROWS,
-    )
-    group.notes.append(f"device: {rt.device_info.name}")
-    group.notes.append(f"op plans of {EXT_ADD}: {plan_state or 'none'}")
-    return group
+    notes = [f"device: {rt.device_info.name}", f"op plans of {EXT_ADD}: {plan_state or 'none'}"]
+    return _op_call_group(key, title, cases, sizes, CUDA_PROFILED_ROWS, _call_each(syncs), notes)
 
 
 def _call_each(syncs: list[Callable[[], None]]) -> Callable[[], None]:
