@@ -169,13 +169,6 @@ def test_canonicalize_views_on_the_device(
     np.testing.assert_array_equal(out.download(), expected)
 
 
-def test_canonicalize_of_an_empty_view_moves_nothing(rt: Any) -> None:
-    t = rt.upload(np.zeros((3, 4), np.float32))
-    before = rt.stats()["d2d_copies"]
-    out = rt.canonicalize(t[:, 2:2])
-    assert out.shape == (3, 0) and rt.stats()["d2d_copies"] == before
-
-
 # -- the portability rule and limits ---------------------------------------------------------------
 
 
