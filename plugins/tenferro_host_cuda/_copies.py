@@ -61,16 +61,28 @@ def _cuda_runtime(session: Any, argument: str, op: str) -> CudaRuntime:
 
 
 def _runtimes(src_session: Any, dst_session: Any, op: str) -> tuple[CudaRuntime, CudaRuntime]:
+    """The two sessions' runtimes: distinct, on one GPU (UUID) for a same-device copy and on two
+    for a peer copy."""
     src = _cuda_runtime(src_session, "src_session", op)
     dst = _cuda_runtime(dst_session, "dst_session", op)
     if src is dst:
-        raise ValidationError(
+        why = (
             f"source and destination are the same runtime {src.name!r}; use the tensor as it "
-            "is (or backend.canonicalize for a compact copy)",
-            argument="dst_session",
-            op=op,
+            "is (or backend.canonicalize for a compact copy)"
         )
-    return src, dst
+    elif (src.device == dst.device) == (op == SAME_DEVICE):
+        return src, dst
+    elif op == SAME_DEVICE:
+        why = (
+            f"{src.name!r} ({src.device}) and {dst.name!r} ({dst.device}) are different GPUs; "
+            "use tf.cuda.copy_from_peer"
+        )
+    else:
+        why = (
+            f"{src.name!r} and {dst.name!r} run on the same GPU ({src.device}); use "
+            "tf.cuda.copy_from_same_device"
+        )
+    raise ValidationError(why, argument="dst_session", op=op)
 
 
 def copy_from_same_device(src_session: Any, dst_session: Any, tensor: Tensor) -> Tensor:
@@ -79,16 +91,7 @@ def copy_from_same_device(src_session: Any, dst_session: Any, tensor: Tensor) ->
     Both runtimes must run on the same physical GPU (UUID); the result is a compact tensor of
     the destination runtime. Non-compact views are made compact on the source first.
     """
-    src, dst = _runtimes(src_session, dst_session, SAME_DEVICE)
-    if src.device != dst.device:
-        raise ValidationError(
-            f"{src.name!r} ({src.device}) and {dst.name!r} ({dst.device}) are different GPUs; "
-            "use tf.cuda.copy_from_peer",
-            argument="dst_session",
-            op=SAME_DEVICE,
-        )
-    t = require_resident(src, tensor, argument="tensor", op=SAME_DEVICE)
-    return _ordered_copy(src, dst, t, SAME_DEVICE)
+    return _copy(src_session, dst_session, tensor, SAME_DEVICE)
 
 
 def copy_from_peer(src_session: Any, dst_session: Any, tensor: Tensor) -> Tensor:
@@ -99,17 +102,15 @@ def copy_from_peer(src_session: Any, dst_session: Any, tensor: Tensor) -> Tensor
     The result is a compact tensor of the destination runtime. Non-compact views are made
     compact on the source first.
     """
-    src, dst = _runtimes(src_session, dst_session, PEER)
-    if src.device == dst.device:
-        raise ValidationError(
-            f"{src.name!r} and {dst.name!r} run on the same GPU ({src.device}); use "
-            "tf.cuda.copy_from_same_device",
-            argument="dst_session",
-            op=PEER,
-        )
-    t = require_resident(src, tensor, argument="tensor", op=PEER)
-    peer.grant(src, dst, op=PEER)
-    return _ordered_copy(src, dst, t, PEER)
+    return _copy(src_session, dst_session, tensor, PEER)
+
+
+def _copy(src_session: Any, dst_session: Any, tensor: Tensor, op: str) -> Tensor:
+    src, dst = _runtimes(src_session, dst_session, op)
+    t = require_resident(src, tensor, argument="tensor", op=op)
+    if op == PEER:
+        peer.grant(src, dst, op=PEER)
+    return _ordered_copy(src, dst, t, op)
 
 
 def _ordered_copy(src: CudaRuntime, dst: CudaRuntime, t: Tensor, op: str) -> Tensor:

@@ -15,6 +15,7 @@ import pytest
 from support.capture_support import while_capturing
 from support.cuda_support import cuda_runtime, shared_host
 from support.kernels import saxpy
+from support.op_registration import register_op
 
 import tenferro_host as tf
 from tenferro_host.benchmarks.capture import capture_chain
@@ -44,24 +45,20 @@ def _axpy(ex, x, y, a=1.0):
 def rt():
     host = shared_host()
     if DSL_ONLY not in host.registry.ops:
-        view = host.registry.staging("capture-gpu-tests")
-        view.add_op(
-            tf.OpSpec(
-                name=DSL_ONLY,
-                signature=tf.Signature(inputs=("lhs", "rhs")),
-                reference=lambda a, b: a + b,
-                variants={"dsl": _dsl_add},
-            )
+        add = tf.OpSpec(
+            name=DSL_ONLY,
+            signature=tf.Signature(inputs=("lhs", "rhs")),
+            reference=lambda a, b: a + b,
+            variants={"dsl": _dsl_add},
         )
-        view.add_op(
-            tf.OpSpec(
-                name=AXPY,
-                signature=tf.Signature(inputs=("x", "y"), attributes={"a": float}),
-                reference=lambda x, y, a=1.0: a * x + y,
-                variants={"dsl": _axpy},
-            )
+        axpy = tf.OpSpec(
+            name=AXPY,
+            signature=tf.Signature(inputs=("x", "y"), attributes={"a": float}),
+            reference=lambda x, y, a=1.0: a * x + y,
+            variants={"dsl": _axpy},
         )
-        view.commit()
+        for spec in (add, axpy):
+            register_op(host, "capture-gpu-tests", spec)
     return cuda_runtime()
 
 

@@ -20,7 +20,7 @@ from support.driver_stand_in import (
     recording_driver,
     stand_in,
 )
-from support.op_registration import register_ops
+from support.op_registration import register_op, register_ops
 from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda._gather import GATHER_CODES
 
@@ -52,21 +52,18 @@ class World:
 
     def __init__(self, base: StandIn) -> None:
         self.host, self.rt, self.fake, self.launches, self.module = base
-        host, rt = base.host, base.rt
+        rt = base.rt
         rt.resources.get((ACC, "module"), lambda: self.module)
         gather = StandInModule(rt, tuple(SIZES[c] for c in GATHER_CODES))
         rt.gather.module = gather
         rt.gather.functions = {n: gather.function(f"gather_{n}") for n in (2, 4, 8)}
-        view = host.registry.staging("tests_plan")
-        view.add_op(
-            tf.OpSpec(
-                name=ACC,
-                signature=tf.Signature(inputs=("acc", "x")),
-                reference=lambda acc, x: acc + x,
-                variants={"cuda-raw": _accumulate},
-            )
+        accumulate = tf.OpSpec(
+            name=ACC,
+            signature=tf.Signature(inputs=("acc", "x")),
+            reference=lambda acc, x: acc + x,
+            variants={"cuda-raw": _accumulate},
         )
-        view.commit()
+        register_op(base.host, "tests_plan", accumulate)
 
     def names(self) -> dict[Any, str]:
         out = {}

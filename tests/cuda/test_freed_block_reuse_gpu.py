@@ -1,4 +1,4 @@
-"""The block cache on a real device: freed outputs come back without the pool, results stay
+"""Freed pool blocks reused on a real device: freed outputs come back without the pool, results stay
 right when a reused block is written again, trim() and close() leave nothing cached, and host.run
 through op handles enforces the declared contract on CUDA too."""
 

@@ -1,6 +1,7 @@
-"""The CUDA runtime's size-class block cache, without a GPU: a recording stand-in for the driver
-counts every call, so "allocation does not reach the driver on the hot path" is proved by
-counts; trim, the OOM retry, the cache bound and pool statistics stay true."""
+"""Freed pool blocks reused by size class (the CUDA runtime's free list), without a GPU: a
+recording stand-in for the driver counts every call, so "allocation does not reach the driver
+on the hot path" is proved by counts; trim, the OOM retry, the cache bound and pool statistics
+stay true."""
 
 from __future__ import annotations
 
