@@ -1,4 +1,5 @@
-"""The WebGPU runtime: adapters, selection, storage, transfers, dtype rule, limits, stats."""
+"""The WebGPU runtime: adapters, selection, storage, transfers, dtype rule, limits (its stats:
+tests/core/test_runtime_stats.py, on every backend)."""
 
 from __future__ import annotations
 
@@ -232,23 +233,3 @@ def test_a_buffer_the_driver_refuses_is_out_of_memory_and_the_runtime_goes_on(
     monkeypatch.undo()
     np.testing.assert_array_equal(kept.download(), np.arange(10, dtype=np.float32))
     np.testing.assert_array_equal(fresh_rt.zeros("float32", (3,)).download(), np.zeros(3))
-
-
-# -- stats and trace ----------------------------------------------------------------------------
-
-
-def test_stats_keys_and_counted_synchronize(rt: Any) -> None:
-    assert set(rt.stats()) == set(STAT_KEYS)
-    before = rt.stats()["synchronizations"]
-    with rt.session() as s:
-        tf.webgpu.exec_session(s).synchronize()
-    rt.synchronize()
-    assert rt.stats()["synchronizations"] == before + 2
-
-
-def test_uploads_and_downloads_are_traced(rt: Any) -> None:
-    start = len(rt.transfer_trace())
-    t = rt.upload(np.arange(6, dtype=np.int32))
-    t.download()
-    kinds = [(r.kind, r.nbytes, r.src, r.dst) for r in rt.transfer_trace()[start:]]
-    assert kinds == [("upload", 24, "host", rt.name), ("download", 24, rt.name, "host")]
