@@ -3,14 +3,13 @@ diagnostics name the Python file and line of the DSL statement (#line directives
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 from support import coop_kernels as ck
 from support import coop_misuse as cm
 from support import coop_remote
 from support import v2_refused as vr
 from support.nvrtc_compile import _nvrtc, compile_sm90
+from support.source_marks import marker_line
 from tenferro_host_cuda import _nvrtc as nvrtc
 from tenferro_host_cuda_jit._codegen import MAX_STATIC_SHARED_BYTES, generate
 
@@ -57,25 +56,10 @@ def test_cooperation_kernels_compile_for_sm90(kern, descs, consts) -> None:
     assert compile_sm90(generate(spec).source) > 0
 
 
-def _line(module: object, mark: str) -> int:
-    for number, text in enumerate(inspect.getsource(module).splitlines(), start=1):
-        if text.rstrip().endswith(f"# MARK {mark}"):
-            return number
-    raise AssertionError(mark)
-
-
 def test_every_statement_carries_its_dsl_line() -> None:
     spec = ck.matmul.specialize(arrays(D.float32, D.float32, D.float32, ndim=2), {}, "cuda")
     source = generate(spec).source
-    first = inspect.getsourcelines(ck.matmul)[1]
-    body_line = (
-        next(
-            n
-            for n, text in enumerate(inspect.getsource(ck.matmul).splitlines())
-            if "K.sync_cube()" in text
-        )
-        + first
-    )
+    body_line = marker_line(ck.matmul, "K.sync_cube()")
     directive = f'#line {body_line} "{ck.__file__}"'
     assert directive in source
     assert source.split(directive)[1].lstrip().startswith("__syncthreads();")
@@ -84,7 +68,7 @@ def test_every_statement_carries_its_dsl_line() -> None:
 def test_inlined_statements_carry_their_own_file() -> None:
     spec = cm.barrier_in_remote_function.specialize(arrays(D.float32), {}, "cuda")
     source = generate(spec).source
-    line = _line(coop_remote, "remote-barrier")
+    line = marker_line(coop_remote, "# MARK remote-barrier")
     directive = f'#line {line} "{coop_remote.__file__}"'
     assert source.split(directive)[1].lstrip().startswith("__syncthreads();")
     assert f'"{cm.__file__}"' in source  # the kernel's own statements keep the kernel's file
@@ -94,7 +78,7 @@ def test_nvrtc_warnings_name_the_python_line() -> None:
     _nvrtc()  # skips where NVRTC is not installed
     spec = vr.pointless_comparison.specialize(arrays(D.uint32), {}, "cuda")
     image = nvrtc.compile_source(generate(spec).source, nvrtc.NvrtcOptions(arch="sm_90"))
-    assert f"{vr.__file__}({_line(vr, 'nvrtc-warning')}): warning" in image.log
+    assert f"{vr.__file__}({marker_line(vr, '# MARK nvrtc-warning')}): warning" in image.log
 
 
 def test_nvrtc_errors_name_the_python_line() -> None:
@@ -105,7 +89,7 @@ def test_nvrtc_errors_name_the_python_line() -> None:
     source = generate(spec).source.replace("= 1u;", "= undeclared_name;")
     with pytest.raises(CompileError) as info:
         nvrtc.compile_source(source, nvrtc.NvrtcOptions(arch="sm_90"))
-    assert f"{vr.__file__}({_line(vr, 'nvrtc-warning') + 1}): error" in str(info.value)
+    assert f"{vr.__file__}({marker_line(vr, '# MARK nvrtc-warning') + 1}): error" in str(info.value)
 
 
 def test_static_shared_memory_beyond_48k_is_unsupported() -> None:

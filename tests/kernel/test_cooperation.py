@@ -4,13 +4,12 @@ error naming its line."""
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 from support import coop_kernels as ck
 from support import coop_misuse as cm
 from support import coop_remote
+from support.source_marks import marker_line
 from support.webgpu_harness import View, on_interpreter
 
 from tenferro_host.errors import ValidationError
@@ -193,13 +192,6 @@ def test_float_atomics_on_shared_memory() -> None:
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
 
-def _marked_line(mark: str, module: object = cm) -> int:
-    for number, text in enumerate(inspect.getsource(module).splitlines(), start=1):
-        if text.rstrip().endswith(f"# MARK {mark}"):
-            return number
-    raise AssertionError(mark)
-
-
 MISUSES = [
     (cm.barrier_in_branch, "divergent", DivergentBarrierError, "reached by 16 of the 64 units"),
     (cm.barrier_after_return, "returned", DivergentBarrierError, "reached by 8 of the 64"),
@@ -219,7 +211,7 @@ def test_misused_cooperation_is_a_located_typed_error(kern, mark, error, message
     with pytest.raises(error, match=message) as info:
         on_interpreter(kern, 2, 64, out)
     assert isinstance(info.value, CooperationError) and isinstance(info.value, ValidationError)
-    assert f"coop_misuse.py:{_marked_line(mark)}:" in str(info.value)
+    assert f"coop_misuse.py:{marker_line(cm, f'# MARK {mark}')}:" in str(info.value)
 
 
 def test_barriers_in_cube_uniform_control_flow_are_legal() -> None:
@@ -233,7 +225,7 @@ def test_barriers_in_cube_uniform_control_flow_are_legal() -> None:
 def test_lines_of_a_device_function_from_another_module_name_its_file() -> None:
     with pytest.raises(DivergentBarrierError) as info:
         on_interpreter(cm.barrier_in_remote_function, 1, 64, View.compact(np.zeros(64, np.float32)))
-    line = _marked_line("remote-barrier", coop_remote)
+    line = marker_line(coop_remote, "# MARK remote-barrier")
     assert f"{coop_remote.__file__}:{line}:" in str(info.value)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from support import kernels
 from support.dsl_harness import specialize
+from support.source_marks import marker_position
 
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
@@ -21,15 +22,6 @@ i32 = np.zeros(4, np.int32)
 u32 = np.zeros(4, np.uint32)
 
 
-def located(kern: K.Kernel, marker: str) -> tuple[int, int]:
-    """(absolute line, column) of ``marker`` inside the kernel's source."""
-    lines, start = inspect.getsourcelines(kern.__wrapped__)
-    for k, line in enumerate(lines):
-        if marker in line:
-            return start + k, line.index(marker)
-    raise AssertionError(marker)
-
-
 def assert_dsl_error(kern: K.Kernel, marker: str, match: str, *args, **consts) -> DslError:
     with pytest.raises(DslError, match=match) as info:
         specialize(kern, *args, **consts)
@@ -37,7 +29,7 @@ def assert_dsl_error(kern: K.Kernel, marker: str, match: str, *args, **consts) -
     source = kern.parsed.filename  # the file defining the kernel (this one, or another test's)
     assert source == inspect.getsourcefile(kern.__wrapped__)
     assert err.filename == source
-    assert (err.lineno, err.col_offset) == located(kern, marker), str(err)
+    assert (err.lineno, err.col_offset) == marker_position(kern, marker), str(err)
     assert f"{source}:{err.lineno}:{err.col_offset}" in str(err)
     return err
 
@@ -76,17 +68,9 @@ def test_missing_annotation_is_located():
         def bad(out: K.Array[K.F], n):  # ERR-n
             pass
 
-    line, _ = located_in_test(test_missing_annotation_is_located, "# ERR-n")
+    line, _ = marker_position(test_missing_annotation_is_located, "# ERR-n")
     assert info.value.lineno == line
     assert info.value.col_offset > 0
-
-
-def located_in_test(fn, marker):
-    lines, start = inspect.getsourcelines(fn)
-    for k, line in enumerate(lines):
-        if marker in line:
-            return start + k, line.index(marker)
-    raise AssertionError(marker)
 
 
 def test_signature_errors():

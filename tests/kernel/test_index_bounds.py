@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.source_marks import marker_position
 from support.webgpu_harness import View, on_interpreter
-from test_frontend import located
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
@@ -72,7 +72,7 @@ def refused(kern: K.Kernel, marker: str, match: str, *args: object) -> Validatio
     of ``marker``."""
     with pytest.raises(ValidationError, match=match) as info:
         on_interpreter(kern, 1, 32, *args)
-    line, _ = located(kern, marker)
+    line, _ = marker_position(kern, marker)
     assert f"{kern.parsed.filename}:{line}:" in str(info.value)
     return info.value
 
@@ -90,7 +90,7 @@ def test_a_row_past_a_view_of_a_taller_tensor_is_refused_through_the_cpu_session
     err = info.value
     assert "index 3 along dimension 0 of array 'x' is out of bounds (x.shape[0] is 3)" in str(err)
     assert err.argument == "x"
-    assert f"{read_at.parsed.filename}:{located(read_at, 'READ')[0]}:" in str(err)
+    assert f"{read_at.parsed.filename}:{marker_position(read_at, 'READ')[0]}:" in str(err)
 
 
 def test_each_dimension_is_checked_and_a_negative_index_reads_as_such() -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support.nvrtc_compile import compile_sm90
+from support.source_marks import marker_position
 from support.view_kernels import accumulate_strided, double, flat_copy
-from test_frontend import located
 
 import tenferro_host as tf
 from tenferro_host import dtypes
@@ -59,7 +59,7 @@ def test_a_linear_index_into_a_non_compact_2d_view_is_refused_at_specialization(
         flat_copy.specialize(descs, {}, target)
     err = info.value
     assert "non-compact" in str(err)
-    line, _ = located(flat_copy, "LINEAR")
+    line, _ = marker_position(flat_copy, "LINEAR")
     assert err.lineno == line and err.filename == flat_copy.parsed.filename
 
 

@@ -5,12 +5,11 @@ before use, aligned), typed refusals at specialization, the CUDA C compiling to 
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 from support import matrix_kernels as mk
 from support.nvrtc_compile import compile_sm90
+from support.source_marks import marker_line
 from support.webgpu_harness import View, on_interpreter
 from tenferro_host_cuda_jit._codegen import generate
 
@@ -41,11 +40,6 @@ def in_k_order(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     for k in range(a.shape[1]):
         acc += np.outer(a[:, k].astype(np.float32), b[k, :].astype(np.float32))
     return acc
-
-
-def line_of(kern: K.Kernel, marker: str) -> int:
-    lines, start = inspect.getsourcelines(kern.__wrapped__)
-    return start + next(k for k, text in enumerate(lines) if marker in text)
 
 
 # ------------------------------------------------------------ semantics
@@ -184,7 +178,7 @@ def test_typed_refusals(kern: K.Kernel, marker: str, match: str) -> None:
     descs = [K.ArrayDesc(F16 if kern is mk.store_of_a else F32, 1)]
     with pytest.raises(DslError, match=match) as info:
         kern.specialize(descs, {}, "cpu")
-    assert info.value.lineno == line_of(kern, marker)
+    assert info.value.lineno == marker_line(kern, marker)
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda", "wgsl"])
@@ -208,7 +202,7 @@ def test_an_unsupported_dtype_or_shape_is_refused_on_every_target(
             if target == "cuda":
                 pytest.importorskip("cuda.bindings", reason="the cuda target needs the cuda extra")
             compile_only(kern, target, ["float32[1]"])
-    assert info.value.lineno == line_of(kern, marker)
+    assert info.value.lineno == marker_line(kern, marker)
 
 
 def test_wgsl_fragments_need_shader_f16_among_the_features_named() -> None:
@@ -221,7 +215,7 @@ def test_wgsl_fragments_need_shader_f16_among_the_features_named() -> None:
 def test_a_fragment_statement_in_a_device_function_is_refused() -> None:
     with pytest.raises(DslError, match="fragments live in the kernel body") as info:
         mk.fragment_statement_in_a_function.specialize([K.ArrayDesc(F32, 1)], {}, "cpu")
-    assert info.value.lineno == line_of(mk.fill_in_a_function, "IN_FUNC")
+    assert info.value.lineno == marker_line(mk.fill_in_a_function, "IN_FUNC")
 
 
 def test_a_fragment_dimension_known_only_at_run_time_is_refused() -> None:
@@ -229,14 +223,14 @@ def test_a_fragment_dimension_known_only_at_run_time_is_refused() -> None:
         mk.runtime_dimension.specialize(
             [K.ArrayDesc(F32, 1), K.ScalarDesc(dtypes.uint32)], {}, "cpu"
         )
-    assert info.value.lineno == line_of(mk.runtime_dimension, "RUNTIME")
+    assert info.value.lineno == marker_line(mk.runtime_dimension, "RUNTIME")
 
 
 def test_a_shared_array_sized_at_launch_is_refused() -> None:
     descs = [K.ArrayDesc(F32, 1), K.ScalarDesc(dtypes.uint32)]
     with pytest.raises(DslError, match="sized at launch") as info:
         mk.load_of_dynamic_shared.specialize(descs, {}, "cpu")
-    assert info.value.lineno == line_of(mk.load_of_dynamic_shared, "DYNAMIC")
+    assert info.value.lineno == marker_line(mk.load_of_dynamic_shared, "DYNAMIC")
 
 
 def test_cuda_aligns_the_shared_arrays_of_fragments_to_32_bytes() -> None:

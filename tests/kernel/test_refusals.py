@@ -4,13 +4,13 @@ says what to do (never a raw OverflowError, RecursionError, KeyError or numpy Va
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 from support.dsl_harness import launch, specialize
+from support.source_marks import marker_position
 from test_frontend import assert_dsl_error
 
 import tenferro_host as tf
@@ -178,7 +178,7 @@ def test_array_of_a_numpy_dtype_is_located(tmp_path):
 
     err = info.value
     assert err.filename == __file__
-    assert (err.lineno, err.col_offset) == located_in(
+    assert (err.lineno, err.col_offset) == marker_position(
         test_array_of_a_numpy_dtype_is_located, "K.Array[np.float32]"
     )
     # eager annotations: evaluated when the def runs, located at the expression
@@ -195,14 +195,6 @@ def test_array_of_a_numpy_dtype_is_located(tmp_path):
         )
     err = info.value
     assert (Path(err.filename).name, err.lineno, err.col_offset) == ("deep_kernels.py", 7, 11)
-
-
-def located_in(fn, marker: str) -> tuple[int, int]:
-    lines, start = inspect.getsourcelines(fn)
-    for k, line in enumerate(lines):
-        if marker in line:
-            return start + k, line.index(marker)
-    raise AssertionError(marker)
 
 
 @K.kernel

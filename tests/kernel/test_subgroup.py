@@ -6,12 +6,12 @@ types, a subgroup size that is not a power of two)."""
 from __future__ import annotations
 
 import importlib.util
-import inspect
 from typing import Any
 
 import numpy as np
 import pytest
 from support import subgroup_kernels as sk
+from support.source_marks import marker_line
 from support.webgpu_harness import View, on_interpreter
 
 from tenferro_host import DslError, InvalidLaunchConfigError, UnsupportedError, ValidationError
@@ -19,11 +19,6 @@ from tenferro_host import kernel as K
 from tenferro_host.compile_only import arg_desc, compile_only
 
 RNG = np.random.default_rng(26)
-
-
-def _line(marker: str) -> int:
-    lines = inspect.getsource(sk).splitlines()
-    return next(k for k, text in enumerate(lines, 1) if f"# {marker}" in text)
 
 
 @pytest.mark.parametrize("size", [32, 8, 4])
@@ -99,7 +94,9 @@ def test_a_float_sum_rounds_as_the_xor_butterfly() -> None:
 
 def test_a_subgroup_op_in_a_divergent_branch_is_refused_naming_its_line() -> None:
     x = View.compact(np.ones(32, np.float32))
-    with pytest.raises(K.DivergentSubgroupError, match=rf":{_line('DIVERGENT')}: .*16 of the 32"):
+    with pytest.raises(
+        K.DivergentSubgroupError, match=rf":{marker_line(sk, '# DIVERGENT')}: .*16 of the 32"
+    ):
         on_interpreter(sk.divergent_subgroup_add, 1, 32, x)
     # a branch every unit of each subgroup takes alike is fine: subgroups of 2 split by parity
     with pytest.raises(K.DivergentSubgroupError):
@@ -110,7 +107,9 @@ def test_a_subgroup_op_in_a_divergent_branch_is_refused_naming_its_line() -> Non
 
 def test_a_shuffle_past_the_subgroup_is_refused_naming_its_line() -> None:
     x = View.compact(np.ones(32, np.float32))
-    with pytest.raises(ValidationError, match=rf":{_line('PAST')}: the shuffle reads lane 32"):
+    with pytest.raises(
+        ValidationError, match=rf":{marker_line(sk, '# PAST')}: the shuffle reads lane 32"
+    ):
         on_interpreter(
             sk.shuffle_past_the_subgroup, 1, 32, View.compact(np.zeros(32, np.float32)), x
         )
@@ -168,7 +167,7 @@ def test_a_subgroup_op_on_a_type_no_target_exchanges_is_refused_on_every_target(
 ) -> None:
     with pytest.raises(DslError, match=r"takes an f32, i32 or u32 value .* cast with K\.f32") as e:
         _compile(kernel, target, [f"{getattr(K, dtype).dtype.name}[1]"])
-    assert e.value.lineno == _line(marker) and f"not {dtype};" in str(e.value)
+    assert e.value.lineno == marker_line(sk, f"# {marker}") and f"not {dtype};" in str(e.value)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -185,7 +184,7 @@ def test_a_constant_lane_past_32_units(kernel: K.Kernel, marker: str, what: str)
     """CUDA (warps of 32) and WebGPU's fallback (subgroups of 32) refuse it before the kernel
     runs, the interpreter at 32 units when it reads; subgroups of 64 have the lane."""
     sig = ["float32[1]", "float32[1]"]
-    line = _line(marker)
+    line = marker_line(sk, f"# {marker}")
     if importlib.util.find_spec("cuda.bindings") is not None:
         with pytest.raises(DslError, match=rf"on cuda \(subgroups are warps of 32\): .*{what}"):
             compile_only(kernel, "cuda", sig)

@@ -3,22 +3,14 @@ construct, saying what to write instead."""
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 from support import v2_refused as vr
+from support.source_marks import marker_line
 
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
 from tenferro_host.errors import DslError
-
-
-def _line(mark: str) -> int:
-    for number, text in enumerate(inspect.getsource(vr).splitlines(), start=1):
-        if text.rstrip().endswith(f"# MARK {mark}"):
-            return number
-    raise AssertionError(mark)
 
 
 def _specialize(kern: K.Kernel, dtype: object) -> None:
@@ -57,7 +49,7 @@ def test_refused_construct_is_located(kern: K.Kernel, mark: str, message: str) -
     with pytest.raises(DslError, match=message) as info:
         _specialize(kern, dtype)
     assert info.value.filename.endswith("v2_refused.py")
-    assert info.value.lineno == _line(mark)
+    assert info.value.lineno == marker_line(vr, f"# MARK {mark}")
     assert info.value.col_offset is not None
 
 
