@@ -1,5 +1,6 @@
-"""Host: backend names and memoization, creation errors, op dispatch errors (a runtime's stats:
-test_runtime_stats.py)."""
+"""Host: backend names and memoization, creation errors, op dispatch errors; the errors about a
+runtime's tensors (foreign, not uploaded, wrong arity) on every backend (``each_rt``). A
+runtime's stats: test_runtime_stats.py."""
 
 from __future__ import annotations
 
@@ -119,16 +120,16 @@ def test_index_errors(cpu):
             t[key]
 
 
-def test_download_by_another_runtime(host, cpu):
-    t = cpu.zeros("float32", (2,))
+def test_download_by_another_runtime(host, each_backend, each_rt):
+    t = each_rt.zeros("float32", (2,))
     with pytest.raises(tf.ValidationError, match="belongs to"):
-        host.new_backend("cpu").download(t)
+        host.new_backend(each_backend).download(t)
 
 
-def test_canonicalize_of_a_foreign_tensor(host, cpu):
-    t = host.new_backend("cpu").zeros("float32", (2,))
+def test_canonicalize_of_a_foreign_tensor(host, each_backend, each_rt):
+    t = host.new_backend(each_backend).zeros("float32", (2,))
     with pytest.raises(tf.ForeignRuntimeError, match="not owned by this session's runtime"):
-        cpu.canonicalize(t)
+        each_rt.canonicalize(t)
 
 
 # -- op dispatch errors ---------
@@ -138,8 +139,8 @@ def test_unknown_op_lists_registered_ones(host):
     assert ADD in str(info.value)
 
 
-def test_op_arity_and_attributes(host, cpu):
-    a = cpu.zeros("float32", (3,))
+def test_op_arity_and_attributes(host, each_rt):
+    a = each_rt.zeros("float32", (3,))
     with pytest.raises(tf.ValidationError, match="takes 2 tensors") as info:
         host.run(ADD, a)
     assert info.value.op == ADD
@@ -152,8 +153,8 @@ def test_op_arity_and_attributes(host, cpu):
         host.run(ADD)
 
 
-def test_host_arrays_must_be_uploaded_first(host, cpu):
-    a = cpu.zeros("float32", (3,))
+def test_host_arrays_must_be_uploaded_first(host, each_rt):
+    a = each_rt.zeros("float32", (3,))
     with pytest.raises(tf.ForeignRuntimeError, match="upload it first"):
         host.run(ADD, np.zeros(3, np.float32), a)
     with pytest.raises(tf.ForeignRuntimeError, match="upload it first"):
@@ -162,22 +163,23 @@ def test_host_arrays_must_be_uploaded_first(host, cpu):
         host.run(ADD, a, 3)
 
 
-def test_tensor_of_another_runtime_is_foreign(host, cpu):
-    other = host.new_backend("cpu")
-    a, b = cpu.zeros("float32", (3,)), other.zeros("float32", (3,))
+def test_tensor_of_another_runtime_is_foreign(host, each_backend, each_rt):
+    other = host.new_backend(each_backend)
+    a, b = each_rt.zeros("float32", (3,)), other.zeros("float32", (3,))
     with pytest.raises(tf.ForeignRuntimeError, match="input 'rhs' lives on") as info:
         host.run(ADD, a, b)
     assert info.value.op == ADD
     with pytest.raises(tf.ForeignRuntimeError):
-        host.run(ADD, b, b, backend="cpu")
-    with cpu.session() as s:
+        host.run(ADD, b, b, backend=each_backend)
+    with each_rt.session() as s:
         with pytest.raises(tf.ForeignRuntimeError):
-            tf.cpu.exec_session(s).run(ADD, a, b)
+            s.exec_session().run(ADD, a, b)
 
 
-def test_run_on_a_named_backend(host, cpu):
-    a = cpu.upload(np.arange(3, dtype=np.float32))
-    assert host.run(ADD, a, a, backend="cpu:0").download().tolist() == [0.0, 2.0, 4.0]
+def test_run_on_a_named_backend(host, each_backend, each_rt):
+    a = each_rt.upload(np.arange(3, dtype=np.float32))
+    on = f"{each_backend}:0"
+    assert host.run(ADD, a, a, backend=on).download().tolist() == [0.0, 2.0, 4.0]
 
 
 def test_a_raising_probe_makes_the_backend_unavailable_not_the_host(host):
