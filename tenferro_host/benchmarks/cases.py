@@ -367,6 +367,27 @@ def cuda_op_call(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
     return _op_call_group(key, title, cases, sizes, CUDA_PROFILED_ROWS, _call_each(syncs), notes)
 
 
+def _bandwidth_group(
+    key: str,
+    title: str,
+    cases: list[Case],
+    syncs: list[Callable[[], None]],
+    sizes: Sizes,
+    batch: int,
+) -> Group:
+    """A bandwidth group: GB/s, every library's wait in ``syncs`` inside the timing."""
+    return Group(
+        key,
+        title,
+        cases,
+        _call_each(syncs),
+        unit="GB/s",
+        batch=batch,
+        rounds=sizes.bandwidth_rounds,
+        sync_in_timing=True,
+    )
+
+
 def _call_each(syncs: list[Callable[[], None]]) -> Callable[[], None]:
     """A group's sync: every library's wait in ``syncs``, including those appended later."""
 
@@ -429,18 +450,7 @@ def cuda_bandwidth(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
         try_case(BW_COPY, cupy_copy, 2 * 4 * n),
     ]
 
-    sync = _call_each(syncs)
-
-    return Group(
-        key,
-        title,
-        cases,
-        sync,
-        unit="GB/s",
-        batch=sizes.bandwidth_launches,
-        rounds=sizes.bandwidth_rounds,
-        sync_in_timing=True,
-    )
+    return _bandwidth_group(key, title, cases, syncs, sizes, sizes.bandwidth_launches)
 
 
 # -- WebGPU vs CUDA JIT ---------------------------------------------------------------------------
@@ -469,18 +479,7 @@ def dsl_cross_backend(host: Host, stack: ExitStack, sizes: Sizes) -> Group:
             )
         )
 
-    sync = _call_each(syncs)
-
-    return Group(
-        key,
-        title,
-        cases,
-        sync,
-        unit="GB/s",
-        batch=1,
-        rounds=sizes.bandwidth_rounds,
-        sync_in_timing=True,
-    )
+    return _bandwidth_group(key, title, cases, syncs, sizes, 1)
 
 
 def _dsl_sessions(
