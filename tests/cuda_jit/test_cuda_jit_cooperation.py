@@ -1,4 +1,4 @@
-"""DSL v2 through the CUDA JIT session equals numpy: the shared-memory sum of a 2^24-element
+"""Cooperation through the CUDA JIT session equals numpy: the shared-memory sum of a 2^24-element
 vector (2^16 on the fake seam, which runs the interpreter), column sums of a column-major matrix,
 a histogram with atomics, a prefix sum within a cube and the tiled matmul. Each runs on the fake
 raw seam (CPU) and, marked ``gpu``/``cuda``, on a CUDA device."""

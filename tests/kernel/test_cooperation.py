@@ -1,4 +1,4 @@
-"""DSL v2 on the CPU interpreter: shared arrays, barriers, atomics, device functions and
+"""Cooperation on the CPU interpreter: shared arrays, barriers, atomics, device functions and
 multi-dimensional indexing give numpy's results, and every misuse of cooperation is a typed
 error naming its line."""
 

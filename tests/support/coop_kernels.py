@@ -1,5 +1,5 @@
-"""Kernels with shared memory, barriers, atomics and device functions (DSL v2), shared by the
-tests of every target (kernels must live in a file)."""
+"""Kernels with shared memory, barriers, atomics and device functions, shared by the tests of
+every target (kernels must live in a file)."""
 
 from tenferro_host import kernel as K
 from tenferro_host.benchmarks.dsl_sums import tree_sum

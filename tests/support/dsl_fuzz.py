@@ -10,12 +10,13 @@ targets only approximate: ``/``, ``sqrt``, ``exp``, ``log``, ``sin``, ``cos``, `
 ``for``/``while`` loops with ``break``/``continue`` and early ``return``. Inputs mix random
 values with edge cases (0, -0, +-inf, NaN, the type's extremes).
 
-Every second kernel also cooperates (DSL v2), from a random stream of its own so the kernels
-above stay what they were: before any ``return``, each unit stages a value in a shared array,
-meets the cube at ``K.sync_cube()``, reads a neighbour's value and adds an int to a shared
-counter with ``K.atomic_add`` (order-independent: ints wrap); ``fo`` and ``io`` then fold in what
-it read, through a generated ``@K.func`` with early returns (also from inside its loop); ``io``
-also folds in subgroup shuffles, a ballot and reductions (:data:`_SUBGROUP`).
+Every second kernel also cooperates (a shared array, a barrier, an atomic), from a random stream
+of its own so the kernels above stay what they were: before any ``return``, each unit stages a
+value in a shared array, meets the cube at ``K.sync_cube()``, reads a neighbour's value and adds
+an int to a shared counter with ``K.atomic_add`` (order-independent: ints wrap); ``fo`` and
+``io`` then fold in what it read, through a generated ``@K.func`` with early returns (also from
+inside its loop); ``io`` also folds in subgroup shuffles, a ballot and reductions
+(:data:`_SUBGROUP`).
 
 :func:`generate` gives the source of a module of kernels (kernel source must live in a file);
 :func:`inputs` the arrays for one kernel. Same seed, same kernels and inputs.

@@ -1,4 +1,4 @@
-"""DSL v2 on WebGPU (the software adapter in CI): the cooperation kernels equal numpy and the
+"""Cooperation on WebGPU (the software adapter in CI): the cooperation kernels equal numpy and the
 CPU interpreter; atomics on storage and workgroup memory return old values; limits are typed."""
 
 from __future__ import annotations

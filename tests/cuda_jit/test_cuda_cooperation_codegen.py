@@ -1,4 +1,4 @@
-"""CUDA C for DSL v2: every cooperation kernel compiles for sm_90 with NVRTC, and NVRTC's
+"""CUDA C of the cooperation kernels: every one compiles for sm_90 with NVRTC, and NVRTC's
 diagnostics name the Python file and line of the DSL statement (#line directives)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from support import coop_kernels as ck
 from support import coop_misuse as cm
 from support import coop_remote
-from support import v2_refused as vr
+from support import unsupported_constructs as vr
 from support.nvrtc_compile import _nvrtc, compile_sm90
 from support.source_marks import marker_line
 from tenferro_host_cuda import _nvrtc as nvrtc

@@ -1,11 +1,11 @@
-"""Constructs outside the DSL v2 language are DslErrors at the file, line and column of the
+"""Constructs outside the DSL's language are DslErrors at the file, line and column of the
 construct, saying what to write instead."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import v2_refused as vr
+from support import unsupported_constructs as vr
 from support.source_marks import marker_line
 
 from tenferro_host import dtypes
@@ -48,7 +48,7 @@ def test_refused_construct_is_located(kern: K.Kernel, mark: str, message: str) -
     }.get(mark, np.float32)
     with pytest.raises(DslError, match=message) as info:
         _specialize(kern, dtype)
-    assert info.value.filename.endswith("v2_refused.py")
+    assert info.value.filename.endswith("unsupported_constructs.py")
     assert info.value.lineno == marker_line(vr, f"# MARK {mark}")
     assert info.value.col_offset is not None
 

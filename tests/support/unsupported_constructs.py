@@ -1,4 +1,4 @@
-"""Kernels and device functions outside the DSL v2 language; each line ending in a MARK comment is
+"""Kernels and device functions outside the DSL's language; each line ending in a MARK comment is
 where the front-end must locate the refusal."""
 
 from tenferro_host import kernel as K
