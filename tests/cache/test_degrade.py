@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
-import subprocess
 import sys
 import textwrap
 import warnings
@@ -14,6 +12,7 @@ from typing import Any
 
 import pytest
 from support import cache_support
+from support.subprocesses import Subprocess
 
 from tenferro_host.provider import CachedKernel, KernelCache, KernelCacheWarning, KernelKey
 from tenferro_host.provider import _kernel_cache_store as kc_store
@@ -120,18 +119,13 @@ _FULL_DISK = textwrap.dedent(
 
 
 @pytest.mark.parametrize("compiler", ["builder", "nvrtc"])
-def test_a_full_disk_compiles_with_one_warning(cache_dir: Path, compiler: str) -> None:
+def test_a_full_disk_compiles_with_one_warning(
+    cache_dir: Path, compiler: str, subproc: Subprocess
+) -> None:
     if compiler == "nvrtc":
         pytest.importorskip("cuda.bindings.nvrtc")
-    done = subprocess.run(
-        [sys.executable, "-c", _FULL_DISK, compiler],
-        env={**os.environ, "TENFERRO_CACHE_DIR": str(cache_dir)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    argv = [sys.executable, "-c", _FULL_DISK, compiler]
+    result = subproc.json_of(argv, TENFERRO_CACHE_DIR=str(cache_dir))
     assert len(result["sizes"]) == 3 and all(n > 1024 for n in result["sizes"])
     (message,) = result["warnings"]
     assert "the disk is full" in message and str(cache_dir) in message

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 from support import cache_support
+from support.subprocesses import Subprocess
 
+from tenferro_host import provider
 from tenferro_host.errors import ValidationError
 from tenferro_host.provider import CachedKernel, KernelCache, KernelCacheWarning, KernelKey
 from tenferro_host.provider import _kernel_cache as kc
@@ -224,12 +226,7 @@ def test_without_flock_there_is_no_cache(monkeypatch: pytest.MonkeyPatch) -> Non
     assert kc.active_kernel_cache() is None
 
 
-def test_the_provider_package_exports_the_cache_lazily() -> None:
-    import subprocess
-    import sys
-
-    from tenferro_host import provider
-
+def test_the_provider_package_exports_the_cache_lazily(subproc: Subprocess) -> None:
     assert provider.KernelCache is kc.KernelCache and provider.KernelKey is kc.KernelKey
     assert provider.active_kernel_cache is kc.active_kernel_cache  # a function, not the module
     code = (
@@ -238,6 +235,6 @@ def test_the_provider_package_exports_the_cache_lazily() -> None:
         "print([m for m in sys.modules if m.startswith('tenferro_host.provider._') "
         "and ('cache_' in m or 'kernel_cache' in m)])"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subproc.python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"  # importing the host does not pay for the cache

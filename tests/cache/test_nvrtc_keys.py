@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from support import cache_support
+from support.subprocesses import Subprocess
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
@@ -203,7 +203,7 @@ def test_the_compiler_identity_names_the_library_file(
     assert nvrtc_cache.compiler_identity() not in (first, touched)
 
 
-def test_the_wheel_identity_is_the_loaded_library_identity() -> None:
+def test_the_wheel_identity_is_the_loaded_library_identity(subproc: Subprocess) -> None:
     """Found without loading NVRTC or once it is loaded: one key, so a CUDA session (which
     loads NVRTC to probe the device) and a compile-only process share their entries."""
     code = textwrap.dedent(
@@ -219,7 +219,7 @@ def test_the_wheel_identity_is_the_loaded_library_identity() -> None:
         print(wheel is not None)
         """
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = subproc.python(code)
     assert done.returncode == 0, done.stderr
     if done.stdout.strip() != "True":
         pytest.skip("NVRTC is not from the nvidia-cuda-nvrtc wheel here")
@@ -241,19 +241,12 @@ _HIT = textwrap.dedent(
 )
 
 
-def test_a_fresh_process_hit_does_not_load_nvrtc(cache_dir: Path) -> None:
+def test_a_fresh_process_hit_does_not_load_nvrtc(cache_dir: Path, subproc: Subprocess) -> None:
     """The first process compiles (a miss that loads NVRTC), the second loads the image
     without importing ``cuda.bindings.nvrtc``: the 15 ms of a first hit on the H200."""
     src = ADD.replace("VALUE", "3.0f")
-    env = {**os.environ, "TENFERRO_CACHE_DIR": str(cache_dir)}
-    runs = []
-    for _ in range(2):
-        done = subprocess.run(
-            [sys.executable, "-c", _HIT, src], env=env, capture_output=True, text=True
-        )
-        assert done.returncode == 0, done.stderr
-        runs.append(json.loads(done.stdout))
-    miss, hit = runs
+    argv = [sys.executable, "-c", _HIT, src]
+    miss, hit = (subproc.json_of(argv, TENFERRO_CACHE_DIR=str(cache_dir)) for _ in range(2))
     assert (miss["misses"], miss["hits"], miss["nvrtc_imported"]) == (1, 0, True)
     assert miss["kind"] == "cubin" and miss["elf"]
     assert (hit["misses"], hit["hits"], hit["elf"]) == (0, 1, True)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import numpy as np
 import pytest
+from support.subprocesses import Subprocess
 
 import tenferro_host as tf
 
@@ -46,27 +45,9 @@ def test_views_and_integer_dtypes(webgpu_host: Any, rt: Any, dsl_op: str, dtype:
     np.testing.assert_array_equal(out.download(), a[:, ::2] + b.T[:, ::2])
 
 
-def test_cli_runs_the_op_on_the_software_adapter(dsl_op: str) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tenferro_host",
-            "run",
-            dsl_op,
-            "--backend",
-            "webgpu",
-            "--shape",
-            "1000",
-            "--repeat",
-            "2",
-            "--check",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_cli_runs_the_op_on_the_software_adapter(dsl_op: str, subproc: Subprocess) -> None:
+    options = ("--shape", "1000", "--repeat", "2", "--check", "--json")
+    proc = subproc.cli("run", dsl_op, "--backend", "webgpu", *options)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["backend"] == "webgpu:0" and report["variant"] == "dsl"

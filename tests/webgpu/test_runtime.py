@@ -3,15 +3,13 @@ tests/core/test_runtime_stats.py, on every backend)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.subprocesses import Subprocess
 from tenferro_host_webgpu import ADAPTER_ENV, adapters
 
 import tenferro_host as tf
@@ -56,14 +54,12 @@ def test_probe_lists_every_adapter_with_type_api_and_software_flag(webgpu_host: 
         assert webgpu_host.default_backend() != "webgpu:0"
 
 
-def test_importing_the_plugin_does_not_import_wgpu() -> None:
+def test_importing_the_plugin_does_not_import_wgpu(subproc: Subprocess) -> None:
     code = (
         "import sys, json, tenferro_host_webgpu, tenferro_host.webgpu\n"
         "print(json.dumps('wgpu' in sys.modules))"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) is False
+    assert subproc.json(code) is False
 
 
 def test_env_selects_an_adapter_by_index_or_name(monkeypatch: pytest.MonkeyPatch) -> None:
