@@ -23,28 +23,47 @@ def _outside_kernel(name: str) -> DslError:
 
 
 @dataclass(frozen=True)
-class ScalarType:
-    """A concrete scalar type (``K.f32``): an annotation and, in kernels, a cast ``K.f32(x)``."""
+class KName:
+    """A name of the language, shown as ``K.<name>``."""
 
     name: str
-    dtype: DType
-
-    def __call__(self, *args: Any) -> Any:
-        """Refused outside a kernel: a cast only has meaning in a kernel body."""
-        raise _outside_kernel(self.name)
 
     def __repr__(self) -> str:
         return f"K.{self.name}"
 
 
-@dataclass(frozen=True)
-class GenericType:
+@dataclass(frozen=True, repr=False)
+class KFunction(KName):
+    """A name a kernel calls (a cast, an intrinsic): calling it outside a kernel is refused."""
+
+    def __call__(self, *args: Any) -> Any:
+        """Refused outside a kernel: the call only has meaning in a kernel body."""
+        raise _outside_kernel(self.name)
+
+
+@dataclass(frozen=True, repr=False)
+class KValue(KName):
+    """A value a kernel reads (a launch index, a subgroup fact): testing it outside a kernel is
+    refused."""
+
+    def __bool__(self) -> bool:
+        raise _outside_kernel(self.name)
+
+
+@dataclass(frozen=True, repr=False)
+class ScalarType(KFunction):
+    """A concrete scalar type (``K.f32``): an annotation and, in kernels, a cast ``K.f32(x)``."""
+
+    dtype: DType
+
+
+@dataclass(frozen=True, repr=False)
+class GenericType(KFunction):
     """A type variable resolved from the arguments at launch: ``K.F`` (float) or ``K.I`` (int).
 
     Every parameter annotated with the same generic shares one dtype in a specialization.
     """
 
-    name: str
     category: str  # "float" | "int"
 
     def accepts(self, dtype: DType) -> bool:
@@ -52,13 +71,6 @@ class GenericType:
         if self.category == "float":
             return dtype.is_float
         return dtype.is_integer
-
-    def __call__(self, *args: Any) -> Any:
-        """Refused outside a kernel: a cast only has meaning in a kernel body."""
-        raise _outside_kernel(self.name)
-
-    def __repr__(self) -> str:
-        return f"K.{self.name}"
 
 
 ElementType = ScalarType | GenericType
@@ -133,32 +145,16 @@ class _ConstFactory:
         return "K.Const"
 
 
-@dataclass(frozen=True)
-class Intrinsic:
+@dataclass(frozen=True, repr=False)
+class Intrinsic(KFunction):
     """A math function (``K.sqrt``) or ``K.select``; ``arity`` is its number of arguments."""
 
-    name: str
     arity: int
 
-    def __call__(self, *args: Any) -> Any:
-        """Refused outside a kernel: an intrinsic only has meaning in a kernel body."""
-        raise _outside_kernel(self.name)
 
-    def __repr__(self) -> str:
-        return f"K.{self.name}"
-
-
-@dataclass(frozen=True)
-class ThreadIndex:
+@dataclass(frozen=True, repr=False)
+class ThreadIndex(KValue):
     """A launch index such as ``K.ABSOLUTE_POS``; always ``u32``."""
-
-    name: str
-
-    def __bool__(self) -> bool:
-        raise _outside_kernel(self.name)
-
-    def __repr__(self) -> str:
-        return f"K.{self.name}"
 
 
 Array = _ArrayFactory()
@@ -244,18 +240,10 @@ subgroup_shuffle_xor = Intrinsic("subgroup_shuffle_xor", 2)
 subgroup_ballot = Intrinsic("subgroup_ballot", 1)
 
 
-@dataclass(frozen=True)
-class SubgroupFact:
+@dataclass(frozen=True, repr=False)
+class SubgroupFact(KValue):
     """``K.SUBGROUP_SIZE`` (units per subgroup, a launch fact) or ``K.SUBGROUP_UNIT_POS`` (the
     unit's lane in its subgroup); both ``u32``."""
-
-    name: str
-
-    def __bool__(self) -> bool:
-        raise _outside_kernel(self.name)
-
-    def __repr__(self) -> str:
-        return f"K.{self.name}"
 
 
 SUBGROUP_SIZE = SubgroupFact("SUBGROUP_SIZE")

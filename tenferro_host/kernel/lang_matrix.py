@@ -10,21 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lang import Intrinsic
+from .lang import Intrinsic, KName
 
 
-@dataclass(frozen=True)
-class MatrixMarker:
+@dataclass(frozen=True, repr=False)
+class MatrixMarker(KName):
     """A compile-time argument of ``K.fragment``: a use (``K.MATRIX_A``, ``K.MATRIX_B``,
     ``K.ACCUMULATOR``) or a memory layout (``K.ROW_MAJOR``, ``K.COL_MAJOR``); ``value`` is the
     IR's name for it."""
 
-    name: str
     kind: str  # "use" | "layout"
     value: str
-
-    def __repr__(self) -> str:
-        return f"K.{self.name}"
 
 
 MATRIX_A = MatrixMarker("MATRIX_A", "use", "a")

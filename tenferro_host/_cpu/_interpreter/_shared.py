@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import ValidationError
-from ...kernel import ir
-from ...kernel._cooperation import (
+from ... import ValidationError
+from ...kernel import (
     DivergentBarrierError,
     SharedRaceError,
     UnwrittenSharedReadError,
+    ir,
 )
 
 Lanes = np.ndarray[Any, Any]
@@ -68,6 +68,34 @@ def several_units(key: np.ndarray[Any, Any], units: np.ndarray[Any, Any]) -> Any
 #: How a race message names the two accesses.
 PAST = {"write": "wrote", "read": "read", "atomic": "updated (atomically)"}
 PRESENT = {"write": "writes", "read": "reads", "atomic": "updates (atomically)"}
+
+
+#: The accesses each kind of access races with (atomics among themselves do not race).
+CONFLICTS = {
+    "read": ("write", "atomic"),
+    "atomic": ("write", "read"),
+    "write": ("write", "read", "atomic"),
+}
+
+
+def first_clash(
+    state: SharedState, kind: str, key: Lanes, units: Lanes
+) -> tuple[Lanes, str] | None:
+    """The accesses of ``kind`` to elements ``key`` by ``units`` that race (with another unit's
+    access since the last barrier, or for a write with another unit's write in the same
+    statement), and what the other access was; None when none races."""
+    for other in CONFLICTS[kind]:
+        seen = state.access[other][key]
+        clash = (seen != NONE) & (seen != units)
+        if clash.any():
+            k = int(np.flatnonzero(clash)[0])
+            by = "several units" if seen[k] == MANY else f"unit {seen[k]}"
+            return clash, f"{by} {PAST[other]} it at line {state.lines[other][key[k]]}"
+    if kind == "write":
+        clash = several_units(key, units)
+        if clash.any():
+            return clash, "another unit writes it in the same statement"
+    return None
 
 
 class SharedMachine:
@@ -137,41 +165,10 @@ class SharedMachine:
                     self._lanes_of(where[unwritten]),
                     error=UnwrittenSharedReadError,
                 )
-        conflicts = {
-            "read": ("write", "atomic"),
-            "atomic": ("write", "read"),
-            "write": ("write", "read", "atomic"),
-        }[kind]
-        for other in conflicts:
-            seen = state.access[other][key]
-            clash = (seen != NONE) & (seen != units)
-            if clash.any():
-                k = int(np.flatnonzero(clash)[0])
-                by = "several units" if seen[k] == MANY else f"unit {seen[k]}"
-                line = state.lines[other][key[k]]
-                raise self.race(
-                    node,
-                    kind,
-                    name,
-                    idx,
-                    units,
-                    where,
-                    clash,
-                    f"{by} {PAST[other]} it at line {line}",
-                )
+        found = first_clash(state, kind, key, units)
+        if found is not None:
+            raise self.race(node, kind, name, idx, units, where, *found)
         if kind == "write":
-            clash = several_units(key, units)
-            if clash.any():
-                raise self.race(
-                    node,
-                    kind,
-                    name,
-                    idx,
-                    units,
-                    where,
-                    clash,
-                    "another unit writes it in the same statement",
-                )
             state.written[key] = True
         state.record(kind, key, units, node.line)
         return key

@@ -339,6 +339,43 @@ class Return(Stmt):
     """A bare ``return``: the thread stops."""
 
 
+CORE_STATEMENTS: tuple[type[Stmt], ...] = (
+    Assign,
+    Store,
+    LoadVector,
+    StoreVector,
+    Eval,
+    SyncCube,
+    If,
+    For,
+    While,
+    Break,
+    Continue,
+    Return,
+)
+"""The statements of this module (the matrix ones are :mod:`._matrix`'s)."""
+
+CORE_EXPRESSIONS: tuple[type[Expr], ...] = (
+    Const,
+    Var,
+    ThreadIndex,
+    ArrayLen,
+    ArrayShape,
+    ArrayStride,
+    AxisIndex,
+    Load,
+    Atomic,
+    Unary,
+    Binary,
+    Compare,
+    Logical,
+    Cast,
+    Math,
+    Select,
+)
+"""The expressions of this module (the subgroup ones are :mod:`._subgroup`'s)."""
+
+
 # ---------------------------------------------------------------- kernel
 
 
