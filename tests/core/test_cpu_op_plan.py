@@ -238,15 +238,6 @@ def test_every_nan_is_one_key_so_a_nan_attribute_is_planned(host):
     assert len(handle.plans()) == before + 1 and "replay" in handle.plans().values()
 
 
-def test_the_add_is_replayed_and_says_so(host):
-    cpu = host.backend("cpu")
-    a, b = cpu.upload(np.arange(8, dtype=np.float32)), cpu.upload(np.ones(8, np.float32))
-    for _ in range(3):
-        out = host.run(ADD, a, b)
-    assert out.download().tolist() == list(np.arange(8, dtype=np.float32) + 1)
-    assert "replay" in host.op(ADD).plans().values()
-
-
 def test_a_dsl_op_on_the_cpu_is_replayed(host):
     """The interpreter's launch is recorded like ``ex.launch``: the third call runs the kernel
     without its variant; a non-compact input (canonicalized: a counted copy) is not planned."""
@@ -297,15 +288,6 @@ def test_a_read_only_input_the_call_writes_takes_the_full_path_and_its_error(hos
     with pytest.raises(tf.ValidationError, match="read-only"):
         host.run(ACC, cpu.from_dlpack(frozen), x)
     assert frozen.tolist() == [1.0] * 6
-
-
-def test_a_session_open_on_this_thread_takes_the_full_path(host):
-    cpu = host.backend("cpu")
-    a = cpu.upload(np.ones(5, np.float32))
-    for _ in range(3):
-        host.run(ADD, a, a)
-    with cpu.session(), pytest.raises(tf.RuntimeStateError, match="already open"):
-        host.run(ADD, a, a)
 
 
 def test_a_launch_that_raises_is_typed(host):

@@ -1,6 +1,7 @@
-"""What ``handle.plans()`` says per call key, on the CPU backend: each key its own entry (the
-same dtypes with other shapes, layouts, shared storage or attributes are other keys), and the
-real reason a call stays on the full path (an empty output, no outputs), not "no op replay"."""
+"""What ``handle.plans()`` says of calls through the CPU's own seam (``ex.launch``): the real
+reason a call stays on the full path (an empty output, no outputs), not "no op replay", and an
+attribute whose equality raises gets the full path's error. What every backend's plans say:
+tests/op_plan/test_plan_states.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pytest
 import tenferro_host as tf
 from tenferro_host.provider import _op_plan
 
-ADD = "ext_add_kernel.add"
 PAIR = "tests_plan_states.sum_and_empty"
 NONE = "tests_plan_states.in_place"
 
@@ -52,26 +52,8 @@ def host(monkeypatch: pytest.MonkeyPatch) -> tf.Host:
     return host
 
 
-def test_each_key_is_its_own_entry(host: tf.Host) -> None:
-    cpu = host.backend("cpu")
-    x, y = cpu.upload(np.ones(4, np.float32)), cpu.upload(np.ones((2, 3), np.float32))
-    wide = cpu.upload(np.ones((3, 4), np.float32))
-    calls = [(x, x), (y, y), (y, y.transpose().transpose()), (wide.transpose(), wide.transpose())]
-    calls.append((cpu.upload(np.ones(4, np.float32)), cpu.upload(np.ones(4, np.float32))))
-    for a, b in calls:
-        for _ in range(3):
-            host.run(ADD, a, b)
-    plans = host.op(ADD).plans()
-    assert plans == {
-        "cpu:0(float32[4], float32[4], sharing (0, 0))": "replay",
-        "cpu:0(float32[2, 3], float32[2, 3], sharing (0, 0))": "replay",
-        "cpu:0(float32[4, 3] strides (3, 1) offset 0, float32[4, 3] strides (3, 1) offset 0,"
-        " sharing (0, 0))": "replay",
-        "cpu:0(float32[4], float32[4])": "replay",
-    }, plans
-
-
-def test_an_empty_output_is_the_reason_given(host: tf.Host) -> None:
+def test_an_empty_output_of_ex_launch_is_the_reason_given(host: tf.Host) -> None:
+    """The CPU's own seam (``ex.alloc_output``, ``ex.launch``); a DSL op's: tests/op_plan."""
     cpu = host.backend("cpu")
     a, b = cpu.upload(np.ones(3, np.float32)), cpu.upload(np.full(3, 2, np.float32))
     for _ in range(3):
