@@ -33,7 +33,7 @@ from tenferro_host.benchmarks.kernels import dsl_add
 from tenferro_host.cuda import raw
 
 sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
-from launch_timing import arguments, interleaved_medians, write_json
+from launch_timing import arguments, interleaved_medians, print_rows, write_json
 
 N = 1024
 BLOCK = 256
@@ -136,11 +136,9 @@ def main() -> int:
         f"{N}-element f32 add ({rt.device_info.name}, python {sys.version.split()[0]})"
     )
     print(f"  {'variant':44s} {'us/launch':>10s}")
-    for name, us in medians.items():
-        print(f"  {name:44s} {us:10.2f}")
+    print_rows(medians, 44, "{:10.2f}")
     print(f"  {'ratio (target: DSL <= 1.2x raw)':44s} {'':>10s}")
-    for name, ratio in ratios.items():
-        print(f"  {name:44s} {ratio:9.2f}x")
+    print_rows(ratios, 44, "{:9.2f}x")
     print(
         f"  synchronizations per round: {waits / opts.rounds:.0f} (the {len(medians)} "
         "timed batches' own waits, outside the timing; none inside the launches)"

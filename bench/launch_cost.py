@@ -21,7 +21,7 @@ import tenferro_host as tf
 from tenferro_host.cuda import raw
 
 sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
-from launch_timing import arguments, interleaved_medians, write_json
+from launch_timing import arguments, interleaved_medians, print_rows, write_json
 
 SOURCE = r"""
 extern "C" __global__ void empty_kernel() {}
@@ -108,10 +108,8 @@ def main() -> int:
         f"launch cost, median of {opts.rounds} rounds x {opts.batch} launches "
         f"({rt.device_info.name}, python {sys.version.split()[0]})"
     )
-    for name, us in medians.items():
-        print(f"  {name:36s} {us:7.2f} us")
-    for name, ratio in ratios.items():
-        print(f"  {name:36s} {ratio:7.2f}x")
+    print_rows(medians, 36, "{:7.2f} us")
+    print_rows(ratios, 36, "{:7.2f}x")
     print(f"  synchronizations counted by the runtime: {syncs_in_bench}")
     write_json(opts.json, medians, ratios)
     return 0

@@ -75,6 +75,13 @@ def interleaved_medians(
     return interleaved(variants, rounds, per_launch_us, batch, dict.fromkeys(variants, sync))
 
 
+def print_rows(rows: Mapping[str, float], width: int, fmt: str) -> None:
+    """Each row as ``  name value``, the name padded to ``width``, the value as ``fmt`` says
+    (its unit included: ``"{:7.2f} us"``)."""
+    for name, value in rows.items():
+        print(f"  {name:{width}s} {fmt.format(value)}")
+
+
 def write_json(path: str | None, medians: Mapping[str, float], ratios: Mapping[str, float]) -> None:
     """The medians and ratios as JSON, when ``--json`` named a file."""
     if path:

@@ -21,16 +21,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tenferro_host_cuda._driver import drv
 
 import tenferro_host as tf
+
+sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
+from launch_timing import interleaved, print_rows, wall_seconds
 
 
 def arguments() -> argparse.Namespace:
@@ -51,17 +53,11 @@ def gbps_medians(
     batch: int,
 ) -> dict[str, float]:
     """One warm-up batch each, then ``rounds`` interleaved batches; median GB/s per variant."""
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    for warm in (True, *[False] * rounds):
-        for name, fn in variants.items():
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(batch):
-                fn()
-            sync()
-            if not warm:
-                samples[name].append(batch * nbytes / (time.perf_counter() - t0) / 1e9)
-    return {name: statistics.median(v) for name, v in samples.items()}
+
+    def gbps(fn: Callable[[], Any], batch: int, sync: Callable[[], None]) -> float:
+        return nbytes / wall_seconds(fn, batch, sync) / 1e9
+
+    return interleaved(variants, rounds, gbps, batch, dict.fromkeys(variants, sync))
 
 
 def stream_sync(rt: Any) -> Callable[[], None]:
@@ -146,10 +142,8 @@ def main() -> int:
         f"copies of {opts.mib} MiB, median GB/s of {opts.rounds} rounds x {opts.batch} "
         f"({rt.device_info.name}, python {sys.version.split()[0]})"
     )
-    for name, value in gbps.items():
-        print(f"  {name:44s} {value:8.1f} GB/s")
-    for name, ratio in ratios.items():
-        print(f"  {name:44s} {ratio:8.3f}x")
+    print_rows(gbps, 44, "{:8.1f} GB/s")
+    print_rows(ratios, 44, "{:8.3f}x")
     if isinstance(peer_rows, str):
         print(f"  peer: {peer_rows}")
     if opts.json:
