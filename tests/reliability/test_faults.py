@@ -17,23 +17,17 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from support.backends import available_host, kind_params
 
 import tenferro_host as tf
 from tenferro_host.benchmarks.kernels import fill
 
-BACKENDS = [
-    "cpu",
-    pytest.param("webgpu", marks=pytest.mark.webgpu),
-    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.cuda]),
-]
+BACKENDS = kind_params("cpu", "webgpu", "cuda")
 
 
 def runtime(kind: str) -> tf.Runtime:
-    host = tf.Host()
-    status = host.backend_status(kind)
-    if not status.available:
-        pytest.skip(f"backend {kind!r} unavailable: {status.reason}")
-    return host.new_backend(kind)  # a runtime of its own: faults here touch no other test
+    """A runtime of its own: faults here touch no other test."""
+    return available_host(kind).new_backend(kind)
 
 
 def still_works(rt: tf.Runtime, kept: tf.Tensor, expected: np.ndarray) -> None:

@@ -8,17 +8,10 @@ anything fails the suite.
 from __future__ import annotations
 
 import pytest
+from support.backends import available_host
 from support.launch_fuzz import fuzz
 
-import tenferro_host as tf
-
 EXAMPLES = 300
-
-
-def available(kind: str) -> None:
-    status = tf.Host().backend_status(kind)
-    if not status.available:
-        pytest.skip(f"backend {kind!r} unavailable: {status.reason}")
 
 
 def assert_exercised(tally: dict) -> None:
@@ -35,7 +28,7 @@ def test_dsl_launches_on_cpu():
 
 @pytest.mark.webgpu
 def test_dsl_launches_on_webgpu():
-    available("webgpu")
+    available_host("webgpu")
     assert_exercised(fuzz("webgpu", "dsl", EXAMPLES, seed=2))
 
 
@@ -43,5 +36,5 @@ def test_dsl_launches_on_webgpu():
 @pytest.mark.cuda
 @pytest.mark.parametrize("target", ["dsl", "raw"])
 def test_launches_on_cuda(target):
-    available("cuda")
+    available_host("cuda")
     assert_exercised(fuzz("cuda", target, EXAMPLES, seed=3))

@@ -6,22 +6,15 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from support.backends import available_host, kind_params
 
-import tenferro_host as tf
 from tenferro_host.benchmarks.soak import launch_soak_report, session_soak
 from tenferro_host.provider import ResourceCache
 
 
-def available(kind: str) -> None:
-    status = tf.Host().backend_status(kind)
-    if not status.available:
-        pytest.skip(f"backend {kind!r} unavailable: {status.reason}")
-
-
-@pytest.mark.parametrize("backend", ["cpu", pytest.param("webgpu", marks=pytest.mark.webgpu)])
+@pytest.mark.parametrize("backend", kind_params("cpu", "webgpu"))
 def test_sessions_from_four_threads_on_two_runtimes(backend):
-    available(backend)
-    report = session_soak(tf.Host(), backend, sessions=800, threads=4)
+    report = session_soak(available_host(backend), backend, sessions=800, threads=4)
     assert report["errors"] == []
     assert report["sessions"] == 800
 
@@ -29,8 +22,7 @@ def test_sessions_from_four_threads_on_two_runtimes(backend):
 @pytest.mark.gpu
 @pytest.mark.cuda
 def test_launch_soak_with_module_eviction_stays_bounded():
-    available("cuda")
-    host = tf.Host()
+    host = available_host("cuda")
     rt = host.new_backend("cuda")
     rt.resources = ResourceCache(max_entries=8)  # 52 module keys over 8 slots: evictions
     args = argparse.Namespace(launches=20_000, batch=100, compile_every=25, slack_mib=64)
