@@ -1,6 +1,6 @@
 """Add-kernel bandwidth: the DSL on WebGPU vs the CUDA JIT path, side by side in one process.
 
-One DSL kernel object (``add`` below) runs on every available backend among ``webgpu`` and
+One DSL kernel object (the suite's ``dsl_add``) runs on every available backend among ``webgpu`` and
 ``cuda``: ``out = lhs + rhs`` over 2^N float32 elements (N = 28 by default). A sample is
 ``--launches`` launches in one JIT session followed by one ``synchronize()``; its time divided by
 the launch count is one add. Bandwidth counts bytes read plus written (3 * 4 * n). The report
@@ -17,24 +17,13 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from typing import Any
 
 import numpy as np
 
 import tenferro_host as tf
-from tenferro_host import kernel as K
-
-
-@K.kernel
-def add(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):  # type: ignore[no-untyped-def]
-    i = K.ABSOLUTE_POS
-    if i < out.len:
-        out[i] = lhs[i] + rhs[i]
-
-
-def exec_session(kind: str, session: Any) -> Any:
-    return {"webgpu": tf.webgpu.exec_session, "cuda": tf.cuda.exec_session}[kind](session)
+from tenferro_host.benchmarks.kernel_rows import exec_session, jit_samples
+from tenferro_host.benchmarks.kernels import dsl_add
 
 
 def measure(host: tf.Host, kind: str, n: int, launches: int, repeats: int) -> dict[str, Any]:
@@ -45,21 +34,14 @@ def measure(host: tf.Host, kind: str, n: int, launches: int, repeats: int) -> di
     rhs_host = rng.standard_normal(n, dtype=np.float32)
     lhs, rhs = rt.upload(lhs_host), rt.upload(rhs_host)
     out = rt.empty("float32", (n,))
+    with rt.session() as s, exec_session(kind, s).jit("bench.add") as js:
+        count, dim = js.cube_count_1d(n), js.cube_dim_1d()  # the backend's 1-D grid for n
 
-    def sample() -> float:
-        with rt.session() as s:
-            ex = exec_session(kind, s)
-            start = time.perf_counter()
-            with ex.jit("bench.add") as js:
-                count, dim = js.cube_count_1d(n), js.cube_dim_1d()
-                for _ in range(launches):
-                    js.launch(add, count, dim, out, lhs, rhs)
-            ex.synchronize()
-            return (time.perf_counter() - start) / launches
+    def launch(js: Any) -> None:
+        js.launch(dsl_add, count, dim, out, lhs, rhs)
 
-    sample()  # compile and warm up
+    times = jit_samples(rt, kind, "bench.add", launch, launches, repeats)
     np.testing.assert_array_equal(out.download(), lhs_host + rhs_host)
-    times = [sample() for _ in range(repeats)]
     median = statistics.median(times)
     return {
         "backend": rt.name,

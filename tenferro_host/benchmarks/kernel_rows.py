@@ -1,4 +1,5 @@
-"""Timing and rows of ``bench/dsl_vs_cupy.py``: a DSL kernel in a jit session against a CuPy call.
+"""Timing and rows of the DSL-kernel benches (``bench/dsl_vs_cupy.py``,
+``bench/webgpu_bandwidth.py``): a DSL kernel in a jit session against a CuPy call.
 
 A sample is ``launches`` launches (in one jit session, or CuPy calls) followed by one
 synchronize; a figure is the median of ``repeats`` samples, after one untimed sample (compile,
@@ -35,11 +36,11 @@ def median_seconds(sample: Callable[[], float], repeats: int) -> float:
     return statistics.median(sample() for _ in range(repeats))
 
 
-def jit_seconds(
+def jit_samples(
     rt: Any, kind: str, name: str, launch: Launch, launches: int, repeats: int
-) -> float:
-    """Seconds per launch of ``launch`` on ``rt``: ``launches`` in one jit session, then a
-    synchronize; the median of ``repeats`` samples."""
+) -> list[float]:
+    """``repeats`` samples of seconds per launch of ``launch`` on ``rt`` (``launches`` in one
+    jit session, then a synchronize), after one untimed sample."""
 
     def sample() -> float:
         with rt.session() as s:
@@ -51,7 +52,15 @@ def jit_seconds(
             ex.synchronize()
             return (time.perf_counter() - start) / launches
 
-    return median_seconds(sample, repeats)
+    sample()  # compile, allocate, warm up
+    return [sample() for _ in range(repeats)]
+
+
+def jit_seconds(
+    rt: Any, kind: str, name: str, launch: Launch, launches: int, repeats: int
+) -> float:
+    """The median of :func:`jit_samples`."""
+    return statistics.median(jit_samples(rt, kind, name, launch, launches, repeats))
 
 
 def cupy_seconds(fn: Callable[[], Any], launches: int, repeats: int) -> float:
@@ -111,6 +120,7 @@ def run_variant(
 __all__ = [
     "cupy_seconds",
     "exec_session",
+    "jit_samples",
     "jit_seconds",
     "launch_once",
     "median_seconds",
