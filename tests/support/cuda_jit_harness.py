@@ -17,8 +17,8 @@ import pytest
 import tenferro_host as tf
 from support import webgpu_harness as harness
 from support.cuda_support import cuda_runtime, shared_host
+from support.dsl_harness import View
 from support.jit_fake_raw import FakeRuntimeState, fake_cuda_jit
-from support.webgpu_harness import View
 from tenferro_host import kernel as K
 
 OP = "tests.cuda_jit"
@@ -58,20 +58,10 @@ def on_target(
     return harness.on_target(target.rt, target.jit, kernel, count, dim, *args, **consts)
 
 
-def assert_same(
-    target: Target,
-    kernel: K.Kernel,
-    count: Any,
-    dim: Any,
-    *args: Any,
-    rtol: float = 0.0,
-    atol: float = 0.0,
-    **consts: Any,
-) -> None:
-    """The launch leaves the same storages on ``target`` as on the interpreter."""
-    harness.assert_same_on(
-        target.rt, target.jit, kernel, count, dim, *args, rtol=rtol, atol=atol, **consts
-    )
+def assert_same(target: Target, kernel: K.Kernel, *launch: Any, **options: Any) -> None:
+    """The launch (:func:`~support.webgpu_harness.assert_same_on`'s count, dim, arguments and
+    keywords) leaves the same storages on ``target`` as on the interpreter."""
+    harness.assert_same_on(target.rt, target.jit, kernel, *launch, **options)
 
 
 __all__ = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,8 +20,31 @@ def as_arg(value: Any) -> Any:
     return value
 
 
+@dataclass
+class View:
+    """A view of a flat storage (offset, shape, strides in elements); views sharing one
+    ``storage`` object alias (the WebGPU and CUDA harnesses run them on both targets)."""
+
+    storage: np.ndarray
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @classmethod
+    def compact(cls, array: np.ndarray) -> View:
+        flat = np.asarray(array).reshape(-1, order="F").copy()
+        strides = []
+        step = 1
+        for d in array.shape:
+            strides.append(step)
+            step *= max(d, 1)
+        return cls(flat, 0, tuple(array.shape), tuple(strides))
+
+
 def desc(value: Any) -> K.ArrayDesc | K.ScalarDesc:
-    if isinstance(value, ArrayArg):
+    """The argument description of an array (an :class:`ArrayArg` or a :class:`View`) or a
+    scalar (a numpy scalar is typed, a Python number is not)."""
+    if isinstance(value, (ArrayArg, View)):
         compact = layout.is_compact(value.shape, value.strides)
         return K.ArrayDesc(dtypes.dtype(value.storage.dtype), len(value.shape), compact)
     if isinstance(value, np.generic):

@@ -9,45 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 import tenferro_host as tf
-from tenferro_host import dtypes, layout
+from support.dsl_harness import View, desc
 from tenferro_host import kernel as K
 from tenferro_host._cpu._interpreter import ArrayArg, run
 from tenferro_host.tensor import Tensor
-
-
-@dataclass
-class View:
-    """A view of a flat storage; views sharing one ``storage`` object alias on both targets."""
-
-    storage: np.ndarray
-    offset: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-
-    @classmethod
-    def compact(cls, array: np.ndarray) -> View:
-        flat = np.asarray(array).reshape(-1, order="F").copy()
-        strides = []
-        step = 1
-        for d in array.shape:
-            strides.append(step)
-            step *= max(d, 1)
-        return cls(flat, 0, tuple(array.shape), tuple(strides))
-
-
-def _desc(arg: Any) -> Any:
-    if isinstance(arg, View):
-        compact = layout.is_compact(arg.shape, arg.strides)
-        return K.ArrayDesc(dtypes.dtype(arg.storage.dtype), len(arg.shape), compact)
-    if isinstance(arg, np.generic):
-        return K.ScalarDesc(dtypes.dtype(arg.dtype))
-    return K.ScalarDesc()
 
 
 def _storages(args: tuple[Any, ...]) -> list[np.ndarray]:
@@ -70,7 +40,7 @@ def on_interpreter(
             converted.append(ArrayArg(flat, a.offset, a.shape, a.strides))
         else:
             converted.append(a)
-    spec = kernel.specialize([_desc(a) for a in args], consts, "cpu")
+    spec = kernel.specialize([desc(a) for a in args], consts, "cpu")
     run(spec, _grid(count), _grid(dim), converted, subgroup_size)
     return copies
 
@@ -144,17 +114,7 @@ def _grid(value: Any) -> tuple[int, int, int]:
     return (padded[0], padded[1], padded[2])
 
 
-def assert_same(
-    rt: Any,
-    kernel: K.Kernel,
-    count: Any,
-    dim: Any,
-    *args: Any,
-    rtol: float = 0.0,
-    atol: float = 0.0,
-    **consts: Any,
-) -> None:
-    """The launch gives the same storages on WebGPU as on the interpreter."""
-    assert_same_on(
-        rt, lambda: webgpu_jit(rt), kernel, count, dim, *args, rtol=rtol, atol=atol, **consts
-    )
+def assert_same(rt: Any, kernel: K.Kernel, *launch: Any, **options: Any) -> None:
+    """The launch (:func:`assert_same_on`'s count, dim, arguments and keywords) gives the same
+    storages on WebGPU as on the interpreter."""
+    assert_same_on(rt, lambda: webgpu_jit(rt), kernel, *launch, **options)
