@@ -27,159 +27,128 @@ major differs or whose minor is newer than :data:`SPI_VERSION`.
 
 from .._memo import Memo, MemoKind, MemoStats, memo, memo_kinds, memo_stats
 from ..facade import lazy_names
-from ..layout import compact_strides, numel
-from ._cache import ResourceCache
-from ._capture import Capture, CapturedGraph, Slot
-from ._capture_lock import refuse_in_capture
-from ._compile_targets import CompiledKernel, CompileFn, CompileOptions, SourceCompileFn
-from ._compiled import FALLBACK, DriverLaunchCore, UfuncCore
-from ._counters import STAT_KEYS, Counters, TransferRecord
-from ._deferred import DeferredReleases, DeviceStorage, Release
-from ._exec_session import ExecSession, exec_session_of
-from ._free_list import FreeList
-from ._hookspecs import hookimpl
-from ._host_services import HostServices
-from ._op_plan import RECORDING, REPLAY_MISS, JitLaunchRecord, OpRecording
-from ._op_replay import OpReplay
-from ._registry import BackendProvider, BackendStatus, RegistrationView
-from ._residency import require_resident
-from ._retirement import Lease, RetirementQueue
-from ._runtime import Runtime, normalize_shape
-from ._session import BackendSession, Session, SessionHandle
-from ._storage import Storage, require_writable
+from ..layout import compact_strides, is_compact, numel, span
+from . import (
+    _cache,
+    _capture,
+    _capture_lock,
+    _compile_targets,
+    _compiled,
+    _counters,
+    _deferred,
+    _exec_session,
+    _free_list,
+    _hookspecs,
+    _host_services,
+    _op_plan,
+    _op_replay,
+    _registry,
+    _residency,
+    _retirement,
+    _runtime,
+    _session,
+    _storage,
+)
+from ._cache import *  # noqa: F403 - each module's __all__ is its share of the SPI
+from ._capture import *  # noqa: F403
+from ._capture_lock import *  # noqa: F403
+from ._compile_targets import *  # noqa: F403
+from ._compiled import *  # noqa: F403
+from ._counters import *  # noqa: F403
+from ._deferred import *  # noqa: F403
+from ._exec_session import *  # noqa: F403
+from ._free_list import *  # noqa: F403
+from ._hookspecs import *  # noqa: F403
+from ._host_services import *  # noqa: F403
+from ._op_plan import *  # noqa: F403
+from ._op_replay import *  # noqa: F403
+from ._registry import *  # noqa: F403
+from ._residency import *  # noqa: F403
+from ._retirement import *  # noqa: F403
+from ._runtime import *  # noqa: F403
+from ._session import *  # noqa: F403
+from ._storage import *  # noqa: F403
 
 SPI_VERSION = (1, 0)
 
-# The kernel cache, the DLPack structs and the JIT session base (which needs the DSL) load on
-# first use: importing the host must not pay for them.
-_LAZY = {
-    **{
-        name: f"{__name__}._kernel_cache"
-        for name in (
-            "CachedKernel",
-            "KernelCache",
-            "KernelCacheWarning",
-            "KernelKey",
-            "active_kernel_cache",
-        )
-    },
-    "cached_probe": f"{__name__}._probe_cache",
-    **{
-        name: f"{__name__}._dlpack"
-        for name in (
-            "CapsuleDestructor",
-            "DLPACK_FLAG_BITMASK_READ_ONLY",
-            "DL_TYPE_CODES",
-            "KDL_CPU",
-            "KDL_CUDA",
-            "DLDataType",
-            "DLDeleter",
-            "DLDevice",
-            "DLManagedTensor",
-            "DLManagedTensorVersioned",
-            "DLPackVersion",
-            "DLTensor",
-            "DLVersionedDeleter",
-            "capsule_is_valid",
-            "capsule_new",
-            "capsule_pointer",
-            "capsule_set_name",
-            "dl_dtype",
-        )
-    },
-    **{
-        name: f"{__name__}._jit_session"
-        for name in (
-            "Grid",
-            "JitBinding",
-            "JitLaunch",
-            "JitSession",
-            "convert_scalar",
-            "fold_grid",
-        )
-    },
+#: What loads on first use, by module: importing the host must not pay for the kernel cache,
+#: the DLPack structs or the JIT session base (which needs the DSL). Each name is in its
+#: module's ``__all__`` (a test holds the two together).
+LAZY = {
+    "_kernel_cache": (
+        "CachedKernel",
+        "KernelCache",
+        "KernelCacheWarning",
+        "KernelKey",
+        "active_kernel_cache",
+    ),
+    "_probe_cache": ("cached_probe",),
+    "_dlpack": (
+        "CapsuleDestructor",
+        "DLPACK_FLAG_BITMASK_READ_ONLY",
+        "DL_TYPE_CODES",
+        "KDL_CPU",
+        "KDL_CUDA",
+        "DLDataType",
+        "DLDeleter",
+        "DLDevice",
+        "DLManagedTensor",
+        "DLManagedTensorVersioned",
+        "DLPackVersion",
+        "DLTensor",
+        "DLVersionedDeleter",
+        "capsule_is_valid",
+        "capsule_new",
+        "capsule_pointer",
+        "capsule_set_name",
+        "dl_dtype",
+    ),
+    "_jit_session": (
+        "Grid",
+        "JitBinding",
+        "JitLaunch",
+        "JitSession",
+        "convert_scalar",
+        "fold_grid",
+    ),
 }
-__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {name: f"{__name__}.{module}" for module, names in LAZY.items() for name in names},
+    globals(),
+)
 
 __all__ = [
-    "DLPACK_FLAG_BITMASK_READ_ONLY",
-    "DL_TYPE_CODES",
-    "FALLBACK",
-    "KDL_CPU",
-    "KDL_CUDA",
-    "RECORDING",
-    "REPLAY_MISS",
     "SPI_VERSION",
-    "STAT_KEYS",
-    "BackendProvider",
-    "BackendSession",
-    "BackendStatus",
-    "CachedKernel",
-    "CapsuleDestructor",
-    "Capture",
-    "CapturedGraph",
-    "CompileFn",
-    "CompileOptions",
-    "CompiledKernel",
-    "Counters",
-    "DLDataType",
-    "DLDeleter",
-    "DLDevice",
-    "DLManagedTensor",
-    "DLManagedTensorVersioned",
-    "DLPackVersion",
-    "DLTensor",
-    "DLVersionedDeleter",
-    "DeferredReleases",
-    "DeviceStorage",
-    "DriverLaunchCore",
-    "ExecSession",
-    "FreeList",
-    "Grid",
-    "HostServices",
-    "JitBinding",
-    "JitLaunch",
-    "JitLaunchRecord",
-    "JitSession",
-    "KernelCache",
-    "KernelCacheWarning",
-    "KernelKey",
-    "Lease",
+    # the host's own names the SPI passes on: memos, and the layout rules a backend follows
     "Memo",
     "MemoKind",
     "MemoStats",
-    "OpRecording",
-    "OpReplay",
-    "RegistrationView",
-    "Release",
-    "ResourceCache",
-    "RetirementQueue",
-    "Runtime",
-    "Session",
-    "SessionHandle",
-    "Slot",
-    "SourceCompileFn",
-    "Storage",
-    "TransferRecord",
-    "UfuncCore",
-    "active_kernel_cache",
-    "cached_probe",
-    "capsule_is_valid",
-    "capsule_new",
-    "capsule_pointer",
-    "capsule_set_name",
     "compact_strides",
-    "convert_scalar",
-    "dl_dtype",
-    "exec_session_of",
-    "fold_grid",
-    "hookimpl",
+    "is_compact",
     "memo",
     "memo_kinds",
     "memo_stats",
-    "normalize_shape",
     "numel",
-    "refuse_in_capture",
-    "require_resident",
-    "require_writable",
+    "span",
 ]
+__all__ += [name for names in LAZY.values() for name in names]
+__all__ += _cache.__all__
+__all__ += _capture.__all__
+__all__ += _capture_lock.__all__
+__all__ += _compile_targets.__all__
+__all__ += _compiled.__all__
+__all__ += _counters.__all__
+__all__ += _deferred.__all__
+__all__ += _exec_session.__all__
+__all__ += _free_list.__all__
+__all__ += _hookspecs.__all__
+__all__ += _host_services.__all__
+__all__ += _op_plan.__all__
+__all__ += _op_replay.__all__
+__all__ += _registry.__all__
+__all__ += _residency.__all__
+__all__ += _retirement.__all__
+__all__ += _runtime.__all__
+__all__ += _session.__all__
+__all__ += _storage.__all__

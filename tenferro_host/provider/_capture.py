@@ -574,11 +574,4 @@ class CapturedGraph:
         return tuple(tensors_now[len(values) :])
 
 
-__all__ = [
-    "Capture",
-    "CapturedGraph",
-    "NativeCapture",
-    "Scalar",
-    "Slot",
-    "captures_opened",
-]
+__all__ = ["Capture", "CapturedGraph", "Slot"]

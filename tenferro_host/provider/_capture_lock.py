@@ -30,4 +30,4 @@ def refuse_in_capture(runtime: Runtime, what: str, fix: str, op: str | None = No
         raise CaptureError(f"{what} inside a capture of {runtime.name!r}", op=op, fix=fix)
 
 
-__all__ = ["locked", "refuse_in_capture"]
+__all__ = ["refuse_in_capture"]

@@ -86,14 +86,4 @@ FIND: Any = None if _MODULE is None else _MODULE.find
 DriverLaunchCore: Any = None if _MODULE is None else _MODULE.DriverLaunchCore
 UfuncCore: Any = None if _MODULE is None else _MODULE.UfuncCore
 
-__all__ = [
-    "CALL",
-    "FALLBACK",
-    "FIND",
-    "REPLAY",
-    "STATE",
-    "SWITCH",
-    "DriverLaunchCore",
-    "UfuncCore",
-    "Unplanned",
-]
+__all__ = ["FALLBACK", "DriverLaunchCore", "UfuncCore"]

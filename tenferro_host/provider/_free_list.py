@@ -120,4 +120,4 @@ class FreeList(Generic[T]):
         }
 
 
-__all__ = ["MIN_BLOCK", "FreeList"]
+__all__ = ["FreeList"]

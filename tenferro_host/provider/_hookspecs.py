@@ -41,3 +41,6 @@ def tenferro_host_session_started(session: BackendSession) -> None:
 @hookspec
 def tenferro_host_session_finished(session: BackendSession, error: BaseException | None) -> None:
     """Observer: a backend session ended, with the body's exception if any."""
+
+
+__all__ = ["hookimpl"]

@@ -562,6 +562,7 @@ def _constants_key(constants: dict[str, Any]) -> tuple[Any, ...] | None:
 
 
 __all__ = [
+    "Grid",
     "JitBinding",
     "JitLaunch",
     "JitSession",

@@ -145,15 +145,4 @@ def record_into(rec: OpRecording | None) -> OpRecording | None:
     return previous
 
 
-__all__ = [
-    "ENABLED",
-    "LAUNCH_PLANS",
-    "RECORDING",
-    "REPLAY_MISS",
-    "JitLaunchRecord",
-    "OpRecording",
-    "Slot",
-    "exact_kind",
-    "record_into",
-    "sharing",
-]
+__all__ = ["RECORDING", "REPLAY_MISS", "JitLaunchRecord", "OpRecording"]

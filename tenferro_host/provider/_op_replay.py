@@ -74,4 +74,4 @@ class OpReplay:
         return {"replay": lambda: self(tensors), "allocation": lambda: self.allocate()[0]}
 
 
-__all__ = ["OpReplay", "Output"]
+__all__ = ["OpReplay"]

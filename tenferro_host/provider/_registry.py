@@ -222,4 +222,4 @@ class RegistrationView:
         self._registry._commit(self)
 
 
-__all__ = ["BackendProvider", "BackendStatus", "OpRecord", "RegistrationView", "Registry"]
+__all__ = ["BackendProvider", "BackendStatus", "RegistrationView"]

@@ -239,4 +239,4 @@ class BackendSession(Session):
         return self._exec
 
 
-__all__ = ["BackendSession", "Session", "SessionHandle"]
+__all__ = ["BackendSession", "OutputSession", "Session", "SessionHandle"]
