@@ -11,6 +11,7 @@ True
 
 from __future__ import annotations
 
+import importlib
 import re
 import threading
 from collections.abc import Iterable
@@ -40,6 +41,9 @@ from .provider._registry import BackendStatus, Registry
 from .provider._runtime import Runtime
 from .provider._session import BackendSession
 
+#: The built-in CPU backend, loaded by name as an entry point's module is: it reaches the host
+#: only through its public fronts, like every plugin, so no host module imports it.
+CPU_PLUGIN = "tenferro_host._cpu"
 _BACKEND_NAME = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
 
 
@@ -93,15 +97,13 @@ class Host:
         """The loaded plugins (loaded on first use)."""
         with self._lock:
             if self._plugins is None:
-                from . import _cpu as cpu_plugin
-
                 plugins = PluginSet(
                     strict=self.strict,
                     disabled=self.disabled,
                     allowed=self.allowed,
                     builtin_only=self.builtin_only,
                 )
-                plugins.load([("cpu", cpu_plugin)])
+                plugins.load([("cpu", importlib.import_module(CPU_PLUGIN))])
                 self.observes_sessions = plugins.observe_started or plugins.observe_finished
                 self._plugins = plugins
             return self._plugins

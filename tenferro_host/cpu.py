@@ -1,4 +1,7 @@
-"""CPU facade: public types and entry functions of the CPU backend.
+"""CPU facade (PEP 562): names resolve from the built-in CPU backend on first use.
+
+The CPU backend is a plugin like the others (it imports the host through its fronts), so this
+facade names it lazily as the CUDA and WebGPU facades name theirs.
 
 >>> import tenferro_host as tf
 >>> with tf.Host().backend("cpu").session() as s:
@@ -10,8 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._cpu import CpuDeviceInfo, CpuRuntime
+from .facade import lazy_names
 from .provider._exec_session import ExecSession, exec_session_of
+
+_LAZY = {
+    "CpuRuntime": "tenferro_host._cpu",
+    "CpuDeviceInfo": "tenferro_host._cpu",
+}
 
 
 def exec_session(session: Any) -> ExecSession | None:
@@ -19,4 +27,6 @@ def exec_session(session: Any) -> ExecSession | None:
     return exec_session_of(session, "cpu")
 
 
-__all__ = ["CpuDeviceInfo", "CpuRuntime", "exec_session"]
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
+
+__all__ = ["exec_session", *_LAZY]

@@ -14,7 +14,9 @@ from tenferro_host import ExtensionCapability, TenferroError
 from tenferro_host.provider import BackendProvider, BackendStatus, RegistrationView, hookimpl
 
 from ._compile_target import compile_wgsl
-from ._runtime import WebGpuExecSession, WebGpuRuntime, WebGpuStorage
+from ._exec_session import WebGpuExecSession
+from ._runtime import WebGpuRuntime
+from ._storage import WebGpuStorage
 from .adapters import ADAPTER_ENV, AdapterInfo, adapter, adapters
 from .device import WebGpuDeviceId, WebGpuDeviceInfo
 

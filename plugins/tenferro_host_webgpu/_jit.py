@@ -24,7 +24,8 @@ from tenferro_host.provider import ExecSession, Grid, JitLaunch, JitSession, Mem
 
 from . import _wgsl, wgsl_cache
 from ._replay import PlannedDispatch
-from ._runtime import WebGpuRuntime, WebGpuStorage
+from ._runtime import WebGpuRuntime
+from ._storage import WebGpuStorage
 from ._uniforms import ArrayView, pack_uniforms
 from .device import WebGpuDeviceInfo
 

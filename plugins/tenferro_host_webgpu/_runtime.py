@@ -45,7 +45,6 @@ from tenferro_host import (
 )
 from tenferro_host.provider import (
     BackendSession,
-    DeviceStorage,
     ExecSession,
     FreeList,
     OpRecording,
@@ -56,6 +55,8 @@ from tenferro_host.provider import (
 )
 
 from . import strided_copy
+from ._exec_session import WebGpuExecSession
+from ._storage import WebGpuStorage
 from ._uniforms import UniformBlock
 from .adapters import adapter
 from .device import (
@@ -72,50 +73,6 @@ if TYPE_CHECKING:
     from tenferro_host.provider import HostServices
 
 DEBUG_SYNC_ENV = "TENFERRO_DEBUG_SYNC"
-
-
-class WebGpuStorage(DeviceStorage):
-    """A storage buffer of ``nbytes`` host bytes of ``dt``; on the device each element takes
-    ``element_size`` bytes (``widen`` times its host size: 4 for bool,
-    :func:`.device.device_element_size`) and the buffer is padded to a multiple of 4 bytes.
-
-    ``block`` is its size class in the runtime's free list (0: too large to keep); ``epoch`` the
-    queue's submission count after which every earlier use of a reused buffer was submitted (0
-    for a new buffer). When collected it queues ``("keep", (class, buffer))`` on its runtime,
-    or ``("drop", buffer)`` when it is too large to keep.
-    """
-
-    __slots__ = ("block", "buffer", "element_size", "epoch", "widen")
-
-    def __init__(
-        self,
-        runtime: Runtime,
-        buffer: Any,
-        nbytes: int,
-        dt: DType,
-        element_size: int,
-        block: int = 0,
-        epoch: int = 0,
-    ) -> None:
-        super().__init__(runtime, nbytes, ("keep", (block, buffer)) if block else ("drop", buffer))
-        self.buffer = buffer
-        self.element_size = element_size
-        self.widen = element_size // dt.itemsize
-        self.block = block
-        self.epoch = epoch
-
-
-class WebGpuExecSession(ExecSession):
-    """The execution authority on a WebGPU runtime: DSL kernels only (``ex.jit``).
-
-    ``ex.raw(...)`` raises UnsupportedError: WebGPU has no native modules, streams or pointers.
-    """
-
-    @property
-    def device_info(self) -> WebGpuDeviceInfo:
-        info = self.runtime.device_info
-        assert isinstance(info, WebGpuDeviceInfo)
-        return info
 
 
 class WebGpuRuntime(Runtime):

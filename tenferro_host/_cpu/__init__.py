@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import platform
 
-from ..capability import ExtensionCapability
+from .. import ExtensionCapability
 from ..provider import BackendProvider, BackendStatus, RegistrationView, Runtime, hookimpl
 from ._jit import CpuJitSession
 from ._runtime import CpuDeviceInfo, CpuRuntime, CpuStorage

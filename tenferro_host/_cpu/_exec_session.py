@@ -20,15 +20,18 @@ launch: ``fn`` and each argument as an input or output slot or a constant, which
 from __future__ import annotations
 
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any
 
-from ..errors import LaunchError, TenferroError, ValidationError
-from ..provider._exec_session import ExecSession
-from ..provider._op_plan import RECORDING, OpRecording
-from ..provider._residency import require_resident
-from ..provider._session import OutputSession, _get_ident
-from ..provider._storage import require_writable
-from ..tensor import Tensor
+from .. import LaunchError, TenferroError, Tensor, ValidationError
+from ..provider import (
+    RECORDING,
+    ExecSession,
+    OpRecording,
+    OutputSession,
+    require_resident,
+    require_writable,
+)
 from ._storage import numpy_view
 
 #: A recorded argument: a tensor's ``Slot`` ((0, i) input i, (1, j) output j), or (2, value) a
@@ -51,7 +54,7 @@ class CpuExecSession(ExecSession, OutputSession):
         ``fn`` — a ufunc (``np.add``) or a function of that form — writes ``out`` and touches
         nothing else; its result is dropped. What it raises comes back as a ``LaunchError``.
         """
-        if self._owner != _get_ident():
+        if self._owner != get_ident():
             raise self._refusal()
         if not callable(fn):
             raise ValidationError(

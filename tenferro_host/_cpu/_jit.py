@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from .. import UnsupportedError
 from ..kernel.ir import U32_MAX
-from ..provider._jit_session import Grid, JitLaunch, JitSession
-from ..provider._op_plan import RECORDING
+from ..provider import RECORDING, Grid, JitLaunch, JitSession
 from ._interpreter import ArrayArg, run
 from ._replay import DslForm
 

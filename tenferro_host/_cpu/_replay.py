@@ -18,17 +18,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, final
 
 import numpy as np
 
-from ..errors import TenferroError
-from ..provider._compiled import UfuncCore
-from ..provider._op_plan import REPLAY_MISS, JitLaunchRecord, OpRecording
-from ..provider._op_replay import OpReplay
-from ..tensor import Tensor
+from .. import TenferroError, Tensor
+from ..provider import REPLAY_MISS, JitLaunchRecord, OpRecording, OpReplay, UfuncCore
 from ._exec_session import Arg, LaunchRecord, launch_failed
 from ._interpreter import ArrayArg, run
 from ._storage import CpuStorage
 
 if TYPE_CHECKING:
-    from ..provider._jit_session import JitLaunch
+    from ..provider import JitLaunch
     from ._runtime import CpuRuntime
 
 #: How one tensor argument's view is made: (position in the launch's argument list, 0 input /

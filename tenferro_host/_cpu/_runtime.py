@@ -17,21 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..dtypes import ALL, DType, dtype
-from ..errors import OutOfMemoryError, ValidationError
-from ..layout import compact_strides
-from ..provider._op_plan import RECORDING, OpRecording
-from ..provider._runtime import Runtime
-from ..provider._storage import Storage
-from ..tensor import Tensor
+from .. import DType, OutOfMemoryError, Tensor, ValidationError, dtype
+from ..provider import RECORDING, OpRecording, Runtime, Storage, compact_strides
 from ._exec_session import CpuExecSession
 from ._replay import CpuReplay
 from ._storage import CpuStorage, numpy_view
 
 if TYPE_CHECKING:
-    from ..provider._exec_session import ExecSession
-    from ..provider._host_services import HostServices
-    from ..provider._session import BackendSession
+    from ..provider import BackendSession, ExecSession, HostServices
 
 
 @dataclass(frozen=True)
@@ -167,7 +160,7 @@ class CpuRuntime(Runtime):
 
 
 #: numpy dtype -> host dtype, the import's lookup without ``dtype()``'s conversions
-_HOST_DTYPES = {d.numpy: d for d in ALL}
+_HOST_DTYPES = {d.numpy: d for d in map(dtype, Runtime.supported_dtypes)}
 
 
 def _byte_extent(arr: np.ndarray) -> int:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..provider._runtime import Runtime
-from ..provider._storage import Storage
-from ..tensor import Tensor
+from .. import Tensor
+from ..provider import Runtime, Storage
 
 
 class CpuStorage(Storage):

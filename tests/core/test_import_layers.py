@@ -39,9 +39,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def is_module(name: str) -> bool:
+    """Whether the dotted ``name`` is a module or package of the host (not a name in one)."""
+    path = HOST.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
 def imports(path: Path) -> list[tuple[int, str]]:
     """(line, absolute module) of every import in ``path``, TYPE_CHECKING blocks included;
-    ``from package import name`` also counts as importing ``package.name``."""
+    ``from package import name`` also counts as importing ``package.name`` (a host module)."""
     own = module_name(path)
     package = own if path.name == "__init__.py" else own.rpartition(".")[0]
     found = []
@@ -56,7 +62,11 @@ def imports(path: Path) -> list[tuple[int, str]]:
             else:
                 module = node.module or ""
             found.append((node.lineno, module))
-            found += [(node.lineno, f"{module}.{a.name}") for a in node.names]
+            found += [
+                (node.lineno, f"{module}.{a.name}")
+                for a in node.names
+                if not module.startswith("tenferro_host") or is_module(f"{module}.{a.name}")
+            ]
     return found
 
 

@@ -11,11 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from ... import layout
-from ...errors import UnsupportedError, ValidationError
-from ...kernel import ir
-from ...kernel._kernel import Specialization
+from ... import UnsupportedError, ValidationError
+from ...kernel import Specialization, ir
 from ...kernel.ir import U32_MAX, check_u32_array
+from ...provider import is_compact, numel, span
 from ._matrix import MatrixMachine
 from ._numerics import COMPARE, FLOAT_OPS, INT_OPS, cast, math_func, read_modify_write
 from ._shared import SharedMachine, SharedState
@@ -35,12 +34,12 @@ class ArrayArg:
 
     @property
     def numel(self) -> int:
-        return layout.numel(self.shape)
+        return numel(self.shape)
 
     @property
     def extent(self) -> int:
         """Elements from the view's first to its last element (0 for an empty view)."""
-        lo, hi = layout.span(self.shape, self.strides, 0)
+        lo, hi = span(self.shape, self.strides, 0)
         return hi - lo
 
 
@@ -432,7 +431,7 @@ def run(
                 feature="negative strides",
             )
         check_u32_array(param.name, arg.numel, arg.extent)
-        if param.compact and not layout.is_compact(arg.shape, arg.strides):
+        if param.compact and not is_compact(arg.shape, arg.strides):
             raise ValidationError(
                 f"array {param.name!r} was specialized for a compact view, got shape {arg.shape} "
                 f"with strides {arg.strides}; specialize with ArrayDesc(..., compact=False)",

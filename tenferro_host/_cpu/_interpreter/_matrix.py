@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import ValidationError
-from ...kernel import ir
-from ...kernel._cooperation import DivergentFragmentError, UnwrittenFragmentError
+from ... import ValidationError
+from ...kernel import DivergentFragmentError, UnwrittenFragmentError, ir
 from ._shared import MANY
 
 if TYPE_CHECKING:

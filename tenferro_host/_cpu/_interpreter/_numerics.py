@@ -8,8 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import dtypes
-from ...dtypes import DType
+from ... import DType, bool_, dtype, float64
 from ...kernel import ir
 
 
@@ -95,7 +94,7 @@ def _atomic_result(op: str, current: Any, value: Any, compare: Any) -> Any:
     if op == "add":
         return current + value
     if op in ("min", "max"):  # as K.min/K.max
-        return math_func(op, [current, value], dtypes.dtype(current.dtype))
+        return math_func(op, [current, value], dtype(current.dtype))
     if op == "exchange":
         return value
     bits = f"u{current.dtype.itemsize}"
@@ -105,7 +104,7 @@ def _atomic_result(op: str, current: Any, value: Any, compare: Any) -> Any:
 def cast(value: Any, source: DType, target: DType) -> Any:
     """To bool is ``!= 0``; float -> int truncates and saturates (NaN -> 0), as every target
     does; int -> int wraps; int -> float rounds to nearest."""
-    if target is dtypes.bool_:
+    if target is bool_:
         return np.not_equal(value, 0)
     if source.is_float and target.is_integer:
         return saturate(value, target)
@@ -127,7 +126,7 @@ def saturate(value: Any, target: DType) -> Any:
 def math_func(func: str, args: list[Any], t: DType) -> Any:
     """One math intrinsic on arguments of type ``t``; the result has type ``t``."""
     if func == "fma":
-        if t is dtypes.float64:
+        if t is float64:
             result = args[0] * args[1] + args[2]
         else:  # exact product and sum in f64, one rounding: what a fused multiply-add gives
             a, b, c = (np.asarray(x, np.float64) for x in args)

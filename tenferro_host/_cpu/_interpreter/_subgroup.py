@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import InvalidLaunchConfigError, ValidationError
-from ...kernel import ir
-from ...kernel._cooperation import DivergentSubgroupError
+from ... import InvalidLaunchConfigError, ValidationError
+from ...kernel import DivergentSubgroupError, ir
 from ._numerics import FLOAT_OPS, INT_OPS, math_func
 
 DEFAULT_SUBGROUP_SIZE = 32
