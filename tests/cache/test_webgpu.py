@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support import cache_support
+from support.backends import available_host
 from support.subprocesses import Subprocess
 from tenferro_host_webgpu._wgsl import _shader as wgsl
 
@@ -70,11 +71,7 @@ CHILD = textwrap.dedent(
 
 @pytest.fixture
 def host() -> tf.Host:
-    found = tf.Host()
-    status = found.backend_status("webgpu")
-    if not status.available:
-        pytest.skip(f"no WebGPU adapter: {status.reason}")
-    return found
+    return available_host("webgpu")
 
 
 def child(tmp_path: Path, cache_dir: Path, seed: str) -> dict[str, Any]:

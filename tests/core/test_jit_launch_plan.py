@@ -10,7 +10,6 @@ Each test runs with plans (the default) and, in the suite's second pass, with
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -46,14 +45,10 @@ def fill(out: K.Array[K.f32], value: K.f32):
         out[i] = value
 
 
-@pytest.fixture(params=["cpu", pytest.param("webgpu", marks=pytest.mark.webgpu)])
-def rt(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A runtime of its own (its launch plans start empty)."""
-    host = tf.Host()
-    status = host.backend_status(request.param)
-    if not status.available:
-        pytest.skip(f"no {request.param} backend: {status.reason}")
-    yield host.new_backend(request.param)
+@pytest.fixture
+def rt(each_rt: Any) -> Any:
+    """A runtime of each backend, of its own (a fresh Host's: its launch plans start empty)."""
+    return each_rt
 
 
 def _plans(rt: Any) -> list[OpReplay]:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.backends import available_host
 
 from tenferro_host import Host
 
@@ -22,11 +23,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def webgpu_host() -> Host:
-    host = Host()
-    status = host.backend_status("webgpu")
-    if not status.available:
-        pytest.skip(f"no WebGPU adapter: {status.reason}")
-    return host
+    """The session's Host with WebGPU (every test here skips with its reason where it is not)."""
+    return available_host("webgpu")
 
 
 @pytest.fixture(scope="session")
