@@ -4,6 +4,7 @@ element, a race) and of every barrier (all units of a cube reach it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -145,56 +146,63 @@ class SharedMachine:
         where = np.flatnonzero(active)
         bad = (idx < 0) | (idx >= size)
         if bad.any():
-            raise self.fail(
+            raise self.refuse(
                 node,
-                f"index {idx[bad][0]} of shared array {name!r} is out of bounds "
-                f"(it has {size} elements)",
-                self._lanes_of(where[bad]),
+                where,
+                bad,
+                lambda k: (
+                    f"index {idx[k]} of shared array {name!r} is out of bounds "
+                    f"(it has {size} elements)"
+                ),
             )
         units = self.unit_of[where]
         key = self.cube_of[where] * size + idx.astype(np.int64)
         if kind != "write":
             unwritten = ~state.written[key]
             if unwritten.any():
-                k = int(np.flatnonzero(unwritten)[0])
-                raise self.fail(
+                raise self.refuse(
                     node,
-                    f"reads element {idx[k]} of shared array {name!r}, which no unit of "
-                    f"cube {self.cube_of[where[k]]} has written (shared memory starts "
-                    "uninitialised); write it first, then K.sync_cube()",
-                    self._lanes_of(where[unwritten]),
-                    error=UnwrittenSharedReadError,
+                    where,
+                    unwritten,
+                    lambda k: (
+                        f"reads element {idx[k]} of shared array {name!r}, which no unit "
+                        f"of cube {self.cube_of[where[k]]} has written (shared memory starts "
+                        "uninitialised); write it first, then K.sync_cube()"
+                    ),
+                    UnwrittenSharedReadError,
                 )
         found = first_clash(state, kind, key, units)
         if found is not None:
-            raise self.race(node, kind, name, idx, units, where, *found)
+            clash, other = found
+            raise self.refuse(
+                node,
+                where,
+                clash,
+                lambda k: (
+                    f"shared-memory race on {name}[{idx[k]}] in cube "
+                    f"{self.cube_of[where[k]]}: unit {units[k]} {PRESENT[kind]} it while {other}, "
+                    "with no K.sync_cube() between; put a barrier between the two accesses (or use "
+                    "atomics for both)"
+                ),
+                SharedRaceError,
+            )
         if kind == "write":
             state.written[key] = True
         state.record(kind, key, units, node.line)
         return key
 
-    def race(
+    def refuse(
         self,
         node: ir.Node,
-        kind: str,
-        name: str,
-        idx: Lanes,
-        units: Lanes,
         where: Lanes,
-        clash: Lanes,
-        other: str,
+        bad: Lanes,
+        message: Callable[[int], str],
+        error: type[ValidationError] = ValidationError,
     ) -> ValidationError:
-        """The race of the first clashing access (``clash`` over the accessing lanes ``where``,
-        at shared indices ``idx`` by ``units``) with what ``other`` says touched it."""
-        k = int(np.flatnonzero(clash)[0])
-        return self.fail(
-            node,
-            f"shared-memory race on {name}[{idx[k]}] in cube {self.cube_of[where[k]]}: unit "
-            f"{units[k]} {PRESENT[kind]} it while {other}, with no K.sync_cube() between; put a "
-            "barrier between the two accesses (or use atomics for both)",
-            self._lanes_of(where[clash]),
-            error=SharedRaceError,
-        )
+        """``error`` for the first of the accesses ``bad`` (over the accessing lanes ``where``):
+        ``message(k)`` says what access ``k`` did."""
+        k = int(np.flatnonzero(bad)[0])
+        return self.fail(node, message(k), self._lanes_of(where[bad]), error=error)
 
     def _lanes_of(self, where: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         lanes = np.zeros(self.n, bool)
