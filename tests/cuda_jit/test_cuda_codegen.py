@@ -57,25 +57,24 @@ def test_every_construct_compiles_for_sm90(kern, descs, consts):
     assert compile_sm90(generated.source) > 0
 
 
+def abi_of_a_vector(name: str) -> list[tuple[str, str, str, str, int | None, int]]:
+    """The ABI rows of a 1-D array parameter: its pointer, then its metadata."""
+    return [
+        (f"p_{name}", "ptr", "data", name, None, 8),
+        (f"m_offset_{name}", "u64", "offset", name, None, 8),
+        (f"m_len_{name}", "u32", "len", name, None, 4),
+        (f"m_shape0_{name}", "u32", "shape", name, 0, 4),
+        (f"m_stride0_{name}", "u32", "stride", name, 0, 4),
+    ]
+
+
 def test_abi_layout_of_saxpy():
     spec = kernels.saxpy.specialize([*arrays(D.float32, D.float32, D.float32), S], {}, "cuda")
     abi = kernel_abi(spec)
     assert [(a.name, a.raw_type, a.role, a.param, a.axis, a.nbytes) for a in abi] == [
-        ("p_out", "ptr", "data", "out", None, 8),
-        ("m_offset_out", "u64", "offset", "out", None, 8),
-        ("m_len_out", "u32", "len", "out", None, 4),
-        ("m_shape0_out", "u32", "shape", "out", 0, 4),
-        ("m_stride0_out", "u32", "stride", "out", 0, 4),
-        ("p_x", "ptr", "data", "x", None, 8),
-        ("m_offset_x", "u64", "offset", "x", None, 8),
-        ("m_len_x", "u32", "len", "x", None, 4),
-        ("m_shape0_x", "u32", "shape", "x", 0, 4),
-        ("m_stride0_x", "u32", "stride", "x", 0, 4),
-        ("p_y", "ptr", "data", "y", None, 8),
-        ("m_offset_y", "u64", "offset", "y", None, 8),
-        ("m_len_y", "u32", "len", "y", None, 4),
-        ("m_shape0_y", "u32", "shape", "y", 0, 4),
-        ("m_stride0_y", "u32", "stride", "y", 0, 4),
+        *abi_of_a_vector("out"),
+        *abi_of_a_vector("x"),
+        *abi_of_a_vector("y"),
         ("p_a", "f32", "value", "a", None, 4),
         ("tf_count_x", "u32", "count", None, 0, 4),
         ("tf_count_y", "u32", "count", None, 1, 4),

@@ -436,8 +436,7 @@ class _Emitter(SubgroupEmitter, MatrixEmitter):
         n = self.temp()
         at = f"tf_at{n}"
         const = "const " if load and s.array not in self.kernel.written else ""
-        self.line("{")
-        with self.indented():
+        with self.braced():
             self.line(
                 f"{const}{ctype}* const {at} = {self.memory(s.array)} + {self.expr(s.index)};"
             )
@@ -456,7 +455,6 @@ class _Emitter(SubgroupEmitter, MatrixEmitter):
             self.line("} else {")
             self.block(scalar)
             self.line("}")
-        self.line("}")
 
     def visit_Eval(self, s: ir.Eval) -> None:
         self.line(f"(void)({self.expr(s.value)});")
@@ -470,8 +468,7 @@ class _Emitter(SubgroupEmitter, MatrixEmitter):
         var = c_name(s.var, True)
         n = self.temp()
         stop, step = f"tf_stop{n}", f"tf_step{n}"
-        self.line("{")
-        with self.indented():
+        with self.braced():
             self.line(f"const {ctype} {stop} = {self.expr(s.stop)};")
             self.line(f"const {ctype} {step} = {self.expr(s.step)};")
             if isinstance(s.step, ir.Const):
@@ -484,7 +481,6 @@ class _Emitter(SubgroupEmitter, MatrixEmitter):
             self.line(f"for ({var} = {self.expr(s.start)}; {cond}; {var} = {increment}) {{")
             self.block(s.body)
             self.line("}")
-        self.line("}")
 
     # -------------------------------------------------------- kernel
 

@@ -75,20 +75,17 @@ class MatrixEmitter(ir.SourceEmitter, abstract=True):
         """Every element of the private array."""
         n = self.temp()
         f = fragment_name(s.fragment)
-        self.line("{")
-        with self.indented():
+        with self.braced():
             self.line(f"let t_fill{n} = f32({self.expr(s.value)});")
             size = s.ftype.rows * s.ftype.cols
             self.line(f"for (var t_e{n} = 0u; t_e{n} < {size}u; t_e{n} = t_e{n} + 1u) {{")
             self.line(f"    {f}[t_e{n}] = t_fill{n};")
             self.line("}")
-        self.line("}")
 
     def visit_FragmentLoad(self, s: ir.FragmentLoad) -> None:
         """Every element, a row per trip."""
         t, f = s.ftype, fragment_name(s.fragment)
-        self.line("{")
-        with self.indented():
+        with self.braced():
             n = self.operands(s)
             i = f"t_i{n}"
             self.line(f"for (var {i} = 0u; {i} < {t.rows}u; {i} = {i} + 1u) {{")
@@ -97,13 +94,11 @@ class MatrixEmitter(ir.SourceEmitter, abstract=True):
                     ref = self.element(s, n, i, f"{j}u")
                     self.line(f"{f}[{i} * {t.cols}u + {j}u] = {self.read(s, ref)};")
             self.line("}")
-        self.line("}")
 
     def visit_FragmentStore(self, s: ir.FragmentStore) -> None:
         """The unit's share of the elements: ``e = unit_in_warp + 32 * trip``."""
         t, f = s.ftype, fragment_name(s.fragment)
-        self.line("{")
-        with self.indented():
+        with self.braced():
             n = self.operands(s)
             e = f"t_e{n}"
             size = t.rows * t.cols
@@ -112,7 +107,6 @@ class MatrixEmitter(ir.SourceEmitter, abstract=True):
                 ref = self.element(s, n, f"({e} / {t.cols}u)", f"({e} % {t.cols}u)")
                 self.line(self.write(s, ref, f"{f}[{e}]"))
             self.line("}")
-        self.line("}")
 
     def visit_Mma(self, s: ir.Mma) -> None:
         """``d[i, j] = c[i, j] + a[i, 0] * b[0, j] + ...`` in increasing ``k``, one element per

@@ -341,8 +341,7 @@ class _Emitter(_subgroup.SubgroupEmitter, MatrixEmitter):
         n = self.temp()
         stop, step, var = f"t_stop{n}", f"t_step{n}", f"v_{s.var}"
         zero = literal(0, s.step.type)
-        self.line("{")
-        with self.indented():
+        with self.braced():
             self.line(f"let {stop} = {self.expr(s.stop)};")
             self.line(f"let {step} = {self.expr(s.step)};")
             self.line(f"{var} = {self.expr(s.start)};")
@@ -356,7 +355,6 @@ class _Emitter(_subgroup.SubgroupEmitter, MatrixEmitter):
                 self.statements(s.body)
                 self.line(f"continuing {{ {var} = {var} + {step}; }}")
             self.line("}")
-        self.line("}")
 
 
 _RUNTIME_VALUES = (

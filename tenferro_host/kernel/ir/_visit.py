@@ -112,6 +112,14 @@ class SourceEmitter(Visitor[str], abstract=True):
         finally:
             self.depth -= 1
 
+    @contextmanager
+    def braced(self) -> Iterator[None]:
+        """A ``{ ... }`` block: the lines emitted inside it one level deeper."""
+        self.line("{")
+        with self.indented():
+            yield
+        self.line("}")
+
     def helper(self, name: str, source: str) -> None:
         """Define helper ``name`` once (the first definition wins)."""
         self.helpers.setdefault(name, source)
