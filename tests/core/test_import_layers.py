@@ -227,6 +227,9 @@ def test_imports_resolves_relative_imports():
         ("tenferro_host.provider._registry", "spi"),
         ("tenferro_host", "host"),
         ("tenferro_host._cpu._runtime", "host"),
+        ("tenferro_host._cpu._interpreter._machine", "host"),
+        ("tenferro_host.compile_only", "host"),
+        ("tenferro_host.provider._autotuning", "spi"),
         ("tenferro_host.testing.conformance", "tools"),
     ],
 )
