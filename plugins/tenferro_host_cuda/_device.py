@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -129,8 +130,6 @@ def placement(dev: Any, driver: Any = None) -> dict[str, Any]:
 
 def probe() -> BackendStatus:
     """Whether CUDA runs here; never raises (a missing driver or library is a reason)."""
-    import importlib.util
-
     try:  # found, not imported: without a driver, drv() answers before importing it
         found = importlib.util.find_spec("cuda.bindings.driver") is not None
     except (ImportError, ValueError) as exc:

@@ -12,6 +12,7 @@ right after a launch never unloads code a kernel still runs.
 
 from __future__ import annotations
 
+import struct
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -199,8 +200,6 @@ class Function:
         """Arguments of these struct codes match the parameters' count and byte sizes."""
         if codes in self._checked_codes:
             return
-        import struct
-
         if len(codes) != self.arity:
             raise ArgumentMismatchError(
                 f"kernel {self.name!r} takes {self.arity} arguments, got {len(codes)}; pass one "

@@ -166,6 +166,8 @@ def compile_source(
     def build() -> CompiledImage:
         return _compile(text, opts, arch, is_ptx, name, op)
 
+    # the kernel cache and the NVRTC key load at the first compile, not with the plugin
+    # (tests/cuda/test_first_call_imports.py counts what a first compile imports)
     from tenferro_host.provider import active_kernel_cache
 
     cache = active_kernel_cache()
@@ -197,7 +199,7 @@ def _image(found: CachedKernel) -> CompiledImage | None:
 
 def _entry(image: CompiledImage) -> CachedKernel:
     """The cache entry of a compiled image: the binary, with its log and lowered names."""
-    from tenferro_host.provider import CachedKernel
+    from tenferro_host.provider import CachedKernel  # the cache's module: at the first compile
 
     return CachedKernel(
         image.data,

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tenferro_host import __version__
 from tenferro_host.provider import KernelKey
 
 from ._driver import nvrtc_bindings
@@ -152,8 +153,6 @@ def nvrtc_key(
     source: bytes, options: NvrtcOptions, arch: str, is_ptx: bool, name: str
 ) -> KernelKey | None:
     """The cache key of one compile, or None when its headers cannot be followed."""
-    from tenferro_host import __version__
-
     flags = options.flags(arch)[1:]  # the architecture is the "target" part
     dirs = [*options.include_dirs]
     pre: list[str] = []
