@@ -24,3 +24,8 @@ def test_the_committed_diagram_is_the_one_the_code_draws():
 
 def test_the_architecture_page_shows_the_diagram():
     assert "](architecture.svg)" in (ROOT / "docs" / "architecture.md").read_text()
+
+
+def test_the_architecture_page_fits_one_reading():
+    words = len((ROOT / "docs" / "architecture.md").read_text().split())
+    assert words <= 700, f"docs/architecture.md has {words} words: 700 at most, one page"
