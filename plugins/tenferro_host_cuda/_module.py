@@ -147,7 +147,7 @@ class Function:
     """A kernel with its parameter layout (``cuKernelGetParamInfo``) and its own limits."""
 
     def __init__(self, module: Module, name: str, symbol: str) -> None:
-        from cuda.core import Kernel
+        from cuda.core import Kernel  # cuda.core loads the driver library: not with the plugin
 
         d = drv()
         runtime = module.runtime
@@ -283,7 +283,7 @@ class Function:
         """The cuda.core ``LaunchConfig`` of a config :meth:`check_config` accepted."""
         found = self._core_configs.get(config)
         if found is None:
-            from cuda.core import LaunchConfig as CoreLaunchConfig
+            from cuda.core import LaunchConfig as CoreLaunchConfig  # (as Kernel above)
 
             found = self._core_configs.put(
                 config,
