@@ -58,7 +58,7 @@ class _Machine(SharedMachine, SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
         count: Grid,
         dim: Grid,
         args: Sequence[ArrayArg | Any],
-        subgroup_size: int = DEFAULT_SUBGROUP_SIZE,
+        subgroup_size: int,
     ) -> None:
         self.spec = spec
         self.subgroup_size = subgroup_size
