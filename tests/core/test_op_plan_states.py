@@ -1,7 +1,7 @@
 """What ``handle.plans()`` says of calls through the CPU's own seam (``ex.launch``): the real
 reason a call stays on the full path (an empty output, no outputs), not "no op replay", and an
 attribute whose equality raises gets the full path's error. What every backend's plans say:
-tests/op_plan/test_plan_states.py."""
+tests/provider/test_plan_states.py."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ def host(monkeypatch: pytest.MonkeyPatch) -> tf.Host:
 
 
 def test_an_empty_output_of_ex_launch_is_the_reason_given(host: tf.Host) -> None:
-    """The CPU's own seam (``ex.alloc_output``, ``ex.launch``); a DSL op's: tests/op_plan."""
+    """The CPU's own seam (``ex.alloc_output``, ``ex.launch``); a DSL op's on every backend:
+    tests/provider/test_plan_states.py."""
     cpu = host.backend("cpu")
     a, b = cpu.upload(np.ones(3, np.float32)), cpu.upload(np.full(3, 2, np.float32))
     for _ in range(3):

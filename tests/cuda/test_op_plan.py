@@ -119,7 +119,8 @@ def test_plan_and_full_path_launch_and_raise_the_same(world, data):
 
 def test_a_replay_makes_one_context_check_and_its_launch(world):
     """The full path launches through cuda.core after its context check; a replay calls the
-    driver's ``cuLaunchKernel`` itself (both paths' outcomes: tests/op_plan)."""
+    driver's ``cuLaunchKernel`` itself (both paths' outcomes on every backend:
+    tests/provider/test_plan_states.py)."""
     rt = world.rt
     a, b = rt.empty("float32", (64,)), rt.empty("float32", (64,))
     world.observe(False, ADD, a, b, calls=1)
@@ -184,7 +185,8 @@ def test_a_variant_that_is_not_replayable_stays_on_the_full_path(world):
 
 
 def test_guards_send_the_call_to_the_full_path(world):
-    """Another thread, debug waits, a capture (a session open on this thread: tests/op_plan)."""
+    """Another thread, debug waits, a capture (a session open on this thread, on every backend:
+    tests/provider/test_plan_guards.py)."""
     rt = world.rt
     a, b = rt.empty("float32", (48,)), rt.empty("float32", (48,))
     world.observe(True, ADD, a, b)

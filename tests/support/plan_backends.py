@@ -1,5 +1,6 @@
-"""The backends an op-plan test runs on, behind one face: the CPU, WebGPU (llvmpipe here; skipped
-where wgpu finds no adapter) and the CUDA stand-in (:mod:`support.driver_stand_in`, no GPU).
+"""The backends an op-plan test runs on, behind one face: those of a behaviour test
+(:mod:`support.backends`: the CPU, WebGPU where wgpu finds an adapter) and the CUDA stand-in
+(:mod:`support.driver_stand_in`: the CUDA plugin's plans without a GPU).
 
 A behaviour test takes the ``backend`` fixture (:func:`backend_fixture`) and asks it for tensors
 of a dtype and shape and for what a call did on either path (:meth:`PlanBackend.observe`): on the
@@ -11,6 +12,7 @@ suite's second pass; these tests compare both paths themselves).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,13 +22,15 @@ import pytest
 from tenferro_host_cuda._gather import GATHER_CODES
 
 import tenferro_host as tf
+from support.backends import BEHAVIOUR_KINDS, available_host, kind_params
 from support.driver_stand_in import ADD, ADD_PARAMS, StandIn, StandInModule, launch_words, stand_in
 from tenferro_host.provider import _op_plan
 
 #: the backends, by the name a test's id carries
-BACKENDS = ("cpu", pytest.param("webgpu", marks=pytest.mark.webgpu), "cuda-stand-in")
+BACKENDS = (*kind_params(*BEHAVIOUR_KINDS), "cuda-stand-in")
 _SIZES = {"Q": 8, "q": 8, "i": 4}
-_webgpu_host: list[tf.Host] = []  # one WebGPU host a session: its adapter is made once
+#: one host per kind a run (WebGPU's adapter is made once); tests forget the plans they count
+_shared_host = functools.cache(available_host)
 
 
 class PlanBackend:
@@ -153,16 +157,7 @@ def plan_backend(name: str) -> Iterator[PlanBackend]:
         with stand_in() as base:
             yield CudaStandInBackend(base)
         return
-    if name == "webgpu":
-        if not _webgpu_host:
-            _webgpu_host.append(tf.Host())
-        host = _webgpu_host[0]
-        status = host.backend_status("webgpu")
-        if not status.available:
-            pytest.skip(f"no WebGPU adapter: {status.reason}")
-        yield PlanBackend(name, host, host.backend("webgpu"))
-        return
-    host = tf.Host()
+    host = tf.Host() if name == "cpu" else _shared_host(name)
     yield PlanBackend(name, host, host.backend(name))
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.plan_backends import ADD, BACKENDS, PlanBackend, backend_fixture
+from support.backends import BEHAVIOUR_KINDS, kind_params
+from support.plan_backends import ADD, PlanBackend, backend_fixture
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
@@ -72,7 +73,7 @@ def test_each_key_is_its_own_entry(backend: PlanBackend) -> None:
     assert plans[f"{rt}({transposed}, {transposed}, sharing (0, 0))"] == VIEW_STATE[backend.name]
 
 
-@pytest.mark.parametrize("backend", BACKENDS[:2], indirect=True)  # a DSL op: not the stand-in
+@pytest.mark.parametrize("backend", kind_params(*BEHAVIOUR_KINDS), indirect=True)  # a DSL op
 def test_an_empty_output_is_the_reason_given(backend: PlanBackend) -> None:
     """Not "backend ... has no op replay": the output that keeps the call on the full path."""
     backend.register(
