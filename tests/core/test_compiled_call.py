@@ -210,29 +210,6 @@ def test_a_planned_cpu_call_costs_at_most_four_python_calls(monkeypatch):
     assert sum(call_trace(lambda: handle(a, b), __file__)[0].values()) <= 4
 
 
-@needs_compiled
-def test_a_plan_dropped_while_its_core_runs_frees_nothing_in_use(monkeypatch):
-    host = tf.Host()
-    cpu = host.backend("cpu")
-    a, b = cpu.upload(np.ones(64, np.float32)), cpu.upload(np.full(64, 2, np.float32))
-    handle = host.op(ADD)
-    allocate, dropping = type(cpu)._allocate, [False]
-
-    def allocation(self: Any, nbytes: int, dt: Any) -> Any:
-        if dropping[0]:  # the plan, its core and its allocators lose their last holder
-            handle.forget_plans()
-        return allocate(self, nbytes, dt)
-
-    monkeypatch.setattr(type(cpu), "_allocate", allocation)  # (a replay binds it when made)
-    monkeypatch.setattr(type(cpu), "poison_fresh_memory", True)  # the core asks the runtime
-    for _ in range(3):
-        handle(a, b)
-    assert list(handle.plans().values()) == ["replay"]  # (built with the extension: its core)
-    dropping[0] = True
-    assert handle(a, b).download().tolist() == [3.0] * 64
-    assert handle.plans() == {}
-
-
 def test_a_device_storage_queues_its_release_when_it_dies(monkeypatch):
     """``DeviceStorage.__del__`` (compiled where the extension is, else Python): one append of
     its release; nothing for a storage without one; an error (a runtime without its queue, as

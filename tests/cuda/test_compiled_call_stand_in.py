@@ -104,24 +104,3 @@ def test_a_planned_cuda_call_costs_at_most_four_python_calls(setup):
     # host.run alone (the previous output's finalizer, whose block serves the next call, is C)
     calls = call_trace(lambda: host.run(ADD, a, b), __file__)[0]  # Python frames of one call
     assert sum(n for f, n in calls.items() if not f.endswith("driver_stand_in.py")) <= 4
-
-
-def test_a_plan_dropped_while_its_core_allocates_frees_nothing_in_use(setup, monkeypatch):
-    host, rt, fake, *_ = setup
-    add, dropping = host.op(ADD), [False]
-    allocate_block = type(rt).allocate_block
-
-    def allocation(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if dropping[0]:  # the plan and its core lose their last holder mid-call
-            add.forget_plans()
-        return allocate_block(self, *args, **kwargs)
-
-    monkeypatch.setattr(type(rt), "allocate_block", allocation)  # (a replay binds it when made)
-    fake.copy_words = True  # a core's parameter block goes with its plan: read it at the call
-    a, b = rt.empty(tf.float32, (64,)), rt.empty(tf.float32, (64,))
-    kept = [add(a, b) for _ in range(3)]  # kept: no queued block, the core asks the runtime
-    assert list(add.plans().values()) == ["replay"]
-    dropping[0] = True
-    kept.append(add(a, b))
-    assert add.plans() == {}
-    assert _launched(fake)[-1][4][:3] == [kept[-1].storage.ptr, a.storage.ptr, b.storage.ptr]

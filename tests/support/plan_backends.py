@@ -74,10 +74,30 @@ class PlanBackend:
     def before_call(self) -> None:
         """Forget what the previous call left to observe."""
 
+    def on_allocation(self, monkeypatch: pytest.MonkeyPatch, hook: Callable[[], None]) -> None:
+        """Run ``hook`` whenever a call (a replay included) asks the runtime for an output."""
+        cls = type(self.rt)
+        allocate = cls._allocate
+
+        def allocation(rt: Any, *args: Any) -> Any:
+            hook()
+            return allocate(rt, *args)
+
+        monkeypatch.setattr(cls, "_allocate", allocation)  # (a replay binds it when made)
+
     def outcome(self, outs: tuple[Any, ...], tensors: tuple[Any, ...]) -> Any:
         """Every output's and input's layout and bytes after the call."""
         seen = (*outs, *tensors)
         return [(t.dtype.name, t.shape, t.strides, t.download().tobytes()) for t in seen]
+
+
+class CpuPlanBackend(PlanBackend):
+    """The CPU, whose compiled replay allocates without the runtime unless fresh memory is
+    poisoned (the test kit's switch): then it asks the runtime, as the other backends do."""
+
+    def on_allocation(self, monkeypatch: pytest.MonkeyPatch, hook: Callable[[], None]) -> None:
+        super().on_allocation(monkeypatch, hook)
+        monkeypatch.setattr(type(self.rt), "poison_fresh_memory", True)
 
 
 class CudaStandInBackend(PlanBackend):
@@ -97,6 +117,17 @@ class CudaStandInBackend(PlanBackend):
     def before_call(self) -> None:
         self.fake.calls.clear()
         self.launches.clear()
+
+    def on_allocation(self, monkeypatch: pytest.MonkeyPatch, hook: Callable[[], None]) -> None:
+        cls = type(self.rt)
+        allocate_block = cls.allocate_block
+
+        def allocation(rt: Any, *args: Any, **kwargs: Any) -> Any:
+            hook()
+            return allocate_block(rt, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "allocate_block", allocation)  # (a replay binds it when made)
+        self.fake.copy_words = True  # a replay's parameter block may go with its plan
 
     def outcome(self, outs: tuple[Any, ...], tensors: tuple[Any, ...]) -> Any:
         layouts = [(t.dtype.name, t.shape, t.strides) for t in outs]
@@ -157,7 +188,11 @@ def plan_backend(name: str) -> Iterator[PlanBackend]:
         with stand_in() as base:
             yield CudaStandInBackend(base)
         return
-    host = tf.Host() if name == "cpu" else _shared_host(name)
+    if name == "cpu":
+        host = tf.Host()
+        yield CpuPlanBackend(name, host, host.backend(name))
+        return
+    host = _shared_host(name)
     yield PlanBackend(name, host, host.backend(name))
 
 
@@ -173,4 +208,12 @@ def backend_fixture() -> Callable[..., Any]:
     return backend
 
 
-__all__ = ["ADD", "ADD_PARAMS", "BACKENDS", "CudaStandInBackend", "PlanBackend", "backend_fixture"]
+__all__ = [
+    "ADD",
+    "ADD_PARAMS",
+    "BACKENDS",
+    "CpuPlanBackend",
+    "CudaStandInBackend",
+    "PlanBackend",
+    "backend_fixture",
+]
