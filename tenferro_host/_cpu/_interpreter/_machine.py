@@ -219,14 +219,14 @@ class _Machine(SharedMachine, SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
         idx = self.lanes(index)[active]
         bad = (idx < 0) | (idx >= arr.extent)
         if bad.any():
-            lanes = np.zeros(self.n, bool)
-            lanes[np.flatnonzero(active)[bad]] = True
-            first = idx[bad][0]
-            raise self.fail(
+            raise self.refuse(
                 node,
-                f"index {first} of array {name!r} is out of bounds (the view "
-                f"spans {arr.extent} elements)",
-                lanes,
+                np.flatnonzero(active),
+                bad,
+                lambda k: (
+                    f"index {idx[k]} of array {name!r} is out of bounds (the view "
+                    f"spans {arr.extent} elements)"
+                ),
                 argument=name,
             )
         return arr.offset + idx.astype(np.int64)

@@ -198,11 +198,12 @@ class SharedMachine:
         bad: Lanes,
         message: Callable[[int], str],
         error: type[ValidationError] = ValidationError,
+        argument: str | None = None,
     ) -> ValidationError:
         """``error`` for the first of the accesses ``bad`` (over the accessing lanes ``where``):
-        ``message(k)`` says what access ``k`` did."""
+        ``message(k)`` says what access ``k`` did; ``argument`` names the array argument."""
         k = int(np.flatnonzero(bad)[0])
-        return self.fail(node, message(k), self._lanes_of(where[bad]), error=error)
+        return self.fail(node, message(k), self._lanes_of(where[bad]), argument, error)
 
     def _lanes_of(self, where: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         lanes = np.zeros(self.n, bool)
