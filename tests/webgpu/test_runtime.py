@@ -1,5 +1,5 @@
-"""The WebGPU runtime: adapters, selection, storage, transfers, dtype rule, limits (its stats:
-tests/core/test_runtime_stats.py, on every backend)."""
+"""The WebGPU runtime: adapters, selection, storage, dtype rule, limits (its transfers and stats
+are tested on every backend: tests/core/test_transfers.py, tests/core/test_runtime_stats.py)."""
 
 from __future__ import annotations
 
@@ -7,33 +7,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from support.subprocesses import Subprocess
 from tenferro_host_webgpu import ADAPTER_ENV, adapters
 
 import tenferro_host as tf
 from tenferro_host.errors import BackendError, UnsupportedError
 from tenferro_host.provider import STAT_KEYS
-
-SETTINGS = settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-shapes = st.lists(st.integers(0, 9), min_size=0, max_size=3).map(tuple)
-
-
-def stored(rt: Any) -> list[str]:
-    names = ["float32", "int32", "uint32", "bool"]
-    return names + (["float16"] if rt.device_info.shader_f16 else [])
-
-
-def sample(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    if dtype == "bool":
-        return rng.random(shape) < 0.5
-    if dtype.startswith("float"):
-        return rng.standard_normal(shape).astype(dtype)
-    return rng.integers(0, 1000, shape).astype(dtype)
-
 
 # -- adapters and selection ------------------------------------------------------------------
 
@@ -109,19 +88,6 @@ def test_each_runtime_has_its_own_domain_on_the_same_device(webgpu_host: Any, rt
 # -- storage and transfers ---------------------------------------------------------------------
 
 
-@SETTINGS
-@given(shape=shapes, which=st.integers(0, 4), seed=st.integers(0, 2**16))
-def test_upload_download_round_trip(rt: Any, shape: tuple[int, ...], which: int, seed: int) -> None:
-    dtype = stored(rt)[which % len(stored(rt))]
-    host = sample(np.random.default_rng(seed), dtype, shape)
-    t = rt.upload(host)
-    assert t.dtype.name == dtype and t.shape == shape and t.is_compact()
-    assert t.storage.domain == rt.domain
-    back = t.download()
-    assert back.dtype == host.dtype
-    np.testing.assert_array_equal(back, host)
-
-
 def test_storage_is_a_padded_storage_buffer_and_bool_is_u32(rt: Any) -> None:
     t = rt.upload(np.array([True, False, True]))
     assert t.storage.buffer.size == 12 and t.storage.element_size == 4
@@ -131,42 +97,13 @@ def test_storage_is_a_padded_storage_buffer_and_bool_is_u32(rt: Any) -> None:
         assert rt.empty("float16", (3,)).storage.buffer.size == 8
 
 
-@SETTINGS
-@given(shape=shapes, which=st.integers(0, 4))
-def test_zeros(rt: Any, shape: tuple[int, ...], which: int) -> None:
-    dtype = stored(rt)[which % len(stored(rt))]
-    rt.upload(np.ones(max(1, int(np.prod(shape))), dtype))  # dirty memory around
-    np.testing.assert_array_equal(rt.zeros(dtype, shape).download(), np.zeros(shape, dtype))
-
-
-@SETTINGS
-@given(
-    shape=st.lists(st.integers(1, 7), min_size=1, max_size=3).map(tuple),
-    steps=st.lists(st.sampled_from([1, 2, -1, -2]), min_size=3, max_size=3),
-    perm_seed=st.integers(0, 5),
-    which=st.integers(0, 4),
-)
-def test_canonicalize_views_on_the_device(
-    rt: Any, shape: tuple[int, ...], steps: list[int], perm_seed: int, which: int
-) -> None:
-    dtype = stored(rt)[which % len(stored(rt))]
-    host = sample(np.random.default_rng(perm_seed), dtype, shape)
-    t = rt.upload(host)
-    key = tuple(slice(None, None, s) for s in steps[: len(shape)])
-    perm = tuple(np.random.default_rng(perm_seed).permutation(len(shape)))
-    view = t[key].permute(*perm)
-    expected = host[key].transpose(perm)
-    before = rt.stats()
-    out = rt.canonicalize(view)
-    after = rt.stats()
-    assert out.is_compact() and out.shape == expected.shape
-    assert (after["uploads"], after["downloads"]) == (before["uploads"], before["downloads"])
-    assert after["d2d_copies"] == before["d2d_copies"] + 1
-    assert rt.transfer_trace()[-1].kind == "d2d"
-    np.testing.assert_array_equal(out.download(), expected)
-
-
 # -- the portability rule and limits ---------------------------------------------------------------
+
+
+def test_the_stored_dtypes_are_the_portability_rules(rt: Any) -> None:
+    """What every transfer test (tests/core/test_transfers.py) draws from on WebGPU."""
+    f16 = {"float16"} if rt.device_info.shader_f16 else set()
+    assert rt.supported_dtypes == {"float32", "int32", "uint32", "bool"} | f16
 
 
 @pytest.mark.parametrize(
