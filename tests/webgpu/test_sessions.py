@@ -1,4 +1,6 @@
-"""WebGPU sessions: capabilities, the JIT session's batching, handles, typed errors."""
+"""WebGPU sessions: capabilities, the JIT session's batching, typed errors of WebGPU's own (the
+rules every backend's sessions and launches keep: tests/provider/test_session_rules.py and
+test_jit_launch_rules.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from tenferro_host.errors import (
     ForeignRuntimeError,
     InvalidLaunchConfigError,
     UnsupportedError,
-    ValidationError,
 )
 
 Cap = tf.ExtensionCapability
@@ -110,14 +111,6 @@ def test_host_data_must_be_uploaded_first(webgpu_host: Any, rt: Any) -> None:
 # -- typed launch errors ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dim", [-1, (1, 2, 3, 4), 2.5, (4096, 1, 1), (32, 32, 2)])
-def test_bad_cube_dims_are_refused(rt: Any, dim: Any) -> None:
-    x = rt.upload(np.ones(4, np.float32))
-    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.dim") as js:
-        with pytest.raises(InvalidLaunchConfigError):
-            js.launch(kernels.add, 1, dim, x, x, x)
-
-
 def test_a_grid_that_does_not_fit_even_folded_is_refused(fresh_rt: Any) -> None:
     fresh_rt.max_workgroups_per_dimension = 2
     x = fresh_rt.upload(np.ones(4, np.float32))
@@ -131,21 +124,6 @@ def test_a_grid_that_does_not_fit_even_folded_is_refused(fresh_rt: Any) -> None:
 def test_the_fold_limit_hook_is_validated(fresh_rt: Any, value: Any) -> None:
     with pytest.raises(InvalidLaunchConfigError):
         fresh_rt.max_workgroups_per_dimension = value
-
-
-@pytest.mark.parametrize("scalar", ["2", 1.5, 2**40, True])
-def test_scalars_are_converted_or_refused(rt: Any, scalar: Any) -> None:
-    x = rt.upload(np.ones(4, np.int32))
-    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.scalar") as js:
-        with pytest.raises(ValidationError):
-            js.launch(wk.control, 1, 4, x, scalar, np.int32(1), False)
-
-
-def test_negative_strides_are_refused_with_the_fix(rt: Any) -> None:
-    x = rt.upload(np.arange(4, dtype=np.float32))
-    with rt.session() as s, tf.webgpu.exec_session(s).jit("tests.neg") as js:
-        with pytest.raises(UnsupportedError, match="canonicalize"):
-            js.launch(kernels.add, 1, 4, x, x[::-1], x)
 
 
 def test_f64_parameters_are_never_requested(rt: Any) -> None:
