@@ -33,7 +33,7 @@ from tenferro_host.provider import (
 )
 
 from . import _peer as peer
-from ._driver import check, drv
+from ._driver import check
 from ._runtime import CudaRuntime
 from ._storage import CudaStorage
 
@@ -121,7 +121,7 @@ def _ordered_copy(src: CudaRuntime, dst: CudaRuntime, t: Tensor, op: str) -> Ten
     if t.numel == 0:
         return out
     assert isinstance(t.storage, CudaStorage) and isinstance(out.storage, CudaStorage)
-    d = drv()
+    d = dst.driver
     ready = src.record_event()
     dst.stream_wait(ready)
     src.recycle_event(ready)

@@ -36,7 +36,6 @@ from tenferro_host.provider import (
     dl_dtype,
 )
 
-from ._driver import drv
 from ._storage import CudaStorage
 
 if TYPE_CHECKING:
@@ -77,7 +76,7 @@ def _release(address: int) -> None:
     rt = export.runtime
     try:
         if export.consumer is not None and not rt.closed:
-            d = drv()
+            d = rt.driver
             with rt.primary:
                 event = rt.ok(
                     d.cuEventCreate(d.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"
@@ -134,7 +133,7 @@ def export(runtime: CudaRuntime, t: Tensor, stream: Any, **kwargs: Any) -> Any:
             argument="stream",
         )
     if consumer is not None:
-        d = drv()
+        d = runtime.driver
         event = runtime.record_event()
         runtime.ok(
             d.cuStreamWaitEvent(d.CUstream(consumer), event, 0),
@@ -256,7 +255,7 @@ def _check_inside_allocation(
     runtime: CudaRuntime, anchor: int, base: int, nbytes: int, managed: Any
 ) -> None:
     """The view's byte range must lie inside the producer's allocation (checked by the driver)."""
-    d = drv()
+    d = runtime.driver
     with runtime.primary:
         result = d.cuMemGetAddressRange(anchor)
     if int(result[0]) != 0:

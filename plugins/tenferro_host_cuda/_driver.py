@@ -84,15 +84,16 @@ def _no_driver() -> UnsupportedError:
     )
 
 
-def entry(name: str) -> Callable[..., int]:
-    """The driver's C function ``name``, resolved once through ``cuGetProcAddress``.
+def entry(name: str, driver: Any = None) -> Callable[..., int]:
+    """The C function ``name`` of ``driver`` (default: the process's, :func:`drv`), resolved
+    once through ``cuGetProcAddress``.
 
     A hot path (an op replay's launch) calls it with prebuilt ctypes arguments, so no argument
     is converted per call as the bindings' wrapper converts each; it answers the ``CUresult``
     as an int (check it with :func:`failure`) and releases the GIL during the call, as the
     bindings do. Resolved again when the driver object changes (the tests' stand-in).
     """
-    d = _driver or drv()
+    d = driver if driver is not None else _driver or drv()
     found = _ENTRIES.get(name)
     if found is None or found[0] is not d:
         version = check(d.cuDriverGetVersion(), "cuDriverGetVersion")

@@ -32,8 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from tenferro_host import CaptureError
 
-from ._driver import drv
-
 if TYPE_CHECKING:
     from ._runtime import CudaRuntime
     from ._storage import CudaStorage
@@ -125,7 +123,7 @@ class ForeignCapture:
         """Pin the runtime's loaded modules to the graph ``stream`` is being captured into,
         until that graph dies; None when ``stream`` is not capturing."""
         rt = self.runtime
-        d = drv()
+        d = rt.driver
         with rt.primary:
             info = rt.ok(d.cuStreamGetCaptureInfo(d.CUstream(stream)), "cuStreamGetCaptureInfo")
             status, graph = info[0], info[2]

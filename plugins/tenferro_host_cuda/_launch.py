@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenferro_host import LaunchError
 
-from ._driver import STICKY_FAULT_NAMES, STICKY_FAULTS, drv, error_name, failure, poison
+from ._driver import STICKY_FAULT_NAMES, STICKY_FAULTS, error_name, failure, poison
 
 if TYPE_CHECKING:
     from ._args import LaunchConfig
@@ -72,7 +72,7 @@ def debug_wait(
 ) -> None:
     """Debug mode: wait after the launch and name the kernel that faulted."""
     runtime.counters.add("debug_waits")
-    result = drv().cuStreamSynchronize(stream)
+    result = runtime.driver.cuStreamSynchronize(stream)
     code = int(result[0])
     if code == 0:
         return

@@ -27,7 +27,7 @@ from tenferro_host import (
 from tenferro_host.provider import Memo, MemoKind, refuse_in_capture
 
 from ._args import LaunchConfig
-from ._driver import NOT_FOUND, check, drv, failure
+from ._driver import NOT_FOUND, check, failure
 
 if TYPE_CHECKING:
     from ._runtime import CudaRuntime
@@ -88,7 +88,7 @@ def load_image(
         f"load it once before the capture: call op {op!r} with the same inputs first (a warm-up)",
         op,
     )
-    d = drv()
+    d = runtime.driver
     with runtime.primary:
         result = d.cuLibraryLoadData(data, [], [], 0, [], [], 0)
         if int(result[0]) != 0:
@@ -137,8 +137,7 @@ class Module:
         return f"<Module {self.kind} {self.nbytes} B on {self.runtime.name}>"
 
 
-def _attr(kernel: Any, device: Any, name: str) -> int:
-    d = drv()
+def _attr(d: Any, kernel: Any, device: Any, name: str) -> int:
     attr = getattr(d.CUfunction_attribute, name)
     return int(check(d.cuKernelGetAttribute(attr, kernel, device), name))
 
@@ -149,9 +148,8 @@ class Function:
     def __init__(self, module: Module, name: str, symbol: str) -> None:
         from cuda.core import Kernel  # cuda.core loads the driver library: not with the plugin
 
-        d = drv()
         runtime = module.runtime
-        dev = runtime.cu_device
+        d, dev = runtime.driver, runtime.cu_device
         with runtime.primary:
             result = d.cuLibraryGetKernel(module._owner.handle, symbol.encode())
             if int(result[0]) == NOT_FOUND:
@@ -172,11 +170,11 @@ class Function:
                     break
                 sizes.append(int(info[2]))
             self.max_threads_per_block = _attr(
-                handle, dev, "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK"
+                d, handle, dev, "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK"
             )
-            self.static_shared_bytes = _attr(handle, dev, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
+            self.static_shared_bytes = _attr(d, handle, dev, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
             self._dynamic_limit = _attr(
-                handle, dev, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES"
+                d, handle, dev, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES"
             )
         self.core_kernel = Kernel.from_handle(int(handle))
         self.name = name
@@ -267,7 +265,7 @@ class Function:
                 op=op,
             )
         if dynamic > self._dynamic_limit:
-            d = drv()
+            d = self.runtime.driver
             attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             with self.runtime.primary:
                 check(

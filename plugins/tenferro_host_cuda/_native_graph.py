@@ -31,7 +31,7 @@ import numpy as np
 from tenferro_host import CaptureError, LaunchError, Tensor
 from tenferro_host.provider import Lease
 
-from ._driver import drv, failure
+from ._driver import failure
 from ._foreign_capture import GraphPins
 from ._storage import CudaStorage
 
@@ -56,7 +56,7 @@ class Arena:
         rt = self.runtime
         with rt.primary:
             ptr = int(
-                rt.ok(drv().cuMemAlloc(nbytes), f"allocating {nbytes} bytes (cuMemAlloc)", op)
+                rt.ok(rt.driver.cuMemAlloc(nbytes), f"allocating {nbytes} bytes (cuMemAlloc)", op)
             )
         self.blocks.append(ptr)
         return CudaStorage(rt, ptr, nbytes, release=("drop", self))
@@ -81,7 +81,7 @@ def _retire_blocks(rt: CudaRuntime, blocks: list[int]) -> None:
 
 
 def _free_blocks(rt: CudaRuntime, blocks: list[int]) -> None:
-    d = drv()
+    d = rt.driver
     with rt.primary:
         for ptr in blocks:
             if int(d.cuMemFree(ptr)[0]) != 0:
@@ -90,7 +90,7 @@ def _free_blocks(rt: CudaRuntime, blocks: list[int]) -> None:
 
 def _destroy(rt: CudaRuntime, graph: Any, exec_: Any) -> None:
     """Destroy an executable and its graph (in flight, the driver frees it on completion)."""
-    d = drv()
+    d = rt.driver
     with rt.primary:
         if exec_ is not None:
             d.cuGraphExecDestroy(exec_)
@@ -110,7 +110,7 @@ class NativeCapture:
     def begin(self) -> None:
         """Capture the runtime's stream; allocations from the arena, uploads refused."""
         rt = self.runtime
-        d = drv()
+        d = rt.driver
         with rt.primary:
             mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
             rt.ok(d.cuStreamBeginCapture(rt._stream, mode), "cuStreamBeginCapture")
@@ -137,7 +137,7 @@ class NativeCapture:
         instantiate the graph and launch it once (the block's tensors get their values)."""
         rt = self.runtime
         del rt.allocate_bytes, rt.free_now, rt._write  # the class's methods again
-        d = drv()
+        d = rt.driver
         with rt.primary:
             err, graph = d.cuStreamEndCapture(rt._stream)
         if int(err) != 0:
@@ -233,9 +233,8 @@ class _Node:
         return int(self._starts[param]) // 8
 
 
-def _kernel_nodes(graph: Any) -> list[tuple[Any, Any]]:
+def _kernel_nodes(d: Any, graph: Any) -> list[tuple[Any, Any]]:
     """Each kernel node of ``graph`` with its parameters; _UnfollowableError on any other work."""
-    d = drv()
     err, _, count = d.cuGraphGetNodes(graph)
     if int(err) == 0 and count:
         err, nodes, count = d.cuGraphGetNodes(graph, count)
@@ -259,9 +258,8 @@ def _kernel_nodes(graph: Any) -> list[tuple[Any, Any]]:
     return out
 
 
-def _param_values(params: Any) -> list[bytes]:
+def _param_values(d: Any, params: Any) -> list[bytes]:
     """The bytes of each parameter of a kernel node (sizes from ``cuFuncGetParamInfo``)."""
-    d = drv()
     values: list[bytes] = []
     array = ctypes.cast(params.kernelParams, ctypes.POINTER(ctypes.c_void_p))
     index = 0
@@ -303,8 +301,8 @@ class NativeLauncher:
         #: per base: the (node, word, byte delta) of each parameter that points into it
         self._sites: list[list[tuple[_Node, int, int]]] = [[] for _ in tensors]
         with rt.primary:
-            for handle, params in _kernel_nodes(capture._graph):
-                values = _param_values(params)
+            for handle, params in _kernel_nodes(rt.driver, capture._graph):
+                values = _param_values(rt.driver, params)
                 node = _Node(handle, params, values)
                 for param, v in enumerate(values):
                     if len(v) != 8:
@@ -326,8 +324,8 @@ class NativeLauncher:
         self._graph, self._exec = capture._graph, capture._exec
         capture._graph = capture._exec = None  # this launcher owns them now
         self._lock = threading.Lock()
-        self._set_params = drv().cuGraphExecKernelNodeSetParams
-        self._launch = drv().cuGraphLaunch
+        self._set_params = rt.driver.cuGraphExecKernelNodeSetParams
+        self._launch = rt.driver.cuGraphLaunch
 
     def __call__(self, tensors: list[Tensor]) -> list[Tensor]:
         """Run the graph on ``tensors`` (one per slot, checked): the fresh outputs."""

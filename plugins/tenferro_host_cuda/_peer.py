@@ -130,7 +130,7 @@ def link_attributes(dst: Any, src: Any) -> dict[str, int | None]:
 def pool_access(src: CudaRuntime, dst: Any) -> str:
     """Access of device ``dst`` to ``src``'s pool as the driver reports it now
     (``cuMemPoolGetAccess``): ``none``, ``read`` or ``readwrite``."""
-    d = drv()
+    d = src.driver
     location = d.CUmemLocation()
     location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
     location.id = device_ordinal(dst, "dst", "pool_access")
@@ -161,7 +161,7 @@ def grant(src: CudaRuntime, dst: CudaRuntime, op: str | None = None) -> None:
                 "tf.cuda.can_access_peer(dst, src) reports (see tenferro-host caps --probe-p2p)",
                 op=op,
             )
-        d = drv()
+        d = dst.driver
         with dst.primary:
             result = d.cuCtxEnablePeerAccess(src.primary.handle, 0)
         if int(result[0]) != PEER_ACCESS_ALREADY_ENABLED:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from tenferro_host import LaunchError
 from tenferro_host.provider import REPLAY_MISS, DriverLaunchCore, OpRecording, OpReplay
 
-from ._driver import POISONED, drv, entry, failure
+from ._driver import POISONED, entry, failure
 from ._launch import where
 from ._storage import CudaStorage
 
@@ -81,7 +81,8 @@ class RawReplay(OpReplay):
         records: list[LaunchRecord] = rec.launches
         super().__init__(runtime, rec, tuple(records))
         self._thread = _get_ident()  # its parameter blocks are written per call: one thread
-        self._cu_launch, self._cu_current = entry("cuLaunchKernel"), drv().cuCtxGetCurrent
+        d = runtime.driver
+        self._cu_launch, self._cu_current = entry("cuLaunchKernel", d), d.cuCtxGetCurrent
         self._context = int(runtime.primary.handle)
         stream = int(runtime._stream)
         self._launches = tuple(_Packed(r, len(r[1].param_sizes), stream) for r in records)
@@ -114,7 +115,7 @@ class RawReplay(OpReplay):
         # lives: a core called on its own never launches an unloaded function)
         fails = tuple(partial(_launch_failure, rt, p) for p in self._launches)
         return DriverLaunchCore(
-            rt, CudaStorage, self._context, address(entry("cuCtxGetCurrent")),
+            rt, CudaStorage, self._context, address(entry("cuCtxGetCurrent", rt.driver)),
             address(self._cu_launch), self._thread, outputs, self.exclusive,
             tuple(sorted(read | set(self.exclusive))), fails, launches,
         )  # fmt: skip

@@ -15,7 +15,7 @@ import ctypes
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ._driver import check, drv, entry, failure
+from ._driver import check, entry, failure
 
 if TYPE_CHECKING:
     from ._runtime import CudaRuntime
@@ -42,11 +42,11 @@ class StreamOrder:
 
     def _open(self) -> tuple[Any, Any, Any]:
         rt = self._runtime
-        d = drv()
+        d = rt.driver
         flags = d.CUevent_flags.CU_EVENT_DISABLE_TIMING
         with rt.primary:
             made = [check(d.cuEventCreate(flags), "cuEventCreate") for _ in range(2)]
-        self._record, self._wait = entry("cuEventRecord"), entry("cuStreamWaitEvent")
+        self._record, self._wait = entry("cuEventRecord", d), entry("cuStreamWaitEvent", d)
         self._made = made
         after, before = (ctypes.c_void_p(int(e)) for e in made)
         self._own = (after, before, ctypes.c_void_p(int(rt._stream)))
@@ -82,7 +82,7 @@ class StreamOrder:
         """Destroy the events (the runtime's close, after its stream is drained)."""
         made, self._made = self._made, None
         for event in made or ():
-            drv().cuEventDestroy(event)
+            self._runtime.driver.cuEventDestroy(event)
 
 
 __all__ = ["StreamOrder"]
