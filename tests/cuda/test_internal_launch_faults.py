@@ -7,7 +7,7 @@ fault to the gather."""
 from __future__ import annotations
 
 import pytest
-from support.driver_stand_in import StandInModule, recording_driver, stand_in_runtime
+from support.driver_stand_in import recording_driver, stand_in_module, stand_in_runtime
 from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda import _launch, raw
 from tenferro_host_cuda._gather import GATHER_CODES
@@ -31,7 +31,7 @@ def gather(monkeypatch):
         fake.cuGetErrorString = lambda err: (0, b"an illegal memory access was encountered")
         rt = stand_in_runtime(host)
         rt.uuid_bytes = b"\x7f" * 16
-        module = StandInModule(rt, tuple(SIZES[c] for c in GATHER_CODES))
+        module = stand_in_module(rt, tuple(SIZES[c] for c in GATHER_CODES))
         fn = module.function("gather_4")
         values = tuple(range(len(GATHER_CODES)))
         yield rt, fake, fn, raw.LaunchConfig.flat(1024, 256), values

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 from support.driver_stand_in import (
-    StandInModule,
     launch_words,
     recorded_launches,
     recording_driver,
+    stand_in_module,
     stand_in_runtime,
 )
 from tenferro_host_cuda_jit._codegen import kernel_abi
@@ -42,7 +42,7 @@ def setup() -> Any:
     with recording_driver() as fake, recorded_launches() as launches:
         rt = stand_in_runtime(host)
         spec = dsl_add.specialize([K.ArrayDesc(dtypes.float32, 1)] * 3, {}, "cuda", ("sm_90",))
-        module = StandInModule(rt, tuple(p.nbytes for p in kernel_abi(spec)))
+        module = stand_in_module(rt, tuple(p.nbytes for p in kernel_abi(spec)))
         rt.resources.get(("tenferro_host_cuda_jit", spec.key, "1d"), lambda: module)
         yield rt, fake, launches
 

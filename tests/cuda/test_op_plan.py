@@ -16,10 +16,10 @@ from support.driver_stand_in import (
     ADD,
     ADD_PARAMS,
     StandIn,
-    StandInModule,
     launch_words,
     recording_driver,
     stand_in,
+    stand_in_module,
 )
 from support.op_registration import register_op, register_ops
 from support.plan_backends import CudaStandInBackend
@@ -240,7 +240,7 @@ def test_a_replayed_launch_fault_poisons_and_is_typed(world):
 def test_a_plan_keeps_its_module_after_the_cache_dropped_it(world, monkeypatch):
     monkeypatch.setattr(_op_plan, "ENABLED", True)
     rt = world.rt
-    modules = [StandInModule(rt, ADD_PARAMS)]
+    modules = [stand_in_module(rt, ADD_PARAMS)]
     owner = weakref.ref(modules[0].function("add_kernel").owner)
     rt.resources.clear()
     rt.resources.get((ADD, "module"), lambda: modules[0])

@@ -16,11 +16,11 @@ from typing import Any, NamedTuple
 
 from tenferro_host_cuda import _driver as driver
 from tenferro_host_cuda import _launch
-from tenferro_host_cuda._module import CHECKED_CONFIGS, CORE_CONFIGS, Function
+from tenferro_host_cuda._module import Module, load_image
 from tenferro_host_cuda._runtime import CudaRuntime
 
 import tenferro_host as tf
-from support.fake_cuda_driver import FakeDriver
+from support.fake_cuda_driver import FakeDriver, real
 
 CTX = 7
 STREAM = 0x5000
@@ -31,8 +31,10 @@ ERROR_STRINGS = {
     900: b"operation not permitted when stream is capturing",
     UNKNOWN: b"the stand-in raised under a C entry point (RecordingDriver.c_errors)",
 }
-#: the parameter count of each stand-in kernel, by handle (what cuLaunchKernel reads)
-PARAM_COUNTS: dict[int, int] = {}
+#: the parameter sizes of each stand-in kernel, by handle (what cuLaunchKernel reads)
+PARAM_SIZES: dict[int, tuple[int, ...]] = {}
+#: what ``cuKernelGetAttribute`` answers (0 for any other attribute)
+KERNEL_ATTRIBUTES = {real.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: 1024}
 _handles = itertools.count(0x9000)
 #: the function handle of each cuda.core kernel launched into a stand-in capture
 _CORE_FUNCTIONS: dict[Any, int] = {}
@@ -109,6 +111,9 @@ class RecordingDriver(FakeDriver):
         self.execs: dict[int, dict[int, list[int]]] = {}
         self.arena_live: dict[int, int] = {}  # cuMemAlloc blocks not freed
         self._nodes = itertools.count(0xD000)
+        #: loaded libraries (their kernels' parameter sizes) and their kernels by symbol
+        self.libraries: dict[int, tuple[int, ...]] = {}
+        self.kernels: dict[tuple[int, bytes], int] = {}
         #: exceptions raised under a C entry point (they cannot cross into C)
         self.c_errors: list[Exception] = []
         self._c_entries = {
@@ -177,6 +182,37 @@ class RecordingDriver(FakeDriver):
 
     def cuEventDestroy(self, event):
         self.calls.append(("cuEventDestroy", event))
+        return (0,)
+
+    # -- modules (an image's bytes are its kernels' parameter sizes) ----------
+    def cuLibraryLoadData(self, data, *options):
+        self.calls.append(("cuLibraryLoadData", len(data)))
+        library = next(_handles)
+        self.libraries[library] = tuple(data)
+        return (0, library)
+
+    def cuLibraryGetModule(self, library):
+        return (0, library)
+
+    def cuLibraryGetKernel(self, library, symbol):
+        kernel = self.kernels.get((library, symbol))
+        if kernel is None:
+            kernel = self.kernels[(library, symbol)] = next(_handles)
+            PARAM_SIZES[kernel] = self.libraries[library]
+        return (0, kernel)
+
+    def cuKernelGetParamInfo(self, kernel, index):
+        sizes = PARAM_SIZES[kernel]
+        if index >= len(sizes):
+            return (1, 0, 0)  # CUDA_ERROR_INVALID_VALUE: past the last parameter
+        return (0, 8 * index, sizes[index])
+
+    def cuKernelGetAttribute(self, attr, kernel, dev):
+        return (0, KERNEL_ATTRIBUTES.get(attr, 0))
+
+    def cuLibraryUnload(self, library):
+        self.calls.append(("cuLibraryUnload", library))
+        del self.libraries[library]
         return (0,)
 
     def cuStreamWaitEvent(self, stream, event, flags):
@@ -291,12 +327,12 @@ class RecordingDriver(FakeDriver):
         return (0, types.SimpleNamespace(func=found.func, kernelParams=found.address))
 
     def cuFuncGetParamInfo(self, func, index):
-        if index >= PARAM_COUNTS[func]:
+        if index >= len(PARAM_SIZES[func]):
             return (1, 0, 0)  # CUDA_ERROR_INVALID_VALUE: past the last parameter
         return (0, 8 * index, 8)
 
     def cuGraphExecKernelNodeSetParams(self, exec_, node, params):
-        n = PARAM_COUNTS[params.func]
+        n = len(PARAM_SIZES[params.func])
         pointers = (ctypes.c_void_p * n).from_address(params.kernelParams)
         words = [_WORD.from_address(p).value for p in pointers]
         self.calls.append(("cuGraphExecKernelNodeSetParams", (node, words)))
@@ -377,12 +413,12 @@ class RecordingDriver(FakeDriver):
         cross back into C: it is kept (``c_errors``) and answered as CUDA_ERROR_UNKNOWN."""
         try:
             if stream in self.capturing:  # a node of the words launched
-                pointers = (ctypes.c_void_p * PARAM_COUNTS[f]).from_address(params)
+                pointers = (ctypes.c_void_p * len(PARAM_SIZES[f])).from_address(params)
                 words = [_WORD.from_address(p).value for p in pointers]
                 self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, f, words)
             views = self._blocks.get(params)
             if views is None or (views[0] and views[0][0] != views[2]):  # new block, same place
-                views = self._blocks[params] = _block_views(params or 0, PARAM_COUNTS[f])
+                views = self._blocks[params] = _block_views(params or 0, len(PARAM_SIZES[f]))
             if self.copy_words:  # the block may be freed before it is read
                 views = (list(views[0]), list(views[1]), views[2])
             self.calls.append(("cuLaunchKernel", (f, (gx, gy, gz), (bx, by, bz), shared, views)))
@@ -447,7 +483,7 @@ class StandIn(NamedTuple):
     rt: CudaRuntime
     fake: RecordingDriver
     launches: list[tuple[Any, ...]]
-    module: StandInModule
+    module: Module
 
 
 @contextmanager
@@ -456,39 +492,15 @@ def stand_in() -> Iterator[StandIn]:
     with recording_driver() as fake, recorded_launches() as launches:
         host = tf.Host()
         rt = stand_in_runtime(host)
-        module = StandInModule(rt, ADD_PARAMS)
+        module = stand_in_module(rt, ADD_PARAMS)
         rt.resources.get((ADD, "module"), lambda: module)
         yield StandIn(host, rt, fake, launches, module)
 
 
-class StandInOwner:
-    """What a function keeps alive: its module's library (unloaded after its last launch)."""
-
-
-class StandInModule:
-    """A loaded module whose kernels take ``param_sizes`` (no driver behind them)."""
-
-    def __init__(self, rt: CudaRuntime, param_sizes: tuple[int, ...]) -> None:
-        self.runtime = rt
-        self.param_sizes = param_sizes
-        self._functions: dict[str, Function] = {}
-
-    def function(self, name: str) -> Function:
-        found = self._functions.get(name)
-        if found is None:
-            found = object.__new__(Function)
-            found.name, found.runtime, found.handle = name, self.runtime, next(_handles)
-            PARAM_COUNTS[found.handle] = len(self.param_sizes)
-            found.owner = StandInOwner()
-            found.core_kernel = ("kernel", name)
-            found.param_sizes = self.param_sizes
-            found.max_threads_per_block = 1024
-            found.static_shared_bytes = found._dynamic_limit = 0
-            found._checked_codes = set()
-            found._configs, found._core_configs = CHECKED_CONFIGS.new(), CORE_CONFIGS.new()
-            found.launches = {}
-            self._functions[name] = found
-        return found
+def stand_in_module(rt: CudaRuntime, param_sizes: tuple[int, ...]) -> Module:
+    """A module loaded by the runtime from an image the recording driver reads as the sizes of
+    its kernels' parameters (every kernel of it takes ``param_sizes``)."""
+    return load_image(rt, bytes(param_sizes), "cubin", "stand-in")
 
 
 @contextmanager
@@ -502,7 +514,7 @@ def recorded_launches() -> Iterator[list[tuple[Any, ...]]]:
         if isinstance(fake, RecordingDriver) and STREAM in fake.capturing:
             _stream, _config, kernel, *args = call  # captured: a kernel node of its arguments
             func = _CORE_FUNCTIONS.setdefault(kernel, next(_handles))
-            PARAM_COUNTS[func] = len(args)
+            PARAM_SIZES[func] = (8,) * len(args)
             fake._node(STREAM, 0, func, [int(a) for a in args])
 
     saved, _launch.launch_fn = _launch.launch_fn, launch

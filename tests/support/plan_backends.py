@@ -23,7 +23,14 @@ from tenferro_host_cuda._gather import GATHER_CODES
 
 import tenferro_host as tf
 from support.backends import BEHAVIOUR_KINDS, available_host, kind_params
-from support.driver_stand_in import ADD, ADD_PARAMS, StandIn, StandInModule, launch_words, stand_in
+from support.driver_stand_in import (
+    ADD,
+    ADD_PARAMS,
+    StandIn,
+    launch_words,
+    stand_in,
+    stand_in_module,
+)
 from tenferro_host.provider import _op_plan
 
 #: the backends, by the name a test's id carries
@@ -107,7 +114,7 @@ class CudaStandInBackend(PlanBackend):
     def __init__(self, base: StandIn) -> None:
         super().__init__("cuda-stand-in", base.host, base.rt)
         self.fake, self.launches, self.module = base.fake, base.launches, base.module
-        gather = StandInModule(base.rt, tuple(_SIZES[c] for c in GATHER_CODES))
+        gather = stand_in_module(base.rt, tuple(_SIZES[c] for c in GATHER_CODES))
         base.rt.gather.module = gather
         base.rt.gather.functions = {n: gather.function(f"gather_{n}") for n in (2, 4, 8)}
 
@@ -138,7 +145,7 @@ class CudaStandInBackend(PlanBackend):
         out = {}
         for module in (self.module, self.rt.gather.module):
             for name, fn in module._functions.items():
-                out[fn.handle] = out[("kernel", name)] = name
+                out[fn.handle] = out[fn.core_kernel] = name
         return out
 
     def normalized(self, known: list[Any]) -> list[Any]:
