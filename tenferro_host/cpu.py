@@ -11,10 +11,8 @@ facade names it lazily as the CUDA and WebGPU facades name theirs.
 
 from __future__ import annotations
 
-from typing import Any
-
 from .facade import lazy_names
-from .provider._exec_session import ExecSession, exec_session_of
+from .provider._exec_session import exec_session_for
 
 _LAZY = {
     "CpuRuntime": "tenferro_host._cpu",
@@ -22,11 +20,8 @@ _LAZY = {
 }
 
 
-def exec_session(session: Any) -> ExecSession | None:
-    """The CPU exec session of a backend session, or None if it is not a CPU session."""
-    return exec_session_of(session, "cpu")
-
-
+#: The CPU exec session of a backend session, or None if it is not a CPU session.
+exec_session = exec_session_for("cpu")
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = ["exec_session", *_LAZY]

@@ -6,11 +6,9 @@ Importing this module loads no GPU library; the first access to a CUDA type does
 
 from __future__ import annotations
 
-from typing import Any
-
 from .facade import lazy_names
 from .identity import CudaDeviceId, CudaDeviceUuid
-from .provider._exec_session import ExecSession, exec_session_of
+from .provider._exec_session import exec_session_for
 
 _LAZY = {
     "CudaRuntime": "tenferro_host_cuda",
@@ -25,11 +23,8 @@ _LAZY = {
 }
 
 
-def exec_session(session: Any) -> ExecSession | None:
-    """The CUDA exec session of a backend session, or None if it is not a CUDA session."""
-    return exec_session_of(session, "cuda")
-
-
+#: The CUDA exec session of a backend session, or None if it is not a CUDA session.
+exec_session = exec_session_for("cuda")
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = ["CudaDeviceId", "CudaDeviceUuid", "exec_session", *_LAZY]

@@ -6,10 +6,8 @@ WGSL surface and no CUDA-like module or pointer API.
 
 from __future__ import annotations
 
-from typing import Any
-
 from .facade import lazy_names
-from .provider._exec_session import ExecSession, exec_session_of
+from .provider._exec_session import exec_session_for
 
 _LAZY = {
     "WebGpuRuntime": "tenferro_host_webgpu",
@@ -20,11 +18,8 @@ _LAZY = {
 }
 
 
-def exec_session(session: Any) -> ExecSession | None:
-    """The WebGPU exec session of a backend session, or None if it is not a WebGPU session."""
-    return exec_session_of(session, "webgpu")
-
-
+#: The WebGPU exec session of a backend session, or None if it is not a WebGPU session.
+exec_session = exec_session_for("webgpu")
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = ["exec_session", *_LAZY]

@@ -36,6 +36,7 @@ from . import (
     _compiled,
     _counters,
     _deferred,
+    _dlpack,
     _exec_session,
     _free_list,
     _hookspecs,
@@ -56,6 +57,7 @@ from ._compile_targets import *  # noqa: F403
 from ._compiled import *  # noqa: F403
 from ._counters import *  # noqa: F403
 from ._deferred import *  # noqa: F403
+from ._dlpack import *  # noqa: F403
 from ._exec_session import *  # noqa: F403
 from ._free_list import *  # noqa: F403
 from ._hookspecs import *  # noqa: F403
@@ -71,8 +73,8 @@ from ._storage import *  # noqa: F403
 
 SPI_VERSION = (1, 0)
 
-#: What loads on first use, by module: importing the host must not pay for the kernel cache,
-#: the DLPack structs or the JIT session base (which needs the DSL). Each name is in its
+#: What loads on first use, by module: importing the host must not pay for the kernel cache
+#: or the JIT session base (which needs the DSL). Each name is in its
 #: module's ``__all__`` (a test holds the two together).
 LAZY = {
     "_kernel_cache": (
@@ -83,26 +85,6 @@ LAZY = {
         "active_kernel_cache",
     ),
     "_probe_cache": ("cached_probe",),
-    "_dlpack": (
-        "CapsuleDestructor",
-        "DLPACK_FLAG_BITMASK_READ_ONLY",
-        "DL_TYPE_CODES",
-        "KDL_CPU",
-        "KDL_CUDA",
-        "DLDataType",
-        "DLDeleter",
-        "DLDevice",
-        "DLManagedTensor",
-        "DLManagedTensorVersioned",
-        "DLPackVersion",
-        "DLTensor",
-        "DLVersionedDeleter",
-        "capsule_is_valid",
-        "capsule_new",
-        "capsule_pointer",
-        "capsule_set_name",
-        "dl_dtype",
-    ),
     "_jit_session": (
         "Grid",
         "JitBinding",
@@ -140,6 +122,7 @@ __all__ += _compile_targets.__all__
 __all__ += _compiled.__all__
 __all__ += _counters.__all__
 __all__ += _deferred.__all__
+__all__ += _dlpack.__all__
 __all__ += _exec_session.__all__
 __all__ += _free_list.__all__
 __all__ += _hookspecs.__all__

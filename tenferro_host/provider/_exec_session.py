@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..capability import ExtensionCapability
@@ -54,15 +55,22 @@ class ExecSession(Session):
         self._check()
         self.runtime.synchronize()
 
+    def _lacks(
+        self, what: str, feature: ExtensionCapability, op: str | None = None
+    ) -> UnsupportedError:
+        """The refusal of a feature this backend does not have: "backend X has no <what>"."""
+        name = self.runtime.name
+        return UnsupportedError(
+            f"backend {name!r} has no {what}", backend=name, feature=feature.name, op=op
+        )
+
     def raw(self, op: str) -> Any:
         """A raw native-module session; only CUDA offers one."""
         self._check()
-        raise UnsupportedError(
-            f"backend {self.runtime.name!r} has no raw native-module session; "
-            "write the kernel in the DSL (ex.jit) to run it here",
-            backend=self.runtime.name,
-            feature=ExtensionCapability.NATIVE_MODULE.name,
-            op=op,
+        raise self._lacks(
+            "raw native-module session; write the kernel in the DSL (ex.jit) to run it here",
+            ExtensionCapability.NATIVE_MODULE,
+            op,
         )
 
     def jit(self, op: str) -> Any:
@@ -76,12 +84,11 @@ class ExecSession(Session):
         if factory is _UNRESOLVED:  # the registry is fixed once plugins loaded: ask once
             factory = runtime._jit_factory = runtime.host.jit_factory(runtime.kind)
         if factory is None:
-            raise UnsupportedError(
-                f"backend {self.runtime.name!r} has no DSL (JIT_KERNEL) provider installed; "
-                "install its provider plugin or run on another backend",
-                backend=self.runtime.name,
-                feature=ExtensionCapability.JIT_KERNEL.name,
-                op=op,
+            raise self._lacks(
+                "DSL (JIT_KERNEL) provider installed; install its provider plugin or run on "
+                "another backend",
+                ExtensionCapability.JIT_KERNEL,
+                op,
             )
         return factory(self, op)
 
@@ -102,11 +109,7 @@ class ExecSession(Session):
     def wait_external(self, stream: Any) -> None:
         """Order this runtime's stream after a foreign stream (``__cuda_stream__``)."""
         self._check()
-        raise UnsupportedError(
-            f"backend {self.runtime.name!r} has no foreign streams to order against",
-            backend=self.runtime.name,
-            feature=ExtensionCapability.RAW_STREAM.name,
-        )
+        raise self._lacks("foreign streams to order against", ExtensionCapability.RAW_STREAM)
 
     def signal_external(self, stream: Any) -> None:
         """Order a foreign stream (``__cuda_stream__``) after this runtime's stream."""
@@ -122,6 +125,16 @@ def exec_session_of(session: Any, kind: str) -> ExecSession | None:
         )
     ex = session.exec_session()
     return ex if ex.kind == kind else None
+
+
+def exec_session_for(kind: str) -> Callable[[Any], ExecSession | None]:
+    """A backend facade's ``exec_session(session)`` (``tf.cuda.exec_session`` ...)."""
+
+    def exec_session(session: Any) -> ExecSession | None:
+        return exec_session_of(session, kind)
+
+    exec_session.__doc__ = f"The {kind} exec session of a backend session, or None if it is not."
+    return exec_session
 
 
 __all__ = ["ExecSession", "exec_session_of"]
