@@ -274,6 +274,16 @@ def _ordered_call(
     return results
 
 
+def require_one_of(value: str, choices: Sequence[str], argument: str, op: str) -> None:
+    """An export's keyword choice checked (a ValidationError naming the choices)."""
+    if value not in choices:
+        raise ValidationError(
+            f"{argument} must be one of {', '.join(choices)}, got {value!r}",
+            argument=argument,
+            op=op,
+        )
+
+
 def as_tuple(result: Any, n_outputs: int) -> tuple[Any, ...]:
     """An op's result as a tuple of its outputs."""
     return (result,) if n_outputs == 1 else tuple(result)
@@ -284,5 +294,6 @@ __all__ = [
     "OutputAllocator",
     "as_tuple",
     "column_major_strides",
+    "require_one_of",
     "run_on_stream",
 ]

@@ -49,7 +49,14 @@ from ..dtypes import DType, dtype
 from ..errors import DTypeError, ValidationError
 from ..layout import is_compact
 from ._autograd import no_backward, run_backward
-from ._bridge import ExportedOp, OutputAllocator, as_tuple, column_major_strides, run_on_stream
+from ._bridge import (
+    ExportedOp,
+    OutputAllocator,
+    as_tuple,
+    column_major_strides,
+    require_one_of,
+    run_on_stream,
+)
 from ._hosts import default_host
 from ._xla_ffi import BufferView, Call, handler_capsule
 
@@ -334,12 +341,7 @@ def _has_cuda() -> bool:
 
 def export(name: str, *, host: Host | None = None, vmap_method: str = "sequential") -> JaxOp:
     """Op ``name`` as a JAX function (an FFI target registered once per process)."""
-    if vmap_method not in VMAP_METHODS:
-        raise ValidationError(
-            f"vmap_method must be one of {', '.join(VMAP_METHODS)}, got {vmap_method!r}",
-            argument="vmap_method",
-            op=name,
-        )
+    require_one_of(vmap_method, VMAP_METHODS, "vmap_method", name)
     host = default_host() if host is None else host
     with _LOCK:
         found = _EXPORTS.get(name)

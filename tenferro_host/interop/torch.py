@@ -47,7 +47,14 @@ from ..dtypes import DType, dtype
 from ..errors import ForeignRuntimeError, ValidationError
 from ..layout import is_compact
 from ._autograd import no_backward, run_backward
-from ._bridge import ExportedOp, OutputAllocator, as_tuple, column_major_strides, run_on_stream
+from ._bridge import (
+    ExportedOp,
+    OutputAllocator,
+    as_tuple,
+    column_major_strides,
+    require_one_of,
+    run_on_stream,
+)
 from ._hosts import default_host
 
 if TYPE_CHECKING:
@@ -384,12 +391,7 @@ def export(
     ``layout``: the outputs' layout, ``"row-major"`` (C-contiguous, as every torch op's: a
     2-D or higher result the variant wrote column-major is copied once) or ``"column-major"``
     (the host's compact layout, no copy)."""
-    if layout not in LAYOUTS:
-        raise ValidationError(
-            f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}",
-            argument="layout",
-            op=name,
-        )
+    require_one_of(layout, LAYOUTS, "layout", name)
     host = default_host() if host is None else host
     with _LOCK:
         found = _EXPORTS.get(name)
