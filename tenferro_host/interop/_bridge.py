@@ -18,11 +18,12 @@ from __future__ import annotations
 import ast
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ..dtypes import DType, dtype
 from ..errors import ValidationError
 from ..layout import compact_strides
+from ._hosts import default_host
 
 #: The dtype of a framework buffer under raw bytes (a workspace): 4-byte words, rounded up.
 WORD = dtype("uint32")
@@ -38,6 +39,15 @@ if TYPE_CHECKING:
 
 #: Attribute types a framework schema carries as themselves; any other travels as a literal.
 NATIVE_ATTRIBUTES = (bool, int, float, str)
+
+
+class Exported(Protocol):
+    """An op one framework exported (its ``TorchOp`` or ``JaxOp``): made for one host."""
+
+    host: Host
+
+
+E = TypeVar("E", bound=Exported)
 
 
 def column_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -274,14 +284,42 @@ def _ordered_call(
     return results
 
 
-def require_one_of(value: str, choices: Sequence[str], argument: str, op: str) -> None:
-    """An export's keyword choice checked (a ValidationError naming the choices)."""
-    if value not in choices:
-        raise ValidationError(
-            f"{argument} must be one of {', '.join(choices)}, got {value!r}",
-            argument=argument,
-            op=op,
-        )
+class Exports(Generic[E]):
+    """The ops one framework has exported in this process, by name. A framework's operator is
+    global to the process, so a name is exported once, for one host and one value of the
+    export's ``option`` (torch's ``layout``, JAX's ``vmap_method``); exporting it again with the
+    same ones returns it, with others is refused."""
+
+    def __init__(self, framework: str, option: str, choices: Sequence[str], why: str) -> None:
+        self.framework, self.option, self.choices, self.why = framework, option, choices, why
+        self._lock = threading.Lock()
+        self._made: dict[str, E] = {}
+
+    def get(self, name: str) -> E | None:
+        return self._made.get(name)
+
+    def once(self, name: str, host: Host | None, value: str, make: Callable[[Host], E]) -> E:
+        """The export of ``name`` for ``host`` (None: the bridges' default host) and ``value``,
+        ``make(host)`` the first time."""
+        if value not in self.choices:
+            raise ValidationError(
+                f"{self.option} must be one of {', '.join(self.choices)}, got {value!r}",
+                argument=self.option,
+                op=name,
+            )
+        host = default_host() if host is None else host
+        with self._lock:
+            found = self._made.get(name)
+            if found is None:
+                found = self._made[name] = make(host)
+            elif found.host is not host or getattr(found, self.option) != value:
+                raise ValidationError(
+                    f"op {name!r} is already exported to {self.framework} for another Host or "
+                    f"{self.option} ({getattr(found, self.option)!r}; {self.why}); export it once",
+                    argument="host" if found.host is not host else self.option,
+                    op=name,
+                )
+            return found
 
 
 def as_tuple(result: Any, n_outputs: int) -> tuple[Any, ...]:
@@ -291,9 +329,9 @@ def as_tuple(result: Any, n_outputs: int) -> tuple[Any, ...]:
 
 __all__ = [
     "ExportedOp",
+    "Exports",
     "OutputAllocator",
     "as_tuple",
     "column_major_strides",
-    "require_one_of",
     "run_on_stream",
 ]

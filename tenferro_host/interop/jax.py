@@ -38,7 +38,6 @@ import ast
 import ctypes
 import functools
 import math
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -51,13 +50,12 @@ from ..layout import is_compact
 from ._autograd import no_backward, run_backward
 from ._bridge import (
     ExportedOp,
+    Exports,
     OutputAllocator,
     as_tuple,
     column_major_strides,
-    require_one_of,
     run_on_stream,
 )
-from ._hosts import default_host
 from ._xla_ffi import BufferView, Call, handler_capsule
 
 if TYPE_CHECKING:
@@ -68,8 +66,9 @@ if TYPE_CHECKING:
     from ..tensor import Tensor
 
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")
-_LOCK = threading.Lock()
-_EXPORTS: dict[str, JaxOp] = {}
+_EXPORTS: Exports[JaxOp] = Exports(
+    "JAX", "vmap_method", VMAP_METHODS, "an FFI target is global to the process"
+)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -341,21 +340,7 @@ def _has_cuda() -> bool:
 
 def export(name: str, *, host: Host | None = None, vmap_method: str = "sequential") -> JaxOp:
     """Op ``name`` as a JAX function (an FFI target registered once per process)."""
-    require_one_of(vmap_method, VMAP_METHODS, "vmap_method", name)
-    host = default_host() if host is None else host
-    with _LOCK:
-        found = _EXPORTS.get(name)
-        if found is not None:
-            if found.host is not host or found.vmap_method != vmap_method:
-                raise ValidationError(
-                    f"op {name!r} is already exported to JAX for another Host or vmap_method "
-                    f"({found.vmap_method!r}); an FFI target is global to the process",
-                    argument="host",
-                    op=name,
-                )
-            return found
-        exported = _EXPORTS[name] = JaxOp(host, name, vmap_method)
-        return exported
+    return _EXPORTS.once(name, host, vmap_method, lambda h: JaxOp(h, name, vmap_method))
 
 
 __all__ = ["VMAP_METHODS", "JaxOp", "export"]

@@ -35,7 +35,6 @@ declares none (never a zero or missing gradient).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -49,10 +48,10 @@ from ..layout import is_compact
 from ._autograd import no_backward, run_backward
 from ._bridge import (
     ExportedOp,
+    Exports,
     OutputAllocator,
     as_tuple,
     column_major_strides,
-    require_one_of,
     run_on_stream,
 )
 from ._hosts import default_host
@@ -67,9 +66,10 @@ if TYPE_CHECKING:
 #: the outputs' layouts an export may choose
 LAYOUTS = ("row-major", "column-major")
 _SCHEMA_TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
-_LOCK = threading.Lock()
 #: op name -> its export (a torch operator exists once per process)
-_EXPORTS: dict[str, TorchOp] = {}
+_EXPORTS: Exports[TorchOp] = Exports(
+    "torch", "layout", LAYOUTS, "a torch operator is global to the process"
+)
 
 
 def torch_dtype(dt: DType) -> torch.dtype:
@@ -391,23 +391,8 @@ def export(
     ``layout``: the outputs' layout, ``"row-major"`` (C-contiguous, as every torch op's: a
     2-D or higher result the variant wrote column-major is copied once) or ``"column-major"``
     (the host's compact layout, no copy)."""
-    require_one_of(layout, LAYOUTS, "layout", name)
-    host = default_host() if host is None else host
-    with _LOCK:
-        found = _EXPORTS.get(name)
-        if found is not None:
-            if found.host is not host or found.layout != layout:
-                raise ValidationError(
-                    f"op {name!r} is already exported to torch for another Host or layout "
-                    f"({found.layout!r}; a torch operator is global to the process); export "
-                    "it once",
-                    argument="host" if found.host is not host else "layout",
-                    op=name,
-                )
-            return found
-        ns = namespace or f"tf_{name.split('.', 1)[0]}"
-        exported = _EXPORTS[name] = TorchOp(host, name, ns, layout)
-        return exported
+    ns = namespace or f"tf_{name.split('.', 1)[0]}"
+    return _EXPORTS.once(name, host, layout, lambda h: TorchOp(h, name, ns, layout))
 
 
 def export_package(
