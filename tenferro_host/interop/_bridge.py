@@ -298,9 +298,9 @@ class Exports(Generic[E]):
     def get(self, name: str) -> E | None:
         return self._made.get(name)
 
-    def once(self, name: str, host: Host | None, value: str, make: Callable[[Host], E]) -> E:
+    def once(self, name: str, host: Host | None, value: str, make: Callable[[ExportedOp], E]) -> E:
         """The export of ``name`` for ``host`` (None: the bridges' default host) and ``value``,
-        ``make(host)`` the first time."""
+        made by ``make`` from the op as both frameworks see it the first time."""
         if value not in self.choices:
             raise ValidationError(
                 f"{self.option} must be one of {', '.join(self.choices)}, got {value!r}",
@@ -311,7 +311,7 @@ class Exports(Generic[E]):
         with self._lock:
             found = self._made.get(name)
             if found is None:
-                found = self._made[name] = make(host)
+                found = self._made[name] = make(ExportedOp(host, name))
             elif found.host is not host or getattr(found, self.option) != value:
                 raise ValidationError(
                     f"op {name!r} is already exported to {self.framework} for another Host or "

@@ -48,14 +48,7 @@ from ..dtypes import DType, dtype
 from ..errors import DTypeError, ValidationError
 from ..layout import is_compact
 from ._autograd import no_backward, run_backward
-from ._bridge import (
-    ExportedOp,
-    Exports,
-    OutputAllocator,
-    as_tuple,
-    column_major_strides,
-    run_on_stream,
-)
+from ._bridge import Exports, OutputAllocator, as_tuple, column_major_strides, run_on_stream
 from ._xla_ffi import BufferView, Call, handler_capsule
 
 if TYPE_CHECKING:
@@ -64,6 +57,7 @@ if TYPE_CHECKING:
     from ..provider._runtime import Runtime
     from ..provider._storage import Storage
     from ..tensor import Tensor
+    from ._bridge import ExportedOp
 
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")
 _EXPORTS: Exports[JaxOp] = Exports(
@@ -86,11 +80,11 @@ def _major_to_minor(ndim: int) -> tuple[int, ...]:
 class JaxOp:
     """One op as a JAX function backed by an FFI target; call it with JAX arrays."""
 
-    def __init__(self, host: Host, name: str, vmap_method: str) -> None:
-        self.op = ExportedOp(host, name)
-        self.host = host
+    def __init__(self, op: ExportedOp, vmap_method: str) -> None:
+        self.op = op
+        self.host = op.host
         self.vmap_method = vmap_method
-        self.target = f"tenferro_host.{name}"
+        self.target = f"tenferro_host.{op.name}"
         capsule, cpu_callback = handler_capsule(functools.partial(self._execute, gpu=False))
         self._callbacks = [cpu_callback]  # ctypes callbacks live as long as their targets
         jax.ffi.register_ffi_target(self.target, capsule, platform="cpu")
@@ -340,7 +334,7 @@ def _has_cuda() -> bool:
 
 def export(name: str, *, host: Host | None = None, vmap_method: str = "sequential") -> JaxOp:
     """Op ``name`` as a JAX function (an FFI target registered once per process)."""
-    return _EXPORTS.once(name, host, vmap_method, lambda h: JaxOp(h, name, vmap_method))
+    return _EXPORTS.once(name, host, vmap_method, lambda op: JaxOp(op, vmap_method))
 
 
 __all__ = ["VMAP_METHODS", "JaxOp", "export"]

@@ -46,14 +46,7 @@ from ..dtypes import DType, dtype
 from ..errors import ForeignRuntimeError, ValidationError
 from ..layout import is_compact
 from ._autograd import no_backward, run_backward
-from ._bridge import (
-    ExportedOp,
-    Exports,
-    OutputAllocator,
-    as_tuple,
-    column_major_strides,
-    run_on_stream,
-)
+from ._bridge import Exports, OutputAllocator, as_tuple, column_major_strides, run_on_stream
 from ._hosts import default_host
 
 if TYPE_CHECKING:
@@ -62,6 +55,7 @@ if TYPE_CHECKING:
     from ..provider._runtime import Runtime
     from ..provider._storage import Storage
     from ..tensor import Tensor
+    from ._bridge import ExportedOp
 
 #: the outputs' layouts an export may choose
 LAYOUTS = ("row-major", "column-major")
@@ -94,14 +88,14 @@ _HOST_DTYPES: dict[torch.dtype, DType] = {}
 class TorchOp:
     """One op exported as a torch operator; calling it calls ``torch.ops.NS.NAME``."""
 
-    def __init__(self, host: Host, name: str, namespace: str, layout: str = "row-major") -> None:
-        self.op = ExportedOp(host, name)
-        self.host = host
+    def __init__(self, op: ExportedOp, namespace: str, layout: str = "row-major") -> None:
+        self.op = op
+        self.host = op.host
         self.namespace = namespace
         #: the outputs' layout: "row-major" (torch's own, C-contiguous) or "column-major"
         self.layout = layout
         self._row_major = layout == "row-major"
-        self.op_name = name.split(".", 1)[1].replace(".", "_")
+        self.op_name = op.name.split(".", 1)[1].replace(".", "_")
         self.qualname = f"{namespace}::{self.op_name}"
         self.schema = self._schema()
         self._lib = torch.library.Library(namespace, "FRAGMENT")
@@ -392,7 +386,7 @@ def export(
     2-D or higher result the variant wrote column-major is copied once) or ``"column-major"``
     (the host's compact layout, no copy)."""
     ns = namespace or f"tf_{name.split('.', 1)[0]}"
-    return _EXPORTS.once(name, host, layout, lambda h: TorchOp(h, name, ns, layout))
+    return _EXPORTS.once(name, host, layout, lambda op: TorchOp(op, ns, layout))
 
 
 def export_package(
