@@ -1,9 +1,9 @@
 """The WebGPU op call's Python cost, counted (llvmpipe here): a gate that fails when host.run of
 the example add (its DSL variant) grows, planned and on the full path.
 
-Planned (docs/measurements/op-call-cost.md), a call is the handle's guard, the replay's guard, the output from
-the free list (with the previous output's release), the cached bind group and one encode +
-submit: 234 cProfile calls (232 before the three backends' replays shared a base whose
+Planned (docs/measurements/op-call-cost.md), a call is the handle's guard, the replay's guard,
+the output from the free list (with the previous output's release), the cached bind group and
+one encode + submit: 234 cProfile calls (232 before the three backends' replays shared a base whose
 allocation is one call of its own and the key moved into the plan table, 234 before the
 handle's last-key compare), of which 187 are wgpu-py's own for the dispatch (its proxies and
 cffi structs: the bare wgpu-py dispatch of the same pipeline counts 187 alone), so ours are 47.
