@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import cProfile
 import itertools
-import pstats
 import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tenferro_host.benchmarks.timing import calls_counted
 
 
 def calls_per_op(fn: Callable[[], Any], n: int = 100) -> float:
@@ -27,7 +28,7 @@ def calls_per_op(fn: Callable[[], Any], n: int = 100) -> float:
     for _ in range(n):
         fn()
     profile.disable()
-    return pstats.Stats(profile).total_calls / n
+    return calls_counted(profile) / n
 
 
 def _short(f: str) -> str:
