@@ -9,12 +9,12 @@ job, and they import no plugin module.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+from support.import_graph import HOST, known_modules, module_name, source_files
+from support.import_graph import imports as statements
 
-HOST = Path(__file__).resolve().parents[2] / "tenferro_host"
 #: What provider/ may import from the rest of the host: the base and the DSL's language (types).
 BELOW_PROVIDER = {
     "tenferro_host.capability",
@@ -34,39 +34,18 @@ BELOW_PROVIDER = {
 }
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(HOST.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def is_module(name: str) -> bool:
-    """Whether the dotted ``name`` is a module or package of the host (not a name in one)."""
-    path = HOST.parent.joinpath(*name.split("."))
-    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
-
-
-def imports(path: Path) -> list[tuple[int, str]]:
-    """(line, absolute module) of every import in ``path``, TYPE_CHECKING blocks included;
-    ``from package import name`` also counts as importing ``package.name`` (a host module)."""
-    own = module_name(path)
-    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+def imports(path: Path, *, typing_too: bool = True) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in ``path``, those under ``if TYPE_CHECKING:``
+    unless ``typing_too`` is false; ``from package import name`` also counts as importing
+    ``package.name`` where that is a module of the tree."""
+    modules = known_modules()
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")
-            if node.level:
-                base = base[: len(base) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            found.append((node.lineno, module))
-            found += [
-                (node.lineno, f"{module}.{a.name}")
-                for a in node.names
-                if not module.startswith("tenferro_host") or is_module(f"{module}.{a.name}")
-            ]
+    for imp in statements(path):
+        if imp.typing_only and not typing_too:
+            continue
+        found.append((imp.line, imp.module))
+        if imp.name is not None and f"{imp.module}.{imp.name}" in modules:
+            found.append((imp.line, f"{imp.module}.{imp.name}"))
     return found
 
 
@@ -136,16 +115,7 @@ def layer_of(module: str) -> int:
 
 def runtime_imports(path: Path) -> list[tuple[int, str]]:
     """:func:`imports` without those under ``if TYPE_CHECKING:`` (annotations only)."""
-    tree = ast.parse(path.read_text(), str(path))
-    typing_only = {
-        n.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for stmt in node.body
-        for n in ast.walk(stmt)
-        if isinstance(n, (ast.Import, ast.ImportFrom))
-    }
-    return [(line, m) for line, m in imports(path) if line not in typing_only]
+    return imports(path, typing_too=False)
 
 
 def test_every_host_module_imports_only_its_layer_or_below():
@@ -164,7 +134,7 @@ def test_every_host_module_imports_only_its_layer_or_below():
 
 
 def host_modules() -> list[Path]:
-    return sorted(p for p in HOST.rglob("*.py") if "template" not in p.parts)
+    return source_files(HOST)
 
 
 def test_no_host_module_imports_a_plugin():

@@ -8,6 +8,7 @@ inside a function (run when called, yet still a dependency: hoisted, it must not
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,9 @@ HOST = ROOT / "tenferro_host"
 PLUGINS = sorted(
     p for p in (ROOT / "plugins").iterdir() if p.is_dir() and p.name.startswith("tenferro_host")
 )
-PACKAGES = [HOST, *PLUGINS]
+#: The example op package, a plugin as any third party writes one.
+EXAMPLE = ROOT / "examples" / "ext_add_kernel" / "ext_add_kernel"
+PACKAGES = [HOST, *PLUGINS, EXAMPLE]
 
 
 @dataclass(frozen=True)
@@ -32,9 +35,11 @@ class Import:
 
 
 def module_name(path: Path) -> str:
-    """The dotted name of the source file ``path`` (a package's ``__init__.py``: the package)."""
-    package_root = next(p for p in PACKAGES if path.is_relative_to(p)).parent
-    parts = list(path.relative_to(package_root).with_suffix("").parts)
+    """The dotted name of the source file ``path`` (a package's ``__init__.py``: the package;
+    a file outside the tree's packages: a top-level module)."""
+    package = next((p for p in PACKAGES if path.is_relative_to(p)), None)
+    parts = list(path.relative_to(path.parent if package is None else package.parent).parts)
+    parts[-1] = parts[-1].removesuffix(".py")
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -76,6 +81,7 @@ def imports(path: Path) -> list[Import]:
     return found
 
 
+@functools.cache
 def known_modules() -> dict[str, Path]:
     """Every module of the tree by name, extension modules (a ``.c`` beside them) included."""
     found = {module_name(p): p for package in PACKAGES for p in source_files(package)}
