@@ -180,13 +180,11 @@ class Tensor:
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         runtime = self.storage.runtime
-        if runtime.active_capture is not None:
-            from .errors import CaptureError
-
-            raise CaptureError(
-                f"a DLPack export of a tensor of {runtime.name!r} inside its capture: the "
-                "consumer could read it before the captured work ran",
-                fix="export it after the capture's block",
+        capture = runtime.active_capture
+        if capture is not None:
+            raise capture.refuse(
+                "a DLPack export (its consumer could read it before the captured work ran)",
+                "export it after the capture's block",
             )
         return runtime.export_dlpack(self, stream, **kwargs)
 

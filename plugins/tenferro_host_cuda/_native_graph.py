@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from tenferro_host import CaptureError, LaunchError, Tensor
+from tenferro_host import LaunchError, Tensor
 from tenferro_host.provider import Lease
 
 from ._driver import failure
@@ -126,10 +126,9 @@ class NativeCapture:
             self.runtime.deferred.append(release)
 
     def _refuse_upload(self, storage: Any, data: Any) -> None:
-        raise CaptureError(
-            f"an upload from host inside a capture of {self.runtime.name!r} would capture a "
-            "copy from a temporary host buffer",
-            fix="upload before the capture and pass the tensor in (a constant or a slot)",
+        raise self.runtime.active_capture.refuse(
+            "an upload from host (the graph would copy from a temporary host buffer)",
+            "upload before the capture and pass the tensor in (a constant or a slot)",
         )
 
     def end(self, failed: bool) -> None:

@@ -140,8 +140,8 @@ class CudaRuntime(Runtime):
 
     def native_capture(self) -> NativeCapture | None:
         """The CUDA graph an ``ex.capture()`` of this runtime records into
-        (:mod:`._native_graph`), when ``TENFERRO_CUDA_GRAPHS=native`` asks for one
-        (:mod:`._graph_form`)."""
+        (:mod:`._native_graph`), unless ``TENFERRO_CUDA_GRAPHS=replayed`` asks for the replayed
+        form (:mod:`._graph_form`)."""
         return NativeCapture(self) if native_graphs() else None
 
     def graph_pins(self) -> list[GraphPins]:

@@ -27,7 +27,6 @@ from typing import Any
 
 from .._env import env_switch
 from ..errors import (
-    CaptureError,
     CompileError,
     DslError,
     InvalidLaunchConfigError,
@@ -154,10 +153,10 @@ def choose(
         elif _FROZEN_HERE.get():
             return Choice(0, tuned.configs[0], "frozen")  # not remembered: see frozen_launches
         elif js.runtime.active_capture is not None:
-            raise CaptureError(
+            raise js.runtime.active_capture.refuse(
                 f"kernel {tuned.name!r} has no tuned config for {values} on this device, and "
-                "a capture cannot tune",
-                fix=f"launch it once with the same key values before the capture (a "
+                "a capture cannot tune: tuning it",
+                f"launch it once with the same key values before the capture (a "
                 f"warm-up), or freeze it ({ENV_FREEZE}=frozen or frozen=True)",
             )
         else:

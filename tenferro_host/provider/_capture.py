@@ -151,19 +151,49 @@ def _nothing(tensors: list[Tensor]) -> tuple[Tensor, ...]:
     return ()
 
 
-def _taker(positions: list[int]) -> Callable[[list[Tensor]], tuple[Tensor, ...]]:
-    """``tensors -> tuple(tensors[p] for p in positions)``, one C call where there are two or
-    more."""
-    if not positions:
+class _View:
+    """A view of a tensor the graph makes anew each replay (an earlier node's output, or an
+    input): the same dtype, shape and strides, ``delta`` elements from that tensor's offset."""
+
+    __slots__ = ("delta", "dtype", "shape", "source", "strides")
+
+    def __init__(self, source: int, view: Tensor, of: Tensor) -> None:
+        self.source = source  # the position of the tensor it views among a replay's tensors
+        self.dtype, self.shape, self.strides = view.dtype, view.shape, view.strides
+        self.delta = view.offset - of.offset
+
+    def __call__(self, tensors: list[Tensor]) -> Tensor:
+        of = tensors[self.source]
+        return Tensor(of.storage, self.dtype, self.shape, self.strides, of.offset + self.delta)
+
+
+def _within(view: Tensor, of: Tensor) -> bool:
+    """Whether ``view`` is in ``of``'s memory and elements (a view a replay can make of it)."""
+    if view.storage is not of.storage:
+        return False
+    (lo, hi), (lo_of, hi_of) = view.span(), of.span()
+    return lo_of <= lo and hi <= hi_of
+
+
+def _taker(picks: list[int | _View]) -> Callable[[list[Tensor]], tuple[Tensor, ...]]:
+    """``tensors -> tuple(tensors[p] for p in picks)``, one C call where there are two or more;
+    a :class:`_View` among the picks is made of the tensor it views."""
+    if not picks:
         return _nothing
-    if len(positions) == 1:
-        one = itemgetter(positions[0])
+    if any(type(p) is _View for p in picks):
+        made = [p if type(p) is _View else itemgetter(p) for p in picks]
+        return lambda tensors: tuple(pick(tensors) for pick in made)
+    if len(picks) == 1:
+        one = itemgetter(picks[0])
         return lambda tensors: (one(tensors),)
-    taken: Callable[[list[Tensor]], tuple[Tensor, ...]] = itemgetter(*positions)
+    taken: Callable[[list[Tensor]], tuple[Tensor, ...]] = itemgetter(*picks)
     return taken
 
 
-#: A tensor reference: (0, j, 0) the capture's j-th borrowed tensor; (1, k, i) output i of call k.
+#: What ``Capture._output_of`` answers for a tensor in an output's memory outside its elements.
+_OUTSIDE: Any = ((-1, -1, -1), None)
+#: A tensor reference: (0, j, 0) the capture's j-th borrowed tensor; (1, k, i) output i of call
+#: k; (2, v, 0) its v-th view of an earlier call's output (made anew each replay).
 _Ref = tuple[int, int, int]
 
 
@@ -179,17 +209,28 @@ class Capture(Session):
         self._borrowed: list[Tensor] = []  # tensors from outside the capture, leased to it
         self._refs: dict[int, _Ref] = {}  # id(tensor) -> its reference
         self._made: list[tuple[Tensor, ...]] = []  # each call's outputs (keeps their ids valid)
+        #: each view of a call's output: the output's reference, the view, the output
+        self._views: list[tuple[_Ref, Tensor, Tensor]] = []
+        self._made_in: dict[int, list[tuple[_Ref, Tensor]]] = {}  # id(storage) -> its outputs
         self._scalars: dict[str, Scalar] = {}
         self._depth = 0  # > 0 while a recorded call runs (its own ex.run calls are its part)
-        self._error: BaseException | None = None
+        #: why the capture makes no graph ("KeyError: ..."); a string: an exception's traceback
+        #: would keep the frames of the block (and the tensors they hold) alive with the capture
+        self._failed: str | None = None
         self._native: NativeCapture | None = None
 
     # -- session hooks -----------------------------------------------------------------------------
     def _on_enter(self) -> None:
         global _opened_count
         runtime = self.runtime
-        if runtime.active_capture is not None or runtime.retirement.refuse_wait is not None:
-            raise CaptureError(  # the second: another framework captures the runtime's work
+        open_ = runtime.active_capture
+        if open_ is not None:
+            raise open_.refuse(
+                "a second ex.capture() (the runtime is already being captured)",
+                "end the open capture first; captures do not nest",
+            )
+        if runtime.retirement.refuse_wait is not None:  # another framework captures its work
+            raise CaptureError(
                 f"runtime {runtime.name!r} is already being captured",
                 fix="end that capture first; captures do not nest",
             )
@@ -208,24 +249,33 @@ class Capture(Session):
         runtime = self.runtime
         try:
             if self._native is not None:
-                self._native.end(error is not None or self._error is not None)
+                self._native.end(error is not None or self._failed is not None)
         except BaseException as exc:  # the graph could not be made: the capture failed
             error = exc
             raise
         finally:
             runtime.active_capture = None
             runtime.retirement.refuse_wait = None
-            if error is not None:  # no partial graph: drop everything the capture held
-                self._error = error
-                self._calls, self._borrowed, self._made = [], [], []
+            if error is not None:
+                self._failed = _why(error)
+            if self._failed is not None:  # no partial graph: drop everything the capture held
+                self._calls, self._borrowed, self._made, self._views = [], [], [], []
                 self._refs.clear()
-            if error is not None or self._error is not None:
+                self._made_in.clear()
                 self._native = None
 
+    def refuse(self, what: str, fix: str, op: str | None = None) -> CaptureError:
+        """The refusal of ``what`` inside this capture (raise it). Made on the capturing thread,
+        it ends the capture without a graph even if the block catches the error."""
+        exc = CaptureError(f"{what} inside a capture of {self.runtime.name!r}", op=op, fix=fix)
+        if self._failed is None and self._owner == _get_ident():  # not another thread's refusal
+            self._failed = _why(exc)
+        return exc
+
     def _refuse_wait(self, what: str) -> None:
-        raise CaptureError(
-            f"{what} would block the host inside a capture of {self.runtime.name!r}",
-            fix="release what the capture holds before it, or capture fewer ops",
+        raise self.refuse(
+            f"{what} would block the host",
+            "release what the capture holds before it, or capture fewer ops",
         )
 
     # -- recording ---------------------------------------------------------------------------------
@@ -258,7 +308,7 @@ class Capture(Session):
         try:
             result = handle.run_in(ex, tensors, values)
         except BaseException as exc:  # a half-recorded call: the capture makes no graph
-            self._error = exc
+            self._failed = _why(exc)
             raise
         finally:
             self._depth -= 1
@@ -266,7 +316,9 @@ class Capture(Session):
         outputs = (result,) if single else tuple(result)
         k = len(self._calls)
         for i, out in enumerate(outputs):
-            self._refs[id(out)] = (1, k, i)
+            self._refs[id(out)] = ref = (1, k, i)
+            if type(out) is Tensor:
+                self._made_in.setdefault(id(out.storage), []).append((ref, out))
         self._made.append(outputs)
         self._calls.append(_Call(handle, args, values, scalars, outputs, single))
         return result
@@ -274,11 +326,10 @@ class Capture(Session):
     def require_op_call(self, what: str, op: str | None) -> None:
         """Refuse ``what`` made directly in the capture (outside a recorded op call)."""
         if not self._depth:
-            raise CaptureError(
-                f"{what} opened directly inside a capture of {self.runtime.name!r} cannot be "
-                "replayed",
-                op=op,
-                fix="launch it from an op's variant and call the op with ex.run inside the capture",
+            raise self.refuse(
+                f"{what} opened directly (it cannot be replayed)",
+                "launch it from an op's variant and call the op with ex.run inside the capture",
+                op,
             )
 
     def routed(self, handle: OpCall, tensors: tuple[Any, ...], attrs: dict[str, Any]) -> Any:
@@ -289,9 +340,36 @@ class Capture(Session):
 
     def _ref(self, t: Any) -> _Ref:
         ref = self._refs.get(id(t))
-        if ref is None:  # borrowed from outside (anything else the op's own checks refuse)
-            ref = self._refs[id(t)] = (0, len(self._borrowed), 0)
-            self._borrowed.append(t)
+        if ref is None:
+            of = self._output_of(t) if type(t) is Tensor else None
+            if of is None:  # borrowed from outside (anything else the op's own checks refuse)
+                ref = (0, len(self._borrowed), 0)
+                self._borrowed.append(t)
+            elif of is _OUTSIDE:
+                raise self.refuse(
+                    "a tensor in the memory of a captured call's output but outside its elements",
+                    "pass the output, or a view of it (slicing, permute), to the later call",
+                )
+            else:
+                ref = self._view(t, of)
+            self._refs[id(t)] = ref
+        return ref
+
+    def _output_of(self, t: Tensor) -> tuple[_Ref, Tensor] | None:
+        """The call output whose elements ``t`` views, and its reference; None for a tensor from
+        outside; :data:`_OUTSIDE` for one in an output's memory but outside its elements."""
+        made = self._made_in.get(id(t.storage))
+        if made is None:
+            return None
+        for ref, out in made:
+            if _within(t, out):
+                return ref, out
+        return _OUTSIDE
+
+    def _view(self, t: Tensor, of: tuple[_Ref, Tensor]) -> _Ref:
+        """``t``'s reference as a view of call output ``of``: each replay views its output."""
+        self._refs[id(t)] = ref = (2, len(self._views), 0)
+        self._views.append((of[0], t, of[1]))
         return ref
 
     # -- the graph ---------------------------------------------------------------------------------
@@ -300,10 +378,9 @@ class Capture(Session):
         borrowed is leased to the graph as a constant), ``outputs`` what a replay returns."""
         if not self.closed:
             raise CaptureError("the capture is still open", fix="call cap.graph() after its block")
-        if self._error is not None:
+        if self._failed is not None:
             raise CaptureError(
-                f"the capture ended with {type(self._error).__name__}: {self._error}; it made "
-                "no graph",
+                f"the capture ended with {self._failed}; it made no graph",
                 fix="fix the error and capture again",
             )
         slots: list[int] = []
@@ -325,21 +402,30 @@ class Capture(Session):
         refs: list[_Ref] = []
         for n, t in enumerate(outputs):
             ref = self._refs.get(id(t))
-            if ref is None or ref[0] != 1:
+            if ref is None and type(t) is Tensor:  # a view made after the call that made it
+                of = self._output_of(t)
+                ref = None if of is None or of is _OUTSIDE else self._view(t, of)
+            if ref is None or ref[0] == 0:
                 raise ValidationError(
-                    f"outputs[{n}] is not a tensor a captured op call returned",
+                    f"outputs[{n}] is not a tensor a captured op call returned (or a view of one)",
                     argument="outputs",
                 )
             refs.append(ref)
         graph = CapturedGraph(
-            self.runtime, self._calls, self._borrowed, slots, refs, dict(self._scalars)
+            self.runtime,
+            self._calls,
+            self._borrowed,
+            slots,
+            refs,
+            dict(self._scalars),
+            [(of, view, out) for of, view, out in self._views],
         )
         native, self._native = self._native, None
         if native is not None:  # the device graph goes to this graph (the first one made)
             found = native.launcher(
                 [self._borrowed[j] for j in slots],
-                [t for j, t in enumerate(self._borrowed) if j not in slots],
-                [self._made[k][i] for _, k, i in refs],
+                [self._borrowed[j] for j in graph._constants],
+                [self._made[k][i] if kind == 1 else self._views[k][1] for kind, k, i in refs],
                 graph.ops,
                 bool(self._scalars),
             )
@@ -348,6 +434,10 @@ class Capture(Session):
             else:
                 graph._launcher, graph.form = found, "native"
         return graph
+
+
+def _why(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
 
 
 def _overlap(a: Tensor, b: Tensor) -> bool:
@@ -380,21 +470,41 @@ class CapturedGraph:
         slots: list[int],
         outputs: list[_Ref],
         scalars: dict[str, Scalar],
+        views: list[tuple[_Ref, Tensor, Tensor]],
     ) -> None:
         self.runtime = runtime
         self._calls: list[_Call] | None = calls
         self._borrowed = borrowed
         self._slots = slots
         self.slots = tuple(Slot.of(borrowed[j]) for j in slots)
-        self._outputs = outputs
+        #: each borrowed tensor that views an input's elements, made anew of a replay's input
+        self._derived: list[tuple[int, _View]] = []
+        #: the borrowed tensors leased to the graph as they are (neither an input nor its view)
+        self._constants: list[int] = []
+        for j, t in enumerate(borrowed):
+            if j in slots:
+                continue
+            of = next((s for s in slots if _within(t, borrowed[s])), None)
+            if of is None:
+                self._constants.append(j)
+            else:
+                self._derived.append((j, _View(of, t, borrowed[of])))
         #: where each call's outputs start among a replay's tensors (after the borrowed ones)
         starts, at = [], len(borrowed)
         for call in calls:
             starts.append(at)
             at += call.nout
+
+        def pick(ref: _Ref) -> int | _View:
+            kind, j, i = ref
+            if kind == 2:  # a view of an earlier call's output
+                (_, k, i), view, of = views[j]
+                return _View(starts[k] + i, view, of)
+            return j if kind == 0 else starts[j] + i
+
         for call in calls:
-            call.take = _taker([j if kind == 0 else starts[j] + i for kind, j, i in call.args])
-        self._returned = _taker([starts[k] + i for _, k, i in outputs])
+            call.take = _taker([pick(ref) for ref in call.args])
+        self._returned = _taker([pick(ref) for ref in outputs])
         self.scalars = {name: s.value for name, s in scalars.items()}
         self._scalar_types = {name: s.type for name, s in scalars.items()}
         self._overlaps = self._overlap_pattern(borrowed)
@@ -463,6 +573,8 @@ class CapturedGraph:
                     argument=f"tensors[{n}]",
                 )
             values[j] = t
+        for j, view in self._derived:
+            values[j] = view(values)
         pattern = self._overlap_pattern(values)
         if pattern != self._overlaps:
             i, j = sorted(pattern ^ self._overlaps)[0]

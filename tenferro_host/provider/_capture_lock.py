@@ -25,9 +25,11 @@ def locked(runtime: Runtime, op: str | None = None) -> CaptureError:
 
 
 def refuse_in_capture(runtime: Runtime, what: str, fix: str, op: str | None = None) -> None:
-    """Raise CaptureError when ``runtime`` is being captured (``what`` would break it)."""
-    if runtime.active_capture is not None:
-        raise CaptureError(f"{what} inside a capture of {runtime.name!r}", op=op, fix=fix)
+    """Raise CaptureError when ``runtime`` is being captured (``what`` would break it); the
+    capture then makes no graph (``Capture.refuse``)."""
+    capture = runtime.active_capture
+    if capture is not None:
+        raise capture.refuse(what, fix, op)
 
 
 __all__ = ["refuse_in_capture"]

@@ -25,7 +25,6 @@ import numpy as np
 from .. import dtypes
 from ..dtypes import DType
 from ..errors import (
-    CaptureError,
     DTypeError,
     InvalidLaunchConfigError,
     TenferroError,
@@ -461,15 +460,16 @@ class JitSession(OutputSession):
             )
         count_xyz, dim_xyz = as_grid(count, "count"), as_grid(dim, "dim")
         values, descs = self._launch_args(kernel, args)
-        if self.runtime.active_capture is not None and not kernel.is_specialized(
+        capture = self.runtime.active_capture
+        if capture is not None and not kernel.is_specialized(
             descs, constants, self.target, self.features
         ):
-            raise CaptureError(
+            raise capture.refuse(
                 f"kernel {kernel.name!r} is not specialized for these argument types on "
-                f"{self.target!r} yet, and a capture cannot compile",
-                op=self.op,
-                fix=f"call op {self.op!r} once with the same dtypes, ranks and constants before "
+                f"{self.target!r} yet, and a capture cannot compile: its specialization",
+                f"call op {self.op!r} once with the same dtypes, ranks and constants before "
                 "the capture (a warm-up)",
+                self.op,
             )
         spec = kernel.specialize(descs, constants, self.target, self.features)
         self._check_specialization(spec)

@@ -62,12 +62,15 @@ def rt():
     return cuda_runtime()
 
 
+@pytest.mark.parametrize("form", ["native", "replayed"])
 @pytest.mark.parametrize("op", [ADD, DSL_ONLY])
-def test_replay_equals_eager_on_new_pointers(rt, op):
+def test_replay_equals_eager_on_new_pointers(rt, op, form, monkeypatch):
+    monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", form)
     host = shared_host()
     a, b = (rt.upload(np.arange(4096, dtype=np.float32) * k) for k in (1, 3))
     host.run(op, a, b)  # the warm-up
     graph = capture_chain(rt, op, a, b, 10)
+    assert graph.form == form, graph.why_replayed
     for k in range(3):
         x, y = (rt.upload(np.random.default_rng(k).random(4096, np.float32)) for _ in range(2))
         eager = x
@@ -82,7 +85,7 @@ def test_a_native_graph_of_raw_and_dsl_ops_replays_new_inputs_and_frees_its_aren
     in the block are gone, the arena's cuMemAlloc blocks are freed."""
     from tenferro_host_cuda._driver import drv
 
-    monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", "native")  # opt-in until this test has passed
+    monkeypatch.delenv("TENFERRO_CUDA_GRAPHS", raising=False)  # native is the default
     host = shared_host()
     x0, y0 = (rt.upload(np.arange(4096, dtype=np.float32) * k) for k in (1, 2))
     host.run(AXPY, host.run(ADD, x0, y0), y0, a=3.0)  # the warm-up
@@ -126,7 +129,7 @@ def test_the_lock_holds_against_another_thread_on_the_device(rt):
 
 
 def test_the_bench_rows_run_beside_cuda_cores_graph(rt, tmp_path, monkeypatch):
-    monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", "native")  # the bench's subprocess inherits it
+    monkeypatch.delenv("TENFERRO_CUDA_GRAPHS", raising=False)  # the subprocess's default: native
     out = tmp_path / "capture.json"
     subprocess.run(
         [sys.executable, str(BENCH), "--backend", "cuda", "--rounds", "5", "--json", str(out)],

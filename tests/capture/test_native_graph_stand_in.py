@@ -18,7 +18,7 @@ import tenferro_host as tf
 
 @pytest.fixture
 def world(monkeypatch) -> Any:
-    monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", "native")  # opt-in until it has run on a GPU
+    monkeypatch.delenv("TENFERRO_CUDA_GRAPHS", raising=False)  # the default: native
     with stand_in() as world:
         x, y = world.rt.empty("float32", (64,)), world.rt.empty("float32", (64,))
         world.host.run(ADD, x, y)  # the warm-up
@@ -178,14 +178,16 @@ def test_a_failed_graph_launch_names_the_graphs_ops(world):
     assert any("native CUDA graph of 2 nodes" in n for n in info.value.__notes__)
 
 
-def test_caps_says_native_for_cuda_when_asked_for(world):
+def test_caps_says_native_for_cuda_by_default(world, monkeypatch):
     assert world.host.registry.provider("cuda").capture == "native"
+    monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", "native")
+    assert tf.Host().registry.provider("cuda").capture == "native"
 
 
-def test_without_the_opt_in_cuda_captures_in_the_replayed_form(world, monkeypatch):
-    """The native form has not run on a GPU yet: by default a capture replays its plans, caps
-    says so, and a value that is no form is a typed error when a capture opens."""
-    monkeypatch.delenv("TENFERRO_CUDA_GRAPHS")
+def test_asked_for_the_replayed_form_cuda_captures_no_device_graph(world, monkeypatch):
+    """``TENFERRO_CUDA_GRAPHS=replayed``: a capture replays its plans, caps says so, and a
+    value that is no form is a typed error when a capture opens."""
+    monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", "replayed")
     assert tf.Host().registry.provider("cuda").capture == "replayed"
     cap, _, out = capture_two_adds(world)
     graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
@@ -270,3 +272,48 @@ def test_a_view_slot_moves_by_its_offset_and_shared_memory_is_not_guessed(world)
     shared = cap.graph(inputs=(lo, hi), outputs=(out,))
     assert shared.form == "replayed" and "share" in (shared.why_replayed or "")
     del host
+
+
+def test_a_view_of_an_intermediate_and_of_an_input_keep_the_native_form(world):
+    """``t[:]`` of a node's output reads the graph's own memory (no constant); ``x[32:]`` beside
+    ``x`` is a view of the input (no constant sharing its memory): both follow natively."""
+    rt, fake = world.rt, world.fake
+    x, y = world.x, world.y
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            t = ex.run(ADD, x, y)
+            out = ex.run(ADD, t[:], y)
+            tail = ex.run(ADD, x[32:], y[32:])
+    graph = cap.graph(inputs=(x, y), outputs=(out, tail))
+    assert graph.form == "native", graph.why_replayed
+    a, b = rt.empty("float32", (64,)), rt.empty("float32", (64,))
+    fake.calls.clear()
+    got, got_tail = graph.replay(a, b)
+    ((first, second, third),) = (list(words.values()) for words in launched(fake))
+    assert first[:3] == [t.storage.ptr, a.storage.ptr, b.storage.ptr]
+    assert second[:3] == [got.storage.ptr, t.storage.ptr, b.storage.ptr]
+    assert third[:3] == [got_tail.storage.ptr, a.storage.ptr + 128, b.storage.ptr + 128]
+
+
+@pytest.mark.parametrize("what", ["an op call that raised", "a refused upload"])
+def test_a_failure_caught_inside_the_block_leaves_no_native_graph(world, what):
+    """``gpu/01``: the block catches the error and goes on; the capture still ends without a
+    graph, and the device graph is destroyed."""
+    rt, fake = world.rt, world.fake
+    wrong = rt.empty("float32", (65,))
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            with pytest.raises(tf.TenferroError):
+                if what == "a refused upload":
+                    rt.upload([1.0, 2.0])
+                else:
+                    ex.run(ADD, world.x, wrong)
+            out = ex.run(ADD, world.x, world.y)
+    with pytest.raises(tf.CaptureError, match="made no graph"):
+        cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    assert "cuGraphInstantiate" not in fake.names() and not fake.execs
+    del out
+    released(world)
+    assert not fake.arena_live

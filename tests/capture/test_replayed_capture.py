@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -318,13 +319,22 @@ def test_a_specialization_inside_a_capture_names_the_op_and_its_warm_up(capture_
     ],
     ids=["synchronize", "download", "dlpack export", "drain", "direct launch", "nested"],
 )
-def test_what_a_capture_cannot_hold_is_refused_and_ends_it(rt, block, what):
+@pytest.mark.parametrize("caught", [False, True], ids=["raised", "caught"])
+def test_what_a_capture_cannot_hold_is_refused_and_ends_it(rt, block, what, caught):
+    """The refusal ends the capture without a graph, also when the block catches it (the
+    capture cannot vouch for a graph of a block that went on without the refused step)."""
     x = up(rt, [1, 2, 3, 4])
+    refused = pytest.raises(tf.CaptureError, match=what)
     with rt.session() as s:
         ex = s.exec_session()
-        with pytest.raises(tf.CaptureError, match=what), ex.capture() as cap:
+        with nullcontext() if caught else refused, ex.capture() as cap:
             ex.run(ADD, x, x)
-            block(ex, x)
+            if caught:
+                with refused:
+                    block(ex, x)
+                ex.run(ADD, x, x)  # the block goes on as if nothing was refused
+            else:
+                block(ex, x)
     assert rt.active_capture is None
     with pytest.raises(tf.CaptureError, match="made no graph"):
         cap.graph()
@@ -337,7 +347,7 @@ def test_a_full_retirement_queue_refuses_its_wait_and_polls_wait_for_the_end(rt)
     saved = queue.capacity
     with rt.session() as s:
         ex = s.exec_session()
-        with ex.capture():
+        with ex.capture() as cap:
             queue.retire(object(), [lambda: released.append(1)])  # a done event (CPU, llvmpipe)
             assert queue.poll() == 0 and not released  # no event query inside
             queue.capacity = len(queue)
@@ -349,6 +359,8 @@ def test_a_full_retirement_queue_refuses_its_wait_and_polls_wait_for_the_end(rt)
             ex.run(ADD, x, x)
     queue.poll()
     assert released == [1]
+    with pytest.raises(tf.CaptureError, match="made no graph"):
+        cap.graph()  # the refusal ended the capture, though the block caught it
 
 
 def test_an_exception_inside_ends_the_capture_and_drops_what_it_held(rt):
