@@ -31,7 +31,7 @@ import numpy as np
 from tenferro_host import LaunchError, Tensor
 from tenferro_host.provider import Lease
 
-from ._driver import failure
+from ._driver import POISONED, entry, failure
 from ._foreign_capture import GraphPins
 from ._storage import CudaStorage
 
@@ -288,7 +288,13 @@ class NativeLauncher:
         self.arena = capture.arena  # the intermediates' memory lives with the graph
         self.pins = GraphPins("ex.capture()", tuple(rt.resources.values()))
         self.ops = ops
-        self._outputs = [(t.storage.nbytes, t.dtype, t.shape, t.strides) for t in outputs]
+        #: per output: its allocation (an op replay's: the newest queued block of its size class
+        #: where one is) and layout
+        self._outputs = [
+            (rt.output_allocator(t.storage.nbytes, t.dtype), t.dtype, t.shape, t.strides)
+            for t in outputs
+        ]
+        self._itemsizes = [t.dtype.itemsize for t in slots]
         tensors = [*slots, *outputs]
         #: the base address of each slot, then each output, the executable launches with now
         self._bases = [_base(t) for t in tensors]
@@ -323,37 +329,68 @@ class NativeLauncher:
         self._graph, self._exec = capture._graph, capture._exec
         capture._graph = capture._exec = None  # this launcher owns them now
         self._lock = threading.Lock()
-        self._set_params = rt.driver.cuGraphExecKernelNodeSetParams
-        self._launch = rt.driver.cuGraphLaunch
+        d = rt.driver
+        self._set_params = d.cuGraphExecKernelNodeSetParams
+        self._cu_current, self._context = d.cuCtxGetCurrent, int(rt.primary.handle)
+        #: cuGraphLaunch through the driver's entry point, its two arguments prebuilt
+        self._launch = entry("cuGraphLaunch", d)
+        self._launch_args = (ctypes.c_void_p(int(self._exec)), ctypes.c_void_p(int(rt._stream)))
 
-    def __call__(self, tensors: list[Tensor]) -> list[Tensor]:
-        """Run the graph on ``tensors`` (one per slot, checked): the fresh outputs."""
+    def __call__(self, tensors: tuple[Tensor, ...]) -> list[Tensor]:
+        """Run the graph on ``tensors`` (one per slot, checked): the fresh outputs. The runtime's
+        state is checked as an op replay checks it; where that finds anything (closed, poisoned,
+        a capture, a session open), a session's checks raise the typed error or let it run."""
+        rt = self.runtime
+        if (
+            rt.closed
+            or POISONED
+            or rt.active_capture is not None
+            or rt.retirement.refuse_wait is not None
+            or rt._session_threads
+        ):
+            with rt.session():
+                return self._run(tensors)
+        return self._run(tensors)
+
+    def _run(self, tensors: tuple[Tensor, ...]) -> list[Tensor]:
         rt = self.runtime
         outs = [
-            Tensor(rt.allocate_bytes(nbytes), dt, shape, strides, 0, True)
-            for nbytes, dt, shape, strides in self._outputs
+            Tensor(allocate(), dt, shape, strides, 0, True)
+            for allocate, dt, shape, strides in self._outputs
         ]
-        bases = [_base(t) for t in tensors]
-        bases += [_ptr(t) for t in outs]
-        exec_ = self._exec
-        with self._lock, rt.primary:  # the node words are the launcher's: one replay at a time
-            moved: dict[int, _Node] = {}
-            for n, (base, last) in enumerate(zip(bases, self._bases, strict=True)):
-                if base != last:
-                    for node, word, delta in self._sites[n]:
-                        node.words[word] = base + delta
-                        moved[id(node)] = node
-            if moved:
-                self._bases = [-1] * len(bases)  # until every update went through
-                for node in moved.values():
-                    err = self._set_params(exec_, node.handle, node.params)[0]
-                    if int(err) != 0:
-                        raise self._failed(err, "updating a node (cuGraphExecKernelNodeSetParams)")
-                self._bases = bases
-            err = self._launch(exec_, rt._stream)[0]
-        if int(err) != 0:
+        bases = [
+            t.storage.ptr + t.offset * size  # type: ignore[attr-defined]
+            for t, size in zip(tensors, self._itemsizes, strict=True)
+        ]
+        bases += [t.storage.ptr for t in outs]  # type: ignore[attr-defined]
+        err, current = self._cu_current()  # PrimaryContext.enter's check, inline
+        saved = rt.primary.enter() if err or int(current) != self._context else None
+        try:
+            with self._lock:  # the node words are the launcher's: one replay at a time
+                if bases != self._bases:
+                    self._update(bases)
+                err = self._launch(*self._launch_args)
+        finally:
+            if saved is not None:
+                rt.primary.exit(saved)
+        if err:
             raise self._failed(err, "launching it (cuGraphLaunch)")
         return outs
+
+    def _update(self, bases: list[int]) -> None:
+        """Rewrite the parameters of every node with a pointer into memory that moved."""
+        moved: dict[int, _Node] = {}
+        for n, (base, last) in enumerate(zip(bases, self._bases, strict=True)):
+            if base != last:
+                for node, word, delta in self._sites[n]:
+                    node.words[word] = base + delta
+                    moved[id(node)] = node
+        self._bases = [-1] * len(bases)  # until every update went through
+        for node in moved.values():
+            err = self._set_params(self._exec, node.handle, node.params)[0]
+            if int(err) != 0:
+                raise self._failed(err, "updating a node (cuGraphExecKernelNodeSetParams)")
+        self._bases = bases
 
     def _failed(self, err: Any, what: str) -> Exception:
         ops = ", ".join(dict.fromkeys(self.ops))

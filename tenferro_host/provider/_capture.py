@@ -122,7 +122,8 @@ class NativeCapture(Protocol):
         ops: tuple[str, ...],
         scalars: bool,
     ) -> Any:
-        """A callable from the slots' tensors to fresh outputs, or (a str) why not."""
+        """A callable from the slots' tensors (checked) to fresh outputs, or (a str) why not;
+        it checks its runtime's state itself (a replay opens no session where none is needed)."""
 
 
 class _Call:
@@ -477,6 +478,8 @@ class CapturedGraph:
         self._borrowed = borrowed
         self._slots = slots
         self.slots = tuple(Slot.of(borrowed[j]) for j in slots)
+        #: what each slot's tensor must be, compared as one tuple (the runtime apart)
+        self._fits = [(t.dtype, t.shape, t.strides) for t in (borrowed[j] for j in slots)]
         #: each borrowed tensor that views an input's elements, made anew of a replay's input
         self._derived: list[tuple[int, _View]] = []
         #: the borrowed tensors leased to the graph as they are (neither an input nor its view)
@@ -549,33 +552,20 @@ class CapturedGraph:
                 argument="tensors",
             )
         values = list(self._borrowed)
-        for n, (t, slot, j) in enumerate(zip(tensors, self.slots, self._slots, strict=True)):
-            if type(t) is not Tensor:
-                raise ValidationError(
-                    f"tensor {n} is a {type(t).__name__}, not a Tensor; the slot is {slot}",
-                    argument=f"tensors[{n}]",
-                )
-            rt = t.storage.runtime
-            if rt is not runtime:
-                raise ForeignRuntimeError(
-                    f"tensor {n} lives on {rt.name!r} (its own allocation domain); the graph "
-                    f"was captured on {runtime.name!r}: move it there first"
-                )
-            got = Slot.of(t)
-            if got != slot:
-                wrong = [
-                    f for f in ("dtype", "shape", "strides") if getattr(got, f) != getattr(slot, f)
-                ]
-                raise ValidationError(
-                    f"tensor {n} has {', '.join(f'{f} {getattr(got, f)}' for f in wrong)}; its "
-                    f"slot has {', '.join(f'{f} {getattr(slot, f)}' for f in wrong)} (a different "
-                    "layout is another graph: capture it)",
-                    argument=f"tensors[{n}]",
-                )
+        for n, (t, fits, j) in enumerate(zip(tensors, self._fits, self._slots, strict=True)):
+            if (
+                type(t) is not Tensor
+                or t.storage.runtime is not runtime
+                or (t.dtype, t.shape, t.strides) != fits
+            ):
+                self._misfit(n, t)
             values[j] = t
         for j, view in self._derived:
             values[j] = view(values)
-        pattern = self._overlap_pattern(values)
+        if not self._overlaps and len({id(t.storage) for t in values}) == len(values):
+            pattern = self._overlaps  # no two share a storage: none overlaps, as at capture
+        else:
+            pattern = self._overlap_pattern(values)
         if pattern != self._overlaps:
             i, j = sorted(pattern ^ self._overlaps)[0]
             now = "overlap" if (i, j) in pattern else "do not overlap"
@@ -584,6 +574,8 @@ class CapturedGraph:
                 "unlike at capture; a graph repeats the aliasing it was captured with",
                 argument="tensors",
             )
+        if not scalars:
+            return values, self.scalars
         unknown = sorted(set(scalars) - set(self.scalars))
         if unknown:
             raise ValidationError(
@@ -602,6 +594,29 @@ class CapturedGraph:
             values_of[name] = want(value)
         return values, values_of
 
+    def _misfit(self, n: int, t: Any) -> None:
+        """Raise the typed error of replay tensor ``n``, which does not fit its slot."""
+        slot, runtime = self.slots[n], self.runtime
+        if type(t) is not Tensor:
+            raise ValidationError(
+                f"tensor {n} is a {type(t).__name__}, not a Tensor; the slot is {slot}",
+                argument=f"tensors[{n}]",
+            )
+        rt = t.storage.runtime
+        if rt is not runtime:
+            raise ForeignRuntimeError(
+                f"tensor {n} lives on {rt.name!r} (its own allocation domain); the graph "
+                f"was captured on {runtime.name!r}: move it there first"
+            )
+        got = Slot.of(t)
+        wrong = [f for f in ("dtype", "shape", "strides") if getattr(got, f) != getattr(slot, f)]
+        raise ValidationError(
+            f"tensor {n} has {', '.join(f'{f} {getattr(got, f)}' for f in wrong)}; its "
+            f"slot has {', '.join(f'{f} {getattr(slot, f)}' for f in wrong)} (a different "
+            "layout is another graph: capture it)",
+            argument=f"tensors[{n}]",
+        )
+
     def _name(self, j: int) -> str:
         return f"tensors[{self._slots.index(j)}]" if j in self._slots else f"constant {j}"
 
@@ -611,10 +626,9 @@ class CapturedGraph:
             raise CaptureError("this graph was closed", fix="capture it again")
         values, scalar_values = self._bind(tensors, scalars)
         if self._launcher is not None:
-            with self.runtime.session():
-                outs = tuple(self._launcher(list(tensors)))
+            outs = self._launcher(tensors)
             self.replays += 1
-            return outs[0] if len(outs) == 1 else outs
+            return outs[0] if len(outs) == 1 else tuple(outs)
         made = self._planned(values, scalar_values) if values and ENABLED else None
         if made is None:
             made = self._nodes(values, scalar_values, False)

@@ -11,9 +11,11 @@ import types
 from typing import Any
 
 import pytest
+from support.call_budget import calls_per_op
 from support.driver_stand_in import ADD, stand_in
 
 import tenferro_host as tf
+from tenferro_host.provider import _compiled
 
 
 @pytest.fixture
@@ -317,3 +319,36 @@ def test_a_failure_caught_inside_the_block_leaves_no_native_graph(world, what):
     del out
     released(world)
     assert not fake.arena_live
+
+
+def test_a_native_replay_is_a_guard_and_one_launch_in_python_calls(world):
+    """No session per replay: the runtime's state is checked as an op replay checks it, the
+    output is the newest queued block of its size class, cuGraphLaunch goes through the
+    driver's entry point. The gate is the exact count (the stand-in driver's frames in it)."""
+    fake = world.fake
+    cap, _t, out = capture_two_adds(world)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    graph.replay(world.x, world.y)
+    finalizer = 0 if _compiled.CALL is not None else 2  # the dropped output's __del__, in C
+    assert calls_per_op(lambda: graph.replay(world.x, world.y)) <= 33.01 + finalizer
+    fake.calls.clear()
+    for _ in range(3):
+        graph.replay(world.x, world.y)  # each output dropped: its block is the next one's
+    names = fake.names()
+    assert names.count("cuGraphLaunch") == 3 and "alloc" not in names
+    assert "cuGraphExecKernelNodeSetParams" not in names  # the output's address did not move
+
+
+def test_a_replay_on_a_closed_runtime_or_inside_a_session_is_the_sessions_typed_error(world):
+    rt = world.rt
+    cap, _t, out = capture_two_adds(world)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    with rt.session(), pytest.raises(tf.RuntimeStateError, match="already open on this thread"):
+        graph.replay(world.x, world.y)
+    rt.closed = True
+    try:
+        with pytest.raises(tf.RuntimeStateError, match="was closed"):
+            graph.replay(world.x, world.y)
+    finally:
+        rt.closed = False
+    graph.replay(world.x, world.y)

@@ -44,7 +44,7 @@ _WORD = ctypes.c_uint64
 _VOID_P, _UINT = ctypes.c_void_p, ctypes.c_uint
 #: cuLaunchKernel's C signature
 _C_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, *[_UINT] * 7, _VOID_P, _VOID_P, _VOID_P)
-_C_RECORD = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P)
+_C_RECORD = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P)  # also cuGraphLaunch's
 _C_WAIT = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P, _UINT)
 _C_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_VOID_P))
 
@@ -120,6 +120,7 @@ class RecordingDriver(FakeDriver):
             b"cuLaunchKernel": _C_LAUNCH(self._launch_from_c),
             b"cuEventRecord": _C_RECORD(self._from_c("cuEventRecord")),
             b"cuStreamWaitEvent": _C_WAIT(self._from_c("cuStreamWaitEvent")),
+            b"cuGraphLaunch": _C_RECORD(self._from_c("cuGraphLaunch")),
             b"cuCtxGetCurrent": _C_CURRENT(self._current_from_c),
         }
 
