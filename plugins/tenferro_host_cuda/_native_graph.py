@@ -22,17 +22,20 @@ replayed form and says why (:meth:`NativeCapture.launcher`).
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from tenferro_host import LaunchError, Tensor
+from tenferro_host import LaunchError, Tensor, ValidationError
 from tenferro_host.provider import Lease
 
 from ._driver import POISONED, entry, failure
 from ._foreign_capture import GraphPins
+from ._graph_scalars import Kernel, Site, probe_values, scalar_sites
 from ._storage import CudaStorage
 
 if TYPE_CHECKING:
@@ -46,11 +49,12 @@ class Arena:
     is ``("drop", arena)``) and so does the graph; when the last goes, the blocks are freed at
     the runtime's next drain point behind an event (every launch that used them is before it)."""
 
-    __slots__ = ("blocks", "runtime")
+    __slots__ = ("blocks", "ends", "runtime")
 
     def __init__(self, runtime: CudaRuntime) -> None:
         self.runtime = runtime
         self.blocks: list[int] = []
+        self.ends: list[int] = []  # each block's end address
 
     def allocate(self, nbytes: int, op: str | None = None) -> CudaStorage:
         rt = self.runtime
@@ -59,7 +63,12 @@ class Arena:
                 rt.ok(rt.driver.cuMemAlloc(nbytes), f"allocating {nbytes} bytes (cuMemAlloc)", op)
             )
         self.blocks.append(ptr)
+        self.ends.append(ptr + nbytes)
         return CudaStorage(rt, ptr, nbytes, release=("drop", self))
+
+    def holds(self, address: int) -> bool:
+        """Whether ``address`` is in one of this arena's blocks."""
+        return any(lo <= address < hi for lo, hi in zip(self.blocks, self.ends, strict=True))
 
     def owns(self, release: Any) -> bool:
         """Whether ``release`` (a storage's) is of this arena's memory."""
@@ -106,24 +115,30 @@ class NativeCapture:
         self.arena = Arena(runtime)
         self._graph: Any = None
         self._exec: Any = None
+        #: where each declared scalar reaches the kernels (:meth:`probe`), or why it cannot
+        self._scalar_sites: list[Site] | str = "the declared scalars were not probed"
 
     def begin(self) -> None:
         """Capture the runtime's stream; allocations from the arena, uploads refused."""
+        self._begin(self.arena)
+
+    def _begin(self, arena: Arena) -> None:
         rt = self.runtime
         d = rt.driver
         with rt.primary:
             mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
             rt.ok(d.cuStreamBeginCapture(rt._stream, mode), "cuStreamBeginCapture")
-        rt.allocate_bytes = self.arena.allocate  # type: ignore[method-assign]
-        rt.free_now = self._free_now  # type: ignore[method-assign]
+        rt.allocate_bytes = arena.allocate  # type: ignore[method-assign]
+        rt.free_now = partial(_free_now, rt, arena)  # type: ignore[method-assign]
         rt._write = self._refuse_upload  # type: ignore[method-assign]
 
-    def _free_now(self, storage: CudaStorage) -> None:
-        """A workspace freed inside the capture: arena memory stays the graph's; pool memory
-        waits for the capture's end (a free now would be a node of the graph)."""
-        release, storage.ptr, storage.release = storage.release, 0, None
-        if release is not None and not self.arena.owns(release):
-            self.runtime.deferred.append(release)
+    def _end(self) -> tuple[Any, Any]:
+        """Stop capturing the stream: (the driver's answer, the graph)."""
+        rt = self.runtime
+        del rt.allocate_bytes, rt.free_now, rt._write  # the class's methods again
+        with rt.primary:
+            err, graph = rt.driver.cuStreamEndCapture(rt._stream)
+        return err, graph
 
     def _refuse_upload(self, storage: Any, data: Any) -> None:
         raise self.runtime.active_capture.refuse(
@@ -135,10 +150,8 @@ class NativeCapture:
         """End the capture. ``failed``: destroy what was captured (no partial graph); else
         instantiate the graph and launch it once (the block's tensors get their values)."""
         rt = self.runtime
-        del rt.allocate_bytes, rt.free_now, rt._write  # the class's methods again
         d = rt.driver
-        with rt.primary:
-            err, graph = d.cuStreamEndCapture(rt._stream)
+        err, graph = self._end()
         if int(err) != 0:
             if failed:  # the block's own error is the one to raise
                 return
@@ -160,6 +173,57 @@ class NativeCapture:
                 err, "launching the captured graph", uuid=rt.uuid_bytes, error=LaunchError
             )
 
+    def probe(self, scalars: dict[str, Any], rerun: Callable[[dict[str, Any]], None]) -> None:
+        """Find where each declared scalar reaches the graph's kernels (:mod:`._graph_scalars`):
+        ``rerun(values)`` makes the capture's calls again with these scalar values; each probe
+        is captured into a graph of its own (memory from an arena of its own), read, destroyed,
+        never launched. What it finds is the launcher's; a probe that raised is why not."""
+        try:
+            graph = self._kernels(self._graph, self.arena)
+            probes: dict[str, list[tuple[Any, list[Kernel]]]] = {}
+            for name, value in scalars.items():
+                probes[name] = [
+                    (other, self._probed({**scalars, name: other}, rerun))
+                    for other in probe_values(value)
+                ]
+        except Exception as exc:  # a probe value the op refuses, a node not followed, ...
+            self._scalar_sites = f"probing the declared scalars: {type(exc).__name__}: {exc}"
+            return
+        self._scalar_sites = scalar_sites(graph, scalars, probes)
+
+    def _probed(self, values: dict[str, Any], rerun: Callable[[dict[str, Any]], None]) -> Any:
+        """The kernels of the capture's calls made again with scalar ``values``."""
+        arena = Arena(self.runtime)
+        self._begin(arena)
+        try:
+            rerun(values)
+        except BaseException:
+            err, graph = self._end()
+            if int(err) == 0:
+                _destroy(self.runtime, graph, None)
+            raise
+        err, graph = self._end()
+        if int(err) != 0:
+            raise failure(err, "ending a probe's capture (cuStreamEndCapture)")
+        try:
+            return self._kernels(graph, arena)
+        finally:
+            _destroy(self.runtime, graph, None)
+
+    def _kernels(self, graph: Any, arena: Arena) -> list[Kernel]:
+        d = self.runtime.driver
+        with self.runtime.primary:
+            found = []
+            for _, params in _kernel_nodes(d, graph):
+                values = _param_values(d, params)
+                shape = (
+                    int(params.func), params.gridDimX, params.gridDimY, params.gridDimZ,
+                    params.blockDimX, params.blockDimY, params.blockDimZ, params.sharedMemBytes,
+                )  # fmt: skip
+                mine = [len(v) == 8 and arena.holds(int.from_bytes(v, "little")) for v in values]
+                found.append(Kernel(shape, values, mine))
+        return found
+
     def discard(self) -> None:
         """Destroy the graph now (its form is the replayed one, or the capture failed)."""
         if self._graph is not None:
@@ -178,22 +242,25 @@ class NativeCapture:
         constants: list[Tensor],
         outputs: list[Tensor],
         ops: tuple[str, ...],
-        scalars: bool,
+        scalars: dict[str, Any],
     ) -> NativeLauncher | str:
         """The native replay of the graph with these slots and outputs, or why the graph keeps
         the replayed form (the graph is then destroyed: the recorded calls replay it)."""
-        why = self._refusal(outputs, scalars)
-        if why is None:
-            try:
-                return NativeLauncher(self, slots, constants, outputs, ops)
-            except _UnfollowableError as exc:
-                why = str(exc)
+        sites = self._scalar_sites if scalars else []
+        if isinstance(sites, str):
+            why = sites
+        else:
+            refused = self._refusal(outputs)
+            if refused is None:
+                try:
+                    return NativeLauncher(self, slots, constants, outputs, ops, scalars, sites)
+                except _UnfollowableError as exc:
+                    refused = str(exc)
+            why = refused
         self.discard()
         return why
 
-    def _refusal(self, outputs: list[Tensor], scalars: bool) -> str | None:
-        if scalars:
-            return "declared scalars are attributes the native graph cannot update yet"
+    def _refusal(self, outputs: list[Tensor]) -> str | None:
         seen: set[int] = set()
         for n, t in enumerate(outputs):
             if (
@@ -204,6 +271,14 @@ class NativeCapture:
                 return f"output {n} is not a whole buffer the capture allocated"
             seen.add(id(t.storage))
         return None
+
+
+def _free_now(rt: CudaRuntime, arena: Arena, storage: CudaStorage) -> None:
+    """A workspace freed inside a capture: arena memory stays the graph's; pool memory waits for
+    the capture's end (a free now would be a node of the graph)."""
+    release, storage.ptr, storage.release = storage.release, 0, None
+    if release is not None and not arena.owns(release):
+        rt.deferred.append(release)
 
 
 class _UnfollowableError(Exception):
@@ -230,6 +305,15 @@ class _Node:
 
     def word(self, param: int) -> int:
         return int(self._starts[param]) // 8
+
+    def write(self, param: int, data: bytes) -> bool:
+        """Write ``data`` as parameter ``param``: whether it changed."""
+        raw = self.words.view(np.uint8)
+        start = int(self._starts[param])
+        if raw[start : start + len(data)].tobytes() == data:
+            return False
+        raw[start : start + len(data)] = np.frombuffer(data, np.uint8)
+        return True
 
 
 def _kernel_nodes(d: Any, graph: Any) -> list[tuple[Any, Any]]:
@@ -282,6 +366,8 @@ class NativeLauncher:
         constants: list[Tensor],
         outputs: list[Tensor],
         ops: tuple[str, ...],
+        scalars: dict[str, Any],
+        scalar_sites: list[Site],
     ) -> None:
         self.runtime = rt = capture.runtime
         self._exec: Any = None  # set last: a launcher that failed to build owns nothing
@@ -305,12 +391,15 @@ class NativeLauncher:
         ranges += [(None, _ptr(t), _ptr(t) + t.storage.nbytes) for t in constants]
         #: per base: the (node, word, byte delta) of each parameter that points into it
         self._sites: list[list[tuple[_Node, int, int]]] = [[] for _ in tensors]
+        held = {(site.node, site.param) for site in scalar_sites}
+        nodes: list[_Node] = []
         with rt.primary:
             for handle, params in _kernel_nodes(rt.driver, capture._graph):
                 values = _param_values(rt.driver, params)
                 node = _Node(handle, params, values)
+                nodes.append(node)
                 for param, v in enumerate(values):
-                    if len(v) != 8:
+                    if len(v) != 8 or (len(nodes) - 1, param) in held:
                         continue
                     value = int.from_bytes(v, "little")
                     hits = [n for n, lo, hi in ranges if lo <= value < hi]
@@ -326,6 +415,9 @@ class NativeLauncher:
             if not sites:  # every slot and output is a kernel's argument: else it is not followed
                 what = f"input {n}" if n < len(slots) else f"output {n - len(slots)}"
                 raise _UnfollowableError(f"{what}'s address is in no kernel node's parameters")
+        #: each parameter that holds a declared scalar, and the values the executable has
+        self._scalar_sites = [(s.name, nodes[s.node], s.param, s.format) for s in scalar_sites]
+        self._scalars: dict[str, Any] | None = scalars
         self._graph, self._exec = capture._graph, capture._exec
         capture._graph = capture._exec = None  # this launcher owns them now
         self._lock = threading.Lock()
@@ -336,10 +428,11 @@ class NativeLauncher:
         self._launch = entry("cuGraphLaunch", d)
         self._launch_args = (ctypes.c_void_p(int(self._exec)), ctypes.c_void_p(int(rt._stream)))
 
-    def __call__(self, tensors: tuple[Tensor, ...]) -> list[Tensor]:
-        """Run the graph on ``tensors`` (one per slot, checked): the fresh outputs. The runtime's
-        state is checked as an op replay checks it; where that finds anything (closed, poisoned,
-        a capture, a session open), a session's checks raise the typed error or let it run."""
+    def __call__(self, tensors: tuple[Tensor, ...], scalars: dict[str, Any]) -> list[Tensor]:
+        """Run the graph on ``tensors`` (one per slot, checked) with the declared ``scalars``:
+        the fresh outputs. The runtime's state is checked as an op replay checks it; where that
+        finds anything (closed, poisoned, a capture, a session open), a session's checks raise
+        the typed error or let it run."""
         rt = self.runtime
         if (
             rt.closed
@@ -349,10 +442,10 @@ class NativeLauncher:
             or rt._session_threads
         ):
             with rt.session():
-                return self._run(tensors)
-        return self._run(tensors)
+                return self._run(tensors, scalars)
+        return self._run(tensors, scalars)
 
-    def _run(self, tensors: tuple[Tensor, ...]) -> list[Tensor]:
+    def _run(self, tensors: tuple[Tensor, ...], scalars: dict[str, Any]) -> list[Tensor]:
         rt = self.runtime
         outs = [
             Tensor(allocate(), dt, shape, strides, 0, True)
@@ -367,8 +460,8 @@ class NativeLauncher:
         saved = rt.primary.enter() if err or int(current) != self._context else None
         try:
             with self._lock:  # the node words are the launcher's: one replay at a time
-                if bases != self._bases:
-                    self._update(bases)
+                if bases != self._bases or scalars is not self._scalars:
+                    self._update(bases, scalars)
                 err = self._launch(*self._launch_args)
         finally:
             if saved is not None:
@@ -377,20 +470,29 @@ class NativeLauncher:
             raise self._failed(err, "launching it (cuGraphLaunch)")
         return outs
 
-    def _update(self, bases: list[int]) -> None:
-        """Rewrite the parameters of every node with a pointer into memory that moved."""
+    def _update(self, bases: list[int], scalars: dict[str, Any]) -> None:
+        """Rewrite the parameters of every node with a pointer into memory that moved or a
+        declared scalar whose value changed (every scalar's node after a failed update)."""
         moved: dict[int, _Node] = {}
+        if scalars is not self._scalars:
+            written = [  # every value converted before any is written
+                (node, param, _scalar_bytes(name, fmt, scalars[name]))
+                for name, node, param, fmt in self._scalar_sites
+            ]
+            for node, param, data in written:
+                if node.write(param, data) or self._scalars is None:
+                    moved[id(node)] = node
         for n, (base, last) in enumerate(zip(bases, self._bases, strict=True)):
             if base != last:
                 for node, word, delta in self._sites[n]:
                     node.words[word] = base + delta
                     moved[id(node)] = node
-        self._bases = [-1] * len(bases)  # until every update went through
+        self._bases, self._scalars = [-1] * len(bases), None  # until every update went through
         for node in moved.values():
             err = self._set_params(self._exec, node.handle, node.params)[0]
             if int(err) != 0:
                 raise self._failed(err, "updating a node (cuGraphExecKernelNodeSetParams)")
-        self._bases = bases
+        self._bases, self._scalars = bases, scalars
 
     def _failed(self, err: Any, what: str) -> Exception:
         ops = ", ".join(dict.fromkeys(self.ops))
@@ -415,6 +517,18 @@ class NativeLauncher:
             self.runtime.deferred.append(
                 ("call", partial(_destroy, self.runtime, self._graph, self._exec))
             )
+
+
+def _scalar_bytes(name: str, fmt: str, value: Any) -> bytes:
+    """Scalar ``name``'s ``value`` as the kernel parameter it is written to holds it."""
+    try:
+        return struct.pack(fmt, value)
+    except (struct.error, OverflowError) as exc:
+        raise ValidationError(
+            f"scalar {name!r} = {value!r} does not fit the kernel parameter it reaches "
+            f"(struct format {fmt!r}: {exc})",
+            argument=name,
+        ) from None
 
 
 def _ptr(t: Tensor) -> int:

@@ -114,16 +114,21 @@ class NativeCapture(Protocol):
     def end(self, failed: bool) -> None:
         """Stop; ``failed``: drop what was recorded, else make the graph runnable."""
 
+    def probe(self, scalars: dict[str, Any], rerun: Callable[[dict[str, Any]], None]) -> None:
+        """Find where the declared ``scalars`` reach the graph: ``rerun(values)`` makes the
+        capture's calls again (on its thread, in its session) with other scalar values."""
+
     def launcher(
         self,
         slots: list[Tensor],
         constants: list[Tensor],
         outputs: list[Tensor],
         ops: tuple[str, ...],
-        scalars: bool,
+        scalars: dict[str, Any],
     ) -> Any:
-        """A callable from the slots' tensors (checked) to fresh outputs, or (a str) why not;
-        it checks its runtime's state itself (a replay opens no session where none is needed)."""
+        """A callable from the slots' tensors (checked) and the scalars' values (``scalars``, the
+        declared ones, passed as is when a replay gives none) to fresh outputs, or (a str) why
+        not; it checks its runtime's state itself (a replay opens no session it does not need)."""
 
 
 class _Call:
@@ -146,6 +151,12 @@ class _Call:
         self.scalars, self.single = scalars, single  # attribute -> declared scalar name
         self.nout = len(outputs)
         self.take: Callable[[list[Tensor]], tuple[Tensor, ...]] = _nothing
+
+    def with_scalars(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The call's attributes with each declared scalar's value from ``values``."""
+        if not self.scalars:
+            return self.attrs
+        return {**self.attrs, **{attr: values[name] for attr, name in self.scalars.items()}}
 
 
 def _nothing(tensors: list[Tensor]) -> tuple[Tensor, ...]:
@@ -219,6 +230,7 @@ class Capture(Session):
         #: would keep the frames of the block (and the tensors they hold) alive with the capture
         self._failed: str | None = None
         self._native: NativeCapture | None = None
+        self._probing = False  # while the native graph's probes make the calls again
 
     # -- session hooks -----------------------------------------------------------------------------
     def _on_enter(self) -> None:
@@ -250,7 +262,10 @@ class Capture(Session):
         runtime = self.runtime
         try:
             if self._native is not None:
-                self._native.end(error is not None or self._failed is not None)
+                failed = error is not None or self._failed is not None
+                self._native.end(failed)
+                if self._scalars and not failed:
+                    self._native.probe({k: s.value for k, s in self._scalars.items()}, self._rerun)
         except BaseException as exc:  # the graph could not be made: the capture failed
             error = exc
             raise
@@ -269,8 +284,8 @@ class Capture(Session):
         """The refusal of ``what`` inside this capture (raise it). Made on the capturing thread,
         it ends the capture without a graph even if the block catches the error."""
         exc = CaptureError(f"{what} inside a capture of {self.runtime.name!r}", op=op, fix=fix)
-        if self._failed is None and self._owner == _get_ident():  # not another thread's refusal
-            self._failed = _why(exc)
+        if self._failed is None and self._owner == _get_ident() and not self._probing:
+            self._failed = _why(exc)  # not another thread's refusal, nor a probe's
         return exc
 
     def _refuse_wait(self, what: str) -> None:
@@ -323,6 +338,32 @@ class Capture(Session):
         self._made.append(outputs)
         self._calls.append(_Call(handle, args, values, scalars, outputs, single))
         return result
+
+    def _rerun(self, scalar_values: dict[str, Any]) -> None:
+        """Make the recorded calls again in the capture's exec session with these scalar values
+        (a native probe: captured, never launched); refusals then end nothing."""
+        made: list[tuple[Tensor, ...]] = []
+        self._depth += 1  # a call a variant makes is part of its call, as when recorded
+        self._probing = True
+        try:
+            for call in self._calls:
+                args = tuple(self._tensor(ref, made) for ref in call.args)
+                result = call.handle.run_in(self._ex, args, call.with_scalars(scalar_values))
+                made.append((result,) if call.single else tuple(result))
+        finally:
+            self._depth -= 1
+            self._probing = False
+
+    def _tensor(self, ref: _Ref, made: list[tuple[Tensor, ...]]) -> Any:
+        """The tensor ``ref`` stands for when the calls are made again (``made``: their new
+        outputs)."""
+        kind, j, i = ref
+        if kind == 0:
+            return self._borrowed[j]
+        if kind == 1:
+            return made[j][i]
+        (_, k, i), view, of = self._views[j]
+        return _View(0, view, of)([made[k][i]])
 
     def require_op_call(self, what: str, op: str | None) -> None:
         """Refuse ``what`` made directly in the capture (outside a recorded op call)."""
@@ -428,7 +469,7 @@ class Capture(Session):
                 [self._borrowed[j] for j in graph._constants],
                 [self._made[k][i] if kind == 1 else self._views[k][1] for kind, k, i in refs],
                 graph.ops,
-                bool(self._scalars),
+                graph.scalars,
             )
             if isinstance(found, str):
                 graph.why_replayed = found
@@ -626,7 +667,7 @@ class CapturedGraph:
             raise CaptureError("this graph was closed", fix="capture it again")
         values, scalar_values = self._bind(tensors, scalars)
         if self._launcher is not None:
-            outs = self._launcher(tensors)
+            outs = self._launcher(tensors, scalar_values)
             self.replays += 1
             return outs[0] if len(outs) == 1 else tuple(outs)
         made = self._planned(values, scalar_values) if values and ENABLED else None
@@ -675,11 +716,7 @@ class CapturedGraph:
             with self.runtime.session() if one_session else nullcontext() as s:
                 for n, call in enumerate(calls):  # noqa: B007 - n names the failed node
                     args = call.take(tensors_now)
-                    attrs = call.attrs
-                    if call.scalars:
-                        attrs = dict(attrs)
-                        for attr, name in call.scalars.items():
-                            attrs[attr] = scalar_values[name]
+                    attrs = call.with_scalars(scalar_values)
                     if args and s is None:  # the op's own call: its plan where the key has one
                         result = call.handle(*args, **attrs)
                     elif s is None:

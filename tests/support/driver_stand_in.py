@@ -47,14 +47,27 @@ _C_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, *[_UINT] * 7, _VOID_P, _VOID
 _C_RECORD = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P)  # also cuGraphLaunch's
 _C_WAIT = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P, _UINT)
 _C_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_VOID_P))
+#: a kernel node's launch shape, as CUDA_KERNEL_NODE_PARAMS names it
+_SHAPE = (
+    "gridDimX",
+    "gridDimY",
+    "gridDimZ",
+    "blockDimX",
+    "blockDimY",
+    "blockDimZ",
+    "sharedMemBytes",
+)
 
 
 class StandInNode:
     """A node of a captured graph; a kernel node owns its parameter block, as the driver's
     does (``kernelParams``: an array of pointers to one 8-byte word per parameter)."""
 
-    def __init__(self, handle: int, kind: int, func: int, words: list[int]) -> None:
+    def __init__(
+        self, handle: int, kind: int, func: int, words: list[int], shape: tuple[int, ...]
+    ) -> None:
         self.handle, self.kind, self.func, self.words = handle, kind, func, words
+        self.shape = shape  # grid, block (x, y, z each) and shared memory bytes
         self._words = (_WORD * max(len(words), 1))(*words)
         base = ctypes.addressof(self._words)
         self._pointers = (ctypes.c_void_p * max(len(words), 1))(
@@ -283,8 +296,10 @@ class RecordingDriver(FakeDriver):
         self.end_capture(graph)
         return (0, graph)
 
-    def _node(self, stream: int, kind: int, func: int, words: list[int]) -> None:
-        node = StandInNode(next(self._nodes), kind, func, words)
+    def _node(
+        self, stream: int, kind: int, func: int, words: list[int], shape: tuple[int, ...] = ()
+    ) -> None:
+        node = StandInNode(next(self._nodes), kind, func, words, shape or (0,) * 7)
         self.nodes[node.handle] = node
         self.graph_nodes[self.capturing[stream]].append(node)
 
@@ -325,12 +340,14 @@ class RecordingDriver(FakeDriver):
 
     def cuGraphKernelNodeGetParams(self, node):
         found = self.nodes[node]
-        return (0, types.SimpleNamespace(func=found.func, kernelParams=found.address))
+        shape = dict(zip(_SHAPE, found.shape, strict=True))
+        return (0, types.SimpleNamespace(func=found.func, kernelParams=found.address, **shape))
 
     def cuFuncGetParamInfo(self, func, index):
-        if index >= len(PARAM_SIZES[func]):
+        sizes = PARAM_SIZES[func]
+        if index >= len(sizes):
             return (1, 0, 0)  # CUDA_ERROR_INVALID_VALUE: past the last parameter
-        return (0, 8 * index, 8)
+        return (0, 8 * index, sizes[index])
 
     def cuGraphExecKernelNodeSetParams(self, exec_, node, params):
         n = len(PARAM_SIZES[params.func])
@@ -416,7 +433,8 @@ class RecordingDriver(FakeDriver):
             if stream in self.capturing:  # a node of the words launched
                 pointers = (ctypes.c_void_p * len(PARAM_SIZES[f])).from_address(params)
                 words = [_WORD.from_address(p).value for p in pointers]
-                self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, f, words)
+                shape = (gx, gy, gz, bx, by, bz, shared)
+                self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, f, words, shape)
             views = self._blocks.get(params)
             if views is None or (views[0] and views[0][0] != views[2]):  # new block, same place
                 views = self._blocks[params] = _block_views(params or 0, len(PARAM_SIZES[f]))
@@ -513,10 +531,14 @@ def recorded_launches() -> Iterator[list[tuple[Any, ...]]]:
         launches.append(call)
         fake = driver._driver
         if isinstance(fake, RecordingDriver) and STREAM in fake.capturing:
-            _stream, _config, kernel, *args = call  # captured: a kernel node of its arguments
+            _stream, config, kernel, *args = call  # captured: a kernel node of its arguments
             func = _CORE_FUNCTIONS.setdefault(kernel, next(_handles))
-            PARAM_SIZES[func] = (8,) * len(args)
-            fake._node(STREAM, 0, func, [int(a) for a in args])
+            data = [
+                a.tobytes() if hasattr(a, "tobytes") else int(a).to_bytes(8, "little") for a in args
+            ]
+            PARAM_SIZES[func] = tuple(len(d) for d in data)
+            shape = (*config.grid, *config.block, config.shmem_size)
+            fake._node(STREAM, 0, func, [int.from_bytes(d, "little") for d in data], shape)
 
     saved, _launch.launch_fn = _launch.launch_fn, launch
     try:
