@@ -49,6 +49,14 @@ def dsl_add(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):
 
 
 @K.kernel
+def dsl_axpy(out: K.Array[K.F], x: K.Array[K.F], y: K.Array[K.F], a: K.F):
+    """``out = a * x + y``, one unit per element (capture's declared-scalar rows)."""
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = a * x[i] + y[i]
+
+
+@K.kernel
 def fill(out: K.Array[K.F], v: K.F):
     """``out[:] = v``, one unit per element."""
     i = K.ABSOLUTE_POS
@@ -57,6 +65,8 @@ def fill(out: K.Array[K.F], v: K.F):
 
 
 DSL_OP = "tenferro_bench.dsl_add"
+#: ``a * x + y`` with its float attribute ``a``, dsl-only.
+AXPY_OP = "tenferro_bench.dsl_axpy"
 
 
 def _dsl_variant(ex: Any, lhs: Any, rhs: Any) -> Any:
@@ -66,8 +76,15 @@ def _dsl_variant(ex: Any, lhs: Any, rhs: Any) -> Any:
     return out
 
 
+def _axpy_variant(ex: Any, x: Any, y: Any, a: float = 1.0) -> Any:
+    with ex.jit(AXPY_OP) as js:
+        out = js.alloc_output(x.dtype, x.shape)
+        js.launch(dsl_axpy, js.cube_count_1d(out.numel), js.cube_dim_1d(), out, x, y, a)
+    return out
+
+
 def register_dsl_op(host: Any) -> None:
-    """Register ``DSL_OP`` (a dsl-only add) with ``host``, once."""
+    """Register ``DSL_OP`` (a dsl-only add) and ``AXPY_OP`` with ``host``, once."""
     if DSL_OP in host.registry.ops:
         return
     view = host.registry.staging("tenferro-host-bench")
@@ -79,7 +96,24 @@ def register_dsl_op(host: Any) -> None:
             variants={"dsl": _dsl_variant},
         )
     )
+    view.add_op(
+        OpSpec(
+            name=AXPY_OP,
+            signature=Signature(inputs=("x", "y"), attributes={"a": float}),
+            reference=lambda x, y, a=1.0: a * x + y,
+            variants={"dsl": _axpy_variant},
+        )
+    )
     view.commit()
 
 
-__all__ = ["CUDA_ADD", "DSL_OP", "WGSL_ADD", "dsl_add", "fill", "register_dsl_op"]
+__all__ = [
+    "AXPY_OP",
+    "CUDA_ADD",
+    "DSL_OP",
+    "WGSL_ADD",
+    "dsl_add",
+    "dsl_axpy",
+    "fill",
+    "register_dsl_op",
+]

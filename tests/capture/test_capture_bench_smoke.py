@@ -13,6 +13,8 @@ def test_the_capture_bench_rows_run_on_the_cpu():
     assert rows["recaptures when only values change"]["count"] == 0
     assert {r["form"] for r in rows.values() if "form" in r} == {"replayed"}
     assert "us_per_op" in rows["the same 100 ops eager (host.run)"]
+    for row in (capture_bench.REPLAY_1, capture_bench.SCALAR_SAME, capture_bench.SCALAR_NEW):
+        assert "us_per_op" in rows[row], row
     verdicts = {t["target"]: t["verdict"] for t in capture_bench.targets(found)}
     assert verdicts["recaptures when only values change"] == "met"
     assert len(verdicts) == 3  # the floors' targets are CUDA's

@@ -18,6 +18,7 @@ from support.kernels import saxpy
 from support.op_registration import register_op
 
 import tenferro_host as tf
+from tenferro_host.benchmarks import capture as capture_bench
 from tenferro_host.benchmarks.capture import capture_chain
 
 pytestmark = [pytest.mark.gpu, pytest.mark.cuda]
@@ -137,6 +138,8 @@ def test_the_bench_rows_run_beside_cuda_cores_graph(rt, tmp_path, monkeypatch):
     )
     rows = {r["row"]: r for r in json.loads(out.read_text())["rows"]}
     assert rows["recaptures when only values change"]["count"] == 0
-    assert "cuda.core graph of 100 launches (floor)" in rows
+    for ops in (100, 10, 1):
+        assert "us_per_op" in rows[capture_bench.floor_row(ops)], ops
     assert rows["replay, captured 100-op session"]["form"] == "native"
+    assert rows[capture_bench.SCALAR_NEW]["form"] == "native"  # its scalar is followed
     print(json.dumps(list(rows.values()), indent=2))
