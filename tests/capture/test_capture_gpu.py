@@ -143,3 +143,68 @@ def test_the_bench_rows_run_beside_cuda_cores_graph(rt, tmp_path, monkeypatch):
     assert rows["replay, captured 100-op session"]["form"] == "native"
     assert rows[capture_bench.SCALAR_NEW]["form"] == "native"  # its scalar is followed
     print(json.dumps(list(rows.values()), indent=2))
+
+
+def test_a_declared_scalar_is_followed_natively_with_new_values(rt, monkeypatch):
+    """``t = k * t + y`` five times, ``k`` declared: the native graph writes each replay's
+    ``k`` into the kernels' parameters (no fallback to the replayed form)."""
+    monkeypatch.delenv("TENFERRO_CUDA_GRAPHS", raising=False)
+    host = shared_host()
+    x0, y0 = (rt.upload(np.arange(4096, dtype=np.float32) * k) for k in (1, 2))
+    host.run(AXPY, x0, y0, a=3.0)  # the warm-up
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            k = cap.scalar("k", 3.0)
+            t = x0
+            for _ in range(5):
+                t = ex.run(AXPY, t, y0, a=k)
+    graph = cap.graph(inputs=(x0, y0), outputs=(t,))
+    assert graph.form == "native", graph.why_replayed
+    rng = np.random.default_rng(3)
+    for value in (0.5, -2.0, 0.0, 3.0, 0.5):
+        nx, ny = (rng.random(4096, np.float32) for _ in range(2))
+        want = nx
+        for _ in range(5):
+            want = np.float32(value) * want + ny
+        got = graph.replay(rt.upload(nx), rt.upload(ny), k=value).download()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_view_of_an_intermediate_replays_natively(rt, monkeypatch):
+    """``fuzz/02`` on the device: ``t[:]`` of a node's output reads this replay's output."""
+    monkeypatch.delenv("TENFERRO_CUDA_GRAPHS", raising=False)
+    host = shared_host()
+    a, b = (rt.upload(np.full(4096, v, np.float32)) for v in (1, 2))
+    host.run(ADD, a, b)
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            t = ex.run(ADD, a, b)
+            out = ex.run(ADD, t[:], b)
+    graph = cap.graph(inputs=(a, b), outputs=(out,))
+    assert graph.form == "native", graph.why_replayed
+    x = rt.upload(np.full(4096, 10, np.float32))
+    np.testing.assert_array_equal(graph.replay(x, b).download(), np.full(4096, 14, np.float32))
+
+
+@pytest.mark.parametrize("what", ["an op call that raised", "a refused upload"])
+def test_a_failure_caught_inside_a_native_capture_leaves_no_graph(rt, what, monkeypatch):
+    """``gpu/01``: the block catches the error and goes on; ``cap.graph()`` refuses."""
+    monkeypatch.delenv("TENFERRO_CUDA_GRAPHS", raising=False)
+    host = shared_host()
+    a, b = (rt.upload(np.ones(4096, np.float32)) for _ in range(2))
+    wrong = rt.upload(np.ones(4099, np.float32))
+    host.run(ADD, a, b)
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            with pytest.raises(tf.TenferroError):
+                if what == "a refused upload":
+                    rt.upload(np.ones(4096, np.float32))
+                else:
+                    ex.run(ADD, a, wrong)
+            out = ex.run(ADD, a, b)
+    with pytest.raises(tf.CaptureError, match="made no graph"):
+        cap.graph(inputs=(a, b), outputs=(out,))
+    np.testing.assert_array_equal(host.run(ADD, a, b).download(), np.full(4096, 2, np.float32))
