@@ -1,0 +1,107 @@
+"""Every rule of docs/capture.md on CUDA, in both of its forms, without a GPU (the recording
+stand-in driver): what a capture refuses (raised, or caught by the block: either way no
+graph), what ``cap.graph()`` refuses, what a replay checks before it runs anything. The same
+rules on the CPU and WebGPU: tests/capture/test_replayed_capture.py."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any
+
+import numpy as np
+import pytest
+from support.driver_stand_in import ADD, stand_in, stand_in_runtime
+
+import tenferro_host as tf
+
+
+@pytest.fixture(params=["native", "replayed"])
+def world(request, monkeypatch) -> Any:
+    monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", request.param)
+    with stand_in() as w:
+        x, y = w.rt.empty("float32", (64,)), w.rt.empty("float32", (64,))
+        w.host.run(ADD, x, y)  # the warm-up
+        yield types.SimpleNamespace(host=w.host, rt=w.rt, x=x, y=y, form=request.param)
+
+
+REFUSALS: list[tuple[str, Callable[[Any, Any], Any], str]] = [
+    ("synchronize", lambda ex, x: ex.synchronize(), "a synchronization"),
+    ("download", lambda ex, x: x.download(), "a download"),
+    ("dlpack export", lambda ex, x: x.__dlpack__(stream=None), "a DLPack export"),
+    ("drain", lambda ex, x: ex.runtime.retirement.drain(), "draining the retirement queue"),
+    ("direct launch", lambda ex, x: ex.raw("direct"), r"ex\.raw"),
+    ("nested", lambda ex, x: ex.capture().__enter__(), "already being captured"),
+]
+
+
+@pytest.mark.parametrize("caught", [False, True], ids=["raised", "caught"])
+@pytest.mark.parametrize("block, what", [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS])
+def test_what_a_capture_cannot_hold_is_refused_and_leaves_no_graph(world, block, what, caught):
+    rt, x = world.rt, world.x
+    refused = pytest.raises(tf.CaptureError, match=what)
+    with rt.session() as s:
+        ex = s.exec_session()
+        with nullcontext() if caught else refused, ex.capture() as cap:
+            out = ex.run(ADD, x, world.y)
+            if caught:
+                with refused:
+                    block(ex, x)
+                out = ex.run(ADD, out, world.y)
+            else:
+                block(ex, x)
+    assert rt.active_capture is None and "allocate_bytes" not in vars(rt)
+    with pytest.raises(tf.CaptureError, match="made no graph"):
+        cap.graph(inputs=(x,))
+    host = world.host
+    assert host.run(ADD, x, world.y).shape == (64,)  # the runtime works on
+
+
+def capture_two(world: Any) -> tuple[Any, Any, Any]:
+    """``(x + y) + y`` captured: the capture, its intermediate and its output."""
+    with world.rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            t = ex.run(ADD, world.x, world.y)
+            out = ex.run(ADD, t, world.y)
+    return cap, t, out
+
+
+def test_graph_refuses_what_is_not_a_borrowed_input_or_a_returned_output(world):
+    cap, t, out = capture_two(world)
+    x, y = world.x, world.y
+    with pytest.raises(tf.ValidationError, match=r"inputs\[0\] is not a tensor the capture"):
+        cap.graph(inputs=(t,))
+    with pytest.raises(tf.ValidationError, match=r"inputs\[1\] is the tensor inputs\[0\]"):
+        cap.graph(inputs=(x, x))
+    with pytest.raises(tf.ValidationError, match=r"outputs\[0\] is not a tensor a captured"):
+        cap.graph(inputs=(x, y), outputs=(x,))
+    graph = cap.graph(inputs=(x, y), outputs=(out,))
+    assert graph.form == world.form, graph.why_replayed
+
+
+def test_a_replay_checks_its_tensors_and_scalars_before_it_runs(world):
+    rt, x, y = world.rt, world.x, world.y
+    cap, _t, out = capture_two(world)
+    graph = cap.graph(inputs=(x, y), outputs=(out,))
+    other = stand_in_runtime(world.host)
+    cases = [
+        ((x,), tf.ValidationError, "takes 2 tensors"),
+        ((np.ones(64, np.float32), y), tf.ValidationError, "not a Tensor"),
+        ((rt.empty("float32", (65,)), y), tf.ValidationError, r"shape \(65,\)"),
+        ((rt.empty("int32", (64,)), y), tf.ValidationError, "dtype int32"),
+        ((rt.empty("float32", (128,))[::2], y), tf.ValidationError, r"strides \(2,\)"),
+        ((other.empty("float32", (64,)), y), tf.ForeignRuntimeError, "move it there"),
+        ((x, x), tf.AliasingError, "overlap in memory, unlike at capture"),
+    ]
+    for tensors, error, message in cases:
+        with pytest.raises(error, match=message):
+            graph.replay(*tensors)
+    with pytest.raises(tf.ValidationError, match="no scalars"):
+        graph.replay(x, y, k=1.0)
+    assert graph.replays == 0  # nothing ran
+    graph.replay(x, y)
+    graph.close()
+    with pytest.raises(tf.CaptureError, match="closed"):
+        graph.replay(x, y)
