@@ -117,6 +117,10 @@ class NativeCapture:
         self._exec: Any = None
         #: where each declared scalar reaches the kernels (:meth:`probe`), or why it cannot
         self._scalar_sites: list[Site] | str = "the declared scalars were not probed"
+        #: per fill the capture made, in order: whether an op call made it (it runs each replay;
+        #: one the block made is a constant's, disabled after the capture's own launch)
+        self._fills: list[bool] = []
+        self.disabled: set[int] = set()  # the nodes the replays skip (int handles)
 
     def begin(self) -> None:
         """Capture the runtime's stream; allocations from the arena, uploads refused."""
@@ -131,11 +135,20 @@ class NativeCapture:
         rt.allocate_bytes = arena.allocate  # type: ignore[method-assign]
         rt.free_now = partial(_free_now, rt, arena)  # type: ignore[method-assign]
         rt._write = self._refuse_upload  # type: ignore[method-assign]
+        if arena is self.arena:  # the capture's own fills (a probe's are not noted)
+            rt._fill_zero = self._fill_zero  # type: ignore[method-assign]
+
+    def _fill_zero(self, storage: Any) -> None:
+        """A fill (``zeros``) captured as a node; whether an op call made it is noted."""
+        capture = self.runtime.active_capture
+        self._fills.append(capture is not None and capture.in_op_call)
+        type(self.runtime)._fill_zero(self.runtime, storage)
 
     def _end(self) -> tuple[Any, Any]:
         """Stop capturing the stream: (the driver's answer, the graph)."""
         rt = self.runtime
         del rt.allocate_bytes, rt.free_now, rt._write  # the class's methods again
+        vars(rt).pop("_fill_zero", None)
         with rt.primary:
             err, graph = rt.driver.cuStreamEndCapture(rt._stream)
         return err, graph
@@ -172,6 +185,22 @@ class NativeCapture:
             raise failure(
                 err, "launching the captured graph", uuid=rt.uuid_bytes, error=LaunchError
             )
+        self._disable_constant_fills()
+
+    def _disable_constant_fills(self) -> None:
+        """A fill the block made (not an op call) made a constant of the graph: it ran in the
+        capture's launch and no replay repeats it (as in the replayed form, where the constant
+        is the tensor the block made). A graph whose fills are not the ones noted keeps them."""
+        rt = self.runtime
+        d = rt.driver
+        fills = [node for node, kind in _graph_nodes(d, self._graph) if kind == "fill"]
+        if len(fills) != len(self._fills):
+            return
+        with rt.primary:
+            for node, in_call in zip(fills, self._fills, strict=True):
+                if not in_call:
+                    rt.ok(d.cuGraphNodeSetEnabled(self._exec, node, 0), "cuGraphNodeSetEnabled")
+                    self.disabled.add(int(node))
 
     def probe(self, scalars: dict[str, Any], rerun: Callable[[dict[str, Any]], None]) -> None:
         """Find where each declared scalar reaches the graph's kernels (:mod:`._graph_scalars`):
@@ -316,29 +345,52 @@ class _Node:
         return True
 
 
-def _kernel_nodes(d: Any, graph: Any) -> list[tuple[Any, Any]]:
-    """Each kernel node of ``graph`` with its parameters; _UnfollowableError on any other work."""
+def _graph_nodes(d: Any, graph: Any) -> list[tuple[Any, str]]:
+    """Each node of ``graph`` with its kind: "kernel", "fill" (a memset) or the driver's name
+    of another (empty nodes left out)."""
     err, _, count = d.cuGraphGetNodes(graph)
     if int(err) == 0 and count:
         err, nodes, count = d.cuGraphGetNodes(graph, count)
     if int(err) != 0:
         raise _UnfollowableError(f"the graph's nodes could not be listed ({int(err)})")
-    kernel = d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
-    empty = d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_EMPTY
+    types = d.CUgraphNodeType
+    names = {types.CU_GRAPH_NODE_TYPE_KERNEL: "kernel", types.CU_GRAPH_NODE_TYPE_MEMSET: "fill"}
     out = []
     for node in nodes[:count] if count else ():
         kind = d.cuGraphNodeGetType(node)[1]
-        if kind == empty:
-            continue
-        if kind != kernel:
-            raise _UnfollowableError(
-                f"the graph holds a {kind} node (a copy or fill) besides kernels"
-            )
-        err, params = d.cuGraphKernelNodeGetParams(node)
-        if int(err) != 0 or not params.kernelParams:
-            raise _UnfollowableError("a kernel node's parameters could not be read")
-        out.append((node, params))
+        if kind != types.CU_GRAPH_NODE_TYPE_EMPTY:
+            out.append((node, names.get(kind, str(kind))))
     return out
+
+
+def _kernel_nodes(d: Any, graph: Any) -> list[tuple[Any, Any]]:
+    """Each kernel node of ``graph`` with its parameters."""
+    out = []
+    for node, kind in _graph_nodes(d, graph):
+        if kind == "kernel":
+            err, params = d.cuGraphKernelNodeGetParams(node)
+            if int(err) != 0 or not params.kernelParams:
+                raise _UnfollowableError("a kernel node's parameters could not be read")
+            out.append((node, params))
+    return out
+
+
+def _check_fills(d: Any, graph: Any, disabled: set[int], moving: list[tuple[int, int]]) -> None:
+    """_UnfollowableError where ``graph`` holds work other than kernels and fills, or a fill a
+    replay runs (an op call's) into memory that moves (``moving``: the inputs' and outputs')."""
+    for node, kind in _graph_nodes(d, graph):
+        if kind == "kernel" or (kind == "fill" and int(node) in disabled):
+            continue
+        if kind != "fill":
+            raise _UnfollowableError(
+                f"the graph holds a {kind} node (a copy) besides kernels and fills"
+            )
+        err, params = d.cuGraphMemsetNodeGetParams(node)
+        dst = int(params.dst) if int(err) == 0 else None
+        if dst is None or any(lo <= dst < hi for lo, hi in moving):
+            raise _UnfollowableError(
+                "an op call fills an input or output of the graph (a fill node is not updated)"
+            )
 
 
 def _param_values(d: Any, params: Any) -> list[bytes]:
@@ -411,6 +463,9 @@ class NativeLauncher:
                     n = hits[0] if hits else None
                     if n is not None:
                         self._sites[n].append((node, node.word(param), value - self._bases[n]))
+        _check_fills(
+            rt.driver, capture._graph, capture.disabled, [r[1:] for r in ranges[: len(tensors)]]
+        )
         for n, sites in enumerate(self._sites):
             if not sites:  # every slot and output is a kernel's argument: else it is not followed
                 what = f"input {n}" if n < len(slots) else f"output {n - len(slots)}"

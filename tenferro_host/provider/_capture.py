@@ -365,6 +365,11 @@ class Capture(Session):
         (_, k, i), view, of = self._views[j]
         return _View(0, view, of)([made[k][i]])
 
+    @property
+    def in_op_call(self) -> bool:
+        """Whether a recorded op call is running (what it does is part of its node)."""
+        return self._depth > 0
+
     def require_op_call(self, what: str, op: str | None) -> None:
         """Refuse ``what`` made directly in the capture (outside a recorded op call)."""
         if not self._depth:

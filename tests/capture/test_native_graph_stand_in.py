@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from support.call_budget import calls_per_op
 from support.driver_stand_in import ADD, stand_in
+from support.op_registration import register_ops
 
 import tenferro_host as tf
 from tenferro_host.provider import _compiled
@@ -144,21 +145,65 @@ def test_an_upload_from_host_inside_a_native_capture_is_refused(world):
     assert "cuGraphDestroy" in fake.names() and not fake.capturing
 
 
-def test_what_the_native_form_cannot_follow_keeps_the_replayed_form(world):
-    rt, fake, host = world.rt, world.fake, world.host
+ZERO_ADD = "native_fills.zero_add"  # z = zeros(x); z + x: a fill of an intermediate
+ZEROS = "native_fills.zeros"  # zeros(x) returned: a fill of the op's output
+
+
+def _zero_add(ex: Any, x: tf.Tensor) -> tf.Tensor:
+    return ex.run(ADD, ex.runtime.zeros(x.dtype, x.shape), x)
+
+
+def _zeros(ex: Any, x: tf.Tensor) -> tf.Tensor:
+    return ex.runtime.zeros(x.dtype, x.shape)
+
+
+def fills(fake: Any) -> list[int]:
+    """The fill nodes of the stand-in's graphs, by handle."""
+    return [h for h, node in fake.nodes.items() if node.kind == 2]
+
+
+def test_a_fill_the_block_made_is_a_constant_that_no_replay_repeats(world):
+    """``zeros`` in the block is a constant of the graph (as in the replayed form): its fill
+    runs in the capture's launch, and the replays' launches leave it out."""
+    rt, fake = world.rt, world.fake
     with rt.session() as s:
         ex = s.exec_session()
         with ex.capture() as cap:
-            zero = rt.zeros("float32", (64,))  # a fill node: not a kernel node
+            zero = rt.zeros("float32", (64,))
             out = ex.run(ADD, zero, world.y)
+    (fill,) = fills(fake)
+    assert ("cuGraphNodeSetEnabled", (fill, 0)) in fake.calls
     graph = cap.graph(inputs=(world.y,), outputs=(out,))
-    assert graph.form == "replayed"
-    assert "copy or fill" in (graph.why_replayed or "")
-    assert not fake.execs  # the device graph was destroyed: the recorded calls replay it
+    assert graph.form == "native", graph.why_replayed
     fake.calls.clear()
-    graph.replay(rt.empty("float32", (64,)))
-    assert "cuGraphLaunch" not in fake.names()
-    del host
+    got = graph.replay(world.x)
+    ((words,),) = (list(w.values()) for w in launched(fake))  # the kernel alone
+    assert words[:3] == [got.storage.ptr, zero.storage.ptr, world.x.storage.ptr]
+
+
+def test_an_op_calls_fill_runs_each_replay_and_one_of_an_output_keeps_the_replayed_form(world):
+    rt, fake, host = world.rt, world.fake, world.host
+    register_ops(host, "native-fills", "cuda-raw", {ZERO_ADD: _zero_add, ZEROS: _zeros})
+    host.run(ZERO_ADD, world.x)
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            out = ex.run(ZERO_ADD, world.x)
+    graph = cap.graph(inputs=(world.x,), outputs=(out,))
+    assert graph.form == "native", graph.why_replayed
+    (fill,) = fills(fake)
+    fake.calls.clear()
+    graph.replay(world.y)
+    (launch,) = launched(fake)
+    assert fill in launch  # the intermediate is zeroed again: the op call's own work
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            zero = ex.run(ZEROS, world.x)
+            out = ex.run(ADD, zero, world.x)
+    graph = cap.graph(inputs=(world.x,), outputs=(zero, out))
+    assert graph.form == "replayed"
+    assert "fills an input or output" in (graph.why_replayed or "")
 
 
 def test_a_failed_graph_launch_names_the_graphs_ops(world):

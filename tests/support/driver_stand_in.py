@@ -94,7 +94,10 @@ class RecordingDriver(FakeDriver):
     )
     CUstreamCaptureMode = types.SimpleNamespace(CU_STREAM_CAPTURE_MODE_RELAXED=2)
     CUgraphNodeType = types.SimpleNamespace(
-        CU_GRAPH_NODE_TYPE_KERNEL=0, CU_GRAPH_NODE_TYPE_MEMSET=2, CU_GRAPH_NODE_TYPE_EMPTY=5
+        CU_GRAPH_NODE_TYPE_KERNEL=0,
+        CU_GRAPH_NODE_TYPE_MEMCPY=1,
+        CU_GRAPH_NODE_TYPE_MEMSET=2,
+        CU_GRAPH_NODE_TYPE_EMPTY=5,
     )
     CUuserObject_flags = types.SimpleNamespace(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC=1)
     CUuserObjectRetain_flags = types.SimpleNamespace(CU_GRAPH_USER_OBJECT_MOVE=1)
@@ -337,6 +340,16 @@ class RecordingDriver(FakeDriver):
 
     def cuGraphNodeGetType(self, node):
         return (0, self.nodes[node].kind)
+
+    def cuGraphMemsetNodeGetParams(self, node):
+        return (0, types.SimpleNamespace(dst=self.nodes[node].words[0]))
+
+    def cuGraphNodeSetEnabled(self, exec_, node, enabled):
+        """A disabled node is left out of the executable's launches (recorded as such)."""
+        self.calls.append(("cuGraphNodeSetEnabled", (node, enabled)))
+        if not enabled:
+            self.execs[exec_].pop(node)
+        return (0,)
 
     def cuGraphKernelNodeGetParams(self, node):
         found = self.nodes[node]
