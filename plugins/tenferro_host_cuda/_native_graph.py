@@ -121,6 +121,7 @@ class NativeCapture:
         #: one the block made is a constant's, disabled after the capture's own launch)
         self._fills: list[bool] = []
         self.disabled: set[int] = set()  # the nodes the replays skip (int handles)
+        self._fills_known = True  # the graph's fill nodes are the fills noted, one for one
 
     def begin(self) -> None:
         """Capture the runtime's stream; allocations from the arena, uploads refused."""
@@ -190,11 +191,13 @@ class NativeCapture:
     def _disable_constant_fills(self) -> None:
         """A fill the block made (not an op call) made a constant of the graph: it ran in the
         capture's launch and no replay repeats it (as in the replayed form, where the constant
-        is the tensor the block made). A graph whose fills are not the ones noted keeps them."""
+        is the tensor the block made). A graph whose fills are not the ones noted is not
+        followed (:meth:`launcher` says so)."""
         rt = self.runtime
         d = rt.driver
         fills = [node for node, kind in _graph_nodes(d, self._graph) if kind == "fill"]
         if len(fills) != len(self._fills):
+            self._fills_known = False
             return
         with rt.primary:
             for node, in_call in zip(fills, self._fills, strict=True):
@@ -290,6 +293,8 @@ class NativeCapture:
         return why
 
     def _refusal(self, outputs: list[Tensor]) -> str | None:
+        if not self._fills_known:
+            return "the graph's fill nodes are not the fills the capture made (zeros)"
         seen: set[int] = set()
         for n, t in enumerate(outputs):
             if (

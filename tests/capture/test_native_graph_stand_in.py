@@ -392,3 +392,17 @@ def test_a_replay_on_a_closed_runtime_or_inside_a_session_is_the_sessions_typed_
     finally:
         rt.closed = False
     graph.replay(world.x, world.y)
+
+
+def test_a_fill_the_capture_did_not_see_made_keeps_the_replayed_form(world):
+    """A memset the runtime's zeros did not make (a variant calling the driver itself) cannot
+    be told a constant's from an op call's: the graph is not followed."""
+    rt, fake = world.rt, world.fake
+    with rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            out = ex.run(ADD, world.x, world.y)
+            fake.cuMemsetD8Async(out.storage.ptr, 0, 256, rt._stream)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    assert graph.form == "replayed"
+    assert "not the fills the capture made" in (graph.why_replayed or "")
