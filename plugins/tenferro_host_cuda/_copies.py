@@ -107,6 +107,17 @@ def copy_from_peer(src_session: Any, dst_session: Any, tensor: Tensor) -> Tensor
 
 def _copy(src_session: Any, dst_session: Any, tensor: Tensor, op: str) -> Tensor:
     src, dst = _runtimes(src_session, dst_session, op)
+    for rt in (src, dst):
+        capture = rt.active_capture
+        if capture is not None and capture.device_graph:
+            # its events order two streams and retire behind an event: inside a CUDA graph
+            # the wait would cross the capture and the event could not be polled after it
+            raise capture.refuse(
+                f"a copy between runtimes ({op}) in a native CUDA graph",
+                "copy before the capture and pass the copy in (a constant or a slot), or "
+                "capture in the replayed form (TENFERRO_CUDA_GRAPHS=replayed)",
+                op,
+            )
     t = require_resident(src, tensor, argument="tensor", op=op)
     if op == PEER:
         peer.grant(src, dst, op=PEER)

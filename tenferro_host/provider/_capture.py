@@ -366,6 +366,11 @@ class Capture(Session):
         return _View(0, view, of)([made[k][i]])
 
     @property
+    def device_graph(self) -> bool:
+        """Whether the backend records this capture into a device graph (``native_capture``)."""
+        return self._native is not None
+
+    @property
     def in_op_call(self) -> bool:
         """Whether a recorded op call is running (what it does is part of its node)."""
         return self._depth > 0

@@ -105,3 +105,27 @@ def test_a_replay_checks_its_tensors_and_scalars_before_it_runs(world):
     graph.close()
     with pytest.raises(tf.CaptureError, match="closed"):
         graph.replay(x, y)
+
+
+def test_a_copy_between_runtimes_is_refused_in_the_native_form_only(world):
+    """A same-device copy orders two streams by events and retires behind one: inside a CUDA
+    graph the wait would cross the capture. The native form refuses it (into or out of the
+    captured runtime), naming the replayed form; the replayed form copies once (a constant)."""
+    rt, x, y = world.rt, world.x, world.y
+    other = stand_in_runtime(world.host)
+    outside = other.empty("float32", (64,))
+    for into in (True, False):
+        with rt.session() as s, other.session() as so:
+            ex = s.exec_session()
+            refused = pytest.raises(tf.CaptureError, match=r"copy between runtimes")
+            with (
+                nullcontext() if world.form == "replayed" else refused as info,
+                ex.capture() as cap,
+            ):
+                copy = tf.cuda.copy_from_same_device(*((so, s, outside) if into else (s, so, x)))
+                out = ex.run(ADD, x, y)
+        if world.form == "native":
+            assert "TENFERRO_CUDA_GRAPHS=replayed" in info.value.fix
+            continue
+        assert copy.backend is (rt if into else other)
+        assert cap.graph(inputs=(x, y), outputs=(out,)).form == "replayed"

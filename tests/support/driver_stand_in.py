@@ -312,6 +312,10 @@ class RecordingDriver(FakeDriver):
             self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMSET, 0, [ptr])
         return (0,)
 
+    def cuMemcpyAsync(self, dst, src, nbytes, stream):
+        self.calls.append(("cuMemcpyAsync", (dst, src, nbytes)))
+        return (0,)
+
     def cuMemAlloc(self, nbytes):
         self.calls.append(("cuMemAlloc", nbytes))
         ptr, self.next = self.next, self.next + nbytes
