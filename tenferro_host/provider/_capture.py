@@ -470,7 +470,7 @@ class Capture(Session):
             slots,
             refs,
             dict(self._scalars),
-            [(of, view, out) for of, view, out in self._views],
+            list(self._views),
         )
         native, self._native = self._native, None
         if native is not None:  # the device graph goes to this graph (the first one made)
