@@ -9,6 +9,7 @@ import pytest
 from tenferro_host_linalg import cupy_missing_reason, einsum_chain, tolerance
 
 import tenferro_host as tf
+from tenferro_host.benchmarks.kernels import AXPY_OP, DSL_OP, register_dsl_op
 
 pytestmark = [pytest.mark.gpu, pytest.mark.cuda]
 
@@ -135,3 +136,34 @@ def test_gemm_dtypes_with_rectangular_batches(rt, dtype):
     want = np.einsum("ijb,jkb->ikb", a.astype(np.complex128), b.astype(np.complex128))
     rtol, atol = tolerance("linalg.batched_matmul", dtype)
     np.testing.assert_allclose(got, want.astype(np_dtype), rtol=rtol, atol=atol * 10)
+
+
+def test_a_capture_of_a_cublas_matmul_and_dsl_ops_replays_as_eager_or_says_why(rt, host):
+    """A solver's step: a cuBLAS GEMM (through CuPy on the session stream) then two DSL ops,
+    captured on CUDA's default (native) form. The graph replays what the same calls give eager,
+    in whichever form it took (``graph.form``/``why_replayed``, printed for the run's log); a
+    capture cuBLAS cannot be part of is a typed CaptureError saying what to do, never a
+    driver's or CuPy's error."""
+    register_dsl_op(host)
+    a, b = _rand(64, 32), _rand(32, 48)
+    ta, tb = rt.upload(a), rt.upload(b)
+    m = host.run("linalg.matmul", ta, tb)  # the warm-up: cuBLAS's handle, the DSL kernels
+    host.run(AXPY_OP, host.run(DSL_OP, m, m), m, a=0.5)
+    try:
+        with rt.session() as s:
+            ex = s.exec_session()
+            with ex.capture() as cap:
+                m = ex.run("linalg.matmul", ta, tb)
+                out = ex.run(AXPY_OP, ex.run(DSL_OP, m, m), m, a=0.5)
+    except tf.CaptureError as exc:  # refused, typed, with what to do
+        print(f"refused: {exc}")
+        assert exc.fix
+        return
+    graph = cap.graph(inputs=(ta, tb), outputs=(out,))
+    print(f"form={graph.form} why_replayed={graph.why_replayed}")
+    tol = tolerance("linalg.matmul", "float32")
+    for seed in range(3):
+        x, y = _rand(64, 32) + seed, _rand(32, 48) - seed
+        want = 2 * (x @ y)  # 0.5 * (m + m) + m
+        got = graph.replay(rt.upload(x), rt.upload(y)).download()
+        np.testing.assert_allclose(got, want, rtol=tol[0], atol=tol[1] * 10)
