@@ -726,7 +726,8 @@ class CapturedGraph:
             with self.runtime.session() if one_session else nullcontext() as s:
                 for n, call in enumerate(calls):  # noqa: B007 - n names the failed node
                     args = call.take(tensors_now)
-                    attrs = call.with_scalars(scalar_values)
+                    # (a call without scalars keeps its attributes with no call per node)
+                    attrs = call.with_scalars(scalar_values) if call.scalars else call.attrs
                     if args and s is None:  # the op's own call: its plan where the key has one
                         result = call.handle(*args, **attrs)
                     elif s is None:
