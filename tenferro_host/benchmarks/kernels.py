@@ -49,8 +49,8 @@ def dsl_add(out: K.Array[K.F], lhs: K.Array[K.F], rhs: K.Array[K.F]):
 
 
 @K.kernel
-def dsl_axpy(out: K.Array[K.F], x: K.Array[K.F], y: K.Array[K.F], a: K.F):
-    """``out = a * x + y``, one unit per element (capture's declared-scalar rows)."""
+def saxpy(out: K.Array[K.F], x: K.Array[K.F], y: K.Array[K.F], a: K.F):
+    """out = a * x + y, one unit per element (docs/contract.md's saxpy)."""  # noqa: D403
     i = K.ABSOLUTE_POS
     if i < out.len:
         out[i] = a * x[i] + y[i]
@@ -79,7 +79,7 @@ def _dsl_variant(ex: Any, lhs: Any, rhs: Any) -> Any:
 def _axpy_variant(ex: Any, x: Any, y: Any, a: float = 1.0) -> Any:
     with ex.jit(AXPY_OP) as js:
         out = js.alloc_output(x.dtype, x.shape)
-        js.launch(dsl_axpy, js.cube_count_1d(out.numel), js.cube_dim_1d(), out, x, y, a)
+        js.launch(saxpy, js.cube_count_1d(out.numel), js.cube_dim_1d(), out, x, y, a)
     return out
 
 
@@ -113,7 +113,7 @@ __all__ = [
     "DSL_OP",
     "WGSL_ADD",
     "dsl_add",
-    "dsl_axpy",
     "fill",
     "register_dsl_op",
+    "saxpy",
 ]
