@@ -16,6 +16,8 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
+from tenferro_host import ValidationError
+
 #: The C types a scalar of each Python type is written as, by parameter size.
 _FORMATS: dict[type, dict[int, str]] = {
     bool: {1: "<?", 4: "<i", 8: "<q"},
@@ -56,10 +58,26 @@ def packed(value: Any, size: int) -> tuple[str, bytes] | None:
     """``value`` in the C type of its Python type at ``size`` bytes (format, bytes); None where
     there is none or it does not fit."""
     fmt = _FORMATS[type(value)].get(size)
-    if fmt is None:
-        return None
+    data = None if fmt is None else _pack(fmt, value)
+    return None if fmt is None or data is None else (fmt, data)
+
+
+def written_as(name: str, fmt: str, value: Any) -> bytes:
+    """Scalar ``name``'s new ``value`` as the kernel parameter of format ``fmt`` holds it
+    (ValidationError where it does not fit)."""
+    data = _pack(fmt, value)
+    if data is None:
+        raise ValidationError(
+            f"scalar {name!r} = {value!r} does not fit the kernel parameter it reaches "
+            f"(struct format {fmt!r})",
+            argument=name,
+        )
+    return data
+
+
+def _pack(fmt: str, value: Any) -> bytes | None:
     try:
-        return fmt, struct.pack(fmt, value)
+        return struct.pack(fmt, value)
     except (struct.error, OverflowError):
         return None
 
@@ -104,4 +122,4 @@ def scalar_sites(
     return sites
 
 
-__all__ = ["Kernel", "Site", "packed", "probe_values", "scalar_sites"]
+__all__ = ["Kernel", "Site", "packed", "probe_values", "scalar_sites", "written_as"]

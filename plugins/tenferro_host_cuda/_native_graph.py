@@ -13,16 +13,17 @@ the tensors made inside the block hold the captured computation's values, as eag
 :class:`NativeLauncher` replays it: each kernel node's pointer parameters were found by matching
 their values against the memory of the graph's inputs, outputs and constants (a pointer into
 an input's memory moves with it, one into memory several of them share is not followed: the
-graph keeps the replayed form); a replay allocates
-fresh outputs, rewrites (``cuGraphExecKernelNodeSetParams``) only the nodes whose pointers
-moved, and launches the graph. A graph whose memory or nodes this cannot follow keeps the
-replayed form and says why (:meth:`NativeCapture.launcher`).
+graph keeps the replayed form), and the parameters that hold a declared scalar by probes
+(:mod:`._graph_scalars`); a replay allocates fresh outputs, rewrites
+(``cuGraphExecKernelNodeSetParams``) only the nodes whose pointers moved or whose scalar changed,
+and launches the graph. A fill (``zeros``) the block made is a constant's: it runs in the
+capture's launch only; one an op call made runs in every replay. A graph whose memory or nodes
+this cannot follow keeps the replayed form and says why (:meth:`NativeCapture.launcher`).
 """
 
 from __future__ import annotations
 
 import ctypes
-import struct
 import threading
 from collections.abc import Callable
 from functools import partial
@@ -30,12 +31,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from tenferro_host import LaunchError, Tensor, ValidationError
+from tenferro_host import LaunchError, Tensor
 from tenferro_host.provider import Lease
 
 from ._driver import POISONED, entry, failure
 from ._foreign_capture import GraphPins
-from ._graph_scalars import Kernel, Site, probe_values, scalar_sites
+from ._graph_scalars import Kernel, Site, probe_values, scalar_sites, written_as
 from ._storage import CudaStorage
 
 if TYPE_CHECKING:
@@ -536,7 +537,7 @@ class NativeLauncher:
         moved: dict[int, _Node] = {}
         if scalars is not self._scalars:
             written = [  # every value converted before any is written
-                (node, param, _scalar_bytes(name, fmt, scalars[name]))
+                (node, param, written_as(name, fmt, scalars[name]))
                 for name, node, param, fmt in self._scalar_sites
             ]
             for node, param, data in written:
@@ -577,18 +578,6 @@ class NativeLauncher:
             self.runtime.deferred.append(
                 ("call", partial(_destroy, self.runtime, self._graph, self._exec))
             )
-
-
-def _scalar_bytes(name: str, fmt: str, value: Any) -> bytes:
-    """Scalar ``name``'s ``value`` as the kernel parameter it is written to holds it."""
-    try:
-        return struct.pack(fmt, value)
-    except (struct.error, OverflowError) as exc:
-        raise ValidationError(
-            f"scalar {name!r} = {value!r} does not fit the kernel parameter it reaches "
-            f"(struct format {fmt!r}: {exc})",
-            argument=name,
-        ) from None
 
 
 def _ptr(t: Tensor) -> int:
