@@ -1,10 +1,14 @@
-"""Captures for the capture tests: one held open while another thread tries the runtime."""
+"""Captures for the capture tests: one held open while another thread tries the runtime, and
+one a refusal ends (the refusals every backend shares)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
+
+import pytest
 
 import tenferro_host as tf
 
@@ -39,3 +43,38 @@ def while_capturing(
         ready.set()
         thread.join()
     return cap, seen
+
+
+#: What every backend's capture refuses (docs/capture.md's table): (id, the refused step of a
+#: block given its exec session and a borrowed tensor, what the error says). A backend's own
+#: (a direct DSL or raw session, an upload on CUDA) stand beside these in its tests.
+REFUSALS: list[tuple[str, Callable[[Any, Any], Any], str]] = [
+    ("synchronize", lambda ex, x: ex.synchronize(), "a synchronization"),
+    ("download", lambda ex, x: x.download(), "a download"),
+    ("dlpack export", lambda ex, x: x.__dlpack__(stream=None), "a DLPack export"),
+    ("drain", lambda ex, x: ex.runtime.retirement.drain(), "draining the retirement queue"),
+    ("nested", lambda ex, x: ex.capture().__enter__(), "already being captured"),
+]
+
+
+def refused_capture(
+    rt: Any, step: Callable[[Any], Any], refused: Callable[[Any], Any], what: str, caught: bool
+) -> Any:
+    """Capture ``step(ex)``, then ``refused(ex)``, which must raise CaptureError matching
+    ``what``; ``caught``: the block catches it and makes ``step(ex)`` again. The capture,
+    which has ended without a graph either way."""
+    error = pytest.raises(tf.CaptureError, match=what)
+    with rt.session() as s:
+        ex = s.exec_session()
+        with nullcontext() if caught else error, ex.capture() as cap:
+            step(ex)
+            if caught:
+                with error:
+                    refused(ex)
+                step(ex)  # the block goes on as if nothing was refused
+            else:
+                refused(ex)
+    assert rt.active_capture is None
+    with pytest.raises(tf.CaptureError, match="made no graph"):
+        cap.graph()
+    return cap
