@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.capture_support import REFUSALS, refused_capture
+from support.capture_support import REFUSALS, capture_two_adds, refused_capture
 from support.driver_stand_in import ADD, stand_in, stand_in_runtime
 
 import tenferro_host as tf
@@ -38,18 +38,8 @@ def test_what_a_capture_cannot_hold_is_refused_and_leaves_no_graph(world, block,
     assert world.host.run(ADD, x, world.y).shape == (64,)  # the runtime works on
 
 
-def capture_two(world: Any) -> tuple[Any, Any, Any]:
-    """``(x + y) + y`` captured: the capture, its intermediate and its output."""
-    with world.rt.session() as s:
-        ex = s.exec_session()
-        with ex.capture() as cap:
-            t = ex.run(ADD, world.x, world.y)
-            out = ex.run(ADD, t, world.y)
-    return cap, t, out
-
-
 def test_graph_refuses_what_is_not_a_borrowed_input_or_a_returned_output(world):
-    cap, t, out = capture_two(world)
+    cap, t, out = capture_two_adds(world, ADD)
     x, y = world.x, world.y
     with pytest.raises(tf.ValidationError, match=r"inputs\[0\] is not a tensor the capture"):
         cap.graph(inputs=(t,))
@@ -63,7 +53,7 @@ def test_graph_refuses_what_is_not_a_borrowed_input_or_a_returned_output(world):
 
 def test_a_replay_checks_its_tensors_and_scalars_before_it_runs(world):
     rt, x, y = world.rt, world.x, world.y
-    cap, _t, out = capture_two(world)
+    cap, _t, out = capture_two_adds(world, ADD)
     graph = cap.graph(inputs=(x, y), outputs=(out,))
     other = stand_in_runtime(world.host)
     cases = [

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from support.call_budget import calls_per_op
+from support.capture_support import capture_two_adds
 from support.driver_stand_in import ADD, stand_in
 from support.op_registration import register_ops
 
@@ -26,16 +27,6 @@ def world(monkeypatch) -> Any:
         x, y = world.rt.empty("float32", (64,)), world.rt.empty("float32", (64,))
         world.host.run(ADD, x, y)  # the warm-up
         yield types.SimpleNamespace(host=world.host, rt=world.rt, fake=world.fake, x=x, y=y)
-
-
-def capture_two_adds(w: Any) -> tuple[Any, Any, Any]:
-    """``(x + y) + y`` captured: the capture, its intermediate and its output."""
-    with w.rt.session() as s:
-        ex = s.exec_session()
-        with ex.capture() as cap:
-            t = ex.run(ADD, w.x, w.y)
-            out = w.host.run(ADD, t, w.y)  # routed into the capture
-    return cap, t, out
 
 
 def released(w: Any) -> None:
@@ -57,7 +48,7 @@ def updates(fake: Any) -> list[tuple[int, list[int]]]:
 def test_the_capture_is_one_graph_launched_once_with_memory_from_its_arena(world):
     fake = world.fake
     fake.calls.clear()
-    cap, t, out = capture_two_adds(world)
+    cap, t, out = capture_two_adds(world, ADD)
     names = fake.names()
     assert names.count("cuStreamBeginCapture") == 1 and names.count("cuStreamEndCapture") == 1
     assert names.count("cuMemAlloc") == 2 and "alloc" not in names  # no pool block baked in
@@ -71,7 +62,7 @@ def test_the_capture_is_one_graph_launched_once_with_memory_from_its_arena(world
 
 def test_a_replay_rewrites_only_the_nodes_whose_pointers_moved(world):
     rt, fake = world.rt, world.fake
-    cap, t, out = capture_two_adds(world)
+    cap, t, out = capture_two_adds(world, ADD)
     graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
     a, b = rt.empty("float32", (64,)), rt.empty("float32", (64,))
     fake.calls.clear()
@@ -90,7 +81,7 @@ def test_a_replay_rewrites_only_the_nodes_whose_pointers_moved(world):
 
 def test_the_arena_is_freed_once_the_graph_and_its_last_storage_are_gone(world):
     fake = world.fake
-    cap, t, out = capture_two_adds(world)
+    cap, t, out = capture_two_adds(world, ADD)
     graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
     arena = set(fake.arena_live)
     assert len(arena) == 2
@@ -107,7 +98,7 @@ def test_the_arena_is_freed_once_the_graph_and_its_last_storage_are_gone(world):
 
 def test_a_collected_graph_is_destroyed_at_the_next_drain_point(world):
     fake = world.fake
-    cap, t, out = capture_two_adds(world)
+    cap, t, out = capture_two_adds(world, ADD)
     graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
     graph.replay(world.x, world.y)
     del graph, cap, t, out
@@ -208,7 +199,7 @@ def test_an_op_calls_fill_runs_each_replay_and_one_of_an_output_keeps_the_replay
 
 def test_a_failed_graph_launch_names_the_graphs_ops(world):
     fake = world.fake
-    cap, _t, out = capture_two_adds(world)
+    cap, _t, out = capture_two_adds(world, ADD)
     graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
     fake.launch_result = 1  # CUDA_ERROR_INVALID_VALUE
     try:
@@ -231,7 +222,7 @@ def test_asked_for_the_replayed_form_cuda_captures_no_device_graph(world, monkey
     value that is no form is a typed error when a capture opens."""
     monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", "replayed")
     assert tf.Host().registry.provider("cuda").capture == "replayed"
-    cap, _, out = capture_two_adds(world)
+    cap, _, out = capture_two_adds(world, ADD)
     graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
     assert graph.form == "replayed"
     graph_calls = ("cuStreamBeginCapture", "cuGraph")
@@ -254,7 +245,7 @@ def test_ex_capture_inside_a_framework_capture_is_refused_before_the_stream_is_t
 
 def test_after_a_failed_node_update_the_next_replay_rewrites_every_pointer_node(world):
     rt, fake = world.rt, world.fake
-    cap, t, out = capture_two_adds(world)
+    cap, t, out = capture_two_adds(world, ADD)
     graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
     a, b = rt.empty("float32", (64,)), rt.empty("float32", (64,))
     fake.update_result = 1  # CUDA_ERROR_INVALID_VALUE
@@ -273,7 +264,7 @@ def test_after_a_failed_node_update_the_next_replay_rewrites_every_pointer_node(
 
 def test_a_capture_whose_graph_is_never_made_destroys_it_at_a_drain_point(world):
     fake = world.fake
-    cap, t, out = capture_two_adds(world)
+    cap, t, out = capture_two_adds(world, ADD)
     assert fake.execs
     del cap, t, out
     released(world)
@@ -285,7 +276,7 @@ def test_a_graph_whose_pointers_cannot_be_found_keeps_the_replayed_form(world, m
     pointers (every replay would read the capture's inputs)."""
     fake = world.fake
     monkeypatch.setattr(fake, "cuFuncGetParamInfo", lambda func, index: (1, 0, 0))
-    cap, _t, out = capture_two_adds(world)
+    cap, _t, out = capture_two_adds(world, ADD)
     graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
     assert graph.form == "replayed"
     assert "input 0's address is in no kernel node's parameters" in (graph.why_replayed or "")
@@ -366,7 +357,7 @@ def test_a_native_replay_is_a_guard_and_one_launch_in_python_calls(world):
     output is the newest queued block of its size class, cuGraphLaunch goes through the
     driver's entry point. The gate is the exact count (the stand-in driver's frames in it)."""
     fake = world.fake
-    cap, _t, out = capture_two_adds(world)
+    cap, _t, out = capture_two_adds(world, ADD)
     graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
     graph.replay(world.x, world.y)
     finalizer = 0 if _compiled.CALL is not None else 2  # the dropped output's __del__, in C
@@ -381,7 +372,7 @@ def test_a_native_replay_is_a_guard_and_one_launch_in_python_calls(world):
 
 def test_a_replay_on_a_closed_runtime_or_inside_a_session_is_the_sessions_typed_error(world):
     rt = world.rt
-    cap, _t, out = capture_two_adds(world)
+    cap, _t, out = capture_two_adds(world, ADD)
     graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
     with rt.session(), pytest.raises(tf.RuntimeStateError, match="already open on this thread"):
         graph.replay(world.x, world.y)

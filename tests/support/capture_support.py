@@ -45,6 +45,18 @@ def while_capturing(
     return cap, seen
 
 
+def capture_two_adds(w: Any, op: str) -> tuple[Any, Any, Any]:
+    """``(x + y) + y`` of the add ``op`` captured on ``w.rt`` (``w``: its host, rt, x and y; the
+    second call ``host.run``, routed into the capture): the capture, its intermediate, its
+    output."""
+    with w.rt.session() as s:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            t = ex.run(op, w.x, w.y)
+            out = w.host.run(op, t, w.y)  # routed into the capture
+    return cap, t, out
+
+
 #: What every backend's capture refuses (docs/capture.md's table): (id, the refused step of a
 #: block given its exec session and a borrowed tensor, what the error says). A backend's own
 #: (a direct DSL or raw session, an upload on CUDA) stand beside these in its tests.
