@@ -32,6 +32,8 @@ from . import (
     _cache,
     _capture,
     _capture_lock,
+    _capture_record,
+    _captured_graph,
     _compile_targets,
     _compiled,
     _counters,
@@ -53,6 +55,8 @@ from . import (
 from ._cache import *  # noqa: F403 - each module's __all__ is its share of the SPI
 from ._capture import *  # noqa: F403
 from ._capture_lock import *  # noqa: F403
+from ._capture_record import *  # noqa: F403
+from ._captured_graph import *  # noqa: F403
 from ._compile_targets import *  # noqa: F403
 from ._compiled import *  # noqa: F403
 from ._counters import *  # noqa: F403
@@ -117,6 +121,8 @@ __all__ = [
 __all__ += [name for names in LAZY.values() for name in names]
 __all__ += _cache.__all__
 __all__ += _capture.__all__
+__all__ += _capture_record.__all__
+__all__ += _captured_graph.__all__
 __all__ += _capture_lock.__all__
 __all__ += _compile_targets.__all__
 __all__ += _compiled.__all__

@@ -32,7 +32,7 @@ from ._session import _UNRESOLVED, BackendSession
 from ._storage import Storage
 
 if TYPE_CHECKING:
-    from ._capture import NativeCapture
+    from ._capture_record import NativeCapture
     from ._host_services import HostServices
     from ._op_plan import OpRecording
     from ._op_replay import OpReplay

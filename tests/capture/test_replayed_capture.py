@@ -20,8 +20,8 @@ from support.kernels import saxpy
 import tenferro_host as tf
 from tenferro_host import kernel as K
 from tenferro_host.benchmarks.capture import capture_chain
-from tenferro_host.provider import _op_plan
-from tenferro_host.provider._capture import CapturedGraph, captures_opened
+from tenferro_host.provider import CapturedGraph, _op_plan
+from tenferro_host.provider._capture import captures_opened
 
 
 @pytest.fixture(scope="module")
