@@ -38,6 +38,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -153,6 +154,21 @@ def gemm_f16_seconds(
     return jit_seconds(rt, "cuda", "bench.dsl.gemm_f16", launch, launches, repeats)
 
 
+def add_cupy_row(
+    rows: list[dict[str, Any]],
+    name: str,
+    variant: str,
+    work: float,
+    unit: str,
+    baseline: Callable[[], Any],
+    args: Any,
+) -> None:
+    """The CuPy row ``variant`` of ``name``: ``baseline()`` timed as CuPy's own calls are."""
+    run_variant(
+        rows, name, variant, work, unit, lambda: cupy_seconds(baseline, args.launches, args.repeats)
+    )
+
+
 def add_f16_rows(rows: list[dict[str, Any]], host: Any, m: int, args: Any) -> None:
     """The ``gemm_f16`` rows: ``cupy.matmul`` of f16 (cuBLAS, f32 accumulate) and the DSL on
     CUDA (each of :data:`~tenferro_host.benchmarks.gemm_f16.STEPS`), checked against the f32
@@ -168,14 +184,8 @@ def add_f16_rows(rows: list[dict[str, Any]], host: Any, m: int, args: Any) -> No
 
         ac, bc = cupy.asarray(a_host), cupy.asarray(b_host)
         expected = cupy.asnumpy(cupy.matmul(ac.astype(cupy.float32), bc.astype(cupy.float32)))
-        run_variant(
-            rows,
-            "gemm_f16",
-            F16_BASELINE,
-            tflop,
-            "TFLOP/s",
-            lambda: cupy_seconds(lambda: cupy.matmul(ac, bc), args.launches, args.repeats),
-        )
+        matmul = partial(cupy.matmul, ac, bc)
+        add_cupy_row(rows, "gemm_f16", F16_BASELINE, tflop, "TFLOP/s", matmul, args)
     except ImportError as exc:
         rows.append(row("gemm_f16", F16_BASELINE, None, tflop, "TFLOP/s", f"ImportError: {exc}"))
         if m <= 1024:
@@ -233,24 +243,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         import cupy
 
         xc = cupy.asarray(x_host)
-        run_variant(
-            rows,
-            "sum",
-            "cupy.sum",
-            gb,
-            "GB/s",
-            lambda: cupy_seconds(lambda: cupy.sum(xc), args.launches, args.repeats),
-        )
+        add_cupy_row(rows, "sum", "cupy.sum", gb, "GB/s", partial(cupy.sum, xc), args)
         ac, bc = cupy.asarray(a_host), cupy.asarray(b_host)
         expected = cupy.asnumpy(cupy.matmul(ac, bc))
-        run_variant(
-            rows,
-            "matmul",
-            MATMUL_BASELINE,
-            tflop,
-            "TFLOP/s",
-            lambda: cupy_seconds(lambda: cupy.matmul(ac, bc), args.launches, args.repeats),
-        )
+        matmul = partial(cupy.matmul, ac, bc)
+        add_cupy_row(rows, "matmul", MATMUL_BASELINE, tflop, "TFLOP/s", matmul, args)
     except ImportError as exc:
         for name, variant, work, unit in (
             ("sum", "cupy.sum", gb, "GB/s"),

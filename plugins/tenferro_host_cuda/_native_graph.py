@@ -107,15 +107,34 @@ def _destroy(rt: CudaRuntime, graph: Any, exec_: Any) -> None:
         d.cuGraphDestroy(graph)
 
 
-class NativeCapture:
+class _GraphOwner:
+    """What owns a driver graph and its executable (the capture, then its launcher): destroyed
+    by :meth:`_destroy_graph`, or at the runtime's drain point once the owner is gone (a
+    finalizer never calls the driver)."""
+
+    runtime: CudaRuntime
+    _graph: Any = None  # None: it owns none (never made, handed on, or destroyed)
+    _exec: Any = None
+
+    def _destroy_graph(self) -> None:
+        if self._graph is not None:
+            _destroy(self.runtime, self._graph, self._exec)
+            self._graph = self._exec = None
+
+    def __del__(self) -> None:
+        if self._graph is not None:
+            self.runtime.deferred.append(
+                ("call", partial(_destroy, self.runtime, self._graph, self._exec))
+            )
+
+
+class NativeCapture(_GraphOwner):
     """The CUDA side of one ``ex.capture()``: :meth:`begin`, then :meth:`end`, then
     :meth:`launcher` for the graph (see the module docstring)."""
 
     def __init__(self, runtime: CudaRuntime) -> None:
         self.runtime = runtime
         self.arena = Arena(runtime)
-        self._graph: Any = None
-        self._exec: Any = None
         #: where each declared scalar reaches the kernels (:meth:`probe`), or why it cannot
         self._scalar_sites: list[Site] | str = "the declared scalars were not probed"
         #: per fill the capture made, in order: whether an op call made it (it runs each replay;
@@ -259,15 +278,7 @@ class NativeCapture:
 
     def discard(self) -> None:
         """Destroy the graph now (its form is the replayed one, or the capture failed)."""
-        if self._graph is not None:
-            _destroy(self.runtime, self._graph, self._exec)
-            self._graph = self._exec = None
-
-    def __del__(self) -> None:
-        if self._graph is not None:  # a capture whose graph() was never asked for
-            self.runtime.deferred.append(
-                ("call", partial(_destroy, self.runtime, self._graph, self._exec))
-            )
+        self._destroy_graph()
 
     def launcher(
         self,
@@ -414,7 +425,7 @@ def _param_values(d: Any, params: Any) -> list[bytes]:
         index += 1
 
 
-class NativeLauncher:
+class NativeLauncher(_GraphOwner):
     """The instantiated graph's replay: fresh outputs, moved pointers rewritten, one launch."""
 
     def __init__(
@@ -427,8 +438,8 @@ class NativeLauncher:
         scalars: dict[str, Any],
         scalar_sites: list[Site],
     ) -> None:
+        # (it owns the graph from its last step on: one that failed to build owns nothing)
         self.runtime = rt = capture.runtime
-        self._exec: Any = None  # set last: a launcher that failed to build owns nothing
         self.arena = capture.arena  # the intermediates' memory lives with the graph
         self.pins = GraphPins("ex.capture()", tuple(rt.resources.values()))
         self.ops = ops
@@ -569,15 +580,7 @@ class NativeLauncher:
 
     def close(self) -> None:
         """Destroy the executable now; the arena goes once its last storage does."""
-        if self._exec is not None:
-            _destroy(self.runtime, self._graph, self._exec)
-            self._graph = self._exec = None
-
-    def __del__(self) -> None:
-        if self._exec is not None:  # a finalizer never calls the driver: the drain point does
-            self.runtime.deferred.append(
-                ("call", partial(_destroy, self.runtime, self._graph, self._exec))
-            )
+        self._destroy_graph()
 
 
 def _ptr(t: Tensor) -> int:

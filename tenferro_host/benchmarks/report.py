@@ -31,25 +31,11 @@ class Target:
 
 
 TARGETS = (
-    Target(
-        "cuda",
-        c.HOST_RUN_RAW,
-        c.CORE_LAUNCH,
-        "<=",
-        1.0,
-        "host.run of a cuda-raw op, output allocated, no sync (compiled call)",
-    ),
+    Target("cuda", c.HOST_RUN_RAW, c.CORE_LAUNCH, "<=", 1.0, "host.run cuda-raw (compiled call)"),
     Target("cuda", c.HOST_RUN_RAW, c.C_FLOOR, "<=", 1.4, "the same against the C floor"),
     Target("cuda", c.HANDLE_RAW, c.CORE_LAUNCH, "<=", 0.9, "the same through an op handle"),
     Target("cuda", c.HOST_RUN_DSL, c.CORE_LAUNCH, "<=", 1.1, "a DSL op on CUDA through host.run"),
-    Target(
-        "cuda",
-        c.HOST_RUN_RAW_PY,
-        c.CORE_LAUNCH,
-        "<=",
-        1.4,
-        "host.run of a cuda-raw op on the pure-Python call",
-    ),
+    Target("cuda", c.HOST_RUN_RAW_PY, c.CORE_LAUNCH, "<=", 1.4, "host.run cuda-raw, pure Python"),
     Target("cuda", c.HANDLE_RAW_PY, c.CORE_LAUNCH, "<=", 1.3, "its op handle, pure Python"),
     Target("cuda", c.HOST_RUN_DSL_PY, c.CORE_LAUNCH, "<=", 1.5, "a DSL op, pure Python"),
     Target("cuda", c.RAW_SESSION, c.CORE_LAUNCH, "<=", 0.4, "raw session enter + exit"),
