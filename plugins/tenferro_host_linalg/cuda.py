@@ -97,54 +97,17 @@ def _gemm(ex: Any, op: str, a: Tensor, b: Tensor, batched: bool) -> Tensor:
             )
             handle = cupy.cuda.device.get_cublas_handle()
             no = cublas.CUBLAS_OP_N
+            # (op a, op b, m, n, k, alpha, then each matrix: pointer, type, leading dimension)
+            dims = (no, no, m, n, k, t.one.ctypes.data)
+            mat_a, mat_b, mat_c = (pa, t.data, m), (pb, t.data, k), (pc, t.data, m)
+            beta = t.zero.ctypes.data
             if count == 1:
-                cublas.gemmEx(
-                    handle,
-                    no,
-                    no,
-                    m,
-                    n,
-                    k,
-                    t.one.ctypes.data,
-                    pa,
-                    t.data,
-                    m,
-                    pb,
-                    t.data,
-                    k,
-                    t.zero.ctypes.data,
-                    pc,
-                    t.data,
-                    m,
-                    t.compute,
-                    algo,
-                )
-            else:
+                cublas.gemmEx(handle, *dims, *mat_a, *mat_b, beta, *mat_c, t.compute, algo)
+            else:  # each matrix's batch stride after its leading dimension
                 cublas.gemmStridedBatchedEx(
-                    handle,
-                    no,
-                    no,
-                    m,
-                    n,
-                    k,
-                    t.one.ctypes.data,
-                    pa,
-                    t.data,
-                    m,
-                    m * k,
-                    pb,
-                    t.data,
-                    k,
-                    k * n,
-                    t.zero.ctypes.data,
-                    pc,
-                    t.data,
-                    m,
-                    m * n,
-                    count,
-                    t.compute,
-                    algo,
-                )
+                    handle, *dims, *mat_a, m * k, *mat_b, k * n, beta, *mat_c, m * n, count,
+                    t.compute, algo,
+                )  # fmt: skip
         return out
 
 
