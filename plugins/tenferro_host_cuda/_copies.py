@@ -29,6 +29,7 @@ from tenferro_host.provider import (
     Lease,
     TransferRecord,
     exec_session_of,
+    refuse_in_device_graph,
     require_resident,
 )
 
@@ -108,16 +109,15 @@ def copy_from_peer(src_session: Any, dst_session: Any, tensor: Tensor) -> Tensor
 def _copy(src_session: Any, dst_session: Any, tensor: Tensor, op: str) -> Tensor:
     src, dst = _runtimes(src_session, dst_session, op)
     for rt in (src, dst):
-        capture = rt.active_capture
-        if capture is not None and capture.device_graph:
-            # its events order two streams and retire behind an event: inside a CUDA graph
-            # the wait would cross the capture and the event could not be polled after it
-            raise capture.refuse(
-                f"a copy between runtimes ({op}) in a native CUDA graph",
-                "copy before the capture and pass the copy in (a constant or a slot), or "
-                "capture in the replayed form (TENFERRO_CUDA_GRAPHS=replayed)",
-                op,
-            )
+        # its events order two streams and retire behind an event: inside a CUDA graph the
+        # wait would cross the capture and the event could not be polled after it
+        refuse_in_device_graph(
+            rt,
+            f"a copy between runtimes ({op})",
+            "copy before the capture and pass the copy in (a constant or a slot), or capture "
+            "in the replayed form (TENFERRO_CUDA_GRAPHS=replayed)",
+            op,
+        )
     t = require_resident(src, tensor, argument="tensor", op=op)
     if op == PEER:
         peer.grant(src, dst, op=PEER)

@@ -22,6 +22,7 @@ from functools import cache
 from typing import Any
 
 from tenferro_host import Requirement, UnsupportedError
+from tenferro_host.provider import refuse_in_device_graph
 
 INSTALL_HINT = "install it with `pip install cupy-cuda13x` (CuPy for CUDA 13)"
 
@@ -102,7 +103,18 @@ class SessionStream:
 
 @contextlib.contextmanager
 def on_session_stream(rs: Any) -> Iterator[Any]:
-    """Within the raw session ``rs``: CuPy with the session's device and stream current."""
+    """Within the raw session ``rs``: CuPy with the session's device and stream current.
+
+    Refused while the runtime records a native CUDA graph: CuPy refuses cuBLAS and cuSOLVER
+    calls during a stream capture, and a temporary from its memory pool would be baked into the
+    graph at an address the pool hands out again (the replayed form runs the call as made)."""
+    refuse_in_device_graph(
+        rs.runtime,
+        f"CuPy work on the session stream ({rs.op}: cuBLAS, cuSOLVER, CuPy's memory pool)",
+        "capture in the replayed form (TENFERRO_CUDA_GRAPHS=replayed), which replays the op's "
+        "own call, or make this call before the capture and pass its result in",
+        rs.op,
+    )
     cupy = require_cupy(rs.op, rs.runtime.name)
     handle = rs.stream.native_handle_unsafe()
     ordinal = rs.runtime.device_info.ordinal.ordinal

@@ -2,7 +2,8 @@
 
 While ``ex.capture()`` is open its runtime belongs to it: a session from another thread is
 refused (:func:`locked`), and so is anything a captured graph could not hold
-(:func:`refuse_in_capture`: a download, a synchronization, a module load, ...).
+(:func:`refuse_in_capture`: a download, a synchronization, a module load, ...); what only a
+device graph cannot hold is refused in the native form alone (:func:`refuse_in_device_graph`).
 """
 
 from __future__ import annotations
@@ -32,4 +33,12 @@ def refuse_in_capture(runtime: Runtime, what: str, fix: str, op: str | None = No
         raise capture.refuse(what, fix, op)
 
 
-__all__ = ["refuse_in_capture"]
+def refuse_in_device_graph(runtime: Runtime, what: str, fix: str, op: str | None = None) -> None:
+    """Raise CaptureError when ``runtime`` is being captured into a device graph (the native
+    form: ``what`` cannot be recorded there, though the replayed form runs it as called)."""
+    capture = runtime.active_capture
+    if capture is not None and capture.device_graph:
+        raise capture.refuse(f"{what} in a native device graph", fix, op)
+
+
+__all__ = ["refuse_in_capture", "refuse_in_device_graph"]

@@ -445,13 +445,19 @@ def test_a_tensor_imported_inside_a_capture_is_leased_to_the_graph(capture_host)
     assert held() is None
 
 
-def test_caps_says_how_each_backend_captures(capture_host):
+def test_caps_says_how_each_backend_captures(monkeypatch):
+    """CPU and WebGPU replay; CUDA records a native graph unless TENFERRO_CUDA_GRAPHS=replayed
+    asks for the replayed form (every available backend of this machine is checked; a host
+    reads the variable when it loads the plugins)."""
     from tenferro_host._cli import caps_report
 
-    report = caps_report(capture_host)
-    for b in report["backends"]:
-        if b["available"]:
-            assert {d["capture"] for d in b["devices"]} == {"replayed"}, b["name"]
+    for cuda_form in ("native", "replayed"):
+        monkeypatch.setenv("TENFERRO_CUDA_GRAPHS", cuda_form)
+        report = caps_report(tf.Host())
+        for b in report["backends"]:
+            if b["available"]:
+                want = cuda_form if b["name"] == "cuda" else "replayed"
+                assert {d["capture"] for d in b["devices"]} == {want}, b["name"]
 
 
 def test_a_planned_replay_costs_at_most_0_8x_the_calls_per_op_of_the_same_calls_eager() -> None:

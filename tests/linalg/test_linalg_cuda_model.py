@@ -198,7 +198,9 @@ class ExecSession:
             compute_capability=(9, 0), ordinal=types.SimpleNamespace(ordinal=0)
         )
         self.device_info = info
-        self.model_runtime = types.SimpleNamespace(name="cuda:0", device_info=info)
+        self.model_runtime = types.SimpleNamespace(
+            name="cuda:0", device_info=info, active_capture=None
+        )
 
     @contextlib.contextmanager
     def raw(self, op):
