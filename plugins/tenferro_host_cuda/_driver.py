@@ -105,6 +105,11 @@ def entry(name: str, driver: Any = None) -> Callable[..., int]:
     return found[1]
 
 
+def address(function: Any) -> int:
+    """An entry point's C address (what a compiled core calls)."""
+    return ctypes.cast(function, ctypes.c_void_p).value or 0
+
+
 #: Each resolved entry point with the driver object it came from.
 _ENTRIES: dict[str, tuple[Any, Callable[..., int]]] = {}
 

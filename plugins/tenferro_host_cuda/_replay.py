@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from tenferro_host import LaunchError
 from tenferro_host.provider import REPLAY_MISS, DriverLaunchCore, OpRecording, OpReplay
 
-from ._driver import POISONED, entry, failure
+from ._driver import POISONED, address, entry, failure
 from ._launch import where
 from ._storage import CudaStorage
 
@@ -179,11 +179,6 @@ def _launch_failure(runtime: CudaRuntime, packed: _Packed, err: Any) -> Exceptio
     """The typed error of a launch of ``packed`` that answered ``err`` (the fault rules)."""
     at = where(packed.op, packed.function, packed.config)
     return failure(err, f"launching {at}", uuid=runtime.uuid_bytes, op=packed.op, error=LaunchError)
-
-
-def address(function: Any) -> int:
-    """A ctypes function's C address (what the compiled core calls)."""
-    return ctypes.cast(function, ctypes.c_void_p).value or 0
 
 
 __all__ = ["LaunchRecord", "RawReplay"]

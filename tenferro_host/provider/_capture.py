@@ -322,7 +322,7 @@ class Capture(Session):
             if isinstance(found, str):
                 graph.why_replayed = found
             else:
-                graph._launcher, graph.form = found, "native"
+                graph.launch_natively(found)
         return graph
 
 

@@ -84,7 +84,10 @@ class NativeCapture(Protocol):
     ) -> Any:
         """A callable from the slots' tensors (checked) and the scalars' values (``scalars``, the
         declared ones, passed as is when a replay gives none) to fresh outputs, or (a str) why
-        not; it checks its runtime's state itself (a replay opens no session it does not need)."""
+        not; it checks its runtime's state itself (a replay opens no session it does not need).
+        Its ``core`` attribute, where it has one, is the replay compiled: ``core(tensors)``
+        checks the tensors as the graph does and gives the outputs, or FALLBACK for this
+        callable."""
 
 
 class RecordedCall:

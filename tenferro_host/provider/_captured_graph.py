@@ -18,7 +18,7 @@ from ..errors import (
 )
 from ..tensor import Tensor
 from ._capture_record import RecordedCall, Ref, Scalar, Slot, View, taker, within
-from ._compiled import CALL, Unplanned
+from ._compiled import CALL, FALLBACK, Unplanned
 from ._op_plan import ENABLED, REPLAY_MISS
 from ._plan_table import BLOCKED, Learning, PlanTable
 
@@ -47,6 +47,8 @@ class CapturedGraph:
     #: Why a backend with a native form replays this graph instead (None: it does not).
     why_replayed: str | None = None
     _launcher: Any = None
+    #: The launcher's compiled replay (``core``), tried first by a replay without new scalars.
+    _core: Any = None
 
     def __init__(
         self,
@@ -111,9 +113,16 @@ class CapturedGraph:
         """The op of each node, in order."""
         return tuple(c.handle.name for c in self._calls or ())
 
+    def launch_natively(self, launcher: Any) -> None:
+        """Replay through ``launcher`` (the backend's device graph, see NativeCapture), and
+        through its compiled ``core`` where it has one and no borrowed tensors overlapped (the
+        core checks that each slot's storage is its own)."""
+        self._launcher, self.form = launcher, "native"
+        self._core = None if self._overlaps else getattr(launcher, "core", None)
+
     def close(self) -> None:
         """Destroy the graph: its leases (constants, ops) are let go; replays are refused."""
-        self._calls = None
+        self._calls = self._core = None
         self._borrowed = []
         if self._launcher is not None:
             self._launcher.close()
@@ -207,6 +216,12 @@ class CapturedGraph:
 
     def replay(self, *tensors: Any, **scalars: Any) -> Any:
         """Run the graph on ``tensors`` (one per slot): its outputs (one tensor, or a tuple)."""
+        core = self._core
+        if core is not None and not scalars:
+            made = core(tensors)
+            if made is not FALLBACK:
+                self.replays += 1
+                return made
         if self._calls is None:
             raise CaptureError("this graph was closed", fix="capture it again")
         values, scalar_values = self._bind(tensors, scalars)

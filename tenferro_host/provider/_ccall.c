@@ -472,6 +472,15 @@ static PyObject *cuda_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         slot_offset(stype, "block", &self->c_block) < 0 ||
         slot_offset(stype, "release", &self->c_release) < 0)
         goto fail;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(outputs); j++) {
+        PyObject *o = PyTuple_GET_ITEM(outputs, j);
+        if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 4 || !PyTuple_Check(PyTuple_GET_ITEM(o, 3)) ||
+            PyTuple_GET_SIZE(PyTuple_GET_ITEM(o, 3)) != 3) {
+            PyErr_SetString(PyExc_TypeError,
+                            "an output is (allocator, nbytes, size class, (dtype, shape, strides))");
+            goto fail;
+        }
+    }
     self->nlaunches = PyTuple_GET_SIZE(launches);
     self->launches = PyMem_Calloc(self->nlaunches ? self->nlaunches : 1, sizeof(CLaunch));
     if (self->launches == NULL) {
@@ -568,35 +577,55 @@ fail:
     return NULL;
 }
 
-static PyObject *cuda_call(DriverLaunchCore *self, PyObject *tensors) {
-    PyObject *rt = self->runtime, *v, *outs = NULL, *result = NULL, *seam = NULL;
+/* A launch's failure raised: fail(err) makes the exception (the launch's own message). */
+static void raise_failure(PyObject *fail, int err) {
+    PyObject *code = PyLong_FromLong(err), *exc;
+    if (code == NULL) return;
+    exc = PyObject_CallOneArg(fail, code);
+    Py_DECREF(code);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+}
+
+/* A CUDA core's run up to its launches: the guard, the context check and the outputs. 1 with
+ * *outs (a new list), 0 with *answer (REPLAY_MISS or FALLBACK, a new reference), -1 with an
+ * exception set. */
+static int cuda_begin(DriverLaunchCore *self, PyObject *tensors, PyObject **answer,
+                      PyObject **outs) {
+    PyObject *rt = self->runtime, *v, *seam;
     Py_ssize_t nout = PyTuple_GET_SIZE(self->outputs);
     void *ctx = NULL;
     int truth;
+    *answer = replay_miss;
     /* the guard: closed, poisoned, synchronizing, a capture holding the queue, another thread */
-    if (PyDict_GET_SIZE(self->poisoned) || PyThread_get_thread_ident() != self->thread)
-        return Py_NewRef(replay_miss);
-    if ((v = PyObject_GetAttr(rt, str_closed)) == NULL) return NULL;
+    if (PyDict_GET_SIZE(self->poisoned) || PyThread_get_thread_ident() != self->thread) goto no;
+    if ((v = PyObject_GetAttr(rt, str_closed)) == NULL) return -1;
     truth = PyObject_IsTrue(v);
     Py_DECREF(v);
-    if (truth) return truth < 0 ? NULL : Py_NewRef(replay_miss);
-    if ((v = PyObject_GetAttr(rt, str_debug_sync)) == NULL) return NULL;
+    if (truth) return truth < 0 ? -1 : (*answer = Py_NewRef(replay_miss), 0);
+    if ((v = PyObject_GetAttr(rt, str_debug_sync)) == NULL) return -1;
     truth = PyObject_IsTrue(v);
     Py_DECREF(v);
-    if (truth) return truth < 0 ? NULL : Py_NewRef(replay_miss);
-    if ((v = PyObject_GetAttr(self->retirement, str_refuse_wait)) == NULL) return NULL;
+    if (truth) return truth < 0 ? -1 : (*answer = Py_NewRef(replay_miss), 0);
+    if ((v = PyObject_GetAttr(self->retirement, str_refuse_wait)) == NULL) return -1;
     truth = v != Py_None;
     Py_DECREF(v);
-    if (truth) return Py_NewRef(replay_miss);
+    if (truth) goto no;
     /* what the Python replay does itself: an input it cannot read here, another context */
-    if (!inputs_fit(tensors, self->used, self->storage_type)) return Py_NewRef(fallback);
-    if ((truth = read_only(tensors, self->exclusive)) != 0)
-        return truth < 0 ? NULL : Py_NewRef(replay_miss);
-    if (self->current(&ctx) != 0 || ctx != self->context) return Py_NewRef(fallback);
+    *answer = fallback;
+    if (!inputs_fit(tensors, self->used, self->storage_type)) goto no;
+    if ((truth = read_only(tensors, self->exclusive)) != 0) {
+        *answer = replay_miss;
+        if (truth < 0) return -1;
+        goto no;
+    }
+    if (self->current(&ctx) != 0 || ctx != self->context) goto no;
     seam = framework_allocator(rt);
-    if ((outs = PyList_New(nout)) == NULL) {
+    if ((*outs = PyList_New(nout)) == NULL) {
         Py_XDECREF(seam);
-        return NULL;
+        return -1;
     }
     for (Py_ssize_t j = 0; j < nout; j++) {
         PyObject *output = PyTuple_GET_ITEM(self->outputs, j), *storage, *t;
@@ -604,12 +633,26 @@ static PyObject *cuda_call(DriverLaunchCore *self, PyObject *tensors) {
             storage = from_seam(seam, PyTuple_GET_ITEM(output, 1), PyTuple_GET_ITEM(output, 3));
         else if ((storage = reused_block(self, output)) == NULL && !PyErr_Occurred())
             storage = PyObject_CallNoArgs(PyTuple_GET_ITEM(output, 0));
-        if (storage == NULL) goto done;
-        t = new_tensor(storage, PyTuple_GET_ITEM(output, 3));
-        Py_DECREF(storage);
-        if (t == NULL) goto done;
-        PyList_SET_ITEM(outs, j, t);
+        t = storage == NULL ? NULL : new_tensor(storage, PyTuple_GET_ITEM(output, 3));
+        Py_XDECREF(storage);
+        if (t == NULL) {
+            Py_XDECREF(seam);
+            Py_CLEAR(*outs);
+            return -1;
+        }
+        PyList_SET_ITEM(*outs, j, t);
     }
+    Py_XDECREF(seam);
+    return 1;
+no:
+    Py_INCREF(*answer);
+    return 0;
+}
+
+static PyObject *cuda_call(DriverLaunchCore *self, PyObject *tensors) {
+    PyObject *outs, *answer, *result = NULL;
+    int begun = cuda_begin(self, tensors, &answer, &outs);
+    if (begun <= 0) return begun < 0 ? NULL : answer;
     for (Py_ssize_t i = 0; i < self->nlaunches; i++) {
         CLaunch *l = &self->launches[i];
         int err;
@@ -628,20 +671,12 @@ static PyObject *cuda_call(DriverLaunchCore *self, PyObject *tensors) {
                            NULL);
         Py_END_ALLOW_THREADS
         if (err) {
-            PyObject *code = PyLong_FromLong(err), *exc;
-            if (code == NULL) goto done;
-            exc = PyObject_CallOneArg(PyTuple_GET_ITEM(self->fails, i), code);
-            Py_DECREF(code);
-            if (exc != NULL) {
-                PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-                Py_DECREF(exc);
-            }
+            raise_failure(PyTuple_GET_ITEM(self->fails, i), err);
             goto done;
         }
     }
     result = outputs_tuple(outs, self->several);
 done:
-    Py_XDECREF(seam);
     Py_DECREF(outs);
     return result;
 }
@@ -656,6 +691,259 @@ static PyTypeObject DriverLaunchCore_Type = {
     .tp_traverse = (traverseproc)cuda_traverse,
     .tp_clear = (inquiry)cuda_clear,
     .tp_call = core_tp_call,
+};
+
+/* ---- the native CUDA graph's replay ----------------------------------------------------- */
+
+typedef int (*graph_launch_fn)(void *, void *);
+
+/* A captured graph's replay through its CUDA graph executable, compiled: the slots' checks
+ * (CapturedGraph._bind's, for a graph whose borrowed tensors did not overlap), the CUDA core's
+ * guard, context check and outputs, and one cuGraphLaunch when no pointer moved and the
+ * declared scalars are the executable's; a pointer that moved goes to the launcher's Python
+ * rewrite (its nodes' parameters) with the outputs made. The launcher is held weakly: it owns
+ * this core, and a cycle would keep its graph and arena until a collection. */
+typedef struct {
+    DriverLaunchCore base; /* no launches of its own */
+    PyObject *launcher, *fits, *constants, *bases, *scalars, *lock;
+    Py_ssize_t nslots, *itemsizes;
+    void *exec, *stream;
+    graph_launch_fn graph_launch;
+} GraphLaunchCore;
+
+static PyObject *str_acquire, *str_release, *str_scalars, *str_moved, *str_failed, *str_what;
+
+static int graph_traverse(GraphLaunchCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->launcher);
+    Py_VISIT(self->fits);
+    Py_VISIT(self->constants);
+    Py_VISIT(self->bases);
+    Py_VISIT(self->scalars);
+    Py_VISIT(self->lock);
+    return cuda_traverse(&self->base, visit, arg);
+}
+
+static int graph_clear(GraphLaunchCore *self) {
+    Py_CLEAR(self->launcher);
+    Py_CLEAR(self->fits);
+    Py_CLEAR(self->constants);
+    Py_CLEAR(self->bases);
+    Py_CLEAR(self->scalars);
+    Py_CLEAR(self->lock);
+    return cuda_clear(&self->base);
+}
+
+static void graph_dealloc(GraphLaunchCore *self) {
+    PyObject_GC_UnTrack(self);
+    graph_clear(self);
+    PyMem_Free(self->itemsizes);
+    free_launches(self->base.launches, self->base.nlaunches);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* GraphLaunchCore(launcher_ref, exec, stream, graph_launch, fits, itemsizes, constants, bases,
+ *                 scalars, lock, *DriverLaunchCore's fields): fits one (dtype, shape, strides)
+ * per slot, itemsizes one per slot, constants the storages of the graph's constants, bases the
+ * launcher's list of the addresses the executable runs with (slots, then outputs; rewritten in
+ * place), scalars the declared scalars' dict a replay without new values passes, lock the
+ * launcher's (one replay at a time writes and launches its nodes). */
+static PyObject *graph_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *ref, *exec, *stream, *launch, *fits, *sizes, *constants, *bases, *scalars, *lock;
+    PyObject *head, *rest;
+    GraphLaunchCore *self;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    int parsed;
+    if ((head = PyTuple_GetSlice(args, 0, 10)) == NULL) return NULL;
+    parsed = PyArg_ParseTuple(head, "OOOOO!O!O!O!O!O:GraphLaunchCore", &ref, &exec, &stream,
+                              &launch, &PyTuple_Type, &fits, &PyTuple_Type, &sizes, &PyTuple_Type,
+                              &constants, &PyList_Type, &bases, &PyDict_Type, &scalars, &lock);
+    Py_DECREF(head);  /* (the tuple's items stay alive in args) */
+    if (!parsed) return NULL;
+    if (PyTuple_GET_SIZE(sizes) != PyTuple_GET_SIZE(fits)) {
+        PyErr_SetString(PyExc_ValueError, "one itemsize per slot");
+        return NULL;
+    }
+    if ((rest = PyTuple_GetSlice(args, 10, n)) == NULL) return NULL;
+    self = (GraphLaunchCore *)cuda_new(type, rest, NULL);
+    Py_DECREF(rest);
+    if (self == NULL) return NULL;
+    self->launcher = Py_NewRef(ref);
+    self->fits = Py_NewRef(fits);
+    self->constants = Py_NewRef(constants);
+    self->bases = Py_NewRef(bases);
+    self->scalars = Py_NewRef(scalars);
+    self->lock = Py_NewRef(lock);
+    self->nslots = PyTuple_GET_SIZE(fits);
+    self->exec = as_pointer(exec);
+    self->stream = as_pointer(stream);
+    self->graph_launch = (graph_launch_fn)as_pointer(launch);
+    if (PyErr_Occurred()) goto fail;
+    self->itemsizes = PyMem_Calloc(self->nslots ? self->nslots : 1, sizeof(Py_ssize_t));
+    if (self->itemsizes == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < self->nslots; i++)
+        if ((self->itemsizes[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, i))) < 0) goto fail;
+    if (self->graph_launch == NULL) {
+        PyErr_SetString(PyExc_ValueError, "GraphLaunchCore needs cuGraphLaunch's address");
+        goto fail;
+    }
+    return (PyObject *)self;
+fail:
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an itemsize is negative");
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* Whether the replay's tensors fit the slots as CapturedGraph._bind checks them, each on a
+ * storage of its own apart from the constants' (any other aliasing: the Python check). */
+static int slots_fit(GraphLaunchCore *self, PyObject *tensors) {
+    PyObject *rt = self->base.runtime;
+    if (PyTuple_GET_SIZE(tensors) != self->nslots) return 0;
+    for (Py_ssize_t i = 0; i < self->nslots; i++) {
+        PyObject *t = PyTuple_GET_ITEM(tensors, i), *fit = PyTuple_GET_ITEM(self->fits, i);
+        PyObject *storage;
+        if (Py_TYPE(t) != tensor_type || (storage = SLOT(t, t_storage)) == NULL ||
+            !PyObject_TypeCheck(storage, storage_type) || SLOT(storage, s_runtime) != rt)
+            return 0;
+        for (int f = 0; f < 3; f++) {
+            PyObject *mine = SLOT(t, f == 0 ? t_dtype : f == 1 ? t_shape : t_strides);
+            int same = mine == PyTuple_GET_ITEM(fit, f)
+                           ? 1
+                           : PyObject_RichCompareBool(mine, PyTuple_GET_ITEM(fit, f), Py_EQ);
+            if (same != 1) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (SLOT(PyTuple_GET_ITEM(tensors, j), t_storage) == storage) return 0;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(self->constants); j++)
+            if (PyTuple_GET_ITEM(self->constants, j) == storage) return 0;
+    }
+    return 1;
+}
+
+/* Whether the runtime is free for a replay without a session: no capture, no session open. */
+static int runtime_free(PyObject *rt) {
+    PyObject *v = PyObject_GetAttr(rt, str_capture);
+    int free_now;
+    if (v == NULL) return -1;
+    free_now = v == Py_None;
+    Py_DECREF(v);
+    if (!free_now) return 0;
+    if ((v = PyObject_GetAttr(rt, str_threads)) == NULL) return -1;
+    free_now = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return free_now < 0 ? -1 : !free_now;
+}
+
+/* Whether the executable runs with these addresses (slots, then outputs) now. */
+static int bases_same(GraphLaunchCore *self, PyObject *tensors, PyObject *outs) {
+    Py_ssize_t nout = PyList_GET_SIZE(outs), c_ptr = self->base.c_ptr;
+    if (PyList_GET_SIZE(self->bases) != self->nslots + nout) return 0;
+    for (Py_ssize_t i = 0; i < self->nslots + nout; i++) {
+        PyObject *t = i < self->nslots ? PyTuple_GET_ITEM(tensors, i)
+                                       : PyList_GET_ITEM(outs, i - self->nslots);
+        PyObject *ptr = SLOT(SLOT(t, t_storage), c_ptr);
+        unsigned long long base;
+        if (ptr == NULL || !PyLong_Check(ptr)) return 0;
+        base = PyLong_AsUnsignedLongLongMask(ptr);
+        if (i < self->nslots)
+            base += (unsigned long long)PyLong_AsLongLong(SLOT(t, t_offset)) *
+                    (unsigned long long)self->itemsizes[i];
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (PyLong_AsUnsignedLongLongMask(PyList_GET_ITEM(self->bases, i)) != base) return 0;
+    }
+    return 1;
+}
+
+static PyObject *graph_call(GraphLaunchCore *self, PyObject *tensors) {
+    PyObject *launcher, *now, *locked, *outs = NULL, *answer, *done, *result = NULL;
+    int fits, begun, err = 0, same;
+    if (!slots_fit(self, tensors)) return Py_NewRef(fallback);
+    if ((fits = runtime_free(self->base.runtime)) <= 0)
+        return fits < 0 ? NULL : Py_NewRef(fallback);
+    if ((launcher = PyObject_CallNoArgs(self->launcher)) == NULL) return NULL;
+    if (launcher == Py_None) {  /* closed and gone: the Python path says so */
+        Py_DECREF(launcher);
+        return Py_NewRef(fallback);
+    }
+    locked = PyObject_CallMethodOneArg(self->lock, str_acquire, Py_False);
+    if (locked != Py_True) {  /* another thread's replay holds the nodes: the Python path waits */
+        Py_DECREF(launcher);
+        if (locked == NULL) return NULL;
+        Py_DECREF(locked);
+        return Py_NewRef(fallback);
+    }
+    Py_DECREF(locked);
+    begun = cuda_begin(&self->base, tensors, &answer, &outs);
+    if (begun <= 0) {
+        if (begun == 0) {
+            Py_DECREF(answer);
+            result = Py_NewRef(fallback);  /* the Python path opens a session where it must */
+        }
+        goto unlock;
+    }
+    if ((now = PyObject_GetAttr(launcher, str_scalars)) == NULL) goto unlock;
+    same = now == self->scalars && bases_same(self, tensors, outs);
+    Py_DECREF(now);
+    if (same) {
+        Py_BEGIN_ALLOW_THREADS
+        err = self->graph_launch(self->exec, self->stream);
+        Py_END_ALLOW_THREADS
+        if (!err) result = outputs_tuple(outs, self->base.several);
+    }
+unlock:
+    done = PyObject_CallMethodNoArgs(self->lock, str_release);
+    if (done == NULL) Py_CLEAR(result);
+    Py_XDECREF(done);
+    if (begun > 0 && result == NULL && !PyErr_Occurred()) {
+        if (err) {  /* the launcher's typed error */
+            PyObject *code = PyLong_FromLong(err), *exc = NULL;
+            if (code != NULL)
+                exc = PyObject_CallMethodObjArgs(launcher, str_failed, code, str_what, NULL);
+            Py_XDECREF(code);
+            if (exc != NULL) {
+                PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+                Py_DECREF(exc);
+            }
+        } else {  /* a pointer moved or the scalars changed: the launcher rewrites its nodes */
+            PyObject *made = PyObject_CallMethodObjArgs(launcher, str_moved, tensors, outs,
+                                                        self->scalars, NULL);
+            if (made != NULL) {
+                result = PyList_Check(made) ? outputs_tuple(made, self->base.several) : NULL;
+                if (result == NULL && !PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "the launcher's rewrite returned no list");
+                Py_DECREF(made);
+            }
+        }
+    }
+    Py_XDECREF(outs);
+    Py_DECREF(launcher);
+    return result;
+}
+
+static PyObject *graph_tp_call(PyObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *tensors;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &tensors)) return NULL;
+    return graph_call((GraphLaunchCore *)self, tensors);
+}
+
+static PyTypeObject GraphLaunchCore_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tenferro_host.provider._ccall.GraphLaunchCore",
+    .tp_basicsize = sizeof(GraphLaunchCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A native CUDA graph's replay (checks, guard, outputs, cuGraphLaunch), compiled.",
+    .tp_new = graph_new,
+    .tp_dealloc = (destructor)graph_dealloc,
+    .tp_traverse = (traverseproc)graph_traverse,
+    .tp_clear = (inquiry)graph_clear,
+    .tp_call = graph_tp_call,
 };
 
 /* ---- the CPU core ------------------------------------------------------------------------ */
@@ -1086,13 +1374,19 @@ PyMODINIT_FUNC PyInit__ccall(void) {
         {&str_view, "view"},         {&str_allocate, "_allocate"},
         {&str_poison, "poison_fresh_memory"},
         {&str_deferred, "deferred"},
+        {&str_acquire, "acquire"},   {&str_release, "release"},
+        {&str_scalars, "_scalars"},  {&str_moved, "_launch_with"},
+        {&str_failed, "_failed"},    {&str_what, "launching it (cuGraphLaunch)"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].at = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
     if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL) return NULL;
-    if (PyType_Ready(&DriverLaunchCore_Type) < 0 || PyType_Ready(&UfuncCore_Type) < 0) return NULL;
+    if (PyType_Ready(&DriverLaunchCore_Type) < 0 || PyType_Ready(&GraphLaunchCore_Type) < 0 ||
+        PyType_Ready(&UfuncCore_Type) < 0)
+        return NULL;
     if ((m = PyModule_Create(&moduledef)) == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "DriverLaunchCore", (PyObject *)&DriverLaunchCore_Type) < 0 ||
+        PyModule_AddObjectRef(m, "GraphLaunchCore", (PyObject *)&GraphLaunchCore_Type) < 0 ||
         PyModule_AddObjectRef(m, "UfuncCore", (PyObject *)&UfuncCore_Type) < 0 ||
         PyModule_AddStringConstant(m, "SOURCE_HASH", SOURCE_HASH) < 0) {
         Py_DECREF(m);

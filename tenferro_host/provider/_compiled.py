@@ -84,6 +84,8 @@ REPLAY: Any = operator.call if _MODULE is None else _MODULE.replay
 FIND: Any = None if _MODULE is None else _MODULE.find
 #: The cores a backend's replay builds (None without the extension: no core).
 DriverLaunchCore: Any = None if _MODULE is None else _MODULE.DriverLaunchCore
+#: A captured graph's replay through a native CUDA graph, compiled (the launcher's ``core``).
+GraphLaunchCore: Any = None if _MODULE is None else _MODULE.GraphLaunchCore
 UfuncCore: Any = None if _MODULE is None else _MODULE.UfuncCore
 
-__all__ = ["FALLBACK", "DriverLaunchCore", "UfuncCore"]
+__all__ = ["FALLBACK", "DriverLaunchCore", "GraphLaunchCore", "UfuncCore"]
