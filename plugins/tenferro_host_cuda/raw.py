@@ -184,7 +184,7 @@ class RawSession(Session):
         if (
             self._owner == _get_ident()
             and type(t) is Tensor
-            and t._compact
+            and t.is_compact()
             and t.storage.domain is self._domain
         ):  # the common case, every check inline: open, own thread, compact, resident
             storage = t.storage
@@ -223,7 +223,7 @@ class RawSession(Session):
         if (
             self._owner == _get_ident()
             and type(t) is Tensor
-            and t._compact
+            and t.is_compact()
             and t.storage.domain is self._domain
             and not t.storage.read_only
         ):  # the common case, every check inline (as tensor(), plus writable)
