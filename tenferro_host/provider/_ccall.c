@@ -57,6 +57,16 @@ static inline void set_slot(PyObject *o, Py_ssize_t off, PyObject *v) {
     Py_XDECREF(old);
 }
 
+/* Whether attribute `name` of `o` is true: 1, 0, or -1 with an exception set. */
+static int attr_true(PyObject *o, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    int truth;
+    if (v == NULL) return -1;
+    truth = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return truth;
+}
+
 /* A new instance of a __slots__ class, its __init__ not run (the caller writes every slot). */
 static inline PyObject *bare(PyTypeObject *type) { return type->tp_alloc(type, 0); }
 
@@ -177,18 +187,15 @@ done:
 /* Whether the runtime can neither replay nor record now (PlanTable.find's BLOCKED): 1, 0, or -1
  * with an exception set. */
 static int is_blocked(PyObject *runtime) {
-    PyObject *capture = PyObject_GetAttr(runtime, str_capture), *host, *observes, *opened;
+    PyObject *capture = PyObject_GetAttr(runtime, str_capture), *host, *opened;
     int blocked_now;
     if (capture == NULL) return -1;
     blocked_now = capture != Py_None;
     Py_DECREF(capture);
     if (blocked_now) return 1;
     if ((host = PyObject_GetAttr(runtime, str_host)) == NULL) return -1;
-    observes = PyObject_GetAttr(host, str_observes);
+    blocked_now = attr_true(host, str_observes);
     Py_DECREF(host);
-    if (observes == NULL) return -1;
-    blocked_now = PyObject_IsTrue(observes);
-    Py_DECREF(observes);
     if (blocked_now) return blocked_now;
     if ((opened = PyObject_GetAttr(runtime, str_threads)) == NULL) return -1;
     blocked_now = PyObject_IsTrue(opened);
@@ -601,14 +608,9 @@ static int cuda_begin(DriverLaunchCore *self, PyObject *tensors, PyObject **answ
     *answer = replay_miss;
     /* the guard: closed, poisoned, synchronizing, a capture holding the queue, another thread */
     if (PyDict_GET_SIZE(self->poisoned) || PyThread_get_thread_ident() != self->thread) goto no;
-    if ((v = PyObject_GetAttr(rt, str_closed)) == NULL) return -1;
-    truth = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    if (truth) return truth < 0 ? -1 : (*answer = Py_NewRef(replay_miss), 0);
-    if ((v = PyObject_GetAttr(rt, str_debug_sync)) == NULL) return -1;
-    truth = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    if (truth) return truth < 0 ? -1 : (*answer = Py_NewRef(replay_miss), 0);
+    if ((truth = attr_true(rt, str_closed)) == 0) truth = attr_true(rt, str_debug_sync);
+    if (truth < 0) return -1;
+    if (truth) goto no;
     if ((v = PyObject_GetAttr(self->retirement, str_refuse_wait)) == NULL) return -1;
     truth = v != Py_None;
     Py_DECREF(v);
@@ -828,15 +830,13 @@ static int slots_fit(GraphLaunchCore *self, PyObject *tensors) {
 /* Whether the runtime is free for a replay without a session: no capture, no session open. */
 static int runtime_free(PyObject *rt) {
     PyObject *v = PyObject_GetAttr(rt, str_capture);
-    int free_now;
+    int free_now, opened;
     if (v == NULL) return -1;
     free_now = v == Py_None;
     Py_DECREF(v);
     if (!free_now) return 0;
-    if ((v = PyObject_GetAttr(rt, str_threads)) == NULL) return -1;
-    free_now = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    return free_now < 0 ? -1 : !free_now;
+    opened = attr_true(rt, str_threads);
+    return opened < 0 ? -1 : !opened;
 }
 
 /* Whether the executable runs with these addresses (slots, then outputs) now. */
@@ -1097,15 +1097,13 @@ static PyObject *cpu_output(UfuncCore *self, PyObject *output, PyObject *seam, i
 }
 
 static PyObject *cpu_call(UfuncCore *self, PyObject *tensors) {
-    PyObject *outs, *result = NULL, *stack[16], **argv = stack, *v, *seam = NULL;
+    PyObject *outs, *result = NULL, *stack[16], **argv = stack, *seam = NULL;
     Py_ssize_t nout = PyTuple_GET_SIZE(self->outputs);
     int truth, poisoned;
     if (!inputs_fit(tensors, self->used, self->storage_type)) return Py_NewRef(fallback);
     if ((truth = read_only(tensors, self->exclusive)) != 0)
         return truth < 0 ? NULL : Py_NewRef(replay_miss);
-    if ((v = PyObject_GetAttr(self->poison, str_poison)) == NULL) return NULL;
-    poisoned = PyObject_IsTrue(v);
-    Py_DECREF(v);
+    poisoned = attr_true(self->poison, str_poison);
     if (poisoned < 0 || (outs = PyList_New(nout)) == NULL) return NULL;
     seam = framework_allocator(self->runtime);
     for (Py_ssize_t j = 0; j < nout; j++) {
