@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ._rules import Rule
     from .ops import OpSpec
     from .provider._exec_session import ExecSession
+    from .provider._op_replay import OpReplay
     from .provider._registry import OpRecord
     from .provider._runtime import Runtime
 
@@ -151,6 +152,20 @@ class OpHandle:
     def plans(self) -> dict[str, str]:
         """Each call key's state, for the bench and ``ops``: "replay" or why the full path."""
         return self._plans.states()
+
+    def prepared(self, key: tuple[Any, ...], attrs: dict[str, Any]) -> OpReplay | None:
+        """The replay planned for a call whose inputs' part of the key is ``key`` (per input
+        its dtype, shape, strides, offset and runtime, as :meth:`PlanTable.find
+        <tenferro_host.provider._plan_table.PlanTable.find>` builds it) and attributes
+        ``attrs``, if it writes no input: what a framework bridge launches on its own buffers
+        (:meth:`OpReplay.launch_pointers`). None: not planned, blocked, or writing an input (the
+        bridge's call takes the handle's own path, which plans it)."""
+        if not _op_plan.ENABLED:
+            return None
+        plan = self._plans.lookup(key, attrs)[1]
+        if plan is None or plan is BLOCKED or type(plan) is Learning or plan.exclusive:
+            return None
+        return plan
 
     def forget_plans(self) -> None:
         """Drop every plan: the next calls take the full path and learn again (a test's way to

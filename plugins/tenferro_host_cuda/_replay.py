@@ -151,6 +151,35 @@ class RawReplay(OpReplay):
                 rt.primary.exit(saved)
         return tuple(outs) if self.several else outs[0]
 
+    def launch_pointers(self, inputs: tuple[int, ...], outputs: tuple[int, ...]) -> bool:
+        core = self.core
+        if core is not None:
+            return bool(core.launch_pointers(inputs, outputs))
+        rt = self.runtime
+        if (
+            rt.closed
+            or POISONED
+            or rt.debug_sync
+            or rt.retirement.refuse_wait is not None
+            or _get_ident() != self._thread
+        ):
+            return False
+        launch = self._cu_launch
+        err, current = self._cu_current()
+        saved = rt.primary.enter() if err or int(current) != self._context else None
+        try:
+            for packed in self._launches:  # (the slots' addresses themselves: no tensor)
+                words = packed.words
+                for param, which, index, delta in packed.slots:
+                    words[param] = (inputs[index] if which == 0 else outputs[index]) + delta
+                err = launch(*packed.args)
+                if err:
+                    raise self._failed(err, packed)
+        finally:
+            if saved is not None:
+                rt.primary.exit(saved)
+        return True
+
     def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
         """Each step of a replay of ``tensors`` on its own, for the bench (a kept output is
         written into the first launch's block, so the launch step launches valid work)."""

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .._op_handle import OpHandle
     from .._rules import Rule
     from ..ops import OpSpec
+    from ..provider._op_replay import OpReplay
     from ..provider._runtime import Runtime
     from ..provider._storage import Storage
     from ..tensor import Tensor
@@ -91,13 +92,26 @@ class ExportedOp:
         """The runtimes this op has run on through the bridge."""
         return list(self._runtimes.values())
 
+    def handle(self) -> OpHandle:
+        """The op's handle (``host.op``), looked up again when a registration replaced the op."""
+        handle = self._handle
+        if handle is None or handle._ops.get(self.name) is not handle.record:
+            handle = self._handle = self.host.op(self.name)
+        return handle
+
+    def prepared(self, key: tuple[Any, ...], attrs: dict[str, Any]) -> OpReplay | None:
+        """The op handle's replay planned for a call of borrowed inputs keyed ``key`` (per input
+        its dtype, shape, strides, offset 0 and runtime) with ``attrs`` (decoded), launchable
+        on a framework's addresses (:func:`launch_on_stream`); None: the call's own path."""
+        return self.handle().prepared(key, attrs)
+
     def call(self, runtime: Runtime, inputs: Sequence[Tensor], attrs: dict[str, Any]) -> Any:
         """Run the op on host tensors of ``runtime`` (``attrs``: the op's own, decoded) outside
         any session: the op handle's call, so a planned call replays (no session, no variant)
         and any other takes the full path with every check (``host.op``)."""
         handle = self._handle
         if handle is None or handle._ops.get(self.name) is not handle.record:  # (replaced)
-            handle = self._handle = self.host.op(self.name)
+            handle = self.handle()
         if inputs:
             return handle(*inputs, **attrs)
         return handle(backend=runtime.name, **attrs)
@@ -262,6 +276,27 @@ def run_on_stream(
     return results
 
 
+def launch_on_stream(
+    runtime: Runtime,
+    stream: int,
+    plan: OpReplay,
+    inputs: tuple[int, ...],
+    outputs: tuple[int, ...],
+) -> bool:
+    """The prepared call on a framework's buffers: ``plan`` (an op handle's replay for the
+    call's key, :meth:`ExportedOp.prepared`) launched on the device addresses ``inputs`` and
+    ``outputs`` (allocated by the framework in the layouts of ``plan.outputs``), with no host
+    tensor, no session and no allocation of the host: the runtime's stream waits for ``stream``
+    before, ``stream`` for the runtime's after (also when a launch raises). False: the replay's
+    guard refused it (the framework's call takes the op handle's path)."""
+    streams = runtime.streams  # type: ignore[attr-defined]  # a CUDA runtime's
+    streams.after(stream)
+    try:
+        return plan.launch_pointers(inputs, outputs)
+    finally:
+        streams.before(stream)
+
+
 def _ordered_call(
     op: ExportedOp,
     runtime: Runtime,
@@ -333,5 +368,6 @@ __all__ = [
     "OutputAllocator",
     "as_tuple",
     "column_major_strides",
+    "launch_on_stream",
     "run_on_stream",
 ]

@@ -42,11 +42,18 @@ import torch
 from torch._functorch.utils import enable_single_level_autograd_function
 from torch.autograd.function import _SingleLevelFunction
 
-from ..dtypes import DType, dtype
+from ..dtypes import ALL, DType, dtype
 from ..errors import ForeignRuntimeError, ValidationError
 from ..layout import is_compact
 from ._autograd import no_backward, run_backward
-from ._bridge import Exports, OutputAllocator, as_tuple, column_major_strides, run_on_stream
+from ._bridge import (
+    Exports,
+    OutputAllocator,
+    as_tuple,
+    column_major_strides,
+    launch_on_stream,
+    run_on_stream,
+)
 from ._hosts import default_host
 
 if TYPE_CHECKING:
@@ -82,7 +89,10 @@ def host_dtype(t: torch.Tensor) -> DType:
     return found
 
 
-_HOST_DTYPES: dict[torch.dtype, DType] = {}
+#: torch dtype -> host dtype, every host dtype torch has made at import (a lookup per input)
+_HOST_DTYPES: dict[torch.dtype, DType] = {
+    getattr(torch, d.name): d for d in ALL if isinstance(getattr(torch, d.name, None), torch.dtype)
+}
 
 
 class TorchOp:
@@ -197,19 +207,53 @@ class TorchOp:
         if found is None:
             found = self._devices[index] = self._on_device(index)
         runtime, device, make_buffer, import_buffer = found
+        decoded = self.op.decode_attributes(attrs) if attrs else attrs
+        stream = _current_stream(index)
+        capturing = _capturing()
+        if not capturing:  # (a capture pins the modules to torch's graph: the call's path)
+            done = self._prepared(runtime, index, device, stream, tensors, decoded)
+            if done is not None:
+                return done
         names = self.op.inputs
         inputs = [_cuda_input(runtime, index, t, n) for t, n in zip(tensors, names, strict=True)]
         allocator = OutputAllocator(runtime, make_buffer, import_buffer)
         results = run_on_stream(
-            self.op,
-            runtime,
-            _current_stream(index),
-            inputs,
-            self.op.decode_attributes(attrs) if attrs else attrs,
-            allocator,
-            capturing=_capturing(),
+            self.op, runtime, stream, inputs, decoded, allocator, capturing=capturing
         )
         return self._outputs(results, allocator, device)
+
+    def _prepared(
+        self,
+        runtime: Runtime,
+        index: int,
+        device: torch.device,
+        stream: int,
+        tensors: tuple[torch.Tensor, ...],
+        attrs: dict[str, Any],
+    ) -> Any:
+        """The call as its prepared replay on torch's buffers, where the op handle planned the
+        key these tensors give as borrowed inputs: the outputs ``torch.empty`` in the replay's
+        layouts, the launches on the tensors' addresses (``launch_on_stream``); None where
+        there is no such plan (or its guard refused), for the call's own path."""
+        key: tuple[Any, ...] = ()
+        for t in tensors:  # as runtime.borrow keys them: offset 0, a storage each
+            dt = _HOST_DTYPES.get(t.dtype)
+            if dt is None or t.get_device() != index or t.is_conj() or t.is_neg():
+                return None  # (the call's path imports it or says why not)
+            key += (dt, tuple(t.shape), t.stride(), 0, runtime)
+        plan = self.op.prepared(key, attrs)
+        if plan is None:
+            return None
+        outs = [
+            torch.empty_strided(shape, strides, dtype=torch_dtype(dt), device=device)
+            for _, (dt, shape, strides, _, _) in plan.outputs
+        ]
+        pointers = tuple(t.data_ptr() for t in tensors)
+        if not launch_on_stream(runtime, stream, plan, pointers, tuple(o.data_ptr() for o in outs)):
+            return None
+        if self._row_major:  # (C-contiguous already for one dimension longer than 1: itself)
+            outs = [o.contiguous() for o in outs]
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _on_device(self, index: int) -> tuple[Runtime, torch.device, Any, Any]:
         """What a call on CUDA device ``index`` uses, made once: the runtime, the device, the
@@ -305,12 +349,15 @@ def _cpu_input(runtime: CpuRuntime, t: torch.Tensor) -> Tensor:
 def _cuda_input(runtime: Runtime, index: int, t: torch.Tensor, name: str) -> Tensor:
     """A CUDA torch tensor borrowed read-only (``runtime.borrow``: its pointer, sizes and
     strides read through torch's C accessors, no DLPack capsule); one on another device is the
-    typed error DLPack's import gives."""
+    typed error DLPack's import gives. A lazily conjugated or negated tensor is resolved first:
+    its memory holds the values before the conjugation."""
     if t.get_device() != index:
         raise ForeignRuntimeError(
             f"input {name!r} lives on {t.device}, the call runs on cuda:{index}; move it there "
             "first (t.to(...))"
         )
+    if t.is_conj() or t.is_neg():  # a lazy bit over memory that holds the other values
+        t = t.resolve_conj().resolve_neg()  # (a copy on torch's stream, before the call's wait)
     return runtime.borrow(t.data_ptr(), host_dtype(t), tuple(t.shape), t.stride(), t, True)
 
 

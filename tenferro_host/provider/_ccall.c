@@ -596,25 +596,35 @@ static void raise_failure(PyObject *fail, int err) {
     }
 }
 
+/* The guard of a CUDA core's run: 1 when it refuses (closed, poisoned, synchronizing, a capture
+ * holding the queue, another thread: the full path), 0 when it lets the call run, -1 with an
+ * exception set. */
+static int cuda_refuses(DriverLaunchCore *self) {
+    PyObject *rt = self->runtime, *v;
+    int truth;
+    if (PyDict_GET_SIZE(self->poisoned) || PyThread_get_thread_ident() != self->thread) return 1;
+    if ((truth = attr_true(rt, str_closed)) == 0) truth = attr_true(rt, str_debug_sync);
+    if (truth) return truth;
+    if ((v = PyObject_GetAttr(self->retirement, str_refuse_wait)) == NULL) return -1;
+    truth = v != Py_None;
+    Py_DECREF(v);
+    return truth;
+}
+
 /* A CUDA core's run up to its launches: the guard, the context check and the outputs. 1 with
  * *outs (a new list), 0 with *answer (REPLAY_MISS or FALLBACK, a new reference), -1 with an
  * exception set. */
 static int cuda_begin(DriverLaunchCore *self, PyObject *tensors, PyObject **answer,
                       PyObject **outs) {
-    PyObject *rt = self->runtime, *v, *seam;
+    PyObject *rt = self->runtime, *seam;
     Py_ssize_t nout = PyTuple_GET_SIZE(self->outputs);
     void *ctx = NULL;
     int truth;
     *answer = replay_miss;
-    /* the guard: closed, poisoned, synchronizing, a capture holding the queue, another thread */
-    if (PyDict_GET_SIZE(self->poisoned) || PyThread_get_thread_ident() != self->thread) goto no;
-    if ((truth = attr_true(rt, str_closed)) == 0) truth = attr_true(rt, str_debug_sync);
-    if (truth < 0) return -1;
-    if (truth) goto no;
-    if ((v = PyObject_GetAttr(self->retirement, str_refuse_wait)) == NULL) return -1;
-    truth = v != Py_None;
-    Py_DECREF(v);
-    if (truth) goto no;
+    if ((truth = cuda_refuses(self)) != 0) {
+        if (truth < 0) return -1;
+        goto no;
+    }
     /* what the Python replay does itself: an input it cannot read here, another context */
     *answer = fallback;
     if (!inputs_fit(tensors, self->used, self->storage_type)) goto no;
@@ -651,20 +661,19 @@ no:
     return 0;
 }
 
-static PyObject *cuda_call(DriverLaunchCore *self, PyObject *tensors) {
-    PyObject *outs, *answer, *result = NULL;
-    int begun = cuda_begin(self, tensors, &answer, &outs);
-    if (begun <= 0) return begun < 0 ? NULL : answer;
+/* The core's launches, each slot written with its buffer's device address: the input's (from
+ * `ins`) or the output's (from `outs`), each a sequence of tensors or, with `addresses`, of
+ * addresses (ints). 0, or -1 with the exception set (a launch's failure raised as its own). */
+static int cuda_launch(DriverLaunchCore *self, PyObject *ins, PyObject *outs, int addresses) {
     for (Py_ssize_t i = 0; i < self->nlaunches; i++) {
         CLaunch *l = &self->launches[i];
         int err;
         for (Py_ssize_t s = 0; s < l->nslots; s++) {
             CSlot *c = &l->slots[s];
-            PyObject *t = c->which == 0 ? PyTuple_GET_ITEM(tensors, c->index)
-                                        : PyList_GET_ITEM(outs, c->index);
-            unsigned long long ptr = PyLong_AsUnsignedLongLong(SLOT(SLOT(t, t_storage),
-                                                                    self->c_ptr));
-            if (ptr == (unsigned long long)-1 && PyErr_Occurred()) goto done;
+            PyObject *t = PySequence_Fast_GET_ITEM(c->which == 0 ? ins : outs, c->index);
+            unsigned long long ptr = PyLong_AsUnsignedLongLong(
+                addresses ? t : SLOT(SLOT(t, t_storage), self->c_ptr));
+            if (ptr == (unsigned long long)-1 && PyErr_Occurred()) return -1;
             l->words[c->param] = ptr + (unsigned long long)c->delta;
         }
         Py_BEGIN_ALLOW_THREADS
@@ -674,14 +683,52 @@ static PyObject *cuda_call(DriverLaunchCore *self, PyObject *tensors) {
         Py_END_ALLOW_THREADS
         if (err) {
             raise_failure(PyTuple_GET_ITEM(self->fails, i), err);
-            goto done;
+            return -1;
         }
     }
-    result = outputs_tuple(outs, self->several);
-done:
+    return 0;
+}
+
+static PyObject *cuda_call(DriverLaunchCore *self, PyObject *tensors) {
+    PyObject *outs, *answer, *result = NULL;
+    int begun = cuda_begin(self, tensors, &answer, &outs);
+    if (begun <= 0) return begun < 0 ? NULL : answer;
+    if (cuda_launch(self, tensors, outs, 0) == 0) result = outputs_tuple(outs, self->several);
     Py_DECREF(outs);
     return result;
 }
+
+/* core.launch_pointers(inputs, outputs): the launches on buffers at device addresses (tuples of
+ * ints, the outputs in the replay's layouts: a framework's), after the same guard and context
+ * check as a call; True when launched, False when the guard refuses (the caller's own path). */
+static PyObject *cuda_launch_pointers(DriverLaunchCore *self, PyObject *const *args,
+                                      Py_ssize_t nargs) {
+    void *ctx = NULL;
+    int truth;
+    if (nargs != 2 || !PyTuple_Check(args[0]) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "launch_pointers(inputs: tuple, outputs: tuple)");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->nlaunches; i++)
+        for (Py_ssize_t s = 0; s < self->launches[i].nslots; s++) {
+            CSlot *c = &self->launches[i].slots[s];
+            if (c->index >= PyTuple_GET_SIZE(args[c->which == 0 ? 0 : 1])) {
+                PyErr_Format(PyExc_ValueError, "launch_pointers: no %s %d",
+                             c->which == 0 ? "input" : "output", c->index);
+                return NULL;
+            }
+        }
+    if ((truth = cuda_refuses(self)) != 0) return truth < 0 ? NULL : Py_NewRef(Py_False);
+    if (self->current(&ctx) != 0 || ctx != self->context) return Py_NewRef(Py_False);
+    if (cuda_launch(self, args[0], args[1], 1) < 0) return NULL;
+    return Py_NewRef(Py_True);
+}
+
+static PyMethodDef cuda_methods[] = {
+    {"launch_pointers", (PyCFunction)(void (*)(void))cuda_launch_pointers, METH_FASTCALL,
+     "launch_pointers(inputs, outputs) -> bool: the launches on buffers at device addresses."},
+    {NULL, NULL, 0, NULL},
+};
 
 static PyTypeObject DriverLaunchCore_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tenferro_host.provider._ccall.DriverLaunchCore",
@@ -689,6 +736,7 @@ static PyTypeObject DriverLaunchCore_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "A CUDA op replay's guard, outputs, slot writes and launches, compiled.",
     .tp_new = cuda_new,
+    .tp_methods = cuda_methods,
     .tp_dealloc = (destructor)cuda_dealloc,
     .tp_traverse = (traverseproc)cuda_traverse,
     .tp_clear = (inquiry)cuda_clear,

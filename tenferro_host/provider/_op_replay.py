@@ -56,6 +56,14 @@ class OpReplay:
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         raise NotImplementedError
 
+    def launch_pointers(self, inputs: tuple[int, ...], outputs: tuple[int, ...]) -> bool:
+        """The replay's launches on a framework's buffers at device addresses, without host
+        tensors: ``inputs`` the call's (read, never written: a replay that writes an input has
+        ``exclusive``), ``outputs`` allocated by the caller in the layouts of :attr:`outputs`.
+        True when launched; False when the guard refuses or the backend launches no addresses
+        (the caller takes the call's own path). The caller orders the streams."""
+        return False
+
     def allocate(self) -> list[Tensor]:
         """The call's outputs, fresh from the runtime's allocator, or from a framework's while
         one is the runtime's (an instance's ``_allocate``: ``interop``'s output allocator)."""

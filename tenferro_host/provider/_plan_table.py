@@ -84,6 +84,12 @@ class PlanTable(dict[Any, Any]):
             else len({t.storage for t in tensors}) < n
         ):  # rare: a tuple, where an input's dtype or an attribute's name is
             key += (sharing(t.storage for t in tensors),)
+        return self.lookup(key, attrs)
+
+    def lookup(self, key: Any, attrs: dict[str, Any]) -> tuple[Any, Any]:
+        """:meth:`find` after the inputs' part of the key (``key``): the attributes' part added,
+        the key's state. A framework bridge keys its buffers itself, as borrowed tensors of
+        distinct storages at offset 0 (``interop``'s prepared call)."""
         if attrs:
             for name, value in attrs.items():
                 kind = type(value)  # True and 1, 1 and 1.0 compare equal; not here

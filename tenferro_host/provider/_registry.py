@@ -174,10 +174,14 @@ class Registry:
             rec = self.ops.get(spec.name)
             if rec is None:
                 self.ops[spec.name] = OpRecord(spec.name, view.dist, spec)
-            else:
-                rec.status = "conflict"
-                rec.spec = None
-                rec.conflicting = sorted({*rec.conflicting, rec.dist, view.dist})
+            else:  # a new record: a handle made before (and its plans) is not the op's now
+                self.ops[spec.name] = OpRecord(
+                    spec.name,
+                    rec.dist,
+                    None,
+                    "conflict",
+                    sorted({*rec.conflicting, rec.dist, view.dist}),
+                )
 
 
 class RegistrationView:

@@ -32,9 +32,11 @@ from tenferro_host.provider import _op_plan
 #: dataclass generates no longer merged into one (pstats' key, whose survivor varied with the
 #: process: 302 or 304 for the DSL op), 22 and 22 planned on the pure-Python call, 149 and 307;
 #: the raw op's 151.01 since each of its three borrows asks ``Tensor.is_compact()`` (a plugin
-#: reads no private attribute) instead of the tensor's slot.
-RAW_PLANNED, RAW_FULL_PATH = 22, 151.01
-DSL_PLANNED, DSL_FULL_PATH = 22, 307
+#: reads no private attribute) instead of the tensor's slot; 23 planned on the pure-Python call
+#: since the plan table's ``find`` hands the key of its tensors to ``lookup``, which a framework
+#: bridge's prepared call keys its buffers through (``ExportedOp.prepared``).
+RAW_PLANNED, RAW_FULL_PATH = 23, 151.01
+DSL_PLANNED, DSL_FULL_PATH = 23, 307
 
 
 @pytest.fixture

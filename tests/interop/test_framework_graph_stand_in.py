@@ -209,8 +209,10 @@ def test_a_planned_bridge_call_stays_within_its_call_budget(world):
 
 #: Calls of a planned CUDA bridge call (run_on_stream) on the stand-in: 79.01, of which the
 #: test's make/import and the stand-in driver's C entry points calling back into Python (two
-#: event records, two waits, the launch) are about 25
-BRIDGE_CALL_BUDGET = 80
+#: event records, two waits, the launch) are about 25; 80.01 on the pure-Python call since its
+#: plan table's ``find`` hands the key to ``lookup`` (the prepared call's lookup). A bridge's
+#: call on a planned key takes the prepared call (test_prepared_bridge_call.py), not this path.
+BRIDGE_CALL_BUDGET = 81
 
 
 def test_a_runtime_that_cannot_borrow_says_so(world):
