@@ -93,6 +93,8 @@ def host_dtype(t: torch.Tensor) -> DType:
 _HOST_DTYPES: dict[torch.dtype, DType] = {
     getattr(torch, d.name): d for d in ALL if isinstance(getattr(torch, d.name, None), torch.dtype)
 }
+#: host dtype -> torch dtype, the same pairs
+_TORCH_DTYPES = {d: t for t, d in _HOST_DTYPES.items()}
 
 
 class TorchOp:
@@ -236,22 +238,25 @@ class TorchOp:
         layouts, the launches on the tensors' addresses (``launch_on_stream``); None where
         there is no such plan (or its guard refused), for the call's own path."""
         key: tuple[Any, ...] = ()
+        pointers: tuple[int, ...] = ()
         for t in tensors:  # as runtime.borrow keys them: offset 0, a storage each
             dt = _HOST_DTYPES.get(t.dtype)
             if dt is None or t.get_device() != index or t.is_conj() or t.is_neg():
                 return None  # (the call's path imports it or says why not)
             key += (dt, tuple(t.shape), t.stride(), 0, runtime)
+            pointers += (t.data_ptr(),)
         plan = self.op.prepared(key, attrs)
         if plan is None:
             return None
-        outs = [
-            torch.empty_strided(shape, strides, dtype=torch_dtype(dt), device=device)
-            for _, (dt, shape, strides, _, _) in plan.outputs
-        ]
-        pointers = tuple(t.data_ptr() for t in tensors)
-        if not launch_on_stream(runtime, stream, plan, pointers, tuple(o.data_ptr() for o in outs)):
+        outs = []
+        addresses: tuple[int, ...] = ()
+        for _, (dt, shape, strides, _, _) in plan.outputs:
+            out = torch.empty_strided(shape, strides, dtype=_TORCH_DTYPES[dt], device=device)
+            outs.append(out)
+            addresses += (out.data_ptr(),)
+        if not launch_on_stream(runtime, stream, plan, pointers, addresses):
             return None
-        if self._row_major:  # (C-contiguous already for one dimension longer than 1: itself)
+        if self._row_major:  # torch's layout, after the launch wrote it (1-D: itself)
             outs = [o.contiguous() for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
