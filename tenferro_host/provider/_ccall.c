@@ -1314,6 +1314,31 @@ static PyObject *run_replay(PyObject *plan, PyObject *tensors) {
     return result;
 }
 
+typedef int (*record_fn)(void *, void *);
+typedef int (*wait_fn)(void *, void *, unsigned);
+
+/* order_streams(record, wait, event, waiter, signaller) -> CUresult: `waiter` waits for the work
+ * already on `signaller` (cuEventRecord(event, signaller), then cuStreamWaitEvent(waiter, event,
+ * 0) through the driver's entry points `record` and `wait`), the GIL released around both; the
+ * caller holds the lock that keeps another thread's record of `event` between the two out. */
+static PyObject *order_streams(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    void *p[5];
+    int err;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "order_streams(record, wait, event, waiter, signaller)");
+        return NULL;
+    }
+    for (int i = 0; i < 5; i++) {
+        p[i] = as_pointer(args[i]);
+        if (PyErr_Occurred()) return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    err = ((record_fn)p[0])(p[2], p[4]);
+    if (!err) err = ((wait_fn)p[1])(p[3], p[2], 0);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(err);
+}
+
 static PyObject *replay(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *plan, *result;
     if (nargs != 2 || !PyTuple_Check(args[1])) {
@@ -1392,6 +1417,8 @@ static PyMethodDef methods[] = {
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
      "call(plans, tensors, attrs) -> the result, or Unplanned((key, state))."},
     {"finalizer", finalizer, METH_O, "finalizer(DeviceStorage) -> its compiled __del__."},
+    {"order_streams", (PyCFunction)(void (*)(void))order_streams, METH_FASTCALL,
+     "order_streams(record, wait, event, waiter, signaller) -> CUresult of the two calls."},
     {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
      "replay(plan, tensors) -> the plan's result (its core, else its __call__) or REPLAY_MISS."},
     {NULL, NULL, 0, NULL},

@@ -87,5 +87,8 @@ DriverLaunchCore: Any = None if _MODULE is None else _MODULE.DriverLaunchCore
 #: A captured graph's replay through a native CUDA graph, compiled (the launcher's ``core``).
 GraphLaunchCore: Any = None if _MODULE is None else _MODULE.GraphLaunchCore
 UfuncCore: Any = None if _MODULE is None else _MODULE.UfuncCore
+#: ``order_streams(record, wait, event, waiter, signaller)``: one stream waits for another's work
+#: through the driver's entry points at those addresses, in one call (None: ctypes per entry).
+order_streams: Any = None if _MODULE is None else _MODULE.order_streams
 
-__all__ = ["FALLBACK", "DriverLaunchCore", "GraphLaunchCore", "UfuncCore"]
+__all__ = ["FALLBACK", "DriverLaunchCore", "GraphLaunchCore", "UfuncCore", "order_streams"]

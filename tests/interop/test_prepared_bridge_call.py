@@ -234,10 +234,11 @@ def test_the_prepared_call_stays_within_its_call_budget(world):
     assert calls_per_op(call) <= PREPARED_CALL_BUDGET
 
 
-#: Calls of the prepared call on the stand-in: 55.67 (56.67 on the pure-Python replay), of which
-#: the stand-in driver's C entry points calling back into Python (two event records, two waits,
-#: the context check, the launch) are 43
-PREPARED_CALL_BUDGET = 57
+#: Calls of the prepared call on the stand-in: 57.01 (56.67 on the pure-Python call, whose four
+#: ctypes calls of the stream ordering cProfile does not count: the compiled one's two
+#: ``order_streams`` it does), of which the stand-in driver's C entry points calling back into
+#: Python (two event records, two waits, the context check, the launch) are 43
+PREPARED_CALL_BUDGET = 58
 
 
 def test_the_torch_kernel_launches_the_prepared_call_on_torchs_tensors(world):
