@@ -1,4 +1,5 @@
-"""Builds the compiled planned call (``tenferro_host/provider/_ccall.c``), an optional extension.
+"""Builds the compiled planned call (``tenferro_host/provider/_ccall.c`` and its XLA FFI entry,
+``_ccall_xla.c``), an optional extension.
 
 Two callers, one compile: hatchling's build hook (a wheel carries the extension and is tagged for
 its Python and platform; an editable install builds it in place) and ``python hatch_build.py``,
@@ -26,13 +27,14 @@ except ImportError:  # run as a script (scripts/setup): hatchling is only the bu
     BuildHookInterface = object  # type: ignore[assignment,misc]
 
 ROOT = Path(__file__).resolve().parent
-SOURCE = ROOT / "tenferro_host" / "provider" / "_ccall.c"
+#: the module's sources, compiled together (``_ccall.c`` defines the module)
+SOURCES = tuple(ROOT / "tenferro_host" / "provider" / n for n in ("_ccall.c", "_ccall_xla.c"))
 MODULE = "tenferro_host/provider/_ccall" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
 
 
-def source_hash(source: Path = SOURCE) -> str:
+def source_hash(sources: tuple[Path, ...] = SOURCES) -> str:
     """What a built module must record to be loaded (also computed by the package)."""
-    return hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    return hashlib.sha256(b"".join(s.read_bytes() for s in sources)).hexdigest()[:16]
 
 
 def compile_extension(out: Path) -> str | None:
@@ -50,7 +52,7 @@ def compile_extension(out: Path) -> str | None:
         "-Wall",
         f"-I{include}",
         f'-DSOURCE_HASH="{source_hash()}"',
-        str(SOURCE),
+        *map(str, SOURCES),
         "-o",
         str(out),
     ]

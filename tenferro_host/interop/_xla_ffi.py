@@ -1,12 +1,14 @@
-"""XLA's FFI C API (``xla/ffi/api/c_api.h``, API 0.x) in ctypes: a Python handler as an FFI target.
+"""XLA's FFI C API (``xla/ffi/api/c_api.h``, API 0.x): a Python body as an FFI target's handler.
 
-:func:`handler_capsule` wraps a Python function in an ``XLA_FFI_Handler`` (a ctypes callback,
-``XLA_FFI_Error* (XLA_FFI_CallFrame*)``) inside the PyCapsule ``jax.ffi.register_ffi_target``
-takes. The callback answers XLA's metadata query (API version, no traits: the handler is not
-command-buffer compatible, so XLA never captures it into a CUDA graph it replays without
-Python), ignores the instantiate/prepare/initialize stages, and at execution decodes the call
-frame into :class:`Call` (buffers, string attributes, the stream) for the Python function. An
-exception becomes an XLA error carrying its message.
+:func:`handler_capsule` gives the PyCapsule ``jax.ffi.register_ffi_target`` takes for a target
+whose calls ``run(call)`` runs. Where the compiled call is built, the handler is C
+(``provider/_ccall_xla.c``): one per platform for every target, which finds the body by the
+call's string attribute ``target`` and decodes the call frame without a Python frame. Otherwise
+(and as the reference) it is a ctypes callback over the structs mirrored here. Both answer XLA's
+metadata query (API version, no traits: the handler is not command-buffer compatible, so XLA
+never captures it into a CUDA graph it replays without Python), ignore the stages before
+execution, and at execution hand the body a :class:`Call`: the buffers, the string attributes
+and, on a GPU, XLA's stream and device. An exception becomes an XLA error carrying its message.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax.ffi
+
+from ..provider._compiled import COMPILED
 
 _API_MAJOR, _API_MINOR = 0, 1  # the oldest minor whose call frame this module reads
 _METADATA = 1  # XLA_FFI_Extension_Metadata
@@ -200,48 +204,39 @@ class BufferView(NamedTuple):
     address: int
 
 
-class Call:
-    """One execution of the target: buffers, string attributes, stream and device getters
-    (asked only by a GPU handler)."""
+class Call(NamedTuple):
+    """One execution of a target: its buffers, its string attributes, and on a GPU XLA's stream
+    (a handle) and device (0 and 0 on the CPU)."""
 
-    __slots__ = ("_api", "_ctx", "args", "attrs", "rets")
+    args: tuple[BufferView, ...]
+    rets: tuple[BufferView, ...]
+    attrs: dict[str, str]
+    stream: int
+    device: int
 
-    def __init__(
-        self,
-        args: list[BufferView],
-        rets: list[BufferView],
-        attrs: dict[str, str],
-        api: Any,
-        ctx: int,
-    ) -> None:
-        self.args = args
-        self.rets = rets
-        self.attrs = attrs
-        self._api = api
-        self._ctx = ctx
 
-    def stream(self) -> int:
-        """XLA's stream for this call (``XLA_FFI_Stream_Get``)."""
-        args = _StreamGetArgs(_struct_size(_StreamGetArgs), None, self._ctx, None)
-        if self._api.stream_get(ctypes.addressof(args)):
-            raise RuntimeError("XLA_FFI_Stream_Get failed (is this a GPU target?)")
-        return int(args.stream or 0)
+def _stream(api: Any, ctx: int) -> int:
+    """XLA's stream for this call (``XLA_FFI_Stream_Get``)."""
+    args = _StreamGetArgs(_struct_size(_StreamGetArgs), None, ctx, None)
+    if api.stream_get(ctypes.addressof(args)):
+        raise RuntimeError("XLA_FFI_Stream_Get failed (is this a GPU target?)")
+    return int(args.stream or 0)
 
-    def device_ordinal(self) -> int:
-        """The device this call runs on (0 on an XLA older than ``XLA_FFI_DeviceOrdinal_Get``)."""
-        api = self._api
-        if api.struct_size < _struct_size(_Api):
-            return 0  # one device
-        args = _DeviceOrdinalGetArgs(_struct_size(_DeviceOrdinalGetArgs), None, self._ctx, 0)
-        if api.device_ordinal_get(ctypes.addressof(args)):
-            raise RuntimeError("XLA_FFI_DeviceOrdinal_Get failed")
-        return int(args.device_ordinal)
+
+def _device(api: Any, ctx: int) -> int:
+    """The device this call runs on (0 on an XLA older than ``XLA_FFI_DeviceOrdinal_Get``)."""
+    if api.struct_size < _struct_size(_Api):
+        return 0  # one device
+    args = _DeviceOrdinalGetArgs(_struct_size(_DeviceOrdinalGetArgs), None, ctx, 0)
+    if api.device_ordinal_get(ctypes.addressof(args)):
+        raise RuntimeError("XLA_FFI_DeviceOrdinal_Get failed")
+    return int(args.device_ordinal)
 
 
 _BufferP = ctypes.POINTER(_Buffer)
 
 
-def _buffers(items: _List) -> list[BufferView]:
+def _buffers(items: _List) -> tuple[BufferView, ...]:
     out = []
     for i in range(items.size):
         b = ctypes.cast(items.items[i], _BufferP).contents
@@ -250,7 +245,7 @@ def _buffers(items: _List) -> list[BufferView]:
             raise TypeError(f"XLA dtype code {b.dtype} has no host dtype")
         rank = b.rank
         out.append(BufferView(name, tuple(b.dims[:rank]) if rank else (), b.data or 0))
-    return out
+    return tuple(out)
 
 
 def _attributes(attrs: _Attrs) -> dict[str, str]:
@@ -273,8 +268,27 @@ def _error(api: Any, message: str, code: int) -> int:
 _Handler = ctypes.CFUNCTYPE(_void_p, ctypes.POINTER(_CallFrame))
 
 
-def handler_capsule(run: Callable[[Call], None]) -> tuple[Any, Any]:
-    """(capsule for ``jax.ffi.register_ffi_target``, the ctypes callback to keep alive)."""
+def _answered(run: Callable[[Call], None]) -> Callable[[Call], tuple[str, int] | None]:
+    """``run`` as a handler's body: None when it returned, else (XLA's error message, its code)."""
+
+    def body(call: Call) -> tuple[str, int] | None:
+        try:
+            run(call)
+        except Exception as exc:  # noqa: BLE001 - handed to XLA as its error
+            code = _ERROR_INVALID_ARGUMENT if isinstance(exc, ValueError) else _ERROR_INTERNAL
+            return "".join(traceback.format_exception_only(exc)).strip(), code
+        return None
+
+    return body
+
+
+def handler_capsule(target: str, run: Callable[[Call], None], gpu: bool) -> tuple[Any, Any]:
+    """(capsule for ``jax.ffi.register_ffi_target`` of FFI target ``target`` on the GPU or CPU
+    platform, what to keep alive as long as the target). The call must carry the string
+    attribute ``target`` (the compiled handler finds ``run`` by it)."""
+    body = _answered(run)
+    if COMPILED is not None:
+        return jax.ffi.pycapsule(COMPILED.xla_handler(target, gpu, body)), body
 
     def handle(frame_p: Any) -> int:
         frame = frame_p.contents
@@ -289,22 +303,21 @@ def handler_capsule(run: Callable[[Call], None]) -> tuple[Any, Any]:
             return 0
         api = frame.api.contents
         try:
+            ctx = frame.ctx
+            placed = (_stream(api, ctx), _device(api, ctx)) if gpu else (0, 0)
             call = Call(
-                _buffers(frame.args),
-                _buffers(frame.rets),
-                _attributes(frame.attrs),
-                api,
-                frame.ctx,
+                _buffers(frame.args), _buffers(frame.rets), _attributes(frame.attrs), *placed
             )
-            run(call)
         except Exception as exc:  # noqa: BLE001 - handed to XLA as its error
-            code = _ERROR_INVALID_ARGUMENT if isinstance(exc, ValueError) else _ERROR_INTERNAL
-            detail = "".join(traceback.format_exception_only(exc)).strip()
-            return _error(api, detail, code)
-        return 0
+            return _error(api, f"{type(exc).__name__}: {exc}", _ERROR_INTERNAL)
+        answer = body(call)
+        return 0 if answer is None else _error(api, *answer)
 
     callback = _Handler(handle)
     return jax.ffi.pycapsule(ctypes.cast(callback, _void_p).value), callback
 
+
+if COMPILED is not None:
+    COMPILED.xla_configure(Call, BufferView, DTYPES)
 
 __all__ = ["DTYPES", "BufferView", "Call", "handler_capsule"]

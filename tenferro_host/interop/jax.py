@@ -20,10 +20,10 @@ Python scalar is a ``DTypeError`` saying what to pass.
 ``vmap`` goes through ``jax.ffi.ffi_call``'s ``vmap_method`` (``"sequential"`` by default: one
 call per batch element, right for every op; ``"broadcast_all"`` for elementwise ops).
 
-The handler is a ctypes callback into Python (``_xla_ffi``): each call takes the GIL and decodes
-the call frame in Python, so it costs tens of microseconds more than a compiled handler; under
-``jax.jit`` it is still one custom call in the compiled program, with no host round trip of
-the data (``jax.pure_callback`` would copy GPU buffers to the host and back).
+The handler takes the GIL and hands the op's body a ``Call`` decoded from XLA's call frame: in C
+where the compiled call is built (``provider/_ccall_xla.c``), else through ctypes
+(``_xla_ffi``); under ``jax.jit`` it is one custom call in the compiled program, with no host
+round trip of the data (``jax.pure_callback`` would copy GPU buffers to the host and back).
 
 >>> import numpy as np, jax, jax.numpy as jnp
 >>> from tenferro_host.interop import jax as tf_jax
@@ -92,11 +92,11 @@ class JaxOp:
         self.host = op.host
         self.vmap_method = vmap_method
         self.target = f"tenferro_host.{op.name}"
-        capsule, cpu_callback = handler_capsule(functools.partial(self._execute, gpu=False))
-        self._callbacks = [cpu_callback]  # ctypes callbacks live as long as their targets
+        capsule, cpu_callback = handler_capsule(self.target, self._execute_cpu, False)
+        self._callbacks = [cpu_callback]  # the handlers' bodies live as long as their targets
         jax.ffi.register_ffi_target(self.target, capsule, platform="cpu")
         if _has_cuda():
-            capsule, gpu_callback = handler_capsule(functools.partial(self._execute, gpu=True))
+            capsule, gpu_callback = handler_capsule(self.target, self._execute, True)
             self._callbacks.append(gpu_callback)
             jax.ffi.register_ffi_target(self.target, capsule, platform="CUDA")
 
@@ -189,16 +189,16 @@ class JaxOp:
             input_layouts=[_major_to_minor(np.ndim(a)) for a in arrays],
             output_layouts=[_major_to_minor(len(shape)) for _, shape in types],
         )
-        out = call(*arrays, attrs=repr(attrs))
+        out = call(*arrays, attrs=repr(attrs), target=self.target)  # (the handler's body by it)
         return out[0] if len(types) == 1 else tuple(out)
 
     # -- the FFI handler -------------------------------------------------------------------------
-    def _execute(self, call: Call, gpu: bool) -> None:
+    def _execute(self, call: Call) -> None:
+        """On a GPU, on XLA's stream: the prepared call where the key is planned, else the op
+        handle's call on XLA's buffers borrowed, the results written into XLA's buffers."""
         attrs = _literal(call.attrs["attrs"])
-        if not gpu:
-            return self._execute_cpu(call, attrs)
-        runtime = self.op.runtime(f"cuda:{call.device_ordinal()}")
-        stream = call.stream()
+        runtime = self.op.runtime(f"cuda:{call.device}")
+        stream = call.stream
         if _prepared(self.op, runtime, stream, call, attrs):
             return None
         inputs = [_borrowed(runtime, b, True) for b in call.args]
@@ -226,9 +226,10 @@ class JaxOp:
             ),
         )
 
-    def _execute_cpu(self, call: Call, attrs: dict[str, Any]) -> None:
+    def _execute_cpu(self, call: Call) -> None:
         """On JAX's CPU platform: XLA's buffers as numpy arrays (no DLPack capsule) and the op
         handle's call outside a session, so a planned call replays into XLA's result buffer."""
+        attrs = _literal(call.attrs["attrs"])
         runtime = cast("CpuRuntime", self.op.runtime("cpu"))
         inputs = [
             runtime._import_array(_host_array(b.address, dtype(b.dtype), b.shape, True))

@@ -26,6 +26,10 @@
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
+/* the XLA FFI entry (_ccall_xla.c, compiled into this module) */
+PyObject *tfh_xla_configure(PyObject *module, PyObject *args);
+PyObject *tfh_xla_handler(PyObject *module, PyObject *args);
+
 /* ---- what configure() hands over, once ---------------------------------------------------- */
 static PyTypeObject *tensor_type, *storage_type, *replay_type;
 static PyObject *learning_type, *blocked, *replay_miss, *fallback, *unplanned_type;
@@ -1417,6 +1421,10 @@ static PyMethodDef methods[] = {
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
      "call(plans, tensors, attrs) -> the result, or Unplanned((key, state))."},
     {"finalizer", finalizer, METH_O, "finalizer(DeviceStorage) -> its compiled __del__."},
+    {"xla_configure", tfh_xla_configure, METH_VARARGS,
+     "xla_configure(Call, BufferView, dtype names by XLA code): the XLA FFI handler's classes."},
+    {"xla_handler", tfh_xla_handler, METH_VARARGS,
+     "xla_handler(target, gpu, body) -> the C handler's address, body(call) run per call."},
     {"order_streams", (PyCFunction)(void (*)(void))order_streams, METH_FASTCALL,
      "order_streams(record, wait, event, waiter, signaller) -> CUresult of the two calls."},
     {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,

@@ -51,11 +51,11 @@ def _load() -> tuple[ModuleType | None, str]:
         from . import _ccall
     except ImportError as exc:
         return None, f"pure Python (the extension is not built: {exc}; scripts/setup builds it)"
-    source = Path(__file__).with_name("_ccall.c")
-    if source.exists():
-        built = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    sources = [Path(__file__).with_name(n) for n in ("_ccall.c", "_ccall_xla.c")]
+    if all(s.exists() for s in sources):  # (a wheel carries the module, not its sources)
+        built = hashlib.sha256(b"".join(s.read_bytes() for s in sources)).hexdigest()[:16]
         if built != _ccall.SOURCE_HASH:
-            return None, "pure Python (the extension was built from another _ccall.c: re-run setup)"
+            return None, "pure Python (the extension was built from other sources: re-run setup)"
     _ccall.configure(
         Tensor,
         Storage,
@@ -90,5 +90,7 @@ UfuncCore: Any = None if _MODULE is None else _MODULE.UfuncCore
 #: ``order_streams(record, wait, event, waiter, signaller)``: one stream waits for another's work
 #: through the driver's entry points at those addresses, in one call (None: ctypes per entry).
 order_streams: Any = None if _MODULE is None else _MODULE.order_streams
+#: The extension itself, for the XLA FFI entry it also holds (``interop._xla_ffi``), or None.
+COMPILED = _MODULE
 
 __all__ = ["FALLBACK", "DriverLaunchCore", "GraphLaunchCore", "UfuncCore", "order_streams"]

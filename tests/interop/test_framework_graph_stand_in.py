@@ -285,23 +285,17 @@ def test_the_jax_gpu_handler_writes_xlas_result_buffer_on_xlas_stream(world):
     for the launch."""
     pytest.importorskip("jax", reason="JAX is not installed (scripts/setup installs it)")
     from tenferro_host.interop import jax as tf_jax
-    from tenferro_host.interop._xla_ffi import BufferView
+    from tenferro_host.interop._xla_ffi import BufferView, Call
 
     op = ExportedOp(world.host, ADD)
     op._runtimes["cuda:0"] = world.rt  # the handler's runtime: the stand-in
     for _ in range(3):  # learned, then planned: each call writes that call's buffers
         args = [BufferView("float32", (256,), next(_addresses)) for _ in range(2)]
         ret = BufferView("float32", (256,), next(_addresses))
-        call = types.SimpleNamespace(
-            args=args,
-            rets=[ret],
-            attrs={"attrs": "{}"},
-            stream=lambda: FRAMEWORK_STREAM,
-            device_ordinal=lambda: 0,
-        )
+        call = Call(tuple(args), (ret,), {"attrs": "{}"}, FRAMEWORK_STREAM, 0)
         world.fake.calls.clear()
         world.launches.clear()
-        tf_jax.JaxOp._execute(types.SimpleNamespace(op=op), call, gpu=True)
+        tf_jax.JaxOp._execute(types.SimpleNamespace(op=op), call)
         names = world.fake.names()
         assert (ret.address, args[0].address, args[1].address) == _add_pointers(world)
         assert not any("Memcpy" in n for n in names)  # the result written in place: no copy
@@ -317,18 +311,18 @@ def test_the_jax_gpu_handler_writes_xlas_result_buffer_on_xlas_stream(world):
 def test_the_jax_gpu_handler_hands_the_op_its_attributes_decoded(world):
     pytest.importorskip("jax", reason="JAX is not installed (scripts/setup installs it)")
     from tenferro_host.interop import jax as tf_jax
-    from tenferro_host.interop._xla_ffi import BufferView
+    from tenferro_host.interop._xla_ffi import BufferView, Call
 
     op = ExportedOp(world.host, AXES)
     op._runtimes["cuda:0"] = world.rt
-    call = types.SimpleNamespace(
-        args=[BufferView("float32", (64,), next(_addresses))],
-        rets=[BufferView("float32", (64,), next(_addresses))],
-        attrs={"attrs": repr({"axes": (0,)})},  # what JaxOp.__call__ passes
-        stream=lambda: FRAMEWORK_STREAM,
-        device_ordinal=lambda: 0,
+    call = Call(
+        (BufferView("float32", (64,), next(_addresses)),),
+        (BufferView("float32", (64,), next(_addresses)),),
+        {"attrs": repr({"axes": (0,)})},  # what JaxOp.__call__ passes
+        FRAMEWORK_STREAM,
+        0,
     )
-    tf_jax.JaxOp._execute(types.SimpleNamespace(op=op), call, gpu=True)
+    tf_jax.JaxOp._execute(types.SimpleNamespace(op=op), call)
 
 
 def _add_pointers(world: Any) -> tuple[int, int, int]:

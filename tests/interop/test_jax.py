@@ -7,6 +7,7 @@ import pytest
 
 import tenferro_host as tf
 from tenferro_host.provider import _op_plan
+from tenferro_host.provider._compiled import COMPILED
 
 jax = pytest.importorskip("jax", reason="JAX is not installed (scripts/setup installs it)")
 jnp = jax.numpy
@@ -65,6 +66,27 @@ def test_an_op_error_reaches_the_caller_with_its_message(bridge_host: tf.Host) -
         tf_jax.export("tfx.scale")(jnp.ones(2), factr=1.0)
     with pytest.raises(tf.ValidationError, match="takes 1 arrays"):
         tf_jax.export("tfx.scale")(jnp.ones(2), jnp.ones(2))
+
+
+def test_a_call_frame_the_handler_cannot_read_is_xlas_error_not_a_crash(
+    bridge_host: tf.Host,
+) -> None:
+    """A call of the target made by hand (``jax.ffi.ffi_call``): an attribute that is not a
+    string, and, for the compiled handler (which finds the op's body by the call's ``target``
+    attribute), a call without ``target``, are XLA errors naming what was wrong."""
+    add = tf_jax.export("ext_add_kernel.add")
+    x = jnp.ones(4, jnp.float32)
+    result = jax.ShapeDtypeStruct((4,), jnp.float32)
+    by_hand = jax.ffi.ffi_call(add.target, result)
+    with pytest.raises(Exception, match="'count' is not a string"):
+        jax.block_until_ready(by_hand(x, x, attrs="{}", target=add.target, count=3))
+    if COMPILED is None:  # the ctypes handler is the target's own: no attribute names it
+        np.testing.assert_array_equal(np.asarray(by_hand(x, x, attrs="{}")), np.full(4, 2.0))
+    else:
+        with pytest.raises(Exception, match="no string attribute 'target'"):
+            jax.block_until_ready(by_hand(x, x, attrs="{}"))
+        with pytest.raises(Exception, match="no tenferro_host FFI body for target 'elsewhere'"):
+            jax.block_until_ready(by_hand(x, x, attrs="{}", target="elsewhere"))
 
 
 def test_export_arguments_are_checked(bridge_host: tf.Host) -> None:
