@@ -120,7 +120,10 @@ class RawReplay(OpReplay):
             tuple(sorted(read | set(self.exclusive))), fails, launches,
         )  # fmt: skip
 
-    def __call__(self, tensors: tuple[Any, ...]) -> Any:
+    def __call__(self, tensors: tuple[Any, ...], outputs: tuple[int, ...] | None = None) -> Any:
+        """The replay of ``tensors``; with ``outputs`` (device addresses of outputs the caller
+        allocated), ``tensors`` are the inputs' addresses and a launch answers True: the
+        Python path of :meth:`launch_pointers`, in the same frame."""
         rt = self.runtime
         if (
             rt.closed
@@ -130,10 +133,12 @@ class RawReplay(OpReplay):
             or _get_ident() != self._thread
         ):
             return REPLAY_MISS  # the full path raises (or waits and attributes) as it always does
-        for i in self.exclusive:  # (an aliased one was keyed apart, and refused when recorded)
-            if tensors[i].storage.read_only:
-                return REPLAY_MISS
-        outs = self.allocate() if self.outputs else []  # a launch plan has none
+        outs: Any = outputs
+        if outputs is None:
+            for i in self.exclusive:  # (an aliased one was keyed apart, and refused when recorded)
+                if tensors[i].storage.read_only:
+                    return REPLAY_MISS
+            outs = self.allocate() if self.outputs else []  # a launch plan has none
         launch = self._cu_launch
         err, current = self._cu_current()  # PrimaryContext.enter's check, inline
         saved = rt.primary.enter() if err or int(current) != self._context else None
@@ -142,43 +147,22 @@ class RawReplay(OpReplay):
                 words = packed.words
                 for param, which, index, delta in packed.slots:
                     t: Any = tensors[index] if which == 0 else outs[index]
-                    words[param] = t.storage.ptr + delta
+                    words[param] = (t.storage.ptr if outputs is None else t) + delta
                 err = launch(*packed.args)
                 if err:
                     raise self._failed(err, packed)
         finally:
             if saved is not None:
                 rt.primary.exit(saved)
+        if outputs is not None:
+            return True
         return tuple(outs) if self.several else outs[0]
 
     def launch_pointers(self, inputs: tuple[int, ...], outputs: tuple[int, ...]) -> bool:
         core = self.core
         if core is not None:
             return bool(core.launch_pointers(inputs, outputs))
-        rt = self.runtime
-        if (
-            rt.closed
-            or POISONED
-            or rt.debug_sync
-            or rt.retirement.refuse_wait is not None
-            or _get_ident() != self._thread
-        ):
-            return False
-        launch = self._cu_launch
-        err, current = self._cu_current()
-        saved = rt.primary.enter() if err or int(current) != self._context else None
-        try:
-            for packed in self._launches:  # (the slots' addresses themselves: no tensor)
-                words = packed.words
-                for param, which, index, delta in packed.slots:
-                    words[param] = (inputs[index] if which == 0 else outputs[index]) + delta
-                err = launch(*packed.args)
-                if err:
-                    raise self._failed(err, packed)
-        finally:
-            if saved is not None:
-                rt.primary.exit(saved)
-        return True
+        return self(inputs, outputs) is True
 
     def steps(self, tensors: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
         """Each step of a replay of ``tensors`` on its own, for the bench (a kept output is

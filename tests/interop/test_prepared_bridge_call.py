@@ -39,19 +39,25 @@ def _axes(ex: Any, x: tf.Tensor, axes: Any = None) -> tf.Tensor:
     return ex.run(ADD, x, x)
 
 
+def _register(world: Any, dist: str, name: str) -> None:
+    """Op ``name`` (one input, an ``object`` attribute ``axes``: the add of it with itself),
+    registered by distribution ``dist``."""
+    view = world.host.registry.staging(dist)
+    view.add_op(
+        tf.OpSpec(
+            name=name,
+            signature=tf.Signature(inputs=("x",), attributes={"axes": object}),
+            reference=lambda x, axes=None: x + x,
+            variants={"cuda-raw": _axes},
+        )
+    )
+    view.commit()
+
+
 @pytest.fixture
 def world() -> Any:
     with stand_in() as world:
-        view = world.host.registry.staging("prepared-stand-in-tests")
-        view.add_op(
-            tf.OpSpec(
-                name=AXES,
-                signature=tf.Signature(inputs=("x",), attributes={"axes": object}),
-                reference=lambda x, axes=None: x + x,
-                variants={"cuda-raw": _axes},
-            )
-        )
-        view.commit()
+        _register(world, "prepared-stand-in-tests", AXES)
         yield world
 
 
@@ -152,16 +158,7 @@ def test_an_op_registered_again_is_refused_not_replayed_from_its_old_plans(world
     op = ExportedOp(world.host, AXES)
     _learn(world, op, {"axes": (0,)})
     x = rt.borrow(next(_addresses), tf.dtype("float32"), (N,), (1,), None, True)
-    view = world.host.registry.staging("prepared-stand-in-tests-again")
-    view.add_op(
-        tf.OpSpec(
-            name=AXES,
-            signature=tf.Signature(inputs=("x",), attributes={"axes": object}),
-            reference=lambda x, axes=None: x + x,
-            variants={"cuda-raw": _axes},
-        )
-    )
-    view.commit()
+    _register(world, "prepared-stand-in-tests-again", AXES)
     with pytest.raises(tf.PluginError, match="several distributions"):
         op.prepared(_key(rt, 1), {"axes": (0,)})
     with pytest.raises(tf.PluginError, match="several distributions"):
@@ -251,16 +248,7 @@ def test_the_torch_kernel_launches_the_prepared_call_on_torchs_tensors(world):
 
     rt, fake = world.rt, world.fake
     name = "prepared_stand_in.torch_axes"  # exported once per process, for this world's host
-    view = world.host.registry.staging("prepared-stand-in-torch")
-    view.add_op(
-        tf.OpSpec(
-            name=name,
-            signature=tf.Signature(inputs=("x",), attributes={"axes": object}),
-            reference=lambda x, axes=None: x + x,
-            variants={"cuda-raw": _axes},
-        )
-    )
-    view.commit()
+    _register(world, "prepared-stand-in-torch", name)
     op = tf_torch.export(name, host=world.host)
     x = torch.ones(N)
     cpu = torch.device("cpu")
