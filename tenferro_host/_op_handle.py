@@ -158,7 +158,7 @@ class OpHandle:
         its dtype, shape, strides, offset and runtime, as :meth:`PlanTable.find
         <tenferro_host.provider._plan_table.PlanTable.find>` builds it) and attributes
         ``attrs``, if it writes no input: what a framework bridge launches on its own buffers
-        (:meth:`OpReplay.launch_pointers`). None: not planned, blocked, or writing an input (the
+        (:meth:`OpReplay.launch_buffers`). None: not planned, blocked, or writing an input (the
         bridge's call takes the handle's own path, which plans it)."""
         if not _op_plan.ENABLED:
             return None

@@ -123,7 +123,7 @@ class RawReplay(OpReplay):
     def __call__(self, tensors: tuple[Any, ...], outputs: tuple[int, ...] | None = None) -> Any:
         """The replay of ``tensors``; with ``outputs`` (device addresses of outputs the caller
         allocated), ``tensors`` are the inputs' addresses and a launch answers True: the
-        Python path of :meth:`launch_pointers`, in the same frame."""
+        Python path of :meth:`launch_buffers`, in the same frame."""
         rt = self.runtime
         if (
             rt.closed
@@ -158,7 +158,7 @@ class RawReplay(OpReplay):
             return True
         return tuple(outs) if self.several else outs[0]
 
-    def launch_pointers(self, inputs: tuple[int, ...], outputs: tuple[int, ...]) -> bool:
+    def launch_buffers(self, inputs: tuple[Any, ...], outputs: tuple[Any, ...]) -> bool:
         core = self.core
         if core is not None:
             return bool(core.launch_pointers(inputs, outputs))

@@ -14,7 +14,7 @@ over the call's storages, guarded by the dtype each storage is read as.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, final
+from typing import TYPE_CHECKING, Any, NamedTuple, cast, final
 
 import numpy as np
 
@@ -125,7 +125,7 @@ class _Launch:
 class CpuReplay(OpReplay):
     """A recorded CPU op call, replayed: guard, outputs, views, one call per launch."""
 
-    __slots__ = ("_launches", "_typed")
+    __slots__ = ("_arrays", "_launches", "_typed")
     runtime: CpuRuntime
 
     def __init__(self, runtime: CpuRuntime, rec: OpRecording) -> None:
@@ -146,7 +146,10 @@ class CpuReplay(OpReplay):
         self._typed = tuple(
             {typed for r in self._launches if type(r) is _DslLaunch for typed in r.typed}
         )
-        if UfuncCore is not None and all(type(r) is _Launch and r.plain for r in self._launches):
+        #: whether every launch is a ufunc's on positional arrays: what the compiled core runs,
+        #: and :meth:`launch_buffers` on a framework's arrays
+        self._arrays = all(type(r) is _Launch and r.plain for r in self._launches)
+        if UfuncCore is not None and self._arrays:
             self.core = self._compiled()
 
     def _compiled(self) -> Any:
@@ -202,6 +205,21 @@ class CpuReplay(OpReplay):
             except Exception as exc:
                 raise launch_failed(fn, exc) from exc
         return tuple(outs) if self.several else outs[0]
+
+    def launch_buffers(self, inputs: tuple[Any, ...], outputs: tuple[Any, ...]) -> bool:
+        if not self._arrays:  # (a DSL launch runs the interpreter on host tensors)
+            return False
+        for launch in cast("tuple[_Launch, ...]", self._launches):
+            args = [*launch.template]
+            for k, which, index, *_ in launch.views:
+                args[k] = (outputs if which else inputs)[index]  # the slot's whole tensor
+            try:
+                launch.fn(*args)  # (plain: a ufunc's arguments and its output, positional)
+            except TenferroError:
+                raise
+            except Exception as exc:
+                raise launch_failed(launch.fn, exc) from exc
+        return True
 
 
 def _raise_failed(fn: Any, exc: Exception) -> None:

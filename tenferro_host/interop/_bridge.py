@@ -292,7 +292,7 @@ def launch_on_stream(
     streams = runtime.streams  # type: ignore[attr-defined]  # a CUDA runtime's
     streams.after(stream)
     try:
-        return plan.launch_pointers(inputs, outputs)
+        return plan.launch_buffers(inputs, outputs)
     finally:
         streams.before(stream)
 

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, cast
 import jax
 import numpy as np
 
-from ..dtypes import DType, dtype
+from ..dtypes import ALL, DType, dtype
 from ..errors import DTypeError, ValidationError
 from ..layout import is_compact
 from ._autograd import no_backward, run_backward
@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     from ..tensor import Tensor
     from ._bridge import ExportedOp
 
+#: host dtype by name: the dtypes of XLA's buffers (``_xla_ffi.DTYPES``' names)
+_DTYPES = {d.name: d for d in ALL}
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")
 _EXPORTS: Exports[JaxOp] = Exports(
     "JAX", "vmap_method", VMAP_METHODS, "an FFI target is global to the process"
@@ -231,6 +233,8 @@ class JaxOp:
         handle's call outside a session, so a planned call replays into XLA's result buffer."""
         attrs = _literal(call.attrs["attrs"])
         runtime = cast("CpuRuntime", self.op.runtime("cpu"))
+        if _prepared(self.op, runtime, None, call, attrs):
+            return None
         inputs = [
             runtime._import_array(_host_array(b.address, dtype(b.dtype), b.shape, True))
             for b in call.args
@@ -252,24 +256,31 @@ class JaxOp:
 
 
 def _prepared(
-    op: ExportedOp, runtime: Runtime, stream: int, call: Call, attrs: dict[str, Any]
+    op: ExportedOp, runtime: Runtime, stream: int | None, call: Call, attrs: dict[str, Any]
 ) -> bool:
-    """The call as its prepared replay on XLA's buffers, where the op handle planned the key
-    they give as borrowed inputs and the replay's outputs are XLA's result buffers (dtype,
-    shape, column-major): the launches on their addresses (``launch_on_stream``), nothing
-    allocated or copied. False: the call's own path."""
+    """The call as its prepared replay on XLA's buffers (``stream``: XLA's CUDA stream, None on
+    the CPU), where the op handle planned the key they give as borrowed inputs and the replay's
+    outputs are XLA's result buffers (dtype, shape, column-major): the launches on their memory
+    (addresses on a GPU, between the streams; numpy views on the CPU), nothing allocated or
+    copied. False: the call's own path."""
+    args, rets = call.args, call.rets
+    if not args:
+        return False
     key: tuple[Any, ...] = ()
-    for b in call.args:
-        key += (dtype(b.dtype), b.shape, column_major_strides(b.shape), 0, runtime)
+    for b in args:
+        key += (_DTYPES[b.dtype], b.shape, column_major_strides(b.shape), 0, runtime)
     plan = op.prepared(key, attrs)
-    rets = call.rets
     if plan is None or len(plan.outputs) != len(rets):
         return False
     for (_, (dt, shape, strides, _, _)), ret in zip(plan.outputs, rets, strict=True):
         if dt.name != ret.dtype or shape != ret.shape or strides != column_major_strides(shape):
             return False
-    inputs = tuple(b.address for b in call.args)
-    return launch_on_stream(runtime, stream, plan, inputs, tuple(r.address for r in rets))
+    if stream is not None:
+        inputs = tuple(b.address for b in args)
+        return launch_on_stream(runtime, stream, plan, inputs, tuple(r.address for r in rets))
+    arrays = tuple(_host_array(b.address, _DTYPES[b.dtype], b.shape, True) for b in args)
+    outs = tuple(_host_array(r.address, _DTYPES[r.dtype], r.shape, False) for r in rets)
+    return plan.launch_buffers(arrays, outs)
 
 
 def _fill_results(

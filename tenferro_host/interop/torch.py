@@ -196,9 +196,13 @@ class TorchOp:
     def _cpu(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
         op = self.op
         runtime = cast("CpuRuntime", op.runtime("cpu"))
+        decoded = op.decode_attributes(attrs) if attrs else attrs
+        done = self._prepared(runtime, -1, _CPU, None, tensors, decoded)
+        if done is not None:
+            return done
         inputs = [_cpu_input(runtime, t) for t in tensors]
         with OutputAllocator(runtime, _CPU_BUFFER, _cpu_storage(runtime)) as allocator:
-            result = op.call(runtime, inputs, op.decode_attributes(attrs) if attrs else attrs)
+            result = op.call(runtime, inputs, decoded)
         return self._outputs(as_tuple(result, len(op.outputs)), allocator, _CPU)
 
     def _cuda(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
@@ -229,32 +233,41 @@ class TorchOp:
         runtime: Runtime,
         index: int,
         device: torch.device,
-        stream: int,
+        stream: int | None,
         tensors: tuple[torch.Tensor, ...],
         attrs: dict[str, Any],
     ) -> Any:
-        """The call as its prepared replay on torch's buffers, where the op handle planned the
-        key these tensors give as borrowed inputs: the outputs ``torch.empty`` in the replay's
-        layouts, the launches on the tensors' addresses (``launch_on_stream``); None where
-        there is no such plan (or its guard refused), for the call's own path."""
+        """The call as its prepared replay on torch's buffers (``stream``: torch's CUDA stream,
+        None on the CPU), where the op handle planned the key these tensors give as borrowed
+        inputs: the outputs ``torch.empty`` in the replay's layouts, the launches on the
+        tensors' memory (their addresses on CUDA between the streams, ``launch_on_stream``;
+        their numpy views on the CPU); None where there is no such plan (or its guard refused),
+        for the call's own path."""
+        if not tensors:
+            return None
+        cpu = stream is None
         key: tuple[Any, ...] = ()
-        pointers: tuple[int, ...] = ()
-        for t in tensors:  # as runtime.borrow keys them: offset 0, a storage each
+        buffers: tuple[Any, ...] = ()
+        for t in tensors:  # as the call's path borrows them: offset 0, a storage each
             dt = _HOST_DTYPES.get(t.dtype)
             if dt is None or t.get_device() != index or t.is_conj() or t.is_neg():
                 return None  # (the call's path imports it or says why not)
             key += (dt, tuple(t.shape), t.stride(), 0, runtime)
-            pointers += (t.data_ptr(),)
+            buffers += ((t.detach() if t.requires_grad else t).numpy() if cpu else t.data_ptr(),)
         plan = self.op.prepared(key, attrs)
         if plan is None:
             return None
         outs = []
-        addresses: tuple[int, ...] = ()
+        targets: tuple[Any, ...] = ()
         for _, (dt, shape, strides, _, _) in plan.outputs:
             out = torch.empty_strided(shape, strides, dtype=_TORCH_DTYPES[dt], device=device)
             outs.append(out)
-            addresses += (out.data_ptr(),)
-        if not launch_on_stream(runtime, stream, plan, pointers, addresses):
+            targets += (out.numpy() if cpu else out.data_ptr(),)
+        if not (
+            plan.launch_buffers(buffers, targets)
+            if stream is None
+            else launch_on_stream(runtime, stream, plan, buffers, targets)
+        ):
             return None
         if self._row_major:  # torch's layout, after the launch wrote it (1-D: itself)
             outs = [o.contiguous() for o in outs]

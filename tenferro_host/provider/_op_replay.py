@@ -56,12 +56,13 @@ class OpReplay:
     def __call__(self, tensors: tuple[Any, ...]) -> Any:
         raise NotImplementedError
 
-    def launch_pointers(self, inputs: tuple[int, ...], outputs: tuple[int, ...]) -> bool:
-        """The replay's launches on a framework's buffers at device addresses, without host
-        tensors: ``inputs`` the call's (read, never written: a replay that writes an input has
+    def launch_buffers(self, inputs: tuple[Any, ...], outputs: tuple[Any, ...]) -> bool:
+        """The replay's launches on a framework's buffers, without host tensors, as the backend
+        reaches memory: device addresses on CUDA, numpy arrays in the tensors' layouts on the
+        CPU. ``inputs`` are the call's (read, never written: a replay that writes an input has
         ``exclusive``), ``outputs`` allocated by the caller in the layouts of :attr:`outputs`.
-        True when launched; False when the guard refuses or the backend launches no addresses
-        (the caller takes the call's own path). The caller orders the streams."""
+        True when launched; False when the guard refuses or the backend launches no such
+        buffers (the caller takes the call's own path). The caller orders any streams."""
         return False
 
     def allocate(self) -> list[Tensor]:

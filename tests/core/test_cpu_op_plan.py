@@ -322,3 +322,32 @@ def test_launch_refuses_what_it_cannot_run(host):
             ex.launch(np.add, x, x, out=[x])
     with pytest.raises(tf.SessionClosedError):
         ex.launch(np.add, x, x, out=x)
+
+
+def _prepared(host: tf.Host, op: str, *arrays: np.ndarray, **attrs: Any) -> Any:
+    """The op's plan for inputs of ``arrays``' layouts borrowed (as a framework bridge keys
+    them), after three calls on uploads of them."""
+    cpu = host.backend("cpu")
+    tensors = [cpu.upload(a) for a in arrays]
+    for _ in range(3):
+        host.run(op, *tensors, **attrs)
+    key: tuple[Any, ...] = ()
+    for t in tensors:
+        key += (t.dtype, t.shape, t.strides, 0, cpu)
+    return host.op(op).prepared(key, attrs)
+
+
+def test_a_cpu_plan_launches_on_a_frameworks_arrays(host):
+    """``launch_buffers`` on the CPU (a bridge's prepared call): the plan's ufunc launches on
+    numpy arrays in the tensors' layouts, into the caller's output; a plan with a launch that
+    is not a plain ufunc (the DSL interpreter, a named output) answers False, for the call's
+    own path; a launch that fails raises its typed error."""
+    x, y = np.arange(5, dtype=np.float32), np.full(5, 2, np.float32)
+    plan = _prepared(host, ADD, x, y)
+    out = np.empty(5, np.float32)
+    assert plan.launch_buffers((x, y), (out,)) is True and out.tolist() == (x + y).tolist()
+    with pytest.raises(tf.LaunchError):  # numpy refuses the shapes: the launch's typed error
+        plan.launch_buffers((x, np.ones(3, np.float32)), (out,))
+    for op, attrs in ((DSL, {}), (SCALE, {"factor": 2.0})):
+        other = _prepared(host, op, *((x, y) if op == DSL else (x,)), **attrs)
+        assert other is not None and other.launch_buffers((x, y), (out,)) is False

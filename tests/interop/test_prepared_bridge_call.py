@@ -179,12 +179,12 @@ def test_the_replays_guard_refuses_and_the_streams_stay_ordered(world, monkeypat
     monkeypatch.undo()
     got: list[bool] = []
     thread = threading.Thread(
-        target=lambda: got.append(plan.launch_pointers((1 << 32, 2 << 32), (3 << 32,)))
+        target=lambda: got.append(plan.launch_buffers((1 << 32, 2 << 32), (3 << 32,)))
     )
     thread.start()
     thread.join()
     assert got == [False] and not _launched(world)
-    assert plan.launch_pointers((1 << 32, 2 << 32), (3 << 32,)) is True
+    assert plan.launch_buffers((1 << 32, 2 << 32), (3 << 32,)) is True
 
 
 def test_a_launch_the_driver_refuses_is_its_typed_error_and_the_framework_still_waits(world):
@@ -209,9 +209,9 @@ def test_too_few_addresses_are_a_value_error_not_a_read_past_the_tuple(world):
     _learn(world, op, {})
     plan = op.prepared(_key(rt, 2), {})
     with pytest.raises((ValueError, IndexError)):
-        plan.launch_pointers((1 << 32,), (3 << 32,))
+        plan.launch_buffers((1 << 32,), (3 << 32,))
     with pytest.raises((ValueError, IndexError)):
-        plan.launch_pointers((1 << 32, 2 << 32), ())
+        plan.launch_buffers((1 << 32, 2 << 32), ())
 
 
 def test_the_prepared_call_stays_within_its_call_budget(world):
