@@ -130,7 +130,9 @@ class TorchOp:
 
     def __call__(self, *tensors: torch.Tensor, **attrs: Any) -> Any:
         """Call the torch operator; attributes as the op declares them (literals encoded)."""
-        return self.packet(*tensors, **self.op.encode_attributes(attrs))
+        if attrs:
+            return self.packet(*tensors, **self.op.encode_attributes(attrs))
+        return self.packet(*tensors)
 
     def _schema(self) -> str:
         op = self.op
