@@ -373,6 +373,7 @@ typedef struct {
     PyObject *runtime, *retirement, *entries, *deferred, *blocks, *poisoned, *outputs;
     PyObject *exclusive, *fails, *storage_type, *domain, *used;
     Py_ssize_t c_ptr, c_block, c_release, nlaunches;
+    Py_ssize_t inputs_read, outputs_written; /* 1 + the highest input / output index a slot names */
     unsigned long thread;
     void *context;
     launch_fn launch;
@@ -527,10 +528,14 @@ static PyObject *cuda_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
             if (!PyArg_ParseTuple(PyTuple_GET_ITEM(slots, s), "iiiL", &c->param, &c->which,
                                   &c->index, &c->delta))
                 goto fail;
-            if (c->param < 0 || c->param >= l->nparams) {
-                PyErr_SetString(PyExc_ValueError, "a slot's parameter is outside the block");
+            if (c->param < 0 || c->param >= l->nparams || c->index < 0) {
+                PyErr_SetString(PyExc_ValueError,
+                                "a slot names a parameter outside the block or a negative index");
                 goto fail;
             }
+            if (c->which == 0 && c->index >= self->inputs_read) self->inputs_read = c->index + 1;
+            if (c->which != 0 && c->index >= self->outputs_written)
+                self->outputs_written = c->index + 1;
         }
     }
     return (PyObject *)self;
@@ -713,15 +718,14 @@ static PyObject *cuda_launch_pointers(DriverLaunchCore *self, PyObject *const *a
         PyErr_SetString(PyExc_TypeError, "launch_pointers(inputs: tuple, outputs: tuple)");
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < self->nlaunches; i++)
-        for (Py_ssize_t s = 0; s < self->launches[i].nslots; s++) {
-            CSlot *c = &self->launches[i].slots[s];
-            if (c->index >= PyTuple_GET_SIZE(args[c->which == 0 ? 0 : 1])) {
-                PyErr_Format(PyExc_ValueError, "launch_pointers: no %s %d",
-                             c->which == 0 ? "input" : "output", c->index);
-                return NULL;
-            }
-        }
+    if (PyTuple_GET_SIZE(args[0]) < self->inputs_read ||
+        PyTuple_GET_SIZE(args[1]) < self->outputs_written) {
+        PyErr_Format(PyExc_ValueError,
+                     "launch_pointers: the launches read %zd inputs and write %zd outputs, "
+                     "got %zd and %zd addresses", self->inputs_read, self->outputs_written,
+                     PyTuple_GET_SIZE(args[0]), PyTuple_GET_SIZE(args[1]));
+        return NULL;
+    }
     if ((truth = cuda_refuses(self)) != 0) return truth < 0 ? NULL : Py_NewRef(Py_False);
     if (self->current(&ctx) != 0 || ctx != self->context) return Py_NewRef(Py_False);
     if (cuda_launch(self, args[0], args[1], 1) < 0) return NULL;
