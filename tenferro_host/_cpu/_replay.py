@@ -215,10 +215,8 @@ class CpuReplay(OpReplay):
                 args[k] = (outputs if which else inputs)[index]  # the slot's whole tensor
             try:
                 launch.fn(*args)  # (plain: a ufunc's arguments and its output, positional)
-            except TenferroError:
-                raise
             except Exception as exc:
-                raise launch_failed(launch.fn, exc) from exc
+                _raise_failed(launch.fn, exc)
         return True
 
 

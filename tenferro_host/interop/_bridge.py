@@ -52,8 +52,12 @@ E = TypeVar("E", bound=Exported)
 
 
 def column_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    """Element strides of a compact tensor of the host (first index fastest)."""
-    return compact_strides(tuple(shape))
+    """Element strides of a compact tensor of the host (first index fastest); a 1-D one's
+    without a loop (every framework call keys its buffers' strides)."""
+    return _UNIT if len(shape) == 1 else compact_strides(tuple(shape))
+
+
+_UNIT = (1,)
 
 
 class ExportedOp:

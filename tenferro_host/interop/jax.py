@@ -68,7 +68,6 @@ if TYPE_CHECKING:
 
 #: host dtype by name: the dtypes of XLA's buffers (``_xla_ffi.DTYPES``' names)
 _DTYPES = {d.name: d for d in ALL}
-_UNIT = (1,)
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")
 _EXPORTS: Exports[JaxOp] = Exports(
     "JAX", "vmap_method", VMAP_METHODS, "an FFI target is global to the process"
@@ -268,17 +267,13 @@ def _prepared(
     if not args:
         return False
     key: tuple[Any, ...] = ()
-    for b in args:  # (a 1-D buffer's strides without a call: the common case)
-        shape = b.shape
-        strides = _UNIT if len(shape) == 1 else column_major_strides(shape)
-        key += (_DTYPES[b.dtype], shape, strides, 0, runtime)
+    for b in args:
+        key += (_DTYPES[b.dtype], b.shape, column_major_strides(b.shape), 0, runtime)
     plan = op.prepared(key, attrs)
     if plan is None or len(plan.outputs) != len(rets):
         return False
     for (_, (dt, shape, strides, _, _)), ret in zip(plan.outputs, rets, strict=True):
-        if dt.name != ret.dtype or shape != ret.shape:
-            return False
-        if strides != (_UNIT if len(shape) == 1 else column_major_strides(shape)):
+        if dt.name != ret.dtype or shape != ret.shape or strides != column_major_strides(shape):
             return False
     if stream is not None:
         inputs = tuple(b.address for b in args)

@@ -267,7 +267,7 @@ class TorchOp:
             targets += (out.numpy() if cpu else out.data_ptr(),)
         if not (
             plan.launch_buffers(buffers, targets)
-            if stream is None
+            if stream is None  # (cpu: the numpy views, no stream to order)
             else launch_on_stream(runtime, stream, plan, buffers, targets)
         ):
             return None
