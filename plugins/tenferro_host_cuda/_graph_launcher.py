@@ -74,7 +74,8 @@ class NativeLauncher(GraphOwner):
         #: per base: the (node, word, byte delta) of each parameter that points into it
         self._sites: list[list[tuple[Node, int, int]]] = [[] for _ in tensors]
         held = {(site.node, site.param) for site in scalar_sites}
-        nodes: list[Node] = []
+        self._nodes: list[Node] = []
+        nodes = self._nodes
         with rt.primary:
             for handle, params in kernel_nodes(rt.driver, capture._graph):
                 values = param_values(rt.driver, params)
@@ -124,19 +125,31 @@ class NativeLauncher(GraphOwner):
         made: list[Tensor],
         scalars: dict[str, Any],
     ) -> Any:
-        """The compiled replay: the same checks, guard, outputs and launch as the Python one,
-        through the driver's entry points; what it does not cover comes back here."""
+        """The compiled replay: the same checks, guard, outputs, node rewrites and launch as
+        the Python one, through the driver's entry points (it makes the context current on a
+        thread that has none, and restores none); new values of the declared scalars, and
+        what else it does not cover, come back here."""
         rt = self.runtime
         outputs = tuple(
             (allocate, t.storage.nbytes, rt.blocks.size_class(t.storage.nbytes), tuple(layout))
             for (allocate, *layout), t in zip(self._outputs, made, strict=True)
         )
+        index = {id(node): k for k, node in enumerate(self._nodes)}
+        # each node's parameter struct as the driver reads it, and each pointer's word
+        nodes = tuple((int(node.handle), node.params.getPtr()) for node in self._nodes)
+        sites = tuple(
+            tuple((index[id(node)], node.address(word), delta) for node, word, delta in of)
+            for of in self._sites
+        )
+        d = rt.driver
         return GraphLaunchCore(
             weakref.ref(self), int(self._exec), int(rt._stream), address(self._launch),
             tuple((t.dtype, t.shape, t.strides) for t in slots), tuple(self._itemsizes),
             tuple(t.storage for t in constants), self._bases, scalars, self._lock,
-            rt, CudaStorage, self._context, address(entry("cuCtxGetCurrent", rt.driver)),
-            None, threading.get_ident(), outputs, (), (), (), (),
+            address(entry("cuGraphExecKernelNodeSetParams", d)), nodes, sites,
+            rt, CudaStorage, self._context, address(entry("cuCtxGetCurrent", d)),
+            address(entry("cuCtxSetCurrent", d)), None, threading.get_ident(), outputs,
+            (), (), (), (),
         )  # fmt: skip
 
     def __call__(self, tensors: tuple[Tensor, ...], scalars: dict[str, Any]) -> list[Tensor]:
@@ -167,7 +180,7 @@ class NativeLauncher(GraphOwner):
         self, tensors: tuple[Tensor, ...], outs: list[Tensor], scalars: dict[str, Any]
     ) -> list[Tensor]:
         """Launch the executable on ``tensors`` into ``outs`` (made), its nodes rewritten where
-        a pointer moved or a scalar changed (also the compiled replay's way when one did)."""
+        a pointer moved or a scalar changed (the compiled replay's way when a scalar did)."""
         rt = self.runtime
         bases = [
             t.storage.ptr + t.offset * size  # type: ignore[attr-defined]

@@ -71,6 +71,10 @@ class Node:
     def word(self, param: int) -> int:
         return int(self._starts[param]) // 8
 
+    def address(self, word: int) -> int:
+        """The address of word ``word`` of the parameter block (a compiled replay writes it)."""
+        return int(self.words.ctypes.data) + 8 * word
+
     def write(self, param: int, data: bytes) -> bool:
         """Write ``data`` as parameter ``param``: whether it changed."""
         raw = self.words.view(np.uint8)

@@ -116,7 +116,8 @@ class RawReplay(OpReplay):
         fails = tuple(partial(_launch_failure, rt, p) for p in self._launches)
         return DriverLaunchCore(
             rt, CudaStorage, self._context, address(entry("cuCtxGetCurrent", rt.driver)),
-            address(self._cu_launch), self._thread, outputs, self.exclusive,
+            address(entry("cuCtxSetCurrent", rt.driver)), address(self._cu_launch),
+            self._thread, outputs, self.exclusive,
             tuple(sorted(read | set(self.exclusive))), fails, launches,
         )  # fmt: skip
 

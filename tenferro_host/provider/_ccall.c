@@ -40,7 +40,7 @@ static PyObject *str_hot, *str_capture, *str_host, *str_observes, *str_threads, 
 static PyObject *str_closed, *str_debug_sync, *str_refuse_wait, *str_pop, *str_append;
 static PyObject *str_hits, *str_block, *str_owned, *str_dtype, *str_view, *str_allocate;
 static PyObject *str_poison, *str_deferred;
-static PyObject *zero, *one;
+static PyObject *zero, *one, *minus_one;
 
 static int slot_offset(PyObject *type, const char *name, Py_ssize_t *out) {
     PyObject *d = PyObject_GetAttrString(type, name);
@@ -353,6 +353,7 @@ static PyObject *core_tp_call(PyObject *self, PyObject *args, PyObject *kwds);
 typedef int (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                          unsigned, void *, void **, void **);
 typedef int (*current_fn)(void **);
+typedef int (*set_current_fn)(void *);
 
 typedef struct {
     int param, which, index;
@@ -378,6 +379,7 @@ typedef struct {
     void *context;
     launch_fn launch;
     current_fn current;
+    set_current_fn set_current;
     int several;
     CLaunch *launches;
 } DriverLaunchCore;
@@ -434,16 +436,18 @@ static void *as_pointer(PyObject *o) {
     return o == Py_None ? NULL : PyLong_AsVoidPtr(o);
 }
 
-/* DriverLaunchCore(runtime, storage_type, context, current, launch, thread, outputs, exclusive, fails,
- *          launches): launches are (function, grid, block, shared, stream, words: bytes,
+/* DriverLaunchCore(runtime, storage_type, context, current, set_current, launch, thread, outputs,
+ *          exclusive, used, fails, launches): current and set_current cuCtxGetCurrent's and
+ *          cuCtxSetCurrent's entry points; launches are (function, grid, block, shared, stream, words: bytes,
  *          slots: ((param, which, index, delta), ...)); outputs (allocator, nbytes, size class,
  *          (dtype, shape, strides)); fails one callable per launch, err -> the exception. */
 static PyObject *cuda_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *runtime, *stype, *context, *current, *launch, *thread, *outputs, *exclusive;
-    PyObject *used, *fails, *launches;
+    PyObject *runtime, *stype, *context, *current, *set_current, *launch, *thread, *outputs;
+    PyObject *exclusive, *used, *fails, *launches;
     DriverLaunchCore *self;
-    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!O!O!O!:DriverLaunchCore", &runtime, &PyType_Type,
-                          &stype, &context, &current, &launch, &thread, &PyTuple_Type, &outputs,
+    if (!PyArg_ParseTuple(args, "OO!OOOOOO!O!O!O!O!:DriverLaunchCore", &runtime, &PyType_Type,
+                          &stype, &context, &current, &set_current, &launch, &thread,
+                          &PyTuple_Type, &outputs,
                           &PyTuple_Type, &exclusive, &PyTuple_Type, &used, &PyTuple_Type, &fails,
                           &PyTuple_Type, &launches))
         return NULL;
@@ -462,9 +466,15 @@ static PyObject *cuda_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->several = PyTuple_GET_SIZE(outputs) != 1;
     self->context = as_pointer(context);
     self->current = (current_fn)as_pointer(current);
+    self->set_current = (set_current_fn)as_pointer(set_current);
     self->launch = (launch_fn)as_pointer(launch);
     self->thread = PyLong_AsUnsignedLong(thread);
     if (PyErr_Occurred()) goto fail;
+    if (self->current == NULL || self->set_current == NULL) {
+        PyErr_SetString(PyExc_ValueError,
+                        "DriverLaunchCore needs cuCtxGetCurrent's and cuCtxSetCurrent's addresses");
+        goto fail;
+    }
     if ((self->retirement = PyObject_GetAttrString(runtime, "retirement")) == NULL) goto fail;
     if ((self->entries = PyObject_GetAttrString(self->retirement, "_entries")) == NULL) goto fail;
     if ((self->deferred = PyObject_GetAttrString(runtime, "deferred")) == NULL) goto fail;
@@ -620,14 +630,41 @@ static int cuda_refuses(DriverLaunchCore *self) {
     return truth;
 }
 
-/* A CUDA core's run up to its launches: the guard, the context check and the outputs. 1 with
- * *outs (a new list), 0 with *answer (REPLAY_MISS or FALLBACK, a new reference), -1 with an
- * exception set. */
+/* The core's context made current for its launches where the thread has none: 0 when it is
+ * current already, 1 when the thread had no context and the core made its own current
+ * (end_context restores none after the launches: a thread's context is as it was, as around
+ * a session), -1 when another context is current or the driver failed (the Python path
+ * switches, restores and raises). */
+static int begin_context(DriverLaunchCore *self) {
+    void *ctx = NULL;
+    if (self->current(&ctx) != 0) return -1;
+    if (ctx == self->context) return 0;
+    if (ctx != NULL || self->set_current(self->context) != 0) return -1;
+    return 1;
+}
+
+/* No context current again where begin_context made the core's current (entered 1): 0, or -1
+ * with the runtime's typed error set (an error raised already stays the one raised). */
+static int end_context(DriverLaunchCore *self, int entered) {
+    PyObject *exc;
+    int err;
+    if (entered != 1 || (err = self->set_current(NULL)) == 0) return 0;
+    if (PyErr_Occurred()) return -1;
+    exc = PyObject_CallMethod(self->runtime, "fail", "is", err, "cuCtxSetCurrent (restore)");
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+    return -1;
+}
+
+/* A CUDA core's run up to its launches: the guard, the context (begin_context, *entered) and
+ * the outputs. 1 with *outs (a new list), 0 with *answer (REPLAY_MISS or FALLBACK, a new
+ * reference), -1 with an exception set; the caller ends the context after 1 only. */
 static int cuda_begin(DriverLaunchCore *self, PyObject *tensors, PyObject **answer,
-                      PyObject **outs) {
+                      PyObject **outs, int *entered) {
     PyObject *rt = self->runtime, *seam;
     Py_ssize_t nout = PyTuple_GET_SIZE(self->outputs);
-    void *ctx = NULL;
     int truth;
     *answer = replay_miss;
     if ((truth = cuda_refuses(self)) != 0) {
@@ -642,12 +679,9 @@ static int cuda_begin(DriverLaunchCore *self, PyObject *tensors, PyObject **answ
         if (truth < 0) return -1;
         goto no;
     }
-    if (self->current(&ctx) != 0 || ctx != self->context) goto no;
+    if ((*entered = begin_context(self)) < 0) goto no;
     seam = framework_allocator(rt);
-    if ((*outs = PyList_New(nout)) == NULL) {
-        Py_XDECREF(seam);
-        return -1;
-    }
+    if ((*outs = PyList_New(nout)) == NULL) goto failed;
     for (Py_ssize_t j = 0; j < nout; j++) {
         PyObject *output = PyTuple_GET_ITEM(self->outputs, j), *storage, *t;
         if (seam != NULL)
@@ -656,15 +690,16 @@ static int cuda_begin(DriverLaunchCore *self, PyObject *tensors, PyObject **answ
             storage = PyObject_CallNoArgs(PyTuple_GET_ITEM(output, 0));
         t = storage == NULL ? NULL : new_tensor(storage, PyTuple_GET_ITEM(output, 3));
         Py_XDECREF(storage);
-        if (t == NULL) {
-            Py_XDECREF(seam);
-            Py_CLEAR(*outs);
-            return -1;
-        }
+        if (t == NULL) goto failed;
         PyList_SET_ITEM(*outs, j, t);
     }
     Py_XDECREF(seam);
     return 1;
+failed: /* (the allocation's error is the one raised) */
+    Py_XDECREF(seam);
+    Py_CLEAR(*outs);
+    end_context(self, *entered);
+    return -1;
 no:
     Py_INCREF(*answer);
     return 0;
@@ -700,10 +735,11 @@ static int cuda_launch(DriverLaunchCore *self, PyObject *ins, PyObject *outs, in
 
 static PyObject *cuda_call(DriverLaunchCore *self, PyObject *tensors) {
     PyObject *outs, *answer, *result = NULL;
-    int begun = cuda_begin(self, tensors, &answer, &outs);
+    int entered = 0, begun = cuda_begin(self, tensors, &answer, &outs, &entered);
     if (begun <= 0) return begun < 0 ? NULL : answer;
     if (cuda_launch(self, tensors, outs, 0) == 0) result = outputs_tuple(outs, self->several);
     Py_DECREF(outs);
+    if (end_context(self, entered) < 0) Py_CLEAR(result);
     return result;
 }
 
@@ -712,8 +748,7 @@ static PyObject *cuda_call(DriverLaunchCore *self, PyObject *tensors) {
  * check as a call; True when launched, False when the guard refuses (the caller's own path). */
 static PyObject *cuda_launch_pointers(DriverLaunchCore *self, PyObject *const *args,
                                       Py_ssize_t nargs) {
-    void *ctx = NULL;
-    int truth;
+    int truth, entered, launched;
     if (nargs != 2 || !PyTuple_Check(args[0]) || !PyTuple_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "launch_pointers(inputs: tuple, outputs: tuple)");
         return NULL;
@@ -727,8 +762,9 @@ static PyObject *cuda_launch_pointers(DriverLaunchCore *self, PyObject *const *a
         return NULL;
     }
     if ((truth = cuda_refuses(self)) != 0) return truth < 0 ? NULL : Py_NewRef(Py_False);
-    if (self->current(&ctx) != 0 || ctx != self->context) return Py_NewRef(Py_False);
-    if (cuda_launch(self, args[0], args[1], 1) < 0) return NULL;
+    if ((entered = begin_context(self)) < 0) return Py_NewRef(Py_False);
+    launched = cuda_launch(self, args[0], args[1], 1);
+    if (end_context(self, entered) < 0 || launched < 0) return NULL;
     return Py_NewRef(Py_True);
 }
 
@@ -754,22 +790,37 @@ static PyTypeObject DriverLaunchCore_Type = {
 /* ---- the native CUDA graph's replay ----------------------------------------------------- */
 
 typedef int (*graph_launch_fn)(void *, void *);
+typedef int (*set_params_fn)(void *, void *, void *);
+
+/* A kernel node's parameter that points into a slot's or an output's memory: the node, the
+ * word of its parameter block that holds the address, and the address's offset from the base. */
+typedef struct {
+    Py_ssize_t node;
+    uint64_t *word;
+    long long delta;
+} CSite;
 
 /* A captured graph's replay through its CUDA graph executable, compiled: the slots' checks
  * (CapturedGraph._bind's, for a graph whose borrowed tensors did not overlap), the CUDA core's
- * guard, context check and outputs, and one cuGraphLaunch when no pointer moved and the
- * declared scalars are the executable's; a pointer that moved goes to the launcher's Python
- * rewrite (its nodes' parameters) with the outputs made. The launcher is held weakly: it owns
- * this core, and a cycle would keep its graph and arena until a collection. */
+ * guard, context and outputs, the nodes whose pointers moved rewritten
+ * (cuGraphExecKernelNodeSetParams, as NativeLauncher._update does), and one cuGraphLaunch;
+ * new values of the declared scalars go to the launcher's Python rewrite with the outputs
+ * made. The launcher is held weakly: it owns this core, and a cycle would keep its graph and
+ * arena until a collection. */
 typedef struct {
     DriverLaunchCore base; /* no launches of its own */
     PyObject *launcher, *fits, *constants, *bases, *scalars, *lock;
-    Py_ssize_t nslots, *itemsizes;
-    void *exec, *stream;
+    Py_ssize_t nslots, nbases, nnodes, *itemsizes, *site_starts;
+    void *exec, *stream, **node_handles, **node_params;
+    unsigned long long *now; /* this replay's bases */
+    char *dirty;             /* per node: a parameter of it was rewritten */
+    CSite *sites;
     graph_launch_fn graph_launch;
+    set_params_fn set_params;
 } GraphLaunchCore;
 
 static PyObject *str_acquire, *str_release, *str_scalars, *str_moved, *str_failed, *str_what;
+static PyObject *str_update_what;
 
 static int graph_traverse(GraphLaunchCore *self, visitproc visit, void *arg) {
     Py_VISIT(self->launcher);
@@ -795,33 +846,97 @@ static void graph_dealloc(GraphLaunchCore *self) {
     PyObject_GC_UnTrack(self);
     graph_clear(self);
     PyMem_Free(self->itemsizes);
+    PyMem_Free(self->site_starts);
+    PyMem_Free(self->node_handles);
+    PyMem_Free(self->node_params);
+    PyMem_Free(self->now);
+    PyMem_Free(self->dirty);
+    PyMem_Free(self->sites);
     free_launches(self->base.launches, self->base.nlaunches);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* The nodes ((handle, address of its CUDA_KERNEL_NODE_PARAMS), ...) and, per base, the sites
+ * ((node index, address of the word, delta), ...) read into the core's arrays: 0, or -1 with
+ * an exception set. */
+static int read_nodes(GraphLaunchCore *self, PyObject *nodes, PyObject *sites) {
+    Py_ssize_t total = 0, k = 0;
+    self->nnodes = PyTuple_GET_SIZE(nodes);
+    if (PyTuple_GET_SIZE(sites) != self->nbases) {
+        PyErr_SetString(PyExc_ValueError, "one tuple of sites per base");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < self->nbases; i++) {
+        if (!PyTuple_Check(PyTuple_GET_ITEM(sites, i))) {
+            PyErr_SetString(PyExc_TypeError, "a base's sites are a tuple");
+            return -1;
+        }
+        total += PyTuple_GET_SIZE(PyTuple_GET_ITEM(sites, i));
+    }
+    self->node_handles = PyMem_Calloc(self->nnodes ? self->nnodes : 1, sizeof(void *));
+    self->node_params = PyMem_Calloc(self->nnodes ? self->nnodes : 1, sizeof(void *));
+    self->dirty = PyMem_Calloc(self->nnodes ? self->nnodes : 1, 1);
+    self->now = PyMem_Calloc(self->nbases ? self->nbases : 1, sizeof(unsigned long long));
+    self->site_starts = PyMem_Calloc(self->nbases + 1, sizeof(Py_ssize_t));
+    self->sites = PyMem_Calloc(total ? total : 1, sizeof(CSite));
+    if (self->node_handles == NULL || self->node_params == NULL || self->dirty == NULL ||
+        self->now == NULL || self->site_starts == NULL || self->sites == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t n = 0; n < self->nnodes; n++) {
+        PyObject *handle, *params;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(nodes, n), "OO", &handle, &params)) return -1;
+        self->node_handles[n] = as_pointer(handle);
+        self->node_params[n] = as_pointer(params);
+        if (PyErr_Occurred()) return -1;
+    }
+    for (Py_ssize_t i = 0; i < self->nbases; i++) {
+        PyObject *of = PyTuple_GET_ITEM(sites, i);
+        self->site_starts[i] = k;
+        for (Py_ssize_t s = 0; s < PyTuple_GET_SIZE(of); s++, k++) {
+            CSite *c = &self->sites[k];
+            PyObject *word;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(of, s), "nOL", &c->node, &word, &c->delta))
+                return -1;
+            c->word = as_pointer(word);
+            if (PyErr_Occurred()) return -1;
+            if (c->node < 0 || c->node >= self->nnodes || c->word == NULL) {
+                PyErr_SetString(PyExc_ValueError, "a site names no node or no word");
+                return -1;
+            }
+        }
+    }
+    self->site_starts[self->nbases] = k;
+    return 0;
+}
+
 /* GraphLaunchCore(launcher_ref, exec, stream, graph_launch, fits, itemsizes, constants, bases,
- *                 scalars, lock, *DriverLaunchCore's fields): fits one (dtype, shape, strides)
- * per slot, itemsizes one per slot, constants the storages of the graph's constants, bases the
- * launcher's list of the addresses the executable runs with (slots, then outputs; rewritten in
- * place), scalars the declared scalars' dict a replay without new values passes, lock the
- * launcher's (one replay at a time writes and launches its nodes). */
+ *                 scalars, lock, set_params, nodes, sites, *DriverLaunchCore's fields): fits
+ * one (dtype, shape, strides) per slot, itemsizes one per slot, constants the storages of the
+ * graph's constants, bases the launcher's list of the addresses the executable runs with
+ * (slots, then outputs; rewritten in place), scalars the declared scalars' dict a replay
+ * without new values passes, lock the launcher's (one replay at a time writes and launches
+ * its nodes), set_params cuGraphExecKernelNodeSetParams's entry point, nodes and sites as
+ * read_nodes reads them. */
 static PyObject *graph_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *ref, *exec, *stream, *launch, *fits, *sizes, *constants, *bases, *scalars, *lock;
-    PyObject *head, *rest;
+    PyObject *set_params, *nodes, *sites, *head, *rest;
     GraphLaunchCore *self;
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     int parsed;
-    if ((head = PyTuple_GetSlice(args, 0, 10)) == NULL) return NULL;
-    parsed = PyArg_ParseTuple(head, "OOOOO!O!O!O!O!O:GraphLaunchCore", &ref, &exec, &stream,
+    if ((head = PyTuple_GetSlice(args, 0, 13)) == NULL) return NULL;
+    parsed = PyArg_ParseTuple(head, "OOOOO!O!O!O!O!OOO!O!:GraphLaunchCore", &ref, &exec, &stream,
                               &launch, &PyTuple_Type, &fits, &PyTuple_Type, &sizes, &PyTuple_Type,
-                              &constants, &PyList_Type, &bases, &PyDict_Type, &scalars, &lock);
+                              &constants, &PyList_Type, &bases, &PyDict_Type, &scalars, &lock,
+                              &set_params, &PyTuple_Type, &nodes, &PyTuple_Type, &sites);
     Py_DECREF(head);  /* (the tuple's items stay alive in args) */
     if (!parsed) return NULL;
     if (PyTuple_GET_SIZE(sizes) != PyTuple_GET_SIZE(fits)) {
         PyErr_SetString(PyExc_ValueError, "one itemsize per slot");
         return NULL;
     }
-    if ((rest = PyTuple_GetSlice(args, 10, n)) == NULL) return NULL;
+    if ((rest = PyTuple_GetSlice(args, 13, n)) == NULL) return NULL;
     self = (GraphLaunchCore *)cuda_new(type, rest, NULL);
     Py_DECREF(rest);
     if (self == NULL) return NULL;
@@ -832,24 +947,35 @@ static PyObject *graph_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->scalars = Py_NewRef(scalars);
     self->lock = Py_NewRef(lock);
     self->nslots = PyTuple_GET_SIZE(fits);
+    self->nbases = PyList_GET_SIZE(bases);
     self->exec = as_pointer(exec);
     self->stream = as_pointer(stream);
     self->graph_launch = (graph_launch_fn)as_pointer(launch);
+    self->set_params = (set_params_fn)as_pointer(set_params);
     if (PyErr_Occurred()) goto fail;
+    if (self->graph_launch == NULL || self->set_params == NULL) {
+        PyErr_SetString(PyExc_ValueError,
+                        "GraphLaunchCore needs cuGraphLaunch's and "
+                        "cuGraphExecKernelNodeSetParams's addresses");
+        goto fail;
+    }
+    if (self->nbases < self->nslots) {
+        PyErr_SetString(PyExc_ValueError, "a base per slot and per output");
+        goto fail;
+    }
     self->itemsizes = PyMem_Calloc(self->nslots ? self->nslots : 1, sizeof(Py_ssize_t));
     if (self->itemsizes == NULL) {
         PyErr_NoMemory();
         goto fail;
     }
     for (Py_ssize_t i = 0; i < self->nslots; i++)
-        if ((self->itemsizes[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, i))) < 0) goto fail;
-    if (self->graph_launch == NULL) {
-        PyErr_SetString(PyExc_ValueError, "GraphLaunchCore needs cuGraphLaunch's address");
-        goto fail;
-    }
+        if ((self->itemsizes[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, i))) < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an itemsize is negative");
+            goto fail;
+        }
+    if (read_nodes(self, nodes, sites) < 0) goto fail;
     return (PyObject *)self;
 fail:
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an itemsize is negative");
     Py_DECREF(self);
     return NULL;
 }
@@ -895,11 +1021,14 @@ static int runtime_free(PyObject *rt) {
     return opened < 0 ? -1 : !opened;
 }
 
-/* Whether the executable runs with these addresses (slots, then outputs) now. */
-static int bases_same(GraphLaunchCore *self, PyObject *tensors, PyObject *outs) {
-    Py_ssize_t nout = PyList_GET_SIZE(outs), c_ptr = self->base.c_ptr;
-    if (PyList_GET_SIZE(self->bases) != self->nslots + nout) return 0;
-    for (Py_ssize_t i = 0; i < self->nslots + nout; i++) {
+/* The addresses this replay runs with (slots, then outputs) into self->now: 1, or 0 where one
+ * cannot be read here (the launcher's Python path then). */
+static int replay_bases(GraphLaunchCore *self, PyObject *tensors, PyObject *outs) {
+    Py_ssize_t c_ptr = self->base.c_ptr;
+    if (PyList_GET_SIZE(self->bases) != self->nbases ||
+        self->nslots + PyList_GET_SIZE(outs) != self->nbases)
+        return 0;
+    for (Py_ssize_t i = 0; i < self->nbases; i++) {
         PyObject *t = i < self->nslots ? PyTuple_GET_ITEM(tensors, i)
                                        : PyList_GET_ITEM(outs, i - self->nslots);
         PyObject *ptr = SLOT(SLOT(t, t_storage), c_ptr);
@@ -913,14 +1042,50 @@ static int bases_same(GraphLaunchCore *self, PyObject *tensors, PyObject *outs) 
             PyErr_Clear();
             return 0;
         }
-        if (PyLong_AsUnsignedLongLongMask(PyList_GET_ITEM(self->bases, i)) != base) return 0;
+        self->now[i] = base;
     }
     return 1;
 }
 
+/* Every parameter into memory that moved (self->now against the launcher's bases) rewritten,
+ * and each node holding one updated; the bases are -1 until every update went through (the
+ * next replay then rewrites them all, as NativeLauncher._update leaves them). 0, the driver's
+ * error, or -1 with an exception set. */
+static int rewrite_nodes(GraphLaunchCore *self) {
+    int err = 0, moved = 0;
+    memset(self->dirty, 0, self->nnodes ? self->nnodes : 1);
+    for (Py_ssize_t i = 0; i < self->nbases; i++) {
+        if (PyLong_AsUnsignedLongLongMask(PyList_GET_ITEM(self->bases, i)) == self->now[i])
+            continue;
+        for (Py_ssize_t s = self->site_starts[i]; s < self->site_starts[i + 1]; s++) {
+            CSite *c = &self->sites[s];
+            *c->word = self->now[i] + (unsigned long long)c->delta;
+            self->dirty[c->node] = 1;
+        }
+        moved = 1;
+    }
+    if (PyErr_Occurred()) return -1;
+    if (!moved) return 0;
+    for (Py_ssize_t i = 0; i < self->nbases; i++)
+        PyList_SetItem(self->bases, i, Py_NewRef(minus_one));
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < self->nnodes && !err; k++)
+        if (self->dirty[k])
+            err = self->set_params(self->exec, self->node_handles[k], self->node_params[k]);
+    Py_END_ALLOW_THREADS
+    if (err) return err;
+    for (Py_ssize_t i = 0; i < self->nbases; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(self->now[i]);
+        if (v == NULL) return -1;
+        PyList_SetItem(self->bases, i, v);
+    }
+    return 0;
+}
+
 static PyObject *graph_call(GraphLaunchCore *self, PyObject *tensors) {
     PyObject *launcher, *now, *locked, *outs = NULL, *answer, *done, *result = NULL;
-    int fits, begun, err = 0, same;
+    PyObject *what = str_what;
+    int fits, begun, entered = 0, err = 0, same;
     if (!slots_fit(self, tensors)) return Py_NewRef(fallback);
     if ((fits = runtime_free(self->base.runtime)) <= 0)
         return fits < 0 ? NULL : Py_NewRef(fallback);
@@ -937,7 +1102,7 @@ static PyObject *graph_call(GraphLaunchCore *self, PyObject *tensors) {
         return Py_NewRef(fallback);
     }
     Py_DECREF(locked);
-    begun = cuda_begin(&self->base, tensors, &answer, &outs);
+    begun = cuda_begin(&self->base, tensors, &answer, &outs, &entered);
     if (begun <= 0) {
         if (begun == 0) {
             Py_DECREF(answer);
@@ -946,29 +1111,34 @@ static PyObject *graph_call(GraphLaunchCore *self, PyObject *tensors) {
         goto unlock;
     }
     if ((now = PyObject_GetAttr(launcher, str_scalars)) == NULL) goto unlock;
-    same = now == self->scalars && bases_same(self, tensors, outs);
+    same = now == self->scalars && replay_bases(self, tensors, outs);
     Py_DECREF(now);
     if (same) {
-        Py_BEGIN_ALLOW_THREADS
-        err = self->graph_launch(self->exec, self->stream);
-        Py_END_ALLOW_THREADS
-        if (!err) result = outputs_tuple(outs, self->base.several);
+        if ((err = rewrite_nodes(self)) < 0) goto unlock;
+        if (err) {
+            what = str_update_what;
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            err = self->graph_launch(self->exec, self->stream);
+            Py_END_ALLOW_THREADS
+            if (!err) result = outputs_tuple(outs, self->base.several);
+        }
     }
 unlock:
     done = PyObject_CallMethodNoArgs(self->lock, str_release);
     if (done == NULL) Py_CLEAR(result);
     Py_XDECREF(done);
     if (begun > 0 && result == NULL && !PyErr_Occurred()) {
-        if (err) {  /* the launcher's typed error */
+        if (err > 0) {  /* the launcher's typed error */
             PyObject *code = PyLong_FromLong(err), *exc = NULL;
             if (code != NULL)
-                exc = PyObject_CallMethodObjArgs(launcher, str_failed, code, str_what, NULL);
+                exc = PyObject_CallMethodObjArgs(launcher, str_failed, code, what, NULL);
             Py_XDECREF(code);
             if (exc != NULL) {
                 PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
                 Py_DECREF(exc);
             }
-        } else {  /* a pointer moved or the scalars changed: the launcher rewrites its nodes */
+        } else {  /* new scalar values (or an address not read here): the launcher's rewrite */
             PyObject *made = PyObject_CallMethodObjArgs(launcher, str_moved, tensors, outs,
                                                         self->scalars, NULL);
             if (made != NULL) {
@@ -979,6 +1149,7 @@ unlock:
             }
         }
     }
+    if (begun > 0 && end_context(&self->base, entered) < 0) Py_CLEAR(result);
     Py_XDECREF(outs);
     Py_DECREF(launcher);
     return result;
@@ -1462,10 +1633,13 @@ PyMODINIT_FUNC PyInit__ccall(void) {
         {&str_acquire, "acquire"},   {&str_release, "release"},
         {&str_scalars, "_scalars"},  {&str_moved, "_launch_with"},
         {&str_failed, "_failed"},    {&str_what, "launching it (cuGraphLaunch)"},
+        {&str_update_what, "updating a node (cuGraphExecKernelNodeSetParams)"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].at = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
-    if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL) return NULL;
+    if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL ||
+        (minus_one = PyLong_FromLong(-1)) == NULL)
+        return NULL;
     if (PyType_Ready(&DriverLaunchCore_Type) < 0 || PyType_Ready(&GraphLaunchCore_Type) < 0 ||
         PyType_Ready(&UfuncCore_Type) < 0)
         return NULL;

@@ -376,6 +376,54 @@ def test_a_native_replay_is_a_guard_and_one_launch_in_python_calls(world):
     assert "cuGraphExecKernelNodeSetParams" not in names  # the output's address did not move
 
 
+def test_moved_pointers_are_rewritten_without_the_python_path(world, monkeypatch):
+    """Only pointers moved (the declared scalars as captured): the compiled replay rewrites the
+    moved nodes' words and updates them itself, one cuGraphExecKernelNodeSetParams per node
+    with a moved pointer, and never calls the launcher's Python rewrite."""
+    rt, fake = world.rt, world.fake
+    cap, t, out = capture_two_adds(world, ADD)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    rewrites: list[int] = []
+    python = type(graph._launcher)._launch_with
+    monkeypatch.setattr(
+        type(graph._launcher), "_launch_with", lambda *a: rewrites.append(1) or python(*a)
+    )
+    a, b = rt.empty("float32", (64,)), rt.empty("float32", (64,))
+    fake.calls.clear()
+    got = graph.replay(a, b)  # every pointer moved: both nodes
+    assert len(updates(fake)) == 2
+    ((first, second),) = (list(words.values()) for words in launched(fake))
+    assert first[:3] == [t.storage.ptr, a.storage.ptr, b.storage.ptr]
+    assert second[:3] == [got.storage.ptr, t.storage.ptr, b.storage.ptr]
+    fake.calls.clear()
+    c = rt.empty("float32", (64,))
+    kept = graph.replay(a, c)  # y moved (both nodes read it); the output kept, the next moves
+    assert len(updates(fake)) == 2 and len(launched(fake)) == 1
+    fake.calls.clear()
+    again = graph.replay(c, b)  # x moved (the first node), y moved (both), a fresh output
+    ((node_words),) = (list(words.values()) for words in launched(fake))
+    assert node_words[0][:3] == [t.storage.ptr, c.storage.ptr, b.storage.ptr]
+    assert node_words[1][:3] == [again.storage.ptr, t.storage.ptr, b.storage.ptr]
+    assert kept.storage.ptr != again.storage.ptr
+    assert rewrites == ([] if graph._core is not None else [1, 1, 1])
+
+
+def test_a_thread_without_a_context_replays_under_the_runtimes_and_is_left_without(world):
+    rt, fake = world.rt, world.fake
+    cap, _t, out = capture_two_adds(world, ADD)
+    graph = cap.graph(inputs=(world.x, world.y), outputs=(out,))
+    graph.replay(world.x, world.y)
+    fake.thread_context = 0
+    fake.calls.clear()
+    graph.replay(world.x, world.y)
+    names = fake.names()
+    switches = [a for n, a in fake.calls if n == "cuCtxSetCurrent"]
+    assert switches == [rt.primary._handle, 0] and fake.cuCtxGetCurrent()[1] == 0
+    assert names.count("cuGraphLaunch") == 1
+    if graph._core is not None:  # in C: no second cuCtxGetCurrent (the Python switch's)
+        assert names == ["cuCtxGetCurrent", "cuCtxSetCurrent", "cuGraphLaunch", "cuCtxSetCurrent"]
+
+
 def test_a_replay_on_a_closed_runtime_or_inside_a_session_is_the_sessions_typed_error(world):
     rt = world.rt
     cap, _t, out = capture_two_adds(world, ADD)

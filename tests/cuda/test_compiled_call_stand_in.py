@@ -96,6 +96,29 @@ def test_another_current_context_takes_the_python_replay(setup, monkeypatch):
     assert _launched(fake)[-1][4][:3] == [out.storage.ptr, a.storage.ptr, b.storage.ptr]
 
 
+def test_a_thread_without_a_context_gets_the_runtimes_around_the_launch_and_none_after(setup):
+    """No context current (a process that touched CUDA only through the host, which restores
+    "none" after each of its calls): the compiled call makes the runtime's context current for
+    its launch and restores none, in C, instead of falling back to the Python replay (whose
+    switch would be two more bindings calls and a second ``cuCtxGetCurrent``)."""
+    host, rt, fake, *_ = setup
+    a, b = rt.empty(tf.float32, (64,)), rt.empty(tf.float32, (64,))
+    add = host.op(ADD)
+    for _ in range(3):
+        add(a, b)
+    fake.thread_context = 0
+    fake.calls.clear()
+    out = add(a, b)
+    assert fake.calls == [
+        ("cuCtxGetCurrent", None),
+        ("cuCtxSetCurrent", rt.primary._handle),
+        *[c for c in fake.calls if c[0] == "cuLaunchKernel"],
+        ("cuCtxSetCurrent", 0),
+    ]
+    assert _launched(fake)[-1][4][:3] == [out.storage.ptr, a.storage.ptr, b.storage.ptr]
+    assert fake.cuCtxGetCurrent()[1] == 0  # the thread has no context again
+
+
 def test_a_planned_cuda_call_costs_at_most_four_python_calls(setup):
     host, rt, *_ = setup
     a, b = rt.empty(tf.float32, (1024,)), rt.empty(tf.float32, (1024,))

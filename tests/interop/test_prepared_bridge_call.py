@@ -187,6 +187,19 @@ def test_the_replays_guard_refuses_and_the_streams_stay_ordered(world, monkeypat
     assert plan.launch_buffers((1 << 32, 2 << 32), (3 << 32,)) is True
 
 
+def test_a_thread_without_a_context_launches_under_the_runtimes_and_is_left_without(world):
+    rt, fake = world.rt, world.fake
+    op = ExportedOp(world.host, ADD)
+    _learn(world, op, {})
+    plan = op.prepared(_key(rt, 2), {})
+    fake.thread_context = 0
+    fake.calls.clear()
+    assert plan.launch_buffers((1 << 32, 2 << 32), (3 << 32,)) is True
+    assert [w[:3] for w in _launched(world)] == [[3 << 32, 1 << 32, 2 << 32]]
+    switches = [a for n, a in fake.calls if n == "cuCtxSetCurrent"]
+    assert switches == [rt.primary._handle, 0] and fake.cuCtxGetCurrent()[1] == 0
+
+
 def test_a_launch_the_driver_refuses_is_its_typed_error_and_the_framework_still_waits(world):
     rt, fake = world.rt, world.fake
     op = ExportedOp(world.host, ADD)

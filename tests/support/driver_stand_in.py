@@ -47,6 +47,8 @@ _C_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, *[_UINT] * 7, _VOID_P, _VOID
 _C_RECORD = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P)  # also cuGraphLaunch's
 _C_WAIT = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P, _UINT)
 _C_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_VOID_P))
+_C_SET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P)
+_C_SET_PARAMS = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P, _VOID_P)
 #: a kernel node's launch shape, as CUDA_KERNEL_NODE_PARAMS names it
 _SHAPE = (
     "gridDimX",
@@ -57,6 +59,23 @@ _SHAPE = (
     "blockDimZ",
     "sharedMemBytes",
 )
+
+
+class KernelNodeParams(ctypes.Structure):
+    """CUDA_KERNEL_NODE_PARAMS (v2) as the driver lays it out: what a kernel node's parameters
+    are read as, and what cuGraphExecKernelNodeSetParams's C entry point is given."""
+
+    _fields_ = [
+        ("func", _VOID_P),
+        *((name, _UINT) for name in _SHAPE),
+        ("kernelParams", _VOID_P),
+        ("extra", _VOID_P),
+        ("kern", _VOID_P),
+        ("ctx", _VOID_P),
+    ]
+
+    def getPtr(self) -> int:
+        return ctypes.addressof(self)
 
 
 class StandInNode:
@@ -138,7 +157,13 @@ class RecordingDriver(FakeDriver):
             b"cuStreamWaitEvent": _C_WAIT(self._from_c("cuStreamWaitEvent")),
             b"cuGraphLaunch": _C_RECORD(self._from_c("cuGraphLaunch")),
             b"cuCtxGetCurrent": _C_CURRENT(self._current_from_c),
+            b"cuCtxSetCurrent": _C_SET_CURRENT(self._from_c("cuCtxSetCurrent")),
+            b"cuGraphExecKernelNodeSetParams": _C_SET_PARAMS(
+                self._from_c("cuGraphExecKernelNodeSetParams")
+            ),
         }
+        #: the context current on a thread that set none (a test sets 0: no context current)
+        self.thread_context = CTX
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -151,7 +176,15 @@ class RecordingDriver(FakeDriver):
 
     def cuCtxGetCurrent(self):
         self.calls.append(("cuCtxGetCurrent", None))
-        return (0, CTX)
+        try:  # (no getattr: a call the call-count gates would count)
+            return (0, self._tls.ctx)
+        except AttributeError:
+            return (0, self.thread_context)
+
+    def cuCtxSetCurrent(self, ctx):
+        self.calls.append(("cuCtxSetCurrent", int(ctx or 0)))
+        self._tls.ctx = int(ctx or 0)
+        return (0,)
 
     def cuMemAllocFromPoolAsync(self, nbytes, pool, stream):
         self.calls.append(("alloc", nbytes))
@@ -358,7 +391,7 @@ class RecordingDriver(FakeDriver):
     def cuGraphKernelNodeGetParams(self, node):
         found = self.nodes[node]
         shape = dict(zip(_SHAPE, found.shape, strict=True))
-        return (0, types.SimpleNamespace(func=found.func, kernelParams=found.address, **shape))
+        return (0, KernelNodeParams(func=found.func, kernelParams=found.address, **shape))
 
     def cuFuncGetParamInfo(self, func, index):
         sizes = PARAM_SIZES[func]
@@ -367,6 +400,8 @@ class RecordingDriver(FakeDriver):
         return (0, 8 * index, sizes[index])
 
     def cuGraphExecKernelNodeSetParams(self, exec_, node, params):
+        if isinstance(params, int):  # from C: the struct's address
+            params = KernelNodeParams.from_address(params)
         n = len(PARAM_SIZES[params.func])
         pointers = (ctypes.c_void_p * n).from_address(params.kernelParams)
         words = [_WORD.from_address(p).value for p in pointers]
