@@ -7,6 +7,11 @@ source tensor is also leased on the destination's completion event. Nothing wait
 The result is a compact tensor of the destination's allocation domain; a non-compact source
 view is made compact on the source first (``canonicalize``), and that copy is leased as well.
 
+Into a runtime whose stream a native capture records, a same-device copy is a constant of the
+graph, as in the replayed form: made at once on the source's stream into the capture's memory,
+waited for by the captured stream when the capture ends. A copy out of such a runtime, or
+between GPUs into it, is refused (CaptureError).
+
 A peer copy (different GPUs) first makes sure the destination device has been granted access
 to the source's pool (:func:`tenferro_host_cuda._peer.grant`); without access it raises
 PeerAccessError. It never stages through the host.
@@ -108,12 +113,17 @@ def copy_from_peer(src_session: Any, dst_session: Any, tensor: Tensor) -> Tensor
 
 def _copy(src_session: Any, dst_session: Any, tensor: Tensor, op: str) -> Tensor:
     src, dst = _runtimes(src_session, dst_session, op)
-    for rt in (src, dst):
-        # its events order two streams and retire behind an event: inside a CUDA graph the
-        # wait would cross the capture and the event could not be polled after it
+    # what the block made in a runtime captured into a CUDA graph has not run yet
+    refuse_in_device_graph(
+        src,
+        f"a copy out of the captured runtime ({op})",
+        "copy after the capture, or capture in the replayed form (TENFERRO_CUDA_GRAPHS=replayed)",
+        op,
+    )
+    if op == PEER:  # (made on the source's stream, it would write the other GPU's memory)
         refuse_in_device_graph(
-            rt,
-            f"a copy between runtimes ({op})",
+            dst,
+            f"a copy between GPUs into the captured runtime ({op})",
             "copy before the capture and pass the copy in (a constant or a slot), or capture "
             "in the replayed form (TENFERRO_CUDA_GRAPHS=replayed)",
             op,
@@ -121,44 +131,70 @@ def _copy(src_session: Any, dst_session: Any, tensor: Tensor, op: str) -> Tensor
     t = require_resident(src, tensor, argument="tensor", op=op)
     if op == PEER:
         peer.grant(src, dst, op=PEER)
+    if not t.is_compact():
+        t = src.canonicalize(t)
+    if dst.recording is not None:
+        return _copy_into_graph(src, dst, t)
     return _ordered_copy(src, dst, t, op)
 
 
-def _ordered_copy(src: CudaRuntime, dst: CudaRuntime, t: Tensor, op: str) -> Tensor:
-    """The event-ordered, leased copy of ``t`` (of ``src``) into a new tensor of ``dst``."""
-    if not t.is_compact():
-        t = src.canonicalize(t)
+def _copy_into_graph(src: CudaRuntime, dst: CudaRuntime, t: Tensor) -> Tensor:
+    """A same-device copy into a runtime whose stream a native capture records: a constant of
+    the graph, as in the replayed form. It is made now, on the source's stream (so it is ordered
+    with the source's work as that stream orders it), into the capture's memory; the captured
+    stream waits for it when the capture ends, before the graph's first launch."""
     out = dst.empty(t.dtype, t.shape)
-    if t.numel == 0:
-        return out
+    if t.numel:
+        _memcpy(src, out, t, f"{SAME_DEVICE} {src.name} -> {dst.name}", SAME_DEVICE)
+        assert dst.recording is not None
+        dst.recording.copied(src, src.record_event(), t)
+    _counted(src, dst, out.nbytes, SAME_DEVICE)
+    return out
+
+
+def _memcpy(on: CudaRuntime, out: Tensor, t: Tensor, what: str, op: str) -> None:
+    """``t`` (compact) copied into ``out`` on the stream of runtime ``on``."""
     assert isinstance(t.storage, CudaStorage) and isinstance(out.storage, CudaStorage)
-    d = dst.driver
-    ready = src.record_event()
-    dst.stream_wait(ready)
-    src.recycle_event(ready)
     source_ptr = t.storage.ptr + t.offset * t.dtype.itemsize
-    with dst.primary:
+    with on.primary:
         # cuMemcpyAsync, not cuMemcpyPeerAsync: without the pool grant it fails instead of
         # silently staging through the host.
         check(
-            d.cuMemcpyAsync(out.storage.ptr, source_ptr, out.nbytes, dst.stream_handle),
-            f"{op} {src.name} -> {dst.name} (cuMemcpyAsync)",
-            uuid=dst.uuid_bytes,
+            on.driver.cuMemcpyAsync(out.storage.ptr, source_ptr, out.nbytes, on.stream_handle),
+            f"{what} (cuMemcpyAsync)",
+            uuid=on.uuid_bytes,
             op=op,
             error=PeerAccessError if op == PEER else BackendError,
         )
+
+
+def _ordered_copy(src: CudaRuntime, dst: CudaRuntime, t: Tensor, op: str) -> Tensor:
+    """The event-ordered, leased copy of ``t`` (of ``src``, compact) into a new tensor of
+    ``dst``."""
+    out = dst.empty(t.dtype, t.shape)
+    if t.numel == 0:
+        return out
+    ready = src.record_event()
+    dst.stream_wait(ready)
+    src.recycle_event(ready)
+    _memcpy(dst, out, t, f"{op} {src.name} -> {dst.name}", op)
     done = dst.record_event()
     src.stream_wait(done)
     # The source tensor is held until the copy's event has completed, then the event recycled.
     dst.retirement.retire(done, [Lease(t), Lease(done, dst.recycle_event)])
+    _counted(src, dst, out.nbytes, op)
+    return out
+
+
+def _counted(src: CudaRuntime, dst: CudaRuntime, nbytes: int, op: str) -> None:
+    """The copy counted and recorded in the destination's counters."""
     if op == PEER:
         dst.counters.add("peer_copies")
-        record = TransferRecord("peer", out.nbytes, src.name, dst.name, "p2p")
+        record = TransferRecord("peer", nbytes, src.name, dst.name, "p2p")
     else:
         dst.counters.add("d2d_copies")
-        record = TransferRecord("same_device", out.nbytes, src.name, dst.name, "d2d")
+        record = TransferRecord("same_device", nbytes, src.name, dst.name, "d2d")
     dst.counters.record(record)
-    return out
 
 
 __all__ = ["copy_from_peer", "copy_from_same_device"]

@@ -106,6 +106,10 @@ class NativeCapture(GraphOwner):
         self._fills: list[bool] = []
         self.disabled: set[int] = set()  # the nodes the replays skip (int handles)
         self._fills_known = True  # the graph's fill nodes are the fills noted, one for one
+        #: the copies into the captured runtime not yet waited for: (source runtime, the event
+        #: after its copy, the copied tensor); the stream waits for them when the capture ends
+        self._copies: list[tuple[CudaRuntime, Any, Tensor]] = []
+        self._copied_in_op_call = False  # a replay would not repeat it: the replayed form
 
     def begin(self) -> None:
         """Capture the runtime's stream; allocations from the arena, uploads refused."""
@@ -120,6 +124,7 @@ class NativeCapture(GraphOwner):
         rt.allocate_bytes = arena.allocate  # type: ignore[method-assign]
         rt.free_now = partial(_free_now, rt, arena)  # type: ignore[method-assign]
         rt._write = self._refuse_upload  # type: ignore[method-assign]
+        rt.recording = self
         if arena is self.arena:  # the capture's own fills (a probe's are not noted)
             rt._fill_zero = self._fill_zero  # type: ignore[method-assign]
 
@@ -130,13 +135,28 @@ class NativeCapture(GraphOwner):
         type(self.runtime)._fill_zero(self.runtime, storage)
 
     def _end(self) -> tuple[Any, Any]:
-        """Stop capturing the stream: (the driver's answer, the graph)."""
+        """Stop capturing the stream: (the driver's answer, the graph). The stream then waits
+        for the copies made into the capture's memory (before any launch of the graph, and
+        before the arena can be freed behind an event of this stream)."""
         rt = self.runtime
         del rt.allocate_bytes, rt.free_now, rt._write  # the class's methods again
         vars(rt).pop("_fill_zero", None)
+        rt.recording = None
         with rt.primary:
             err, graph = rt.driver.cuStreamEndCapture(rt._stream)
+        copies, self._copies = self._copies, []
+        for source, done, copied in copies:  # the copied tensor held until the copy is done
+            rt.stream_wait(done)
+            source.retirement.retire(done, [Lease(copied), Lease(done, source.recycle_event)])
         return err, graph
+
+    def copied(self, source: CudaRuntime, done: Any, t: Tensor) -> None:
+        """``t`` of ``source`` was copied into this capture's memory on the source's stream (a
+        constant of the graph: made once, as in the replayed form), ``done`` recorded after it;
+        a copy an op call made would not be repeated by a replay: the graph is not followed."""
+        capture = self.runtime.active_capture
+        self._copied_in_op_call |= capture is not None and capture.in_op_call
+        self._copies.append((source, done, t))
 
     def _refuse_upload(self, storage: Any, data: Any) -> None:
         raise self.runtime.active_capture.refuse(
@@ -271,6 +291,11 @@ class NativeCapture(GraphOwner):
     def _refusal(self, outputs: list[Tensor]) -> str | None:
         if not self._fills_known:
             return "the graph's fill nodes are not the fills the capture made (zeros)"
+        if self._copied_in_op_call:
+            return (
+                "an op call copies between runtimes: the copy is made once, when it is called, "
+                "and a native replay repeats only the graph's nodes"
+            )
         seen: set[int] = set()
         for n, t in enumerate(outputs):
             if (

@@ -75,6 +75,8 @@ class CudaRuntime(Runtime):
         ctx = check(d.cuDevicePrimaryCtxRetain(self._dev), "cuDevicePrimaryCtxRetain")
         self.primary = PrimaryContext(ctx)
         self.closed = False  #: read on every planned launch (an attribute, not a property)
+        #: the native capture recording this runtime's stream now (a copy into it is its own)
+        self.recording: NativeCapture | None = None
         self.deferred_errors = 0
         self.module_counts = {"loaded": 0, "unloaded": 0}
         self._core_stream: Any = None

@@ -130,6 +130,31 @@ def _holders(blocks: list[int]) -> str:
     return f"the arena is held: {referrers(arenas[0])}" if arenas else "the arena was collected"
 
 
+def test_a_same_device_copy_into_a_native_capture_is_a_constant_of_the_graph(rt, monkeypatch):
+    """A copy from a second runtime on the same GPU into the captured one keeps the graph
+    native: the copy is made once, when called (on the source's stream, waited for when the
+    capture ends), and every replay reads it."""
+    monkeypatch.delenv("TENFERRO_CUDA_GRAPHS", raising=False)
+    host = shared_host()
+    other = tf.cuda.CudaRuntime(rt.index, host=rt.host)
+    hw = np.arange(4096, dtype=np.float32)
+    w = other.upload(hw)
+    x0 = rt.upload(np.ones(4096, np.float32))
+    host.run(ADD, x0, x0)  # the warm-up
+    with rt.session() as s, other.session() as so:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            c = tf.cuda.copy_from_same_device(so, s, w)
+            out = ex.run(ADD, x0, c)
+    graph = cap.graph(inputs=(x0,), outputs=(out,))
+    assert graph.form == "native", graph.why_replayed
+    np.testing.assert_array_equal(out.download(), 1 + hw)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        nx = rng.random(4096, np.float32)
+        np.testing.assert_allclose(graph.replay(rt.upload(nx)).download(), nx + hw, rtol=1e-6)
+
+
 def test_the_lock_holds_against_another_thread_on_the_device(rt):
     host = shared_host()
     a = rt.upload(np.ones(256, np.float32))

@@ -77,25 +77,73 @@ def test_a_replay_checks_its_tensors_and_scalars_before_it_runs(world):
         graph.replay(x, y)
 
 
-def test_a_copy_between_runtimes_is_refused_in_the_native_form_only(world):
-    """A same-device copy orders two streams by events and retires behind one: inside a CUDA
-    graph the wait would cross the capture. The native form refuses it (into or out of the
-    captured runtime), naming the replayed form; the replayed form copies once (a constant)."""
-    rt, x, y = world.rt, world.x, world.y
+def test_a_same_device_copy_into_the_captured_runtime_is_a_constant_in_both_forms(world):
+    """Into the captured runtime, a same-device copy is a constant of the graph in both forms:
+    made once, when called. Natively it is made on the source's stream (never a node of the
+    graph), and the captured stream waits for it when the capture ends, before the graph's
+    first launch; replays copy nothing."""
+    rt, x = world.rt, world.x
+    fake = rt.driver
     other = stand_in_runtime(world.host)
     outside = other.empty("float32", (64,))
-    for into in (True, False):
-        with rt.session() as s, other.session() as so:
-            ex = s.exec_session()
-            refused = pytest.raises(tf.CaptureError, match=r"copy between runtimes")
-            with (
-                nullcontext() if world.form == "replayed" else refused as info,
-                ex.capture() as cap,
-            ):
-                copy = tf.cuda.copy_from_same_device(*((so, s, outside) if into else (s, so, x)))
-                out = ex.run(ADD, x, y)
-        if world.form == "native":
-            assert "TENFERRO_CUDA_GRAPHS=replayed" in info.value.fix
-            continue
-        assert copy.backend is (rt if into else other)
-        assert cap.graph(inputs=(x, y), outputs=(out,)).form == "replayed"
+    fake.calls.clear()
+    with rt.session() as s, other.session() as so:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            copy = tf.cuda.copy_from_same_device(so, s, outside)
+            out = ex.run(ADD, x, copy)
+    graph = cap.graph(inputs=(x,), outputs=(out,))
+    assert graph.form == world.form, graph.why_replayed
+    assert copy.backend is rt and copy.shape == (64,)
+    copies = [a for n, a in fake.calls if n == "cuMemcpyAsync"]
+    assert [(dst, src) for dst, src, _, _ in copies] == [(copy.storage.ptr, outside.storage.ptr)]
+    if world.form == "native":
+        assert copies[0][3] == other._stream != rt._stream  # made on the source's stream
+        order = [
+            n if n != "cuStreamWaitEvent" else (n, a[0])
+            for n, a in fake.calls
+            if n in ("cuStreamEndCapture", "cuStreamWaitEvent", "cuGraphLaunch")
+        ]
+        ended = order.index("cuStreamEndCapture")
+        assert order[ended + 1 : ended + 3] == [("cuStreamWaitEvent", rt._stream), "cuGraphLaunch"]
+    fake.calls.clear()
+    graph.replay(world.y)
+    assert "cuMemcpyAsync" not in fake.names()
+
+
+def test_a_copy_out_of_the_native_captured_runtime_is_refused(world):
+    """Out of a runtime whose stream is captured into a CUDA graph, what the block made has not
+    run: the native form refuses the copy (the replayed form copies once, a constant)."""
+    rt, x = world.rt, world.x
+    other = stand_in_runtime(world.host)
+    with rt.session() as s, other.session() as so:
+        ex = s.exec_session()
+        refused = pytest.raises(tf.CaptureError, match=r"copy out of the captured runtime")
+        with nullcontext() if world.form == "replayed" else refused as info, ex.capture() as cap:
+            copy = tf.cuda.copy_from_same_device(s, so, x)
+            out = ex.run(ADD, x, world.y)
+    if world.form == "native":
+        assert "TENFERRO_CUDA_GRAPHS=replayed" in info.value.fix
+        return
+    assert copy.backend is other
+    assert cap.graph(inputs=(x, world.y), outputs=(out,)).form == "replayed"
+
+
+def test_a_copy_an_op_call_makes_keeps_the_replayed_form(world, monkeypatch):
+    """A copy made inside an op call (a variant's own) is made once; a native replay repeats
+    only the graph's nodes, so such a graph keeps the replayed form and says why."""
+    rt, x = world.rt, world.x
+    other = stand_in_runtime(world.host)
+    outside = other.empty("float32", (64,))
+    with rt.session() as s, other.session() as so:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            capture = rt.active_capture
+            with monkeypatch.context() as inside:  # as a variant's copy is: in the op call
+                inside.setattr(type(capture), "in_op_call", property(lambda self: True))
+                copy = tf.cuda.copy_from_same_device(so, s, outside)
+            out = ex.run(ADD, x, copy)
+    graph = cap.graph(inputs=(x,), outputs=(out,))
+    assert graph.form == "replayed"
+    if world.form == "native":
+        assert "an op call copies between runtimes" in graph.why_replayed

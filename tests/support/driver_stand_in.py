@@ -21,6 +21,7 @@ from tenferro_host_cuda._runtime import CudaRuntime
 
 import tenferro_host as tf
 from support.fake_cuda_driver import FakeDriver, real
+from support.graph_nodes_stand_in import SHAPE, KernelNodeParams, StandInNode
 
 CTX = 7
 STREAM = 0x5000
@@ -49,50 +50,6 @@ _C_WAIT = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P, _UINT)
 _C_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_VOID_P))
 _C_SET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P)
 _C_SET_PARAMS = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P, _VOID_P)
-#: a kernel node's launch shape, as CUDA_KERNEL_NODE_PARAMS names it
-_SHAPE = (
-    "gridDimX",
-    "gridDimY",
-    "gridDimZ",
-    "blockDimX",
-    "blockDimY",
-    "blockDimZ",
-    "sharedMemBytes",
-)
-
-
-class KernelNodeParams(ctypes.Structure):
-    """CUDA_KERNEL_NODE_PARAMS (v2) as the driver lays it out: what a kernel node's parameters
-    are read as, and what cuGraphExecKernelNodeSetParams's C entry point is given."""
-
-    _fields_ = [
-        ("func", _VOID_P),
-        *((name, _UINT) for name in _SHAPE),
-        ("kernelParams", _VOID_P),
-        ("extra", _VOID_P),
-        ("kern", _VOID_P),
-        ("ctx", _VOID_P),
-    ]
-
-    def getPtr(self) -> int:
-        return ctypes.addressof(self)
-
-
-class StandInNode:
-    """A node of a captured graph; a kernel node owns its parameter block, as the driver's
-    does (``kernelParams``: an array of pointers to one 8-byte word per parameter)."""
-
-    def __init__(
-        self, handle: int, kind: int, func: int, words: list[int], shape: tuple[int, ...]
-    ) -> None:
-        self.handle, self.kind, self.func, self.words = handle, kind, func, words
-        self.shape = shape  # grid, block (x, y, z each) and shared memory bytes
-        self._words = (_WORD * max(len(words), 1))(*words)
-        base = ctypes.addressof(self._words)
-        self._pointers = (ctypes.c_void_p * max(len(words), 1))(
-            *(base + 8 * i for i in range(len(words)))
-        )
-        self.address = ctypes.addressof(self._pointers) if words else 0
 
 
 class RecordingDriver(FakeDriver):
@@ -134,6 +91,7 @@ class RecordingDriver(FakeDriver):
         self.copy_words = False
         self._blocks: dict[int, Any] = {}
         self._events = itertools.count(1)
+        self._streams = itertools.count(STREAM, 0x10)
         #: stream capture, as the driver does it in global mode (see :meth:`begin_capture`)
         self.capturing: dict[int, int] = {}  # stream -> the graph it is captured into
         self.captured_events: dict[int, int] = {}  # event -> graph of its last record
@@ -172,7 +130,8 @@ class RecordingDriver(FakeDriver):
         return (0, CTX)
 
     def cuStreamCreate(self, flags):
-        return (0, STREAM)
+        """STREAM for the first runtime, a stream of its own for each one after it."""
+        return (0, next(self._streams))
 
     def cuCtxGetCurrent(self):
         self.calls.append(("cuCtxGetCurrent", None))
@@ -346,7 +305,9 @@ class RecordingDriver(FakeDriver):
         return (0,)
 
     def cuMemcpyAsync(self, dst, src, nbytes, stream):
-        self.calls.append(("cuMemcpyAsync", (dst, src, nbytes)))
+        self.calls.append(("cuMemcpyAsync", (dst, src, nbytes, stream)))
+        if stream in self.capturing:
+            self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMCPY, 0, [dst, src])
         return (0,)
 
     def cuMemAlloc(self, nbytes):
@@ -390,7 +351,7 @@ class RecordingDriver(FakeDriver):
 
     def cuGraphKernelNodeGetParams(self, node):
         found = self.nodes[node]
-        shape = dict(zip(_SHAPE, found.shape, strict=True))
+        shape = dict(zip(SHAPE, found.shape, strict=True))
         return (0, KernelNodeParams(func=found.func, kernelParams=found.address, **shape))
 
     def cuFuncGetParamInfo(self, func, index):
