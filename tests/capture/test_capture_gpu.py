@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.capture_support import while_capturing
+from support.capture_support import capture_copy_then_add, while_capturing
 from support.cuda_support import cuda_runtime, shared_host
 from support.kernels import saxpy
 from support.op_registration import register_op
@@ -141,12 +141,7 @@ def test_a_same_device_copy_into_a_native_capture_is_a_constant_of_the_graph(rt,
     w = other.upload(hw)
     x0 = rt.upload(np.ones(4096, np.float32))
     host.run(ADD, x0, x0)  # the warm-up
-    with rt.session() as s, other.session() as so:
-        ex = s.exec_session()
-        with ex.capture() as cap:
-            c = tf.cuda.copy_from_same_device(so, s, w)
-            out = ex.run(ADD, x0, c)
-    graph = cap.graph(inputs=(x0,), outputs=(out,))
+    _cap, _copy, graph, out = capture_copy_then_add(rt, other, w, x0, ADD)
     assert graph.form == "native", graph.why_replayed
     np.testing.assert_array_equal(out.download(), 1 + hw)
     rng = np.random.default_rng(3)

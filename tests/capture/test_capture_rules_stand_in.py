@@ -11,7 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.capture_support import REFUSALS, capture_two_adds, refused_capture
+from support.capture_support import (
+    REFUSALS,
+    capture_copy_then_add,
+    capture_two_adds,
+    refused_capture,
+)
 from support.driver_stand_in import ADD, stand_in, stand_in_runtime
 
 import tenferro_host as tf
@@ -87,12 +92,7 @@ def test_a_same_device_copy_into_the_captured_runtime_is_a_constant_in_both_form
     other = stand_in_runtime(world.host)
     outside = other.empty("float32", (64,))
     fake.calls.clear()
-    with rt.session() as s, other.session() as so:
-        ex = s.exec_session()
-        with ex.capture() as cap:
-            copy = tf.cuda.copy_from_same_device(so, s, outside)
-            out = ex.run(ADD, x, copy)
-    graph = cap.graph(inputs=(x,), outputs=(out,))
+    _cap, copy, graph, _out = capture_copy_then_add(rt, other, outside, x, ADD)
     assert graph.form == world.form, graph.why_replayed
     assert copy.backend is rt and copy.shape == (64,)
     copies = [a for n, a in fake.calls if n == "cuMemcpyAsync"]

@@ -1,5 +1,5 @@
-"""Captures for the capture tests: one held open while another thread tries the runtime, and
-one a refusal ends (the refusals every backend shares)."""
+"""Captures for the capture tests: one held open while another thread tries the runtime, one a
+refusal ends (the refusals every backend shares), and the chains the tests capture."""
 
 from __future__ import annotations
 
@@ -55,6 +55,18 @@ def capture_two_adds(w: Any, op: str) -> tuple[Any, Any, Any]:
             t = ex.run(op, w.x, w.y)
             out = w.host.run(op, t, w.y)  # routed into the capture
     return cap, t, out
+
+
+def capture_copy_then_add(rt: Any, other: Any, source: Any, x: Any, op: str) -> tuple[Any, ...]:
+    """``x + copy`` of ``op`` captured on ``rt``, ``copy`` made in the block by
+    ``copy_from_same_device`` of ``source`` (of runtime ``other``): the capture, the copy and
+    the graph of input ``x`` and output the sum."""
+    with rt.session() as s, other.session() as so:
+        ex = s.exec_session()
+        with ex.capture() as cap:
+            copy = tf.cuda.copy_from_same_device(so, s, source)
+            out = ex.run(op, x, copy)
+    return cap, copy, cap.graph(inputs=(x,), outputs=(out,)), out
 
 
 #: What every backend's capture refuses (docs/capture.md's table): (id, the refused step of a
