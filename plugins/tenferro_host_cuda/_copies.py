@@ -40,6 +40,7 @@ from tenferro_host.provider import (
 
 from . import _peer as peer
 from ._driver import check
+from ._native_graph import NativeCapture
 from ._runtime import CudaRuntime
 from ._storage import CudaStorage
 
@@ -133,12 +134,15 @@ def _copy(src_session: Any, dst_session: Any, tensor: Tensor, op: str) -> Tensor
         peer.grant(src, dst, op=PEER)
     if not t.is_compact():
         t = src.canonicalize(t)
-    if dst.recording is not None:
-        return _copy_into_graph(src, dst, t)
+    recording = dst.recording
+    if recording is not None:
+        return _copy_into_graph(src, dst, t, recording)
     return _ordered_copy(src, dst, t, op)
 
 
-def _copy_into_graph(src: CudaRuntime, dst: CudaRuntime, t: Tensor) -> Tensor:
+def _copy_into_graph(
+    src: CudaRuntime, dst: CudaRuntime, t: Tensor, recording: NativeCapture
+) -> Tensor:
     """A same-device copy into a runtime whose stream a native capture records: a constant of
     the graph, as in the replayed form. It is made now, on the source's stream (so it is ordered
     with the source's work as that stream orders it), into the capture's memory; the captured
@@ -146,8 +150,7 @@ def _copy_into_graph(src: CudaRuntime, dst: CudaRuntime, t: Tensor) -> Tensor:
     out = dst.empty(t.dtype, t.shape)
     if t.numel:
         _memcpy(src, out, t, f"{SAME_DEVICE} {src.name} -> {dst.name}", SAME_DEVICE)
-        assert dst.recording is not None
-        dst.recording.copied(src, src.record_event(), t)
+        recording.copied(src, src.record_event(), t)
     _counted(src, dst, out.nbytes, SAME_DEVICE)
     return out
 

@@ -1053,10 +1053,11 @@ static int replay_bases(GraphLaunchCore *self, PyObject *tensors, PyObject *outs
  * error, or -1 with an exception set. */
 static int rewrite_nodes(GraphLaunchCore *self) {
     int err = 0, moved = 0;
-    memset(self->dirty, 0, self->nnodes ? self->nnodes : 1);
     for (Py_ssize_t i = 0; i < self->nbases; i++) {
         if (PyLong_AsUnsignedLongLongMask(PyList_GET_ITEM(self->bases, i)) == self->now[i])
             continue;
+        if (!moved)  /* (a replay where nothing moved, the usual one, touches no node) */
+            memset(self->dirty, 0, self->nnodes ? self->nnodes : 1);
         for (Py_ssize_t s = self->site_starts[i]; s < self->site_starts[i + 1]; s++) {
             CSite *c = &self->sites[s];
             *c->word = self->now[i] + (unsigned long long)c->delta;

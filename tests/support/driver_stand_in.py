@@ -141,9 +141,8 @@ class RecordingDriver(FakeDriver):
             return (0, self.thread_context)
 
     def cuCtxSetCurrent(self, ctx):
-        self.calls.append(("cuCtxSetCurrent", int(ctx or 0)))
-        self._tls.ctx = int(ctx or 0)
-        return (0,)
+        self.calls.append(("cuCtxSetCurrent", int(ctx)))
+        return super().cuCtxSetCurrent(ctx)
 
     def cuMemAllocFromPoolAsync(self, nbytes, pool, stream):
         self.calls.append(("alloc", nbytes))
