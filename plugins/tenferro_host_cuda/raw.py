@@ -284,7 +284,7 @@ class RawSession(Session):
         out = self.runtime.empty(dtype, shape)  # which checks dtype and shape
         rec = RECORDING.rec  # the op call (or jit launch) being recorded on this thread, if any
         if rec is not None:
-            rec.outputs.append(out)
+            out = rec.output(out)
         return out
 
     def workspace(self, nbytes: int) -> DeviceBytes:

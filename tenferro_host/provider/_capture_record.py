@@ -5,7 +5,7 @@ replay."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
@@ -92,10 +92,11 @@ class NativeCapture(Protocol):
 
 class RecordedCall:
     """One recorded op call: its handle, each tensor as a reference, its attributes, how many
-    outputs it made (``single``: one, returned bare); ``take`` (set by the graph) picks its
+    outputs it made (``single``: one, returned bare) and each one's dtype and shape where it is
+    a compact tensor (a graph may hold one for it); ``take`` (set by the graph) picks its
     tensors from a replay's tensors in order (the borrowed ones, then each call's outputs)."""
 
-    __slots__ = ("args", "attrs", "handle", "nout", "scalars", "single", "take")
+    __slots__ = ("args", "attrs", "handle", "layouts", "nout", "scalars", "single", "take")
 
     def __init__(
         self,
@@ -109,7 +110,11 @@ class RecordedCall:
         self.handle, self.args, self.attrs = handle, args, attrs
         self.scalars, self.single = scalars, single  # attribute -> declared scalar name
         self.nout = len(outputs)
-        self.take: Callable[[list[Tensor]], tuple[Tensor, ...]] = nothing
+        self.layouts = tuple(
+            (t.dtype, t.shape) if type(t) is Tensor and t.is_compact() and not t.offset else None
+            for t in outputs
+        )
+        self.take: Callable[[Sequence[Tensor]], tuple[Tensor, ...]] = nothing
 
     def with_scalars(self, values: dict[str, Any]) -> dict[str, Any]:
         """The call's attributes with each declared scalar's value from ``values``."""
@@ -118,7 +123,7 @@ class RecordedCall:
         return {**self.attrs, **{attr: values[name] for attr, name in self.scalars.items()}}
 
 
-def nothing(tensors: list[Tensor]) -> tuple[Tensor, ...]:
+def nothing(tensors: Sequence[Tensor]) -> tuple[Tensor, ...]:
     return ()
 
 
@@ -133,7 +138,7 @@ class View:
         self.dtype, self.shape, self.strides = view.dtype, view.shape, view.strides
         self.delta = view.offset - of.offset
 
-    def __call__(self, tensors: list[Tensor]) -> Tensor:
+    def __call__(self, tensors: Sequence[Tensor]) -> Tensor:
         of = tensors[self.source]
         return Tensor(of.storage, self.dtype, self.shape, self.strides, of.offset + self.delta)
 
@@ -146,7 +151,7 @@ def within(view: Tensor, of: Tensor) -> bool:
     return lo_of <= lo and hi <= hi_of
 
 
-def taker(picks: list[int | View]) -> Callable[[list[Tensor]], tuple[Tensor, ...]]:
+def taker(picks: Sequence[int | View]) -> Callable[[Sequence[Tensor]], tuple[Tensor, ...]]:
     """``tensors -> tuple(tensors[p] for p in picks)``, one C call where there are two or more;
     a :class:`View` among the picks is made of the tensor it views."""
     if not picks:
@@ -157,7 +162,7 @@ def taker(picks: list[int | View]) -> Callable[[list[Tensor]], tuple[Tensor, ...
     if len(picks) == 1:
         one = itemgetter(picks[0])
         return lambda tensors: (one(tensors),)
-    taken: Callable[[list[Tensor]], tuple[Tensor, ...]] = itemgetter(*picks)
+    taken: Callable[[Sequence[Tensor]], tuple[Tensor, ...]] = itemgetter(*picks)
     return taken
 
 

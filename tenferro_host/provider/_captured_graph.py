@@ -1,10 +1,17 @@
 """A captured graph: the record of a capture bound to slots, replayed on new tensors — whole on
 the device where the backend made a native graph, else as one planned op call of all its
-launches, else node by node through the op handles."""
+launches, else node by node through the op handles.
+
+The planned call writes the intermediates (the nodes' outputs a replay does not return, nor a
+view of) into tensors the graph holds, as a native graph's memory does: a replay allocates only
+what it returns. One thread at a time replays through them; another meanwhile runs the nodes.
+"""
 
 from __future__ import annotations
 
+import copy
 import itertools
+import threading
 from contextlib import nullcontext
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -18,8 +25,8 @@ from ..errors import (
 )
 from ..tensor import Tensor
 from ._capture_record import RecordedCall, Ref, Scalar, Slot, View, taker, within
-from ._compiled import CALL, FALLBACK, Unplanned
-from ._op_plan import ENABLED, REPLAY_MISS
+from ._compiled import FALLBACK, FIND, REPLAY
+from ._op_plan import ENABLED, RECORDING, REPLAY_MISS
 from ._plan_table import BLOCKED, Learning, PlanTable
 
 if TYPE_CHECKING:
@@ -94,7 +101,26 @@ class CapturedGraph:
 
         for call in calls:
             call.take = taker([pick(ref) for ref in call.args])
-        self._returned = taker([pick(ref) for ref in outputs])
+        returned = [pick(ref) for ref in outputs]
+        self._returned = taker(returned)
+        # the intermediates: outputs (by position among all the nodes') no returned tensor is
+        # or views, compact as allocated; a planned replay makes the others, "fresh"
+        reached = {p.source if type(p) is View else p for p in returned}
+        nb, fresh = len(borrowed), []
+        #: each intermediate's position and (dtype, shape)
+        self._intermediates: dict[int, tuple[Any, tuple[int, ...]]] = {}
+        for call, start in zip(calls, starts, strict=True):
+            for i, layout in enumerate(call.layouts):
+                if start + i in reached or layout is None:
+                    fresh.append(start + i - nb)
+                else:
+                    self._intermediates[start + i - nb] = layout
+        self._fresh = taker(fresh)  # the fresh outputs among all the nodes'
+        to = {nb + p: nb + n for n, p in enumerate(fresh)}  # where each is in a planned replay's
+        self._returned_planned = taker([_moved(p, to) for p in returned])
+        #: the tensors held for the intermediates (made by the first planned replay), by position
+        self._held: dict[int, Tensor] = {}
+        self._holding = threading.Lock()
         self.scalars = {name: s.value for name, s in scalars.items()}
         self._scalar_types = {name: s.type for name, s in scalars.items()}
         self._overlaps = self._overlap_pattern(borrowed)
@@ -123,7 +149,8 @@ class CapturedGraph:
     def close(self) -> None:
         """Destroy the graph: its leases (constants, ops) are let go; replays are refused."""
         self._calls = self._core = None
-        self._borrowed = []
+        self._borrowed, self._held = [], {}
+        self._plans.clear()
         if self._launcher is not None:
             self._launcher.close()
             self._launcher = None
@@ -229,37 +256,55 @@ class CapturedGraph:
             outs = self._launcher(tensors, scalar_values)
             self.replays += 1
             return outs[0] if len(outs) == 1 else tuple(outs)
-        made = self._planned(values, scalar_values) if values and ENABLED else None
-        if made is None:
-            made = self._nodes(values, scalar_values, False)
+        made = None
+        if values and ENABLED and self._holding.acquire(blocking=False):
+            try:
+                made = self._planned(values, scalar_values)
+            finally:
+                self._holding.release()
         self.replays += 1
-        outs = self._returned([*values, *made])
+        if made is None:
+            outs = self._returned([*values, *self._nodes(values, scalar_values, False)])
+        else:
+            outs = self._returned_planned([*values, *made])
         return outs[0] if len(outs) == 1 else outs
 
     def _planned(
         self, values: list[Tensor], scalar_values: dict[str, Any]
     ) -> tuple[Tensor, ...] | None:
-        """Every node's outputs, in order, from the graph's own op plan: the whole graph as one
-        op call, keyed and recorded as an op handle's call is (its tensors are the borrowed
-        ones, its attributes the scalars), replayed as one backend replay of all its launches.
-        None where the key has no plan (not yet, or never: its nodes then run one by one)."""
+        """The fresh outputs, in order, from the graph's own op plan: the whole graph as one op
+        call, keyed and recorded as an op handle's call is (keyed by the borrowed tensors, its
+        attributes the scalars; its inputs the borrowed tensors then the held intermediates),
+        replayed as one backend replay of all its launches. None where the key has no plan
+        (not yet, or never: its nodes then run one by one). The caller holds ``_holding``."""
         borrowed = tuple(values)
-        if CALL is None:
+        if FIND is None:
             key, plan = self._plans.find(borrowed, scalar_values)
-        else:  # the key, the lookup and the replay in C, as an op handle's call
-            made = CALL(self._plans, borrowed, scalar_values)
-            if type(made) is not Unplanned:
-                return (made,) if type(made) is Tensor else made
-            key, plan = made
+        else:
+            key, plan = FIND(self._plans, borrowed, scalar_values)
         if key is None or plan is BLOCKED or (type(plan) is Learning and plan.given_up):
             return None
+        held = self._held
+        if len(held) != len(self._intermediates):  # the first planned replay makes them
+            empty = self.runtime.empty
+            held.update((p, empty(*layout)) for p, layout in self._intermediates.items())
+        tensors = (*borrowed, *held.values())
         if plan is None or type(plan) is Learning:
-            call = partial(self._nodes, values, scalar_values, True)
-            return self._plans.call_recorded(self.runtime, borrowed, key, plan, call)
-        made = plan(borrowed)
+            call = partial(self._recorded, values, scalar_values)
+            return self._plans.call_recorded(self.runtime, tensors, key, plan, call, held)
+        made = REPLAY(plan, tensors)
         if made is REPLAY_MISS:
             return None
         return (made,) if type(made) is Tensor else made
+
+    def _recorded(self, values: list[Tensor], scalar_values: dict[str, Any]) -> Any:
+        """The nodes in one session, recorded (each held intermediate handed out for its
+        output): the fresh outputs."""
+        made = self._nodes(values, scalar_values, True)
+        rec = RECORDING.rec
+        if rec is not None and any(made[p] is not t for p, t in self._held.items()):
+            rec.refuse("a node allocated its outputs in another order than it returned them")
+        return self._fresh(made)
 
     def _nodes(
         self, values: list[Tensor], scalar_values: dict[str, Any], one_session: bool
@@ -295,6 +340,15 @@ class CapturedGraph:
             exc.add_note(f"in node {n} (op {name!r}) of a captured graph")
             raise
         return tuple(tensors_now[len(values) :])
+
+
+def _moved(pick: int | View, to: dict[int, int]) -> int | View:
+    """``pick`` (a position, or a view of the tensor at one) where ``to`` moves its position."""
+    if isinstance(pick, View):
+        moved = copy.copy(pick)
+        moved.source = to[pick.source]
+        return moved
+    return to.get(pick, pick)
 
 
 __all__ = ["CapturedGraph"]

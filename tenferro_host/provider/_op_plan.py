@@ -56,16 +56,39 @@ class OpRecording:
 
     ``launches`` holds the backend's own launch records; ``exclusive`` the indices of inputs
     borrowed for writing; ``why`` the first thing that cannot be replayed (None: replayable).
+    ``held`` (a captured graph's intermediates): per output, in the order the call allocates
+    them, a tensor of the inputs that stands for it — the seam hands it out instead of the fresh
+    one (:meth:`output`), so the replay writes it as an input and allocates only the rest.
     """
 
-    __slots__ = ("exclusive", "inputs", "launches", "outputs", "why")
+    __slots__ = ("exclusive", "held", "inputs", "launches", "made", "outputs", "why")
 
-    def __init__(self, inputs: tuple[Any, ...]) -> None:
+    def __init__(self, inputs: tuple[Any, ...], held: dict[int, Tensor] | None = None) -> None:
         self.inputs = inputs
+        self.held = held
+        self.made = 0  # outputs allocated so far (held or not)
         self.outputs: list[Any] = []
         self.launches: list[Any] = []
         self.exclusive: set[int] = set()
         self.why: str | None = None
+
+    def output(self, fresh: Tensor) -> Tensor:
+        """What a seam's ``alloc_output`` hands the variant for ``fresh``, the output it just
+        allocated: ``fresh``, recorded as the call's next output; or the held tensor of that
+        position (one of :attr:`inputs`), where it has ``fresh``'s dtype and shape."""
+        held = self.held
+        if held is not None:
+            kept = held.get(self.made)
+            self.made += 1
+            if kept is not None:
+                if kept.dtype == fresh.dtype and kept.shape == fresh.shape:
+                    return kept
+                self.refuse(
+                    f"output {self.made - 1} is {fresh.dtype.name}{list(fresh.shape)}, not the "
+                    f"{kept.dtype.name}{list(kept.shape)} it was when captured"
+                )
+        self.outputs.append(fresh)
+        return fresh
 
     def refuse(self, why: str) -> None:
         """Mark the call as not replayable (the first reason is kept)."""

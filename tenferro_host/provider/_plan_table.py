@@ -125,17 +125,18 @@ class PlanTable(dict[Any, Any]):
         key: Any,
         learning: Learning | None,
         call: Callable[[], Any],
+        held: dict[int, Tensor] | None = None,
     ) -> Any:
         """``call()`` (the full path of the call keyed ``key``), with the backend's seam
         recording what the variant does; a clean recording whose replay repeats the previous
-        one's signature plans ``key``."""
+        one's signature plans ``key``. ``held``: :class:`OpRecording`'s (among ``tensors``)."""
         if learning is not None and learning.given_up:
             return call()
         if not runtime.replays_ops:  # nothing to record for: full path from now
             learning = self._learning(key, learning)
             learning.tries, learning.why = TRIES, f"backend {runtime.kind!r} has no op replay"
             return call()
-        rec = OpRecording(tensors)
+        rec = OpRecording(tensors, held)
         before = runtime.counters.snapshot()
         previous = record_into(rec)
         try:

@@ -164,7 +164,7 @@ class OutputSession(Session):
         out = self.runtime.empty(dtype, shape)
         rec = RECORDING.rec
         if rec is not None:
-            rec.outputs.append(out)
+            out = rec.output(out)
         return out
 
 
