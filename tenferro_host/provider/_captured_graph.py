@@ -284,6 +284,12 @@ class CapturedGraph:
             key, plan = FIND(self._plans, borrowed, scalar_values)
         if key is None or plan is BLOCKED or (type(plan) is Learning and plan.given_up):
             return None
+        if plan is None and scalar_values is not self.scalars:
+            # scalar values not seen before: the nodes run as eager calls (each on its own
+            # plans), and the graph records them when they come again (a value new to each
+            # replay would be recorded, never replayed)
+            self._plans.defer(key, "new scalar values: recorded when they come again")
+            return None
         held = self._held
         if len(held) != len(self._intermediates):  # the first planned replay makes them
             empty = self.runtime.empty

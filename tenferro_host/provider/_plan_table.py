@@ -157,6 +157,11 @@ class PlanTable(dict[Any, Any]):
             learning.why = "its first recording (planned when the next one repeats it)"
         return result
 
+    def defer(self, key: Any, why: str) -> None:
+        """Keep ``key`` unrecorded this time (``why``): its next call is recorded, so a key
+        that never comes again costs no recording."""
+        self._learning(key, None).why = why
+
     def _learning(self, key: Any, learning: Learning | None) -> Learning:
         """``key``'s learning state, made (and kept, within :data:`MAX_PLANS`) if new."""
         if learning is None:
