@@ -59,24 +59,12 @@ class PlannedDispatch:
 
 
 class _Dispatch:
-    """One recorded dispatch, replayed: this call's buffers bound at the recorded bindings, then
-    encoded (submitted at once unless a batch is held)."""
+    """One recorded dispatch: its planned form and the call slot bound at each binding."""
 
-    __slots__ = ("bindings", "fold_limit", "planned", "runtime")
+    __slots__ = ("bindings", "planned")
 
-    def __init__(self, runtime: WebGpuRuntime, record: JitLaunchRecord) -> None:
-        self.runtime, self.planned, self.bindings = runtime, record.form, _bindings(record)
-        self.fold_limit = runtime.max_workgroups_per_dimension
-
-    def __call__(self, tensors: tuple[Any, ...], outs: list[Any]) -> None:
-        planned, rt = self.planned, self.runtime
-        owners, buffers = _bound(self.bindings, tensors, outs)
-        pipeline = planned.pipeline
-        try:
-            group = rt.bind_groups.get(pipeline.layout, planned.params, buffers, owners)
-            rt.queue.dispatch_now(pipeline.pipeline, group, planned.grid)
-        except rt.wgpu_errors as exc:
-            raise planned.rejected(exc) from exc
+    def __init__(self, record: JitLaunchRecord) -> None:
+        self.planned, self.bindings = record.form, _bindings(record)
 
 
 class WebGpuReplay(OpReplay):
@@ -86,7 +74,7 @@ class WebGpuReplay(OpReplay):
     runtime: WebGpuRuntime
 
     def __init__(self, runtime: WebGpuRuntime, rec: OpRecording) -> None:
-        launches = tuple(_Dispatch(runtime, r) for r in rec.launches)
+        launches = tuple(_Dispatch(r) for r in rec.launches)
         fold_limit = runtime.max_workgroups_per_dimension
         super().__init__(
             runtime,
@@ -109,16 +97,26 @@ class WebGpuReplay(OpReplay):
             if tensors[i].storage.read_only:
                 return REPLAY_MISS  # the full path raises the typed error
         outs: list[Any] = self.allocate() if self.outputs else []  # a launch plan has none
-        launches = self._launches
-        if len(launches) == 1:
-            launches[0](tensors, outs)
-        else:
-            queue = rt.queue
+        launches, queue = self._launches, rt.queue
+        held = len(launches) > 1
+        if held:
             queue.hold()  # one command buffer for the call, as the full path's batch
-            try:
-                for launch in launches:
-                    launch(tensors, outs)
-            finally:
+        try:
+            # (inline, plain loops: a planned call enters each file once)
+            for launch in launches:
+                planned, owners, buffers = launch.planned, [], []
+                for which, i in launch.bindings:  # this call's storage at each binding
+                    storage = (tensors[i] if which == 0 else outs[i]).storage
+                    owners.append(storage)
+                    buffers.append(storage.buffer)
+                pipeline = planned.pipeline
+                try:
+                    group = rt.bind_groups.get(pipeline.layout, planned.params, buffers, owners)
+                    queue.dispatch_now(pipeline.pipeline, group, planned.grid)
+                except rt.wgpu_errors as exc:
+                    raise planned.rejected(exc) from exc
+        finally:
+            if held:
                 queue.release()
         return tuple(outs) if self.several else outs[0]
 

@@ -195,7 +195,7 @@ class WebGpuRuntime(Runtime):
         refuses."""
         queue = self.queue
         with queue.lock:  # a flush in progress on another thread has not counted its submit yet
-            epoch = queue.submissions + 1 if queue.pending else queue.submissions
+            epoch = queue.submissions + queue.pending  # the pending work's submit is next
         pool = self.pool
         for kind, handle in releases:
             if kind == "keep":
@@ -230,29 +230,53 @@ class WebGpuRuntime(Runtime):
     def _allocate(self, nbytes: int, dt: DType) -> Storage:
         element_size = device_element_size(dt)
         padded = -(-(nbytes // dt.itemsize * element_size) // 4) * 4
-        if self.deferred:
-            self.drain_deferred()
         pool = self.pool
         size = pool.size_class(padded)
+        deferred = self.deferred
+        if deferred:
+            # the newest queued release, when of this size class, is reused at once — most often
+            # the previous call's output: the free list's put and take without the round trip
+            # (as CUDA's allocate_block), held while a capture holds the queue
+            if size and self.retirement.refuse_wait is None:
+                try:
+                    kind, handle = deferred.pop()
+                except IndexError:  # another thread drained it meanwhile
+                    pass
+                else:
+                    if kind == "keep" and handle[0] == size:
+                        pool.hits += 1  # a statistic: unlocked (a race may lose a count)
+                        queue = self.queue
+                        with queue.lock:  # its earlier uses: submitted, or in the pending work
+                            epoch = queue.submissions + queue.pending
+                        if deferred:
+                            self.drain_deferred()
+                        return WebGpuStorage(self, handle[1], nbytes, dt, element_size, size, epoch)
+                    self._release_deferred([(kind, handle)])
+            self.drain_deferred()
         if size:
             found = pool.take(size)
             if found is not None:  # a buffer of this size: within the limits checked below
                 return WebGpuStorage(self, found[0], nbytes, dt, element_size, size, found[1])
-        self._check_size(padded)
-        wgpu_error = self._wgpu.GPUError
-        try:
-            buffer = self._device.create_buffer(size=padded, usage=self._usage)
-        except wgpu_error as exc:  # within the limits: the driver could not satisfy it
-            if not pool.cached_bytes:
-                raise self._out_of_memory(padded, exc) from exc
-            self._release_pooled()  # pooled buffers are free memory: give them back, then retry
-            try:
-                buffer = self._device.create_buffer(size=padded, usage=self._usage)
-            except wgpu_error as again:
-                raise self._out_of_memory(padded, again) from again
+        buffer = self._new_buffer(padded)
         if size:
             self._poolable[id(buffer)] = buffer
         return WebGpuStorage(self, buffer, nbytes, dt, element_size, size)
+
+    def _new_buffer(self, padded: int) -> Any:
+        """A new storage buffer of ``padded`` bytes (checked against the limits); where the
+        driver cannot satisfy it, again after the pooled buffers are given back."""
+        self._check_size(padded)
+        wgpu_error = self._wgpu.GPUError
+        try:
+            return self._device.create_buffer(size=padded, usage=self._usage)
+        except wgpu_error as exc:  # within the limits: the driver could not satisfy it
+            if not self.pool.cached_bytes:
+                raise self._out_of_memory(padded, exc) from exc
+        self._release_pooled()  # pooled buffers are free memory: give them back, then retry
+        try:
+            return self._device.create_buffer(size=padded, usage=self._usage)
+        except wgpu_error as again:
+            raise self._out_of_memory(padded, again) from again
 
     def _out_of_memory(self, padded: int, exc: Exception) -> OutOfMemoryError:
         said = " ".join(str(exc).split())

@@ -25,8 +25,11 @@ class CommandQueue:
 
         self._wgpu = wgpu
         self._device = device
-        self._lock = threading.RLock()
+        #: held while recording, so two threads never interleave commands
+        self.lock = threading.RLock()
         self._encoder: Any = None
+        #: whether recorded work waits to be submitted (a plain attribute: read per allocation)
+        self.pending = False
         self._pass: Any = None
         # What the open pass has set (held, so compared by identity): not set again.
         self._pass_pipeline: Any = None
@@ -38,24 +41,15 @@ class CommandQueue:
             size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
         )
 
-    @property
-    def lock(self) -> threading.RLock:
-        """Held while recording, so two threads never interleave commands."""
-        return self._lock
-
-    @property
-    def pending(self) -> bool:
-        """Whether recorded work waits to be submitted."""
-        return self._encoder is not None
-
     def encoder(self) -> Any:
         """The pending encoder, with no compute pass open (for copies and clears)."""
-        with self._lock:
+        with self.lock:
             try:
                 if self._pass is not None:
                     self._end_pass()
                 if self._encoder is None:
                     self._encoder = self._device.create_command_encoder()
+                    self.pending = True
             except BaseException:
                 self._discard()
                 raise
@@ -72,10 +66,11 @@ class CommandQueue:
         half finished. That batch is lost, as the interrupted work it holds; the queue goes on
         with a fresh encoder instead of failing every later submit."""
         self._encoder = self._pass = self._pass_pipeline = self._pass_group = None
+        self.pending = False
 
     def compute_pass(self) -> Any:
         """The open compute pass of the pending encoder (each dispatch is its own usage scope)."""
-        with self._lock:
+        with self.lock:
             if self._pass is None:
                 encoder = self.encoder()
                 try:
@@ -88,7 +83,7 @@ class CommandQueue:
     def record(self, pipeline: Any, group: Any, workgroups: tuple[int, int, int]) -> None:
         """Record one dispatch into the open compute pass; the pipeline and bind group are set
         only when they differ from what the pass has set already."""
-        with self._lock:
+        with self.lock:
             cpass = self._pass if self._pass is not None else self.compute_pass()
             try:
                 if self._pass_pipeline is not pipeline:
@@ -107,7 +102,7 @@ class CommandQueue:
     def dispatch_now(self, pipeline: Any, group: Any, workgroups: tuple[int, int, int]) -> None:
         """Record one dispatch and submit it unless a batch is held (a replayed op call). With
         nothing pending it is one command buffer built in one go, as a bare wgpu-py dispatch."""
-        with self._lock:
+        with self.lock:
             if self._encoder is not None or self._holds:
                 self.record(pipeline, group, workgroups)
                 self.commit()
@@ -123,25 +118,25 @@ class CommandQueue:
 
     def hold(self) -> None:
         """Keep recorded work pending until every hold is released (a JIT session's scope)."""
-        with self._lock:
+        with self.lock:
             self._holds += 1
 
     def release(self) -> None:
         """End one hold; the last one submits the batch."""
-        with self._lock:
+        with self.lock:
             self._holds -= 1
             if self._holds == 0:
                 self.flush()
 
     def commit(self) -> None:
         """Submit the pending work unless a batch is held (called after recording)."""
-        with self._lock:
+        with self.lock:
             if self._holds == 0:
                 self.flush()
 
     def flush(self) -> None:
         """Submit the pending encoder now, held or not."""
-        with self._lock:
+        with self.lock:
             encoder, cpass = self._encoder, self._pass
             if encoder is None:
                 return
@@ -154,7 +149,7 @@ class CommandQueue:
 
     def wait_idle(self) -> None:
         """Submit pending work and block until everything submitted so far has finished."""
-        with self._lock:
+        with self.lock:
             self.encoder().copy_buffer_to_buffer(self._fence_src, 0, self._fence, 0, 4)
             self.flush()
             try:
@@ -173,7 +168,7 @@ class CommandQueue:
 
     def read(self, buffer: Any, byte_offset: int, nbytes: int) -> memoryview:
         """Submit pending work, then copy ``nbytes`` (4-byte aligned range) to the host."""
-        with self._lock:
+        with self.lock:
             self.flush()
             data: memoryview = self._device.queue.read_buffer(buffer, byte_offset, nbytes)
             return data
