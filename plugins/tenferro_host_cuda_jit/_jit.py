@@ -26,7 +26,6 @@ from tenferro_host import Tensor
 from tenferro_host.cuda import raw
 from tenferro_host.kernel import Specialization, ir
 from tenferro_host.provider import (
-    ExecSession,
     Grid,
     JitLaunch,
     JitSession,
@@ -86,12 +85,18 @@ class CudaJitSession(JitSession):
     #: of 1-D counts into 2-D/3-D grids is exercised at small sizes. None: the device's limits.
     max_grid_override: ClassVar[Grid | None] = None
 
-    def __init__(self, exec_session: ExecSession, op: str) -> None:
-        super().__init__(exec_session, op)
-        self._ex = exec_session
-        self._raw_op = op
-        self._device = exec_session.device_info
-        self._rs: Any = None
+    #: the raw sub-session, opened at the first launch that is not a plan's replay
+    _rs: Any = None
+
+    @property
+    def _ex(self) -> Any:
+        """The exec session the jit session was opened in (its parent)."""
+        return self.parent
+
+    @property
+    def _device(self) -> Any:
+        """The device's limits (read by the full path only: a planned launch asks none)."""
+        return self._ex.device_info
 
     # -- backend contract -------------------------------------------------------------------------
     @property
@@ -136,7 +141,7 @@ class CudaJitSession(JitSession):
             ),
         )
         if self._rs is None:  # opened at the first launch that is not a plan's replay
-            self._rs = self._ex.raw(self._raw_op)
+            self._rs = self._ex.raw(self.op)
             self._rs.__enter__()
         function = self._function(spec, grid_shape(launch.count, launch.grid, launch.dim))
         self._rs.launch(function, config, self._pack(layout, launch.args, counts))
