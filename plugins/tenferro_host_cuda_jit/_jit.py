@@ -93,10 +93,15 @@ class CudaJitSession(JitSession):
         """The exec session the jit session was opened in (its parent)."""
         return self.parent
 
+    #: the device's limits, read by the session's first full-path launch (a planned one asks none)
+    _device_info: Any = None
+
     @property
     def _device(self) -> Any:
-        """The device's limits (read by the full path only: a planned launch asks none)."""
-        return self._ex.device_info
+        info = self._device_info
+        if info is None:
+            info = self._device_info = self._ex.device_info
+        return info
 
     # -- backend contract -------------------------------------------------------------------------
     @property
