@@ -66,7 +66,7 @@ class OpRecording:
     def __init__(self, inputs: tuple[Any, ...], held: dict[int, Tensor] | None = None) -> None:
         self.inputs = inputs
         self.held = held
-        self.made = 0  # outputs allocated so far (held or not)
+        self.made = 0  # outputs the call allocated so far (held or not)
         self.outputs: list[Any] = []
         self.launches: list[Any] = []
         self.exclusive: set[int] = set()
@@ -76,17 +76,17 @@ class OpRecording:
         """What a seam's ``alloc_output`` hands the variant for ``fresh``, the output it just
         allocated: ``fresh``, recorded as the call's next output; or the held tensor of that
         position (one of :attr:`inputs`), where it has ``fresh``'s dtype and shape."""
+        position = self.made
+        self.made += 1
         held = self.held
-        if held is not None:
-            kept = held.get(self.made)
-            self.made += 1
-            if kept is not None:
-                if kept.dtype == fresh.dtype and kept.shape == fresh.shape:
-                    return kept
-                self.refuse(
-                    f"output {self.made - 1} is {fresh.dtype.name}{list(fresh.shape)}, not the "
-                    f"{kept.dtype.name}{list(kept.shape)} it was when captured"
-                )
+        kept = None if held is None else held.get(position)
+        if kept is not None:
+            if kept.dtype == fresh.dtype and kept.shape == fresh.shape:
+                return kept
+            self.refuse(
+                f"output {position} is {fresh.dtype.name}{list(fresh.shape)}, not the "
+                f"{kept.dtype.name}{list(kept.shape)} it was when captured"
+            )
         self.outputs.append(fresh)
         return fresh
 

@@ -211,7 +211,7 @@ def _result_refusal(
         or any(r is not o for r, o in zip(result, outputs, strict=True))
     ):
         return "it returned something other than the outputs it allocated, in order"
-    if not outputs:
+    if not rec.made:  # (a captured graph's held outputs count: the graph's replay writes them)
         return "it allocated no outputs (a replay allocates a call's outputs and launches)"
     for t in outputs:
         if not t.numel:

@@ -130,3 +130,34 @@ def test_a_planned_replay_costs_at_most_0_8x_the_calls_per_op_of_the_same_calls_
     replayed, direct = calls_per_op(lambda: graph.replay(a, b), 5), calls_per_op(eager, 5)
     print(f"{backend.name} per op: replay {replayed / 100:.2f} calls, eager {direct / 100:.2f}")
     assert replayed <= (0.8 if _op_plan.ENABLED else 1.0) * direct
+
+
+def test_a_graph_that_returns_nothing_is_planned_with_every_output_held(backend, monkeypatch):
+    allocations = []
+    backend.on_allocation(monkeypatch, lambda: allocations.append(1))
+    a, b = backend.tensor("float32", (64,)), backend.tensor("float32", (64,))
+    for _ in range(4):
+        backend.host.run(ADD, a, b)
+    cap, _ = captured(backend, lambda ex: ex.run(ADD, ex.run(ADD, a, b), b))
+    graph = cap.graph(inputs=(a, b), outputs=())
+    for _ in range(PLANNED):
+        assert graph.replay(a, b) == ()
+    assert set(graph.plans().values()) == REPLAY, graph.plans()
+    allocations.clear()
+    graph.replay(a, b)
+    assert len(allocations) == (0 if _op_plan.ENABLED else 2)
+
+
+def test_an_empty_intermediate_is_held_like_any_other(backend):
+    """An empty output no launch reads (its launch is skipped) is held like the others: the
+    graph is planned (an op call with an empty output is not: its replay would allocate one),
+    and a launch that did read it is refused by the seam that records it."""
+    a, b = backend.tensor("float32", (64,)), backend.tensor("float32", (64,))
+    e = backend.rt.empty("float32", (0,))
+    for _ in range(4):
+        backend.host.run(ADD, a, b), backend.host.run(ADD, e, e)
+    cap, out = captured(backend, lambda ex: (ex.run(ADD, e, e), ex.run(ADD, a, b))[1])
+    graph = cap.graph(inputs=(a, b, e), outputs=(out,))
+    for _ in range(PLANNED + 1):
+        assert graph.replay(a, b, e).shape == (64,)
+    assert set(graph.plans().values()) == REPLAY, graph.plans()
