@@ -1086,7 +1086,7 @@ static int rewrite_nodes(GraphLaunchCore *self) {
 static PyObject *graph_call(GraphLaunchCore *self, PyObject *tensors) {
     PyObject *launcher, *now, *locked, *outs = NULL, *answer, *done, *result = NULL;
     PyObject *what = str_what;
-    int fits, begun, entered = 0, err = 0, same;
+    int fits, begun, entered = 0, err = 0, here;
     if (!slots_fit(self, tensors)) return Py_NewRef(fallback);
     if ((fits = runtime_free(self->base.runtime)) <= 0)
         return fits < 0 ? NULL : Py_NewRef(fallback);
@@ -1112,9 +1112,11 @@ static PyObject *graph_call(GraphLaunchCore *self, PyObject *tensors) {
         goto unlock;
     }
     if ((now = PyObject_GetAttr(launcher, str_scalars)) == NULL) goto unlock;
-    same = now == self->scalars && replay_bases(self, tensors, outs);
+    /* the executable's scalars and every address read: the replay runs here (the nodes whose
+     * pointers moved rewritten), else in the launcher's Python */
+    here = now == self->scalars && replay_bases(self, tensors, outs);
     Py_DECREF(now);
-    if (same) {
+    if (here) {
         if ((err = rewrite_nodes(self)) < 0) goto unlock;
         if (err) {
             what = str_update_what;
