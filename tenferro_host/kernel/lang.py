@@ -198,6 +198,12 @@ atomic_max = Intrinsic("atomic_max", 3)
 atomic_exchange = Intrinsic("atomic_exchange", 3)
 atomic_compare_exchange = Intrinsic("atomic_compare_exchange", 4)
 
+# each unit's own arrays (ir.RegisterArray): ``r = K.registers(K.f32, (8, 8))`` at the top
+# level, indexed like a shared array; ``for i in K.static_range(8)`` is ``range`` with
+# compile-time bounds that targets unroll (ir.For.unroll), so indices by ``i`` are constants
+registers = Intrinsic("registers", 2)
+static_range = Intrinsic("static_range", 3)  # 1 to 3 arguments, as range's
+
 # vector accesses: ``a, b, c, d = K.load4(x, k)`` reads elements 4k .. 4k+3 of x,
 # ``K.store4(x, k, a, b, c, d)`` writes them (ir.LoadVector / ir.StoreVector)
 load4 = Intrinsic("load4", 2)

@@ -37,3 +37,23 @@ def compile_sm90(source: str) -> int:
         return int(cubin_size)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+def ptxas_report(source: str) -> str:
+    """ptxas's report of the sm_90 compile of ``source`` (registers, stack frame, spills), or
+    fail with the NVRTC log."""
+    nvrtc = _nvrtc()
+    ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
+    result, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"dsl.cu", 0, [], [])
+    assert result == ok
+    try:
+        options = [b"--gpu-architecture=sm_90", b"--ptxas-options=-v", b"-diag-suppress=177"]
+        (compiled,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        text = log.decode(errors="replace").rstrip("\0 ")
+        assert compiled == ok, text + "\n" + source
+        return text
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)

@@ -52,9 +52,11 @@ pointer into the launch's dynamic shared memory, see :meth:`_Emitter.shared_decl
 multi-dimensional one is flat, the front-end having applied its strides), ``K.sync_cube()`` is
 ``__syncthreads()``; atomics are CUDA's ``atomicAdd/Min/Max/Exch/CAS`` where the type has them and
 a compare-and-swap loop on the bit pattern otherwise (float ``min``/``max``/``compare_exchange``,
-f64 ``exchange``). Subgroup operations are warp intrinsics (:mod:`._subgroup`). Every
-statement is preceded by a ``#line`` directive naming the DSL source
-file and line, so NVRTC diagnostics point at the Python source.
+f64 ``exchange``). A register array is a local C array ``r_<name>`` of each thread, zeros at
+entry (flat as a shared one): every index the front-end gives it from constants and unrolled
+``K.static_range`` counters is a constant, so NVRTC keeps it in registers. Subgroup operations
+are warp intrinsics (:mod:`._subgroup`). Every statement is preceded by a ``#line`` directive
+naming the DSL source file and line, so NVRTC diagnostics point at the Python source.
 """
 
 from __future__ import annotations
@@ -132,6 +134,11 @@ def meta_name(array: str, role: str, axis: int | None = None) -> str:
 def shared_name(array: str) -> str:
     """C name of the shared-memory array ``array`` of a cube."""
     return "s_" + array
+
+
+def register_name(array: str) -> str:
+    """C name of a unit's register array ``array``."""
+    return "r_" + array
 
 
 def view(array: str) -> str:
@@ -332,8 +339,10 @@ class _Emitter(SubgroupEmitter, MatrixEmitter):
         return f"({self.expr(e.cond)} ? {self.expr(e.if_true)} : {self.expr(e.if_false)})"
 
     def memory(self, array: str) -> str:
-        """C expression of an array's element 0 (a view or a shared array)."""
-        return shared_name(array) if self.kernel.shared_array(array) else view(array)
+        """C expression of an array's element 0 (a view, a shared or a register array)."""
+        if self.kernel.shared_array(array):
+            return shared_name(array)
+        return register_name(array) if self.kernel.register_array(array) else view(array)
 
     def visit_Atomic(self, e: ir.Atomic) -> str:
         t = e.type
@@ -570,6 +579,8 @@ class _Emitter(SubgroupEmitter, MatrixEmitter):
         head += self.shared_declarations()
         head += subgroup_prologue(self.kernel)
         head += self.fragment_declarations()
+        for r in self.kernel.registers:
+            head.append(f"{C_TYPE[r.dtype.name]} {register_name(r.name)}[{r.size}] = {{}};")
         for name, t in self.kernel.locals:
             if t is bool_:
                 head.append(f"bool {c_name(name, True)} = false;")

@@ -27,11 +27,13 @@ the helpers of :mod:`._numerics`. Two more rules keep drivers from changing resu
 Cooperation: a shared array is a module-scope ``var<workgroup> s_<name>: array<T, size>`` (flat;
 one sized at launch gets the launch's size, a pipeline per size),
 ``K.sync_cube()`` is ``storageBarrier(); workgroupBarrier();`` (CUDA's ``__syncthreads`` orders
-both memories). Memory used by atomics — a storage binding or a shared array — is declared
-``atomic<i32>``/``atomic<u32>`` (f32 as its ``u32`` bits) and every access to it goes through
-``atomicLoad``/``atomicStore``; i32/u32 atomics are WGSL's, f32 ``add``/``min``/``max`` and
-every ``compare_exchange`` are compare-exchange loops (``atomicCompareExchangeWeak`` may fail
-spuriously; the loop retries until the exchange happens or the old value differs).
+both memories). A register array is a function-scope ``var r_<name>: array<T, size>`` (zeros,
+as WGSL initialises every variable). Memory used by atomics — a storage binding or a shared
+array — is declared ``atomic<i32>``/``atomic<u32>`` (f32 as its ``u32`` bits) and every
+access to it goes through ``atomicLoad``/``atomicStore``; i32/u32 atomics are WGSL's, f32
+``add``/``min``/``max`` and every ``compare_exchange`` are compare-exchange loops
+(``atomicCompareExchangeWeak`` may fail spuriously; the loop retries until the exchange
+happens or the old value differs).
 
 Subgroup operations: :mod:`._subgroup` (the ``subgroup`` feature's builtins, or a fallback
 through workgroup memory).
@@ -110,15 +112,18 @@ class _Emitter(_subgroup.SubgroupEmitter, MatrixEmitter):
         raise KeyError(name)
 
     def memory(self, array: str) -> str:
-        """The WGSL variable holding ``array``: its storage binding or its shared array."""
-        return f"s_{array}" if self.spec.ir.shared_array(array) else f"b{self.slots[array]}"
+        """The WGSL variable holding ``array``: its storage binding, its shared array or its
+        register array."""
+        if self.spec.ir.shared_array(array):
+            return f"s_{array}"
+        return f"r_{array}" if self.spec.ir.register_array(array) else f"b{self.slots[array]}"
 
     def position(self, array: str, index: ir.Expr) -> str:
         """The u32 position of element ``index`` in :meth:`memory` (views add their offset)."""
         idx = self.expr(index)
         if index.type.name != "uint32":
             idx = f"u32({idx})"
-        if self.spec.ir.shared_array(array):
+        if self.spec.ir.shared_array(array) or self.spec.ir.register_array(array):
             return idx
         return f"{self.param_word(array, 0)} + {idx}"
 
@@ -140,7 +145,7 @@ class _Emitter(_subgroup.SubgroupEmitter, MatrixEmitter):
 
     def atomic_memory(self, array: str) -> bool:
         """Whether ``array``'s memory is declared atomic (any array bound to it is)."""
-        if self.spec.ir.shared_array(array):
+        if self.spec.ir.shared_array(array) or self.spec.ir.register_array(array):
             return array in self.spec.ir.atomic
         slot = self.slots[array]
         return any(self.slots[a] == slot for a in self.spec.ir.atomic if a in self.slots)
@@ -417,6 +422,8 @@ def generate(  # noqa: C901 - one WGSL module in order: enables, bindings, unifo
         em.line(f"let {_ZERO}{alt} = select(0u, {word(3 + alt % 2)}, {word(alt)} == 0u);")
     for name, dt in k.locals:
         em.line(f"var v_{name}: {wgsl_type(dt)};")
+    for r in k.registers:
+        em.line(f"var r_{r.name}: array<{wgsl_type(r.dtype)}, {r.size}>;")
     for declaration in em.fragment_declarations():
         em.line(declaration)
     for p, start in zip(k.params, layout.starts, strict=True):

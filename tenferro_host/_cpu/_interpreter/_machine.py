@@ -86,6 +86,10 @@ class _Machine(SharedMachine, SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
         self.shared = {
             d.name: SharedState(d, dynamic.get(d, d.size), self.ncubes) for d in self.kernel.shared
         }
+        #: each lane's register arrays: (lanes, size), zeros as every local starts
+        self.registers = {
+            r.name: (r, np.zeros((self.n, r.size), r.dtype.numpy)) for r in self.kernel.registers
+        }
 
     # -------------------------------------------------------- errors
 
@@ -130,6 +134,10 @@ class _Machine(SharedMachine, SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
         if s.array in self.shared:
             key = self.shared_access(s, "write", s.array, index, active)
             self.shared[s.array].data[key] = value
+        elif s.array in self.registers:
+            self.registers[s.array][1][active, self.register_index(s, s.array, index, active)] = (
+                value
+            )
         else:
             pos = self.address(s, s.array, index, active)
             self.arrays[s.array].storage[pos] = value
@@ -212,6 +220,26 @@ class _Machine(SharedMachine, SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
 
     # -------------------------------------------------------- memory
 
+    def register_index(
+        self, node: ir.Node, name: str, index: Any, active: np.ndarray[Any, Any]
+    ) -> np.ndarray[Any, Any]:
+        """The active lanes' element ``index`` of their register array ``name``, refused out of
+        its bounds (a GPU would read or write another of the unit's values)."""
+        decl = self.registers[name][0]
+        idx = self.lanes(index)[active]
+        bad = (idx < 0) | (idx >= decl.size)
+        if bad.any():
+            raise self.refuse(
+                node,
+                np.flatnonzero(active),
+                bad,
+                lambda k: (
+                    f"index {idx[k]} of register array {name!r} is out of bounds (it has "
+                    f"{decl.size} elements)"
+                ),
+            )
+        return idx.astype(np.int64)
+
     def address(
         self, node: ir.Node, name: str, index: Any, active: np.ndarray[Any, Any]
     ) -> np.ndarray[Any, Any]:
@@ -260,18 +288,23 @@ class _Machine(SharedMachine, SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
     def visit_AxisIndex(self, e: ir.AxisIndex, active: np.ndarray[Any, Any]) -> Any:
         value = self.expr(e.value, active)
         state = self.shared.get(e.array)
-        size = self.arrays[e.array].shape[e.axis] if state is None else state.shape[e.axis]
+        registers = self.registers.get(e.array)
+        if registers is not None:
+            size, what = registers[0].shape[e.axis], "register array"
+        elif state is not None:
+            size, what = state.shape[e.axis], "shared array"
+        else:
+            size, what = self.arrays[e.array].shape[e.axis], "array"
         lanes = self.lanes(value)
         bad = active & ((lanes < 0) | (lanes >= size))
         if bad.any():
-            what = "array" if state is None else "shared array"
             raise self.fail(
                 e,
                 f"index {lanes[bad][0]} along dimension {e.axis} of {what} {e.array!r} is out "
                 f"of bounds ({e.array}.shape[{e.axis}] is {size}); guard the access with "
                 f"{e.array}.shape[{e.axis}]",
                 bad,
-                argument=e.array if state is None else None,
+                argument=e.array if what == "array" else None,
             )
         return value
 
@@ -281,6 +314,11 @@ class _Machine(SharedMachine, SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
         if e.array in self.shared:
             key = self.shared_access(e, "read", e.array, index, active)
             out[active] = self.shared[e.array].data[key]
+        elif e.array in self.registers:
+            lanes = np.flatnonzero(active)
+            out[active] = self.registers[e.array][1][
+                lanes, self.register_index(e, e.array, index, active)
+            ]
         else:
             out[active] = self.arrays[e.array].storage[self.address(e, e.array, index, active)]
         return out

@@ -78,5 +78,6 @@ def lower(
         body=body,
         written=frozenset(lowerer.written),
         shared=tuple(lowerer.shared),
+        registers=tuple(lowerer.registers),
         atomic=frozenset(lowerer.atomic),
     )

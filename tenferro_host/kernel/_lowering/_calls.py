@@ -47,9 +47,9 @@ def lower_call(lw: Lowerer, node: ast.Call) -> ExprResult:
             )
         return result
     if isinstance(fn, lang.Intrinsic):
-        if len(node.args) != fn.arity:
-            raise lw.error(node, f"K.{fn.name} takes {fn.arity} argument(s), got {len(node.args)}")
         handler = lw.call_handler("value", fn) or math_call
+        if handler is not no_value and len(node.args) != fn.arity:  # (no value: say why first)
+            raise lw.error(node, f"K.{fn.name} takes {fn.arity} argument(s), got {len(node.args)}")
         value: ir.Expr = handler(lw, node, fn.name)
         return value
     if fn is range:
@@ -81,9 +81,15 @@ def atomic_call(lw: Lowerer, node: ast.Call, name: str) -> ir.Atomic:
             f"atomics need i32, u32 or f32 elements (i64 and f64 on cuda "
             f"and cpu), not {type_name(array.dtype)}",
         )
+    if array.registers is not None:
+        raise lw.error(
+            node.args[0],
+            f"{array.name!r} is a register array, its unit's own: no other unit can race on "
+            "it, so update it with a plain store (r[i] += v), not an atomic",
+        )
     index = array_index(lw, node.args[1], array)
     operands = [lw.materialize(a, lw.expr(a), array.dtype) for a in node.args[2:]]
-    if array.shared is None:
+    if array.declared is None:
         lw.written.add(array.name)
     lw.atomic.add(array.name)
     compare = operands[0] if op == "compare_exchange" else None
@@ -92,74 +98,112 @@ def atomic_call(lw: Lowerer, node: ast.Call, name: str) -> ir.Atomic:
     )
 
 
-def shared_decl(lw: Lowerer, node: ast.Assign, call: ast.Call) -> list[ir.Stmt]:
-    """``name = K.shared(T, size)`` at the kernel's top level."""
+def declaration(
+    lw: Lowerer, node: ast.Assign, call: ast.Call, kind: str, example: str
+) -> tuple[str, DType]:
+    """The name and element type of ``example``'s declaration (``s = K.shared(K.f32, 256)``,
+    ``kind`` "shared", or ``r = K.registers(...)``, "register"), refused anywhere but the
+    kernel's top level."""
     target = lw.single_target(node)
+    what = f"{kind} array"
+    intrinsic = example.split(" = ")[1].split("(")[0]
     if lw.frame is not None:
         raise lw.error(
             node,
-            "declare shared arrays in the kernel and pass them to the device function as arguments",
+            f"declare {what}s in the kernel and pass them to the device function as arguments",
         )
     if id(node) not in lw.top_level:
+        owner = "a cube's" if kind == "shared" else "each unit's"
         raise lw.error(
             node,
-            "K.shared(...) declares a cube's shared array once: write it "
-            "at the top level of the kernel body, not inside if/for/while",
+            f"{intrinsic}(...) declares {owner} {what} once: write it at the top level of the "
+            "kernel body, not inside if/for/while",
         )
     if not isinstance(target, ast.Name):
-        raise lw.error(node, "assign a shared array to one name: s = K.shared(K.f32, 256)")
+        raise lw.error(node, f"assign a {what} to one name: {example}")
     if len(call.args) != 2 or call.keywords:
-        raise lw.error(call, "K.shared takes (element type, size): K.shared(K.f32, 256)")
+        raise lw.error(call, f"{intrinsic} takes (element type, size): {example.split(' = ')[1]}")
     name = target.id
     if lw.is_runtime_name(name):
         raise lw.error(
             target,
-            f"{name!r} is already a parameter, local or shared array; "
-            "give the shared array its own name",
+            f"{name!r} is already a parameter, local or declared array; give the {what} its own "
+            "name",
         )
     dtype = lw.resolve_type(call.args[0], lw.static(call.args[0]))
     if dtype is dtypes.bool_:
         raise lw.error(
             call.args[0],
-            "shared arrays of bool are not supported; store 0/1 in a K.u32 shared array",
+            f"{what}s of bool are not supported; store 0/1 in a K.u32 {what}",
         )
+    return name, dtype
+
+
+def declared_shape(lw: Lowerer, size: ast.expr, kind: str, limit: int) -> tuple[int, ...]:
+    """The compile-time dimensions of a declared array, 1 to ``limit`` elements in all."""
+    dims = size.elts if isinstance(size, ast.Tuple) else [size]
+    shape = tuple(declared_dim(lw, d, isinstance(size, ast.Tuple), kind) for d in dims)
+    total = math.prod(shape)
+    if not shape or total > limit:
+        why = "u32 indices" if kind == "shared" else "a unit's registers are few"
+        raise lw.error(
+            size,
+            f"a {kind} array holds 1 to {limit} elements ({why}); "
+            f"{ast.unparse(size)} gives {total}",
+        )
+    return shape
+
+
+def shared_decl(lw: Lowerer, node: ast.Assign, call: ast.Call) -> list[ir.Stmt]:
+    """``name = K.shared(T, size)`` at the kernel's top level."""
+    name, dtype = declaration(lw, node, call, "shared", "s = K.shared(K.f32, 256)")
     size = call.args[1]
     line = lw.line(node)
     if isinstance(size, ast.Name) and size.id in lw.params:
         decl = dynamic_shared_decl(lw, name, dtype, size, line)
     else:
-        dims = size.elts if isinstance(size, ast.Tuple) else [size]
-        shape = tuple(shared_dim(lw, d, isinstance(size, ast.Tuple)) for d in dims)
-        total = math.prod(shape)
-        if not shape or total > U32_MAX:
-            raise lw.error(
-                size,
-                f"a shared array holds 1 to {U32_MAX} elements (u32 indices); "
-                f"{ast.unparse(size)} gives {total}",
-            )
-        decl = ir.SharedArray(name, dtype, total, line=line, shape=shape)
+        shape = declared_shape(lw, size, "shared", U32_MAX)
+        decl = ir.SharedArray(name, dtype, math.prod(shape), line=line, shape=shape)
     lw.shared.append(decl)
     lw.arrays[name] = ArrayRef(name, dtype, len(decl.shape), decl)
     return []
 
 
-def shared_dim(lw: Lowerer, node: ast.expr, in_tuple: bool) -> int:
-    """One compile-time dimension of a shared array."""
+def registers_decl(lw: Lowerer, node: ast.Assign, call: ast.Call) -> list[ir.Stmt]:
+    """``name = K.registers(T, size)`` at the kernel's top level."""
+    name, dtype = declaration(lw, node, call, "register", "r = K.registers(K.f32, 16)")
+    shape = declared_shape(lw, call.args[1], "register", ir.REGISTER_ARRAY_MAX)
+    decl = ir.RegisterArray(name, dtype, math.prod(shape), line=lw.line(node), shape=shape)
+    lw.registers.append(decl)
+    lw.arrays[name] = ArrayRef(name, dtype, len(shape), registers=decl)
+    return []
+
+
+def declared_dim(lw: Lowerer, node: ast.expr, in_tuple: bool, kind: str) -> int:
+    """One compile-time dimension of a shared or register array."""
     if isinstance(node, ast.Name) and node.id in lw.params:
         raise lw.error(
             node,
             f"{node.id!r} is a runtime parameter: a shared array sized at launch has one "
-            f"dimension, K.shared(T, {node.id}); give the others as compile-time ints",
+            f"dimension, K.shared(T, {node.id}); give the others as compile-time ints"
+            if kind == "shared"
+            else f"{node.id!r} is a runtime parameter: a register array's size is a "
+            "compile-time int (a literal, a K.Const[int] or a module constant)",
         )
     size = lw.expr(node)
     value = size.value if isinstance(size, (Untyped, ir.Const)) else None
     if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= U32_MAX:
-        what = "each dimension of a shared array" if in_tuple else "the size of a shared array"
+        what = f"each dimension of a {kind} array" if in_tuple else f"the size of a {kind} array"
         raise lw.error(
             node,
             f"{what} is a positive compile-time int (a literal, a K.Const[int] or a module "
-            "constant), or, for an array sized at launch, a runtime integer parameter: "
-            "K.shared(K.f32, n)",
+            "constant)"
+            + (
+                ", or, for an array sized at launch, a runtime integer parameter: "
+                "K.shared(K.f32, n)"
+                if kind == "shared"
+                else ""
+            ),
         )
     return value
 
@@ -382,6 +426,9 @@ def math_call(lw: Lowerer, node: ast.Call, name: str) -> ir.Expr:
 _NO_VALUE = {
     "shared": "K.shared(T, size) declares a cube's shared array: write "
     "'name = K.shared(K.f32, 256)' at the top level of the kernel body",
+    "registers": "K.registers(T, size) declares each unit's register array: write "
+    "'name = K.registers(K.f32, 16)' at the top level of the kernel body",
+    "static_range": "K.static_range(...) is what a loop runs over: 'for i in K.static_range(8):'",
     "sync_cube": "K.sync_cube() is a statement of its own; it has no value",
     "load4": "K.load4 gives four values: write 'a, b, c, d = K.load4(x, k)'",
     "store4": "K.store4(x, k, a, b, c, d) is a statement; it has no value",
@@ -396,6 +443,7 @@ def no_value(lw: Lowerer, node: ast.Call, name: str) -> ir.Expr:
 HANDLERS: Table = {
     ast.Call: lower_call,
     ("assign", "shared"): shared_decl,
+    ("assign", "registers"): registers_decl,
     **{("value", name): atomic_call for name in ATOMICS},
     **{("value", name): no_value for name in _NO_VALUE},
 }

@@ -79,8 +79,8 @@ def lower_attribute(lw: Lowerer, node: ast.Attribute) -> ExprResult:
     if isinstance(node.value, ast.Name) and node.value.id in lw.arrays:
         a = lw.arrays[node.value.id]
         if node.attr == "len":
-            if a.shared is not None:
-                return shared_extent(lw, a.shared, None, lw.line(node))
+            if a.declared is not None:
+                return declared_extent(lw, a.declared, None, lw.line(node))
             return ir.ArrayLen(a.name, type=dtypes.uint32, line=lw.line(node))
         if node.attr in ("shape", "stride"):
             raise lw.error(
@@ -106,10 +106,10 @@ def lower_subscript(lw: Lowerer, node: ast.Subscript) -> ExprResult:
     ):
         a = lw.arrays[value.value.id]
         axis = constant_axis(lw, node.slice, a)
-        if a.shared is not None:
+        if a.declared is not None:
             if value.attr == "shape":
-                return shared_extent(lw, a.shared, axis, lw.line(node))
-            stride = math.prod(a.shared.shape[:axis])
+                return declared_extent(lw, a.declared, axis, lw.line(node))
+            stride = math.prod(a.declared.shape[:axis])
             return ir.Const(stride, type=dtypes.uint32, line=lw.line(node))
         cls = ir.ArrayShape if value.attr == "shape" else ir.ArrayStride
         return cls(a.name, axis, type=dtypes.uint32, line=lw.line(node))
@@ -141,19 +141,20 @@ def array_param(lw: Lowerer, node: ast.expr) -> ArrayRef:
         return lw.arrays[node.id]
     if isinstance(node, ast.Name) and lw.is_runtime_name(node.id):
         raise lw.error(node, f"{node.id!r} is a scalar and cannot be indexed")
-    raise lw.error(node, "only array parameters and shared arrays can be indexed")
+    raise lw.error(node, "only array parameters, shared arrays and register arrays can be indexed")
 
 
 def array_index(lw: Lowerer, node: ast.expr, array: ArrayRef) -> ir.Expr:
     """The storage index relative to the view's offset: ``a[i, j]`` (one index per
     dimension) is ``i * a.stride[0] + j * a.stride[1]`` in u32; a linear ``a[k]`` is ``k`` on
-    a compact view or a shared array, ``k * a.stride[0]`` on a strided 1-D view, and refused
-    on a non-compact view of more dimensions (it would read storage the view skips)."""
+    a compact view or a declared (shared or register) array, ``k * a.stride[0]`` on a strided
+    1-D view, and refused on a non-compact view of more dimensions (it would read storage the
+    view skips)."""
     if isinstance(node, ast.Slice):
         raise lw.error(node, "slices are not supported; index with a[i] or a[i, j]")
     if not isinstance(node, ast.Tuple):
         k = integer_index(lw, node)
-        if array.shared is not None or array.compact:
+        if array.declared is not None or array.compact:
             return k
         if array.ndim != 1:
             axes = ", ".join("ijklmn"[d] for d in range(array.ndim))
@@ -167,8 +168,8 @@ def array_index(lw: Lowerer, node: ast.expr, array: ArrayRef) -> ir.Expr:
         return strided_index(lw, k, array, 0, lw.line(node))
     if len(node.elts) != array.ndim:
         what = (
-            f"shared array {array.name!r} has {array.ndim} dimension(s)"
-            if array.shared is not None
+            f"{array.kind} {array.name!r} has {array.ndim} dimension(s)"
+            if array.declared is not None
             else f"{array.name!r} has {array.ndim} dimension(s) in this specialization"
         )
         raise lw.error(
@@ -187,7 +188,7 @@ def array_index(lw: Lowerer, node: ast.expr, array: ArrayRef) -> ir.Expr:
 
 
 def strided_index(lw: Lowerer, k: ir.Expr, array: ArrayRef, axis: int, line: int) -> ir.Expr:
-    """``k * array.stride[axis]`` in u32 (a shared array's strides are constants), ``k``
+    """``k * array.stride[axis]`` in u32 (a declared array's strides are constants), ``k``
     marked as the index along ``axis`` (:class:`ir.AxisIndex`: the interpreter checks it
     against that dimension, before the cast, so a negative one reads as such)."""
     u32 = dtypes.uint32
@@ -195,8 +196,8 @@ def strided_index(lw: Lowerer, k: ir.Expr, array: ArrayRef, axis: int, line: int
     if k.type is not u32:
         k = ir.Cast(k, type=u32, line=line)
     stride: ir.Expr
-    if array.shared is not None:
-        step = math.prod(array.shared.shape[:axis])
+    if array.declared is not None:
+        step = math.prod(array.declared.shape[:axis])
         if step == 1:
             return k
         stride = ir.Const(step, type=u32, line=line)
@@ -205,11 +206,13 @@ def strided_index(lw: Lowerer, k: ir.Expr, array: ArrayRef, axis: int, line: int
     return ir.Binary("mul", k, stride, type=u32, line=line)
 
 
-def shared_extent(lw: Lowerer, decl: ir.SharedArray, axis: int | None, line: int) -> ir.Expr:
-    """``s.len`` (``axis`` None) or ``s.shape[axis]`` of a shared array, in u32: a constant,
-    or the size parameter of a dynamic array."""
+def declared_extent(
+    lw: Lowerer, decl: ir.SharedArray | ir.RegisterArray, axis: int | None, line: int
+) -> ir.Expr:
+    """``s.len`` (``axis`` None) or ``s.shape[axis]`` of a shared or register array, in u32: a
+    constant, or the size parameter of a shared array sized at launch."""
     u32 = dtypes.uint32
-    if decl.size_param is None:
+    if not isinstance(decl, ir.SharedArray) or decl.size_param is None:
         size = decl.size if axis is None else decl.shape[axis]
         return ir.Const(size, type=u32, line=line)
     param = lw.params[decl.size_param]

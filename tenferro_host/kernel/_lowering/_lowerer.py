@@ -37,13 +37,27 @@ RESERVED = re.compile(r"tf\d+_")
 @dataclass(frozen=True)
 class ArrayRef:
     """An array visible under some name: IR name, element type, ``ndim`` and ``compact`` for a
-    parameter, or the declaration of a shared array."""
+    parameter, or the declaration of a shared or a register array."""
 
     name: str
     dtype: DType
     ndim: int
     shared: ir.SharedArray | None = None
     compact: bool = True
+    registers: ir.RegisterArray | None = None
+
+    @property
+    def declared(self) -> ir.SharedArray | ir.RegisterArray | None:
+        """The kernel's own array (shared or registers), None for a parameter: its elements
+        are contiguous, its strides constants, and a store to it writes no parameter."""
+        return self.shared or self.registers
+
+    @property
+    def kind(self) -> str:
+        """How a message names it: "shared array", "register array" or "array"."""
+        if self.declared is None:
+            return "array"
+        return "shared array" if self.shared is not None else "register array"
 
 
 @dataclass
@@ -195,6 +209,7 @@ class Lowerer:
         self.written: set[str] = set()
         self.atomic: set[str] = set()
         self.shared: list[ir.SharedArray] = []
+        self.registers: list[ir.RegisterArray] = []
         self.namespace = parsed.namespace()
         self.depth = 0
         self.pending: list[ir.Stmt] = []  # inlined calls of the statement being lowered

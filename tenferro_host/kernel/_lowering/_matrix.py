@@ -143,6 +143,12 @@ def matrix_memory(lw: Lowerer, node: ast.expr, ftype: ir.FragmentType) -> ArrayR
             f"{array.name!r} holds {type_name(array.dtype)} but the fragment "
             f"{type_name(ftype.dtype)}; fragments load and store their own element type",
         )
+    if array.registers is not None:
+        raise lw.error(
+            node,
+            f"{array.name!r} is a register array, one unit's; a fragment is the whole warp's: "
+            "load and store fragments through a shared array or an array parameter",
+        )
     if array.shared is not None and array.shared.size_param is not None:
         raise lw.error(
             node,

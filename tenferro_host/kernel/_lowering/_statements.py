@@ -6,7 +6,7 @@ import ast
 
 from ... import dtypes
 from ...dtypes import DType
-from .. import ir
+from .. import ir, lang
 from .._frontend import DeviceFunction
 from ._calls import ATOMICS, call_function, function_return
 from ._expressions import (
@@ -132,7 +132,7 @@ def element_store(
             f"storing a {type_name(value.type)} into {array.name!r} whose elements are "
             f"{type_name(array.dtype)}; cast with K.{type_name(array.dtype)}(...)",
         )
-    if array.shared is None:
+    if array.declared is None:
         lw.written.add(array.name)
     return ir.Store(
         array.name,
@@ -237,17 +237,20 @@ def lower_for(lw: Lowerer, node: ast.For) -> list[ir.Stmt]:  # noqa: C901 - the 
     if not isinstance(node.target, ast.Name):
         raise lw.error(node.target, "the loop target must be one name: for i in range(n)")
     it = node.iter
-    if not (
-        isinstance(it, ast.Call)
-        and not isinstance(it.func, ast.Attribute)
-        and isinstance(it.func, ast.Name)
-        and not lw.is_runtime_name(it.func.id)
-        and lw.static(it.func) is range
-    ):
-        raise lw.error(it, "kernels loop only over range(...): for i in range(a, b, c)")
+    loop = lw.callee(it) if isinstance(it, ast.Call) else None
+    if loop is not range and loop is not lang.static_range:
+        raise lw.error(
+            it,
+            "kernels loop only over range(...) or K.static_range(...): for i in range(a, b, c)",
+        )
+    assert isinstance(it, ast.Call)
+    unroll = loop is lang.static_range
+    what = "K.static_range" if unroll else "range"
     if it.keywords or not 1 <= len(it.args) <= 3:
-        raise lw.error(it, "range takes 1 to 3 positional arguments")
+        raise lw.error(it, f"{what} takes 1 to 3 positional arguments")
     args = [lw.expr(a) for a in it.args]
+    if unroll:
+        return unrolled(lw, node, static_trips(lw, it, args))
     for arg, arg_node in zip(args, it.args, strict=True):
         if isinstance(arg, Untyped) and isinstance(arg.value, float):
             raise lw.error(
@@ -292,6 +295,78 @@ def lower_for(lw: Lowerer, node: ast.For) -> list[ir.Stmt]:  # noqa: C901 - the 
     return [ir.For(lw.prefix + name, start, stop, step, body, line=lw.line(node))]
 
 
+def static_trips(lw: Lowerer, it: ast.Call, args: list[ExprResult]) -> range:
+    """The counter's values of ``K.static_range``, whose bounds are compile-time ints giving
+    at most :data:`ir.UNROLL_MAX` trips."""
+    values = []
+    for arg, arg_node in zip(args, it.args, strict=True):
+        value = arg.value if isinstance(arg, (Untyped, ir.Const)) else None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise lw.error(
+                arg_node,
+                "K.static_range's bounds are compile-time ints (literals, K.Const[int] "
+                "parameters, module constants): the loop is unrolled; use range(...) for "
+                "bounds known at run time",
+            )
+        values.append(value)
+    if len(values) == 3 and values[2] == 0:
+        raise lw.error(it.args[2], "K.static_range's step must not be zero")
+    trips = range(*values)
+    if len(trips) > ir.UNROLL_MAX:
+        raise lw.error(
+            it,
+            f"K.static_range{tuple(values)} takes {len(trips)} trips; an unrolled loop takes "
+            f"at most {ir.UNROLL_MAX}: use range(...)",
+        )
+    return trips
+
+
+def unrolled(lw: Lowerer, node: ast.For, trips: range) -> list[ir.Stmt]:
+    """``for i in K.static_range(...)``: the body once per trip, ``i`` a compile-time int in
+    each (typed by the operand it meets, as a literal is). There is no loop to leave: ``break``
+    and ``continue`` of this loop, and an inlined function's ``return`` in it, are refused."""
+    assert isinstance(node.target, ast.Name)
+    name = node.target.id
+    if lw.is_runtime_name(name):
+        raise lw.error(
+            node.target,
+            f"{name!r} is already a parameter, local, constant or array; a K.static_range "
+            "counter is a compile-time int of its own name",
+        )
+    for leaves in loop_exits(node.body):
+        if isinstance(leaves, ast.Return) and lw.frame is None:
+            continue  # the kernel's return ends the unit, loop or not
+        raise lw.error(
+            leaves,
+            f"'{type(leaves).__name__.lower()}' inside K.static_range: the loop is unrolled, so "
+            "there is no loop to leave; use range(...) or guard the body with 'if'",
+        )
+    out: list[ir.Stmt] = []
+    for value in trips:
+        lw.constants[name] = Untyped(value)
+        try:
+            out.extend(lw.block(node.body))
+        finally:
+            del lw.constants[name]
+    return out
+
+
+def loop_exits(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The ``break``, ``continue`` and ``return`` statements of ``body`` that would leave its
+    loop (not those of a loop nested in it, except returns)."""
+    found: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, (ast.Break, ast.Continue, ast.Return)):
+            found.append(stmt)
+        elif isinstance(stmt, (ast.For, ast.While)):
+            found += [s for s in ast.walk(stmt) if isinstance(s, ast.Return)]
+        else:
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.stmt):
+                    found += loop_exits([child])
+    return found
+
+
 # -------------------------------------------------------- vector accesses
 
 
@@ -307,6 +382,12 @@ def vector_access(
     if call.keywords or len(call.args) != (2 if targets is not None else 2 + width):
         raise lw.error(call, "write 'a, b, c, d = K.load4(x, k)' or 'K.store4(x, k, a, b, c, d)'")
     array = array_param(lw, call.args[0])
+    if array.registers is not None:
+        raise lw.error(
+            call.args[0],
+            f"{array.name!r} is a register array: its elements are registers, not memory to "
+            "read four at a time; index them one by one (r[i])",
+        )
     line = lw.line(node)
     u32 = dtypes.uint32
     k = integer_index(lw, call.args[1])
@@ -317,7 +398,7 @@ def vector_access(
         type=u32,
         line=line,
     )
-    contiguous = array.shared is not None or array.compact
+    contiguous = array.declared is not None or array.compact
     if not contiguous and array.ndim != 1:
         raise lw.error(
             call.args[1],
@@ -351,7 +432,7 @@ def vector_access(
             raise lw.error(node, "K.load4 assigns four locals: a, b, c, d = K.load4(x, k)")
         return [*out, ir.LoadVector(array.name, index, names, line=line)]
     values = [lw.materialize(v, lw.expr(v), array.dtype) for v in call.args[2:]]
-    if array.shared is None:
+    if array.declared is None:
         lw.written.add(array.name)
     if not contiguous:
         return out + [

@@ -428,6 +428,29 @@ class SharedArray:
     size_param: str | None = None
 
 
+REGISTER_ARRAY_MAX = 256
+"""Elements a register array may hold: a CUDA thread has at most 255 32-bit registers, so a
+larger array could never stay in them."""
+
+UNROLL_MAX = 1024
+"""Trips a ``K.static_range`` loop may take: the front-end unrolls it, a copy of its body per
+trip."""
+
+
+@dataclass(frozen=True)
+class RegisterArray:
+    """``name = K.registers(T, size)``: ``size`` elements of ``dtype`` per unit, zeros at the
+    kernel's entry as every local is (``shape`` as :class:`SharedArray`'s, compile-time). A
+    target keeps it in registers where every index is a constant (literals, ``K.static_range``
+    counters, which the front-end unrolls); any other index is correct, in slower memory."""
+
+    name: str
+    dtype: DType
+    size: int
+    line: int = 0
+    shape: tuple[int, ...] = ()
+
+
 @dataclass(frozen=True)
 class KernelIR:
     """One specialized kernel.
@@ -437,8 +460,9 @@ class KernelIR:
     type; targets declare them all at function entry, zero-initialised, so a local read before
     any assignment on the path taken reads zero on every target. ``written`` names the arrays the
     body stores to (atomics included); ``atomic`` the arrays and shared arrays used by atomics;
-    ``shared`` the cube's shared arrays. Load, Store and Atomic name either a parameter or a
-    shared array (one namespace).
+    ``shared`` the cube's shared arrays, ``registers`` each unit's register arrays. Load and
+    Store name a parameter, a shared array or a register array (one namespace); Atomic a
+    parameter or a shared array.
     """
 
     name: str
@@ -449,6 +473,7 @@ class KernelIR:
     written: frozenset[str]
     shared: tuple[SharedArray, ...] = ()
     atomic: frozenset[str] = frozenset()
+    registers: tuple[RegisterArray, ...] = ()
 
     @cached_property
     def value_types(self) -> Mapping[DType, str]:
@@ -461,6 +486,8 @@ class KernelIR:
             found.setdefault(dt, f"local {name!r}")
         for a in self.shared:
             found.setdefault(a.dtype, f"shared array {a.name!r}")
+        for r in self.registers:
+            found.setdefault(r.dtype, f"register array {r.name!r}")
         for node in walk(self.body):
             if isinstance(node, Expr):
                 found.setdefault(node.type, f"an expression at line {node.line}")
@@ -489,10 +516,17 @@ class KernelIR:
                 return a
         return None
 
+    def register_array(self, name: str) -> RegisterArray | None:
+        """The register array ``name`` of the kernel's units, or None."""
+        for r in self.registers:
+            if r.name == name:
+                return r
+        return None
+
     def element_type(self, array: str) -> DType:
-        """The element type of the parameter or shared array ``array``."""
-        shared = self.shared_array(array)
-        return shared.dtype if shared is not None else self.param(array).dtype
+        """The element type of the parameter, shared array or register array ``array``."""
+        declared = self.shared_array(array) or self.register_array(array)
+        return declared.dtype if declared is not None else self.param(array).dtype
 
     def param(self, name: str) -> Param:
         """The runtime parameter ``name`` (KeyError if there is none)."""

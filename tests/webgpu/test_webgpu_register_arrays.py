@@ -1,0 +1,40 @@
+"""Register arrays and unrolled loops on WebGPU, against the interpreter: the small kernels
+exactly, the register-tiled GEMM within WGSL's fma rule (it may round twice)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from support import register_kernels as rk
+from support.webgpu_harness import View, assert_same
+
+from tenferro_host.benchmarks import gemm_registers as gr
+
+RNG = np.random.default_rng(37)
+
+
+def test_register_arrays_and_static_range(rt: Any) -> None:
+    x = RNG.standard_normal(32).astype(np.float32)
+    assert_same(rt, rk.scaled_row_sums, 1, 4, View.compact(np.zeros(4, np.float32)),
+                View.compact(x))  # fmt: skip
+    ints = RNG.integers(-50, 50, 64).astype(np.int32)
+    assert_same(rt, rk.picked, 2, 2, View.compact(np.zeros(4, np.int32)), View.compact(ints),
+                np.uint32(7))  # fmt: skip
+    assert_same(rt, rk.steps, 1, 3, View.compact(np.zeros(3, np.int32)))
+
+
+@pytest.mark.parametrize(("m", "n", "k", "config"), [(128, 128, 16, 0), (100, 70, 13, 3)])
+def test_the_register_gemm(rt: Any, m: int, n: int, k: int, config: int) -> None:
+    cfg = gr.REGISTER_CONFIGS[config]
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
+
+    def view(x: np.ndarray) -> View:
+        return View(x.ravel(order="F"), 0, x.shape, (1, x.shape[0]))
+
+    c = view(np.zeros((m, n), np.float32))
+    count = gr.register_gemm_count(m, n, cfg)
+    assert_same(rt, gr.register_gemm, count, cfg.dim, c, view(a), view(b), rtol=1e-5,
+                atol=1e-5 * k, **cfg.constants)  # fmt: skip
