@@ -11,8 +11,11 @@ Rows (each also on WebGPU, as a ratio to the CUDA JIT run of the same kernel obj
   float32 matrices (M = 4096) with its portable config (64 x 64 tiles in shared memory, 4 x 4
   outputs per unit, ``K.fma``) against ``cupy.matmul`` (cuBLAS SGEMM; CuPy's default compute
   type, no TF32 unless CUPY_TF32 is set), in TFLOP/s (target: DSL >= 0.4x CuPy; reported
-  whatever it is); ``autotuned`` rows: the same GEMM with the config ``@K.autotune`` picks at
-  its first launch (checked, not timed; target: >= 0.75x CuPy);
+  whatever it is); ``registers BMxBN`` rows: the register-tiled GEMM
+  (:mod:`tenferro_host.benchmarks.gemm_registers`, 8 x 8 outputs per unit in ``K.registers``,
+  double-buffered slices) with each of its configs alone; ``autotuned`` rows: that GEMM with
+  the config ``@K.autotune`` picks at its first launch (checked, not timed; target: >= 0.75x
+  CuPy, and never below the best config alone);
 * ``gemm_f16``: the DSL's f16 tensor-core GEMM (:mod:`tenferro_host.benchmarks.gemm_f16`, f32
   accumulate) of two
   M x M float16 matrices (``--m-f16``, 4096) against ``cupy.matmul`` of the same f16 arrays
@@ -45,7 +48,7 @@ import numpy as np
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
-from tenferro_host.benchmarks import gemm, gemm_f16
+from tenferro_host.benchmarks import gemm, gemm_f16, gemm_registers
 from tenferro_host.benchmarks.dsl_sums import (
     SUM_CUBE,
     SUM_CUBES,
@@ -103,8 +106,23 @@ def launch_portable(js: Any, c: Any, a: Any, b: Any) -> None:
 
 
 def launch_autotuned(js: Any, c: Any, a: Any, b: Any) -> None:
-    """``c = a @ b`` with the autotuned GEMM (tuned at its first launch)."""
-    gemm.launch_gemm(js, gemm.gemm, c, a, b)
+    """``c = a @ b`` with the autotuned register GEMM (tuned at its first launch)."""
+    gemm_registers.launch_tuned(js, gemm_registers.tuned_gemm, c, a, b)
+
+
+def register_variants() -> tuple[tuple[str, Callable[[Any, Any, Any, Any], None]], ...]:
+    """The ``matmul`` rows of the register GEMM's configs, each alone (suffix, launch)."""
+    return tuple(
+        (
+            f" registers {cfg['BM']}x{cfg['BN']}",
+            partial(_launch_config, cfg),
+        )
+        for cfg in gemm_registers.REGISTER_CONFIGS
+    )
+
+
+def _launch_config(config: K.Config, js: Any, c: Any, a: Any, b: Any) -> None:
+    gemm_registers.launch_register_gemm(js, c, a, b, config)
 
 
 def matmul_seconds(
@@ -258,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         expected = a_host.astype(np.float64) @ b_host.astype(np.float64)
 
     sums = (("", dsl_sum), (" load4", dsl_sum4), (" subgroup", dsl_sum_subgroup))  # the rows
-    matmuls = (("", launch_portable), (" autotuned", launch_autotuned))
+    matmuls = (("", launch_portable), *register_variants(), (" autotuned", launch_autotuned))
     for kind, status in kinds.items():
         if not status.available:
             reason = status.reason or "unavailable"
@@ -290,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
                     rt, kind, a_host, b_host, expected, args.launches, args.repeats, launch
                 ),
             )
-    for choice in gemm.gemm.choices().values():
+    for choice in gemm_registers.tuned_gemm.choices().values():
         print(f"  autotuned gemm: {choice.config} ({choice.source}; medians {choice.timings})")
     add_f16_rows(rows, host, args.m_f16, args)
 
@@ -340,6 +358,14 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         "DSL webgpu autotuned / DSL cuda autotuned": (
             None if tuned is None or tuned_webgpu is None else tuned_webgpu / tuned
         ),
+    }
+    alone = [rate("matmul", f"DSL cuda{suffix}") for suffix, _ in register_variants()]
+    best = max((r for r in alone if r is not None), default=None)
+    ratios["matmul tuned vs alone"] = {  # never slower, within the samples' noise
+        "DSL cuda autotuned / its best config alone": (
+            None if tuned is None or best is None else tuned / best
+        ),
+        "target": 0.97,
     }
     report = {
         "sum_elements": n,
