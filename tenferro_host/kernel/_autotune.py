@@ -10,20 +10,26 @@ the winners: :mod:`tenferro_host.provider._autotuning`.
 
 from __future__ import annotations
 
-import ast
+import contextlib
+import functools
 import hashlib
 import json
+import linecache
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from numbers import Integral
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidLaunchConfigError, ValidationError
+from ._frontend import DeviceFunction, ParsedKernel
 from ._kernel import Kernel
 
-#: ``timer(js, config, run)``: the seconds one ``run()`` (one launch of ``config``) takes.
+#: ``timer(js, config, run)``: the seconds one ``run()`` (one launch of ``config``, exactly as
+#: the kernel is then launched with it) takes on the device. Tuning calls it once per config per
+#: round, after every config's warm-up; the least median of its samples wins.
 Timer = Callable[[Any, "Config", Callable[[], None]], float]
 
 
@@ -124,6 +130,8 @@ class Autotuned:
         self.runtime_params = kernel.runtime_params
         self.shared_size_args = kernel.shared_size_args
         self.configs = self._checked_configs(configs)
+        #: The constants the configs set (a launch may not pass them).
+        self.tuned_names = frozenset(name for c in self.configs for name in c.constants)
         self.key = self._checked_key(key)
         for what, n in (("warmup", warmup), ("repeats", repeats)):
             if not isinstance(n, int) or isinstance(n, bool) or n < 1:
@@ -139,11 +147,17 @@ class Autotuned:
         positions = {d.name: i for i, d in enumerate(self.runtime_params)}
         #: (position among the runtime arguments or None for a constant, name) of each key.
         self.key_slots = tuple((positions.get(name), name) for name in self.key)
-        parsed = kernel.parsed
-        self.identity = {
+
+    @functools.cached_property
+    def identity(self) -> dict[str, str]:
+        """What a learned winner holds for: the kernel, its configs, and a digest of the code
+        its launches run (:func:`code_digest`), so a winner timed on other code is not reused
+        untimed. Made at the first launch that looks a winner up: helpers defined after the
+        kernel are found then."""
+        return {
             "kernel": self.name,
-            "file": parsed.filename,
-            "body": hashlib.sha256(ast.dump(parsed.func).encode()).hexdigest()[:16],
+            "file": self.kernel.parsed.filename,
+            "code": code_digest(self.kernel.parsed),
             "configs": hashlib.sha256(
                 canonical([c.plain() for c in self.configs]).encode()
             ).hexdigest()[:16],
@@ -183,7 +197,6 @@ class Autotuned:
         if isinstance(key, str):
             key = (key,)
         names = [d.name for d in self.kernel.parsed.params]
-        tuned = {name for c in self.configs for name in c.constants}
         for name in key:
             if name not in names:
                 raise ValidationError(
@@ -191,7 +204,7 @@ class Autotuned:
                     f"({', '.join(names)})",
                     argument="key",
                 )
-            if name in tuned:
+            if name in self.tuned_names:
                 raise ValidationError(
                     f"autotune key {name!r} of kernel {self.name!r} is set by the configs; a "
                     "key is a launch argument the choice depends on",
@@ -224,6 +237,38 @@ class Autotuned:
         return dict(self.memo)
 
 
+@functools.cache
+def _dsl_digest() -> bytes:
+    """A digest of the host's version and the DSL's own modules (front end, lowering, IR),
+    read once per process."""
+    digest = hashlib.sha256()
+    with contextlib.suppress(PackageNotFoundError):
+        digest.update(version("tenferro-host").encode())
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        with contextlib.suppress(OSError):
+            digest.update(path.read_bytes())
+    return digest.digest()
+
+
+def code_digest(parsed: ParsedKernel) -> str:
+    """A digest of what decides a kernel's code: the DSL's modules and the source files of the
+    kernel and of every ``K.func`` reachable from its namespace (with the module-level values
+    they read). Conservative: any edit of those files tunes again; a backend's code generator
+    counts through the host's version only (clear the cache after editing one)."""
+    files: set[str] = set()
+    todo = [parsed]
+    while todo:
+        found = todo.pop()
+        if found.filename in files:
+            continue
+        files.add(found.filename)
+        todo.extend(v.parsed for v in found.namespace().values() if isinstance(v, DeviceFunction))
+    digest = hashlib.sha256(_dsl_digest())
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + "".join(linecache.getlines(name)).encode())
+    return digest.hexdigest()[:16]
+
+
 def autotune(
     configs: Sequence[Config], key: Sequence[str] = (), **options: Any
 ) -> Callable[[Any], Autotuned]:
@@ -233,7 +278,9 @@ def autotune(
     scalar's or constant's value). ``options`` (see :class:`Autotuned`): ``frozen``; ``table``,
     the shipped table's file relative to the kernel's module (default:
     ``<module>.autotune.json`` there, if it exists); ``timer``, which replaces the clock
-    (``timer(js, config, run) -> seconds``); ``warmup`` and ``repeats``.
+    (``timer(js, config, run) -> seconds``, see :data:`Timer`); ``warmup``, the untimed launches
+    of each config (compile, module load, caches) before any config is timed; ``repeats``, the
+    rounds of timed samples, one per config per round, whose median decides.
     """
     return lambda kernel: Autotuned(kernel, configs, key, **options)
 

@@ -4,25 +4,34 @@ the winners (:mod:`._tuning_tables`).
 
 On the first launch for a device and key values, the choice comes from, in order: this
 process's memo, the winner an earlier process learned on this machine (the persistent kernel
-cache), the package's shipped table, and else tuning: each config runs ``warmup`` times, then
-``repeats`` timed launches on the runtime's stream, and the config with the least median wins
-(the earlier one on a tie). Tuning runs on copies of the array arguments, so a kernel that
-accumulates into its output sees it once. Frozen (``frozen=True`` or
-``TENFERRO_AUTOTUNE=frozen``; within :func:`frozen_launches` too, the conformance kit's
-calls): never time, use a table or else the first config. The interpreter (target ``cpu``)
-has no meaningful clock, so it never times unless a ``timer`` is given: it uses a table or the
-first config. Inside a capture nothing is tuned: a launch with no known choice is a
-:class:`CaptureError` naming the warm-up.
+cache; its key holds a digest of the kernel's code, so a winner timed on other code is not
+reused), the package's shipped table, and else tuning.
+
+Tuning compares the configs by the device time of the launch the kernel then runs: every config
+first runs ``warmup`` untimed launches (compile, module load), then ``repeats`` rounds time each
+config once in turn (the default :func:`wall_clock` reads its clock only with the stream idle),
+and the least median wins (the earlier config on a tie). Rounds rather than one config after
+another, so a change of the device's speed while tuning (clocks, power, a compile's idle gap)
+falls on every config alike. Tuning runs on copies of the array arguments with their layout
+(shape, strides, offset; views of one storage share one copy): the timed launches are the
+chosen one's specialization, and a kernel that accumulates into its output sees it once.
+
+Frozen (``frozen=True`` or ``TENFERRO_AUTOTUNE=frozen``; within :func:`frozen_launches` too, the
+conformance kit's calls): never time, use a table or else the first config. The interpreter
+(target ``cpu``) has no meaningful clock, so it never times unless a ``timer`` is given: it uses
+a table or the first config. Inside a capture nothing is tuned: a launch with no known choice
+is a :class:`CaptureError` naming the warm-up.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
+from time import perf_counter
 from typing import Any
 
 from .._env import env_switch
@@ -35,11 +44,13 @@ from ..errors import (
     ValidationError,
 )
 from ..kernel._autotune import Autotuned, AutotuneWarning, Choice, Config, Timer, canonical
+from ..tensor import Tensor
 from ._tuning_tables import TABLES
 
 ENV_FREEZE = "TENFERRO_AUTOTUNE"
 _FILL_S = 1e-3  # a timed sample of the default clock lasts at least this long
 _MAX_BATCH = 100
+_ALIGN_BYTES = 256  # a scratch view starts at the original's address modulo this
 _MAX_FAST = 4096  # launch keys remembered (dropped all at once beyond)
 _FROZEN = ("frozen", "freeze", "off")
 _TUNING = ("", "on", "tune")
@@ -75,24 +86,28 @@ def env_frozen() -> bool:
     )
 
 
-def wall_clock(js: Any, config: Config, run: Callable[[], None]) -> float:
-    """Seconds per launch, from launches between two synchronizations of the runtime's stream:
-    one, or as many as fill about a millisecond (at most 100) when one takes less, so the
-    synchronization's own cost does not decide between fast configs."""
+def wall_clock(
+    js: Any, config: Config, run: Callable[[], None], clock: Callable[[], float] = perf_counter
+) -> float:
+    """The default timer: device seconds per launch, from launches between two synchronizations
+    of the runtime's stream (the clock is read only with the stream idle, so neither earlier
+    queued work nor a launch still running is missed or counted): one launch, or as many as
+    fill about a millisecond (at most 100) when one takes less, so the synchronization's own
+    cost does not decide between fast configs. ``clock``: seconds (tests pass their own)."""
     sync = js.runtime.synchronize
     sync()
-    start = time.perf_counter()
+    start = clock()
     run()
     sync()
-    once = time.perf_counter() - start
+    once = clock() - start
     if once >= _FILL_S:
         return once
     n = min(_MAX_BATCH, max(2, int(_FILL_S / max(once, 1e-7))))
-    start = time.perf_counter()
+    start = clock()
     for _ in range(n):
         run()
     sync()
-    return (time.perf_counter() - start) / n
+    return (clock() - start) / n
 
 
 def launch_autotuned(
@@ -104,7 +119,7 @@ def launch_autotuned(
     constants: dict[str, Any],
 ) -> None:
     """Launch the chosen config in the JIT session ``js`` (what ``js.launch`` does)."""
-    clash = sorted(set(constants) & {n for c in tuned.configs for n in c.constants})
+    clash = sorted(constants.keys() & tuned.tuned_names) if constants else None
     if clash:
         raise ValidationError(
             f"constant {clash[0]!r} of kernel {tuned.name!r} is chosen by autotuning; do not "
@@ -112,7 +127,20 @@ def launch_autotuned(
             argument=clash[0],
         )
     choice = choose(tuned, js, count, dim, args, constants)
-    config = choice.config
+    _launch_config(tuned, js, choice.config, count, dim, args, constants)
+
+
+def _launch_config(
+    tuned: Autotuned,
+    js: Any,
+    config: Config,
+    count: Any,
+    dim: Any,
+    args: Sequence[Any],
+    constants: Mapping[str, Any],
+) -> None:
+    """One launch of ``config``: tuning times this very call (on its copies of ``args``) and
+    the choice then runs it, so the two cannot differ in count, dim or constants."""
     js.launch(
         tuned.kernel,
         _count(count, config),
@@ -252,34 +280,32 @@ def _tune(
     args: Sequence[Any],
     constants: Mapping[str, Any],
 ) -> Choice:
-    """Time every config on copies of the arguments; the least median wins."""
+    """Time every config on copies of the arguments: all warm-ups first, then ``repeats``
+    rounds of one sample per config (see the module docstring); the least median wins."""
     scratch = _scratch(js, args)
-    medians: list[float | None] = []
-    skipped: list[tuple[int, str]] = []
-    for i, config in enumerate(tuned.configs):
-
-        def run(config: Config = config) -> None:
-            js.launch(
-                tuned.kernel,
-                _count(count, config),
-                _dim(dim, config),
-                *scratch,
-                **constants,
-                **config.constants,
-            )
-
+    configs = tuned.configs
+    runs = [partial(_launch_config, tuned, js, c, count, dim, scratch, constants) for c in configs]
+    samples: list[list[float]] = [[] for _ in configs]
+    failed: dict[int, str] = {}  # config index -> why it cannot run here
+    for i, run in enumerate(runs):
         try:
             for _ in range(tuned.warmup):
                 run()
-            times = [timer(js, config, run) for _ in range(tuned.repeats)]
         except CONFIG_ERRORS as exc:
-            skipped.append((i, f"{type(exc).__name__}: {exc}"))
-            medians.append(None)
-            continue
-        medians.append(statistics.median(times))
+            failed[i] = f"{type(exc).__name__}: {exc}"
+    for _ in range(tuned.repeats):
+        for i, config in enumerate(configs):
+            if i in failed:
+                continue
+            try:
+                samples[i].append(timer(js, config, runs[i]))
+            except CONFIG_ERRORS as exc:
+                failed[i] = f"{type(exc).__name__}: {exc}"
+    medians = tuple(None if i in failed else statistics.median(s) for i, s in enumerate(samples))
+    skipped = sorted(failed.items())
     if skipped:
-        why = "; ".join(f"config {i} {tuned.configs[i]!r}: {msg}" for i, msg in skipped)
-        if len(skipped) == len(tuned.configs):
+        why = "; ".join(f"config {i} {configs[i]!r}: {msg}" for i, msg in skipped)
+        if len(skipped) == len(configs):
             raise UnsupportedError(
                 f"no config of kernel {tuned.name!r} runs on this device: {why}",
                 feature="autotune configs",
@@ -289,7 +315,7 @@ def _tune(
             f"autotuning kernel {tuned.name!r} skipped {why}", AutotuneWarning, stacklevel=4
         )
     best = min((m, i) for i, m in enumerate(medians) if m is not None)[1]
-    return Choice(best, tuned.configs[best], "tuned", tuple(medians), tuple(skipped))
+    return Choice(best, configs[best], "tuned", medians, tuple(skipped))
 
 
 def _count(count: Any, config: Config) -> Any:
@@ -307,15 +333,29 @@ def _dim(dim: Any, config: Config) -> Any:
 
 
 def _scratch(js: Any, args: Sequence[Any]) -> list[Any]:
-    """``args`` with each array replaced by a compact copy (one per argument object)."""
-    copies: dict[int, Any] = {}
+    """``args`` with each array replaced by a view of the same shape, strides and offset (modulo
+    :data:`_ALIGN_BYTES`) into a copy of the part of its storage the arrays here touch, one copy
+    per storage: the timed launches have the chosen launch's specialization (compact or
+    strided), alignment and aliasing, and never write the arguments themselves."""
+    tensors = [getattr(value, "tensor", value) for value in args]  # a JitBinding's tensor
+    spans: dict[tuple[int, Any], tuple[Tensor, int, int]] = {}
+    for t in tensors:
+        if isinstance(t, Tensor):
+            lo, hi = t.span()
+            seen = spans.get((id(t.storage), t.dtype))
+            if seen is not None:
+                lo, hi = min(lo, seen[1]), max(hi, seen[2])
+            spans[(id(t.storage), t.dtype)] = (t, lo, hi)
+    copies: dict[tuple[int, Any], tuple[int, Tensor]] = {}
+    for where, (t, lo, hi) in spans.items():
+        start = lo - lo % max(1, _ALIGN_BYTES // t.dtype.itemsize)
+        part = Tensor(t.storage, t.dtype, (hi - start,), (1,), start)
+        copies[where] = (start, js.runtime.canonicalize(part))
     out = []
-    for value in args:
-        tensor = getattr(value, "tensor", value)  # a JitBinding's tensor
-        if hasattr(tensor, "storage") and hasattr(tensor, "shape"):
-            if id(value) not in copies:
-                copies[id(value)] = js.runtime.canonicalize(tensor)
-            out.append(copies[id(value)])
+    for value, t in zip(args, tensors, strict=True):
+        if isinstance(t, Tensor):
+            start, copy = copies[(id(t.storage), t.dtype)]
+            out.append(Tensor(copy.storage, t.dtype, t.shape, t.strides, t.offset - start))
         else:
             out.append(value)
     return out

@@ -3,7 +3,7 @@
 A *learned* winner is one entry of the persistent kernel cache (kind ``autotune``, an empty
 payload, the winner in its metadata), so it shares the cache's directory, trust checks, atomic
 writes, checksums, bound and ``cache clear``. Its key holds the kernel's identity (name, file,
-a digest of its parsed body and of its configs), the device (:func:`device_key`) and the key
+a digest of its code and of its configs), the device (:func:`device_key`) and the key
 values of the launch: a kernel or config list that changed, another chip or driver, another
 shape all miss.
 

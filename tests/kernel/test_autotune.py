@@ -2,16 +2,20 @@
 # mypy: disable-error-code="valid-type,attr-defined,index,no-untyped-def"
 """``@K.autotune`` on the interpreter: a clock the tests control decides the winner; the
 interpreter's own rule (no clock: the first config), freezing, the learned and shipped tables,
-bad configs, tuning on copies, the capture refusal."""
+bad configs, tuning on copies, the capture refusal. On a GPU stand-in with a virtual clock: what
+the default timer times (the device, after the warm-ups, in rounds, the launch's own layout)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -22,7 +26,7 @@ from support.op_registration import register_ops
 import tenferro_host as tf
 from tenferro_host import kernel as K
 from tenferro_host.provider import _tuning_tables as tables
-from tenferro_host.provider._autotuning import wall_clock
+from tenferro_host.provider._autotuning import launch_autotuned, wall_clock
 
 cache_dir = cache_support.cache_dir
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,7 +98,7 @@ def test_the_config_the_clock_finds_fastest_runs(cpu: Any) -> None:
     np.testing.assert_array_equal(launch(cpu, tuned), X * 2)
     choice = only_choice(tuned)
     assert (choice.index, choice.source, choice.timings) == (1, "tuned", (3e-3, 1e-3, 2e-3))
-    assert calls == [1] * 5 + [2] * 5 + [3] * 5  # repeats=5 timed launches per config
+    assert calls == [1, 2, 3] * 5  # repeats=5 rounds, one timed launch per config each
     np.testing.assert_array_equal(launch(cpu, tuned), X * 2)  # the memo: no second tuning
     assert len(calls) == 15
 
@@ -378,3 +382,167 @@ def test_a_capture_never_tunes_it_names_the_warm_up(cpu: Any) -> None:
             out = ex.run(CAPTURED, x)
     graph = cap.graph(inputs=(x,), outputs=(out,))
     np.testing.assert_array_equal(graph.replay(cpu.upload(X * 3)).download(), X * 6)
+
+
+# -- what the default timer times: a GPU stand-in on a virtual clock ------------------------------
+HOST_S = 1e-5  # the host's cost of one launch on the stand-in
+
+
+class StandInDevice:
+    """A GPU runtime stand-in on a virtual clock: a launch costs the host ``HOST_S`` and queues
+    ``seconds(T, launches so far)`` of device work behind what is queued; ``synchronize`` waits
+    the queue out. It logs launches (with their arguments), synchronizations and clock reads
+    (each with whether device work was still pending)."""
+
+    name = "stand-in"
+    active_capture = None
+    device_info = None
+
+    def __init__(self, seconds: Callable[[int, int], float], cpu: Any = None) -> None:
+        self.seconds = seconds
+        self.cpu = cpu  # copies tensors for tuning, where a test passes them
+        self.now = self.idle_at = 0.0
+        self.log: list[tuple[str, Any]] = []
+
+    def launch(self, t: int, args: tuple[Any, ...]) -> None:
+        self.now += HOST_S
+        work = self.seconds(t, sum(kind == "launch" for kind, _ in self.log))
+        self.idle_at = max(self.now, self.idle_at) + work
+        self.log.append(("launch", (t, args)))
+
+    def synchronize(self) -> None:
+        self.now = max(self.now, self.idle_at)
+        self.log.append(("sync", None))
+
+    def clock(self) -> float:
+        self.log.append(("clock", self.idle_at > self.now))
+        return self.now
+
+    def canonicalize(self, t: tf.Tensor) -> tf.Tensor:
+        return self.cpu.canonicalize(t)
+
+    def launched(self) -> list[int]:
+        return [what[0] for kind, what in self.log if kind == "launch"]
+
+
+class StandInJit:
+    """The JIT session an autotuned launch talks to, on a :class:`StandInDevice` (target
+    ``cuda``: not the interpreter, so the default clock times)."""
+
+    target = "cuda"
+
+    def __init__(self, device: StandInDevice) -> None:
+        self.runtime = device
+
+    def launch(self, kernel: Any, count: Any, dim: Any, *args: Any, **constants: Any) -> None:
+        self.runtime.launch(constants["T"], args)
+
+
+def tune_on(device: StandInDevice, tuned: K.Autotuned, *args: Any) -> K.Choice:
+    """Launch ``tuned`` once on ``device`` (tuning it) and return its choice."""
+    launch_autotuned(tuned, StandInJit(device), 1, None, args or (0, 0), {})
+    return only_choice(tuned)
+
+
+def costs_ms(costs: dict[int, float]) -> Callable[[int, int], float]:
+    return lambda t, _: costs[t] * 1e-3
+
+
+def test_the_default_clock_reads_the_time_only_with_the_device_idle() -> None:
+    """Each clock read waits for the queue: the warm-ups queued before a timed window and the
+    launch inside it are neither counted nor missed; the timing is the device's."""
+    device = StandInDevice(costs_ms({1: 3.0, 2: 1.0, 3: 2.0}))
+    tuned = K.autotune(CONFIGS, key=["x"], timer=partial(wall_clock, clock=device.clock))(scaled)
+    choice = tune_on(device, tuned)
+    reads = [pending for kind, pending in device.log if kind == "clock"]
+    assert len(reads) == 2 * 3 * 5 and not any(reads)  # two reads per sample, none mid-work
+    assert choice.index == 1 and choice.timings == pytest.approx(
+        (3e-3 + HOST_S, 1e-3 + HOST_S, 2e-3 + HOST_S)
+    )
+    assert device.launched()[-1] == 2  # the launch after tuning runs the winner
+
+
+def test_warm_up_launches_are_not_timed_and_come_before_any_timing() -> None:
+    """A config's first launch (compile, module load) costs a second here: no median shows it,
+    and every config is warmed up before the first clock read, so no compile's gap falls
+    between two configs' timings."""
+    device = StandInDevice(lambda t, n: 1.0 if n % 2 == 0 and n < 6 else t * 1e-3)
+    tuned = K.autotune(CONFIGS, key=["x"], timer=partial(wall_clock, clock=device.clock))(scaled)
+    choice = tune_on(device, tuned)
+    assert choice.timings == pytest.approx((1e-3 + HOST_S, 2e-3 + HOST_S, 3e-3 + HOST_S))
+    first_read = next(i for i, (kind, _) in enumerate(device.log) if kind == "clock")
+    warmed = [what[0] for kind, what in device.log[:first_read] if kind == "launch"]
+    assert warmed == [1, 1, 2, 2, 3, 3]  # warmup=2 launches of each config
+
+
+def test_a_device_slowing_down_while_tuning_does_not_decide() -> None:
+    """The device slows by 1% per launch (clocks, heat): timed in rounds, config 2, 5% faster
+    at any moment, wins; timed one config after another, the later config paid the slowdown."""
+    base = {1: 10.0, 2: 9.5}
+    device = StandInDevice(lambda t, n: base[t] * 1e-3 * (1 + 0.01 * n))
+    tuned = K.autotune(CONFIGS[:2], key=["x"], timer=partial(wall_clock, clock=device.clock))(
+        scaled
+    )
+    assert tune_on(device, tuned).index == 1
+
+
+def test_the_timed_launches_have_the_launch_s_layout_on_copies(cpu: Any) -> None:
+    """Two strided views of one storage (offsets 0 and 1, stride 2): the timed launches get
+    views of the same shape, strides and offsets, both into one copy (the launch's
+    specialization and aliasing); the launch after tuning gets the arguments themselves."""
+    base = cpu.upload(np.arange(600, dtype=np.float32))
+    out, x = base[0::2], base[1::2]
+    device = StandInDevice(costs_ms({1: 3.0, 2: 1.0, 3: 2.0}), cpu)
+    tuned = K.autotune(CONFIGS, key=["x"], timer=partial(wall_clock, clock=device.clock))(scaled)
+    tune_on(device, tuned, out, x)
+    *timed, chosen = [what for kind, what in device.log if kind == "launch"]
+    assert chosen == (2, (out, x))
+    for _, (o, i) in timed:
+        assert (o.shape, o.strides, o.offset, i.strides, i.offset) == ((300,), (2,), 0, (2,), 1)
+        assert o.storage is i.storage and o.storage is not base.storage
+
+
+# -- a learned winner holds for the code it was timed on ------------------------------------------
+MODULE = """
+from tenferro_host import kernel as K
+
+@K.func
+def scale(v, t):
+    return v * K.f32({factor})
+
+@K.autotune([K.Config({{"T": t}}, dim=64) for t in (1, 2, 3)], key=["x"])
+@K.kernel
+def edited(out: K.Array[K.f32], x: K.Array[K.f32], T: K.Const[int] = 1):
+    i = K.ABSOLUTE_POS
+    if i < out.len:
+        out[i] = scale(x[i], T)
+"""
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_winner_learned_on_other_code_is_not_reused(cpu: Any, tmp_path: Path) -> None:
+    """The kernel's body is unchanged but its helper is edited: the winner learned before the
+    edit was timed on other code, so it is not read (frozen: the first config); the same
+    code again reads it."""
+    path = tmp_path / "edited_kernel.py"
+    path.write_text(MODULE.format(factor="t"))
+    first = load_module(path, "edited_kernel_a").edited
+    first.timer = clock({1: 3, 2: 1, 3: 2})
+    launch(cpu, first)
+    assert only_choice(first).source == "tuned"
+    same = load_module(path, "edited_kernel_b").edited
+    same.frozen = True
+    launch(cpu, same)
+    assert (only_choice(same).source, only_choice(same).index) == ("learned", 1)
+    path.write_text(MODULE.format(factor="t + t"))
+    edited = load_module(path, "edited_kernel_c").edited
+    edited.frozen = True
+    np.testing.assert_array_equal(launch(cpu, edited), X * 2)  # config 0: T=1, doubled
+    assert only_choice(edited).source == "frozen"
