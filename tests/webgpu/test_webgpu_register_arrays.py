@@ -38,3 +38,17 @@ def test_the_register_gemm(rt: Any, m: int, n: int, k: int, config: int) -> None
     count = gr.register_gemm_count(m, n, cfg)
     assert_same(rt, gr.register_gemm, count, cfg.dim, c, view(a), view(b), rtol=1e-5,
                 atol=1e-5 * k, **cfg.constants)  # fmt: skip
+
+
+def test_constant_register_indices_reach_wgsl_as_literals() -> None:
+    """A constant index, hidden like every constant, would index the array at run time (in
+    memory, not registers: the H100's Vulkan driver ran the GEMM at 0.06x its CUDA speed)."""
+    from support.dsl_harness import desc
+    from tenferro_host_webgpu._wgsl._shader import generate
+
+    x = View.compact(np.zeros(8, np.float32))
+    spec = rk.scaled_row_sums.specialize([desc(x), desc(x)], {}, "webgpu")
+    source = generate(spec, (8, 1, 1), (0, 1), False).source
+    indices = [line.split("r_r[", 1)[1].split("]", 1)[0] for line in source.splitlines()
+               if "r_r[" in line]  # fmt: skip
+    assert sorted(set(indices)) == [f"{k}u" for k in range(8)], indices

@@ -136,11 +136,6 @@ def shared_name(array: str) -> str:
     return "s_" + array
 
 
-def register_name(array: str) -> str:
-    """C name of a unit's register array ``array``."""
-    return "r_" + array
-
-
 def view(array: str) -> str:
     """C expression of a view's first element."""
     return f"({c_name(array, False)} + {meta_name(array, 'offset')})"
@@ -342,7 +337,7 @@ class _Emitter(SubgroupEmitter, MatrixEmitter):
         """C expression of an array's element 0 (a view, a shared or a register array)."""
         if self.kernel.shared_array(array):
             return shared_name(array)
-        return register_name(array) if self.kernel.register_array(array) else view(array)
+        return f"r_{array}" if self.kernel.register_array(array) else view(array)
 
     def visit_Atomic(self, e: ir.Atomic) -> str:
         t = e.type
@@ -580,7 +575,7 @@ class _Emitter(SubgroupEmitter, MatrixEmitter):
         head += subgroup_prologue(self.kernel)
         head += self.fragment_declarations()
         for r in self.kernel.registers:
-            head.append(f"{C_TYPE[r.dtype.name]} {register_name(r.name)}[{r.size}] = {{}};")
+            head.append(f"{C_TYPE[r.dtype.name]} r_{r.name}[{r.size}] = {{}};")
         for name, t in self.kernel.locals:
             if t is bool_:
                 head.append(f"bool {c_name(name, True)} = false;")

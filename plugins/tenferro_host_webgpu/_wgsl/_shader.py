@@ -119,7 +119,14 @@ class _Emitter(_subgroup.SubgroupEmitter, MatrixEmitter):
         return f"r_{array}" if self.spec.ir.register_array(array) else f"b{self.slots[array]}"
 
     def position(self, array: str, index: ir.Expr) -> str:
-        """The u32 position of element ``index`` in :meth:`memory` (views add their offset)."""
+        """The u32 position of element ``index`` in :meth:`memory` (views add their offset); a
+        register array's constant index in bounds as its literal, which keeps the array in
+        registers (hidden from the compiler like every constant, it would index it at run time)."""
+        registers = self.spec.ir.register_array(array)
+        if registers is not None:
+            known = constant_index(index)
+            if known is not None and known < registers.size:  # (WGSL refuses one past it)
+                return f"{known}u"
         idx = self.expr(index)
         if index.type.name != "uint32":
             idx = f"u32({idx})"
@@ -372,6 +379,22 @@ _RUNTIME_VALUES = (
     ir.Atomic,
     *ir.SUBGROUP_EXPRESSIONS,
 )
+
+
+def constant_index(e: ir.Expr) -> int | None:
+    """The value of an index made of integer constants, ``+ - *`` and integer casts (as u32,
+    wrapping), else None."""
+    if isinstance(e, ir.Const) and e.type.is_integer:
+        return int(e.value) % 2**32
+    if isinstance(e, ir.AxisIndex) or (isinstance(e, ir.Cast) and e.type.is_integer):
+        return constant_index(e.value)
+    if isinstance(e, ir.Binary) and e.op in ("add", "sub", "mul"):
+        lhs, rhs = constant_index(e.lhs), constant_index(e.rhs)
+        if lhs is None or rhs is None:
+            return None
+        value = lhs + rhs if e.op == "add" else lhs - rhs if e.op == "sub" else lhs * rhs
+        return value % 2**32
+    return None
 
 
 def _is_constant(e: ir.Expr) -> bool:

@@ -295,9 +295,14 @@ def lower_for(lw: Lowerer, node: ast.For) -> list[ir.Stmt]:  # noqa: C901 - the 
     return [ir.For(lw.prefix + name, start, stop, step, body, line=lw.line(node))]
 
 
+UNROLL_MAX = 1024
+"""Trips a ``K.static_range`` loop may take: the front-end unrolls it, a copy of its body per
+trip."""
+
+
 def static_trips(lw: Lowerer, it: ast.Call, args: list[ExprResult]) -> range:
     """The counter's values of ``K.static_range``, whose bounds are compile-time ints giving
-    at most :data:`ir.UNROLL_MAX` trips."""
+    at most :data:`UNROLL_MAX` trips."""
     values = []
     for arg, arg_node in zip(args, it.args, strict=True):
         value = arg.value if isinstance(arg, (Untyped, ir.Const)) else None
@@ -312,11 +317,11 @@ def static_trips(lw: Lowerer, it: ast.Call, args: list[ExprResult]) -> range:
     if len(values) == 3 and values[2] == 0:
         raise lw.error(it.args[2], "K.static_range's step must not be zero")
     trips = range(*values)
-    if len(trips) > ir.UNROLL_MAX:
+    if len(trips) > UNROLL_MAX:
         raise lw.error(
             it,
             f"K.static_range{tuple(values)} takes {len(trips)} trips; an unrolled loop takes "
-            f"at most {ir.UNROLL_MAX}: use range(...)",
+            f"at most {UNROLL_MAX}: use range(...)",
         )
     return trips
 

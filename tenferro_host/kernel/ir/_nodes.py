@@ -432,10 +432,6 @@ REGISTER_ARRAY_MAX = 256
 """Elements a register array may hold: a CUDA thread has at most 255 32-bit registers, so a
 larger array could never stay in them."""
 
-UNROLL_MAX = 1024
-"""Trips a ``K.static_range`` loop may take: the front-end unrolls it, a copy of its body per
-trip."""
-
 
 @dataclass(frozen=True)
 class RegisterArray:
