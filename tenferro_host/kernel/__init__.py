@@ -16,6 +16,7 @@ from ._cooperation import (
     DivergentFragmentError,
     DivergentSubgroupError,
     SharedRaceError,
+    UnwaitedCopyError,
     UnwrittenFragmentError,
     UnwrittenSharedReadError,
 )
@@ -56,6 +57,8 @@ from .lang import (
     atomic_min,
     bool_,
     ceil,
+    commit_copies,
+    copy_async,
     cos,
     exp,
     f16,
@@ -85,6 +88,7 @@ from .lang import (
     sync_cube,
     tanh,
     u32,
+    wait_copies,
 )
 from .lang_matrix import (
     ACCUMULATOR,
@@ -147,6 +151,7 @@ __all__ = [
     "ScalarDesc",
     "SharedRaceError",
     "Specialization",
+    "UnwaitedCopyError",
     "UnwrittenFragmentError",
     "UnwrittenSharedReadError",
     "abs",
@@ -158,6 +163,8 @@ __all__ = [
     "autotune",
     "bool_",
     "ceil",
+    "commit_copies",
+    "copy_async",
     "cos",
     "exp",
     "f16",
@@ -194,4 +201,5 @@ __all__ = [
     "sync_cube",
     "tanh",
     "u32",
+    "wait_copies",
 ]

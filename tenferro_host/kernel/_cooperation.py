@@ -23,6 +23,11 @@ class UnwrittenSharedReadError(CooperationError):
     """A read (or atomic) of a shared element no unit of the cube has written."""
 
 
+class UnwaitedCopyError(CooperationError):
+    """A read or write of a shared element whose asynchronous copy (``K.copy_async``) the
+    copying unit has not waited for (``K.commit_copies``, ``K.wait_copies``)."""
+
+
 class DivergentSubgroupError(CooperationError):
     """A subgroup operation reached by some but not all units of a subgroup."""
 

@@ -204,6 +204,14 @@ atomic_compare_exchange = Intrinsic("atomic_compare_exchange", 4)
 registers = Intrinsic("registers", 2)
 static_range = Intrinsic("static_range", 3)  # 1 to 3 arguments, as range's
 
+# asynchronous copies (ir.CopyAsync, ir.CommitCopies, ir.WaitCopies), statements:
+# ``K.copy_async(s, at, x, start, count)`` starts copying x[start : start + count] into shared
+# array s from ``at``, ``K.commit_copies()`` groups the unit's copies, ``K.wait_copies(n)``
+# waits until at most its ``n`` newest groups are in flight
+copy_async = Intrinsic("copy_async", 5)
+commit_copies = Intrinsic("commit_copies", 0)
+wait_copies = Intrinsic("wait_copies", 1)
+
 # vector accesses: ``a, b, c, d = K.load4(x, k)`` reads elements 4k .. 4k+3 of x,
 # ``K.store4(x, k, a, b, c, d)`` writes them (ir.LoadVector / ir.StoreVector)
 load4 = Intrinsic("load4", 2)

@@ -39,6 +39,7 @@ def test_the_guide_covers_its_kernels() -> None:
         "def prefix_sum",
         "def matmul",
         "def matmul_4x4",
+        "def neighbour_sums",
         "def gemm_f16_tiles",
         "@K.autotune",
         "@K.func",

@@ -68,6 +68,7 @@ from typing import Any
 from tenferro_host import DType, UnsupportedError, bool_, float16, float32, float64, int64
 from tenferro_host.kernel import Specialization, ir
 
+from ._copies import CopyEmitter
 from ._matrix import FRAGMENT_ALIGN, MatrixEmitter, check_arch
 from ._numerics import (
     C_TYPE,
@@ -254,7 +255,7 @@ _VECTOR_C = {"float32": "float4", "int32": "int4", "uint32": "uint4"}
 _FLOAT_FN = {"sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "fma"}
 
 
-class _Emitter(SubgroupEmitter, MatrixEmitter):
+class _Emitter(SubgroupEmitter, MatrixEmitter, CopyEmitter):
     def __init__(self, spec: Specialization, grid: str = "folded") -> None:
         super().__init__(spec.ir)
         self.spec = spec

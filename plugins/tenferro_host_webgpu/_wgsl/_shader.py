@@ -54,6 +54,7 @@ from tenferro_host.kernel import Specialization, ir
 from .._uniforms import UniformLayout, entry_point, grid_prelude, uniform_decl, word
 from . import _numerics, _subgroup
 from ._canary import canary, uses_loops
+from ._copies import CopyEmitter
 from ._matrix import MatrixEmitter
 from ._types import atomic_type, literal, storage_type, value_types, wgsl_type
 
@@ -87,7 +88,7 @@ class WgslProgram:
         return f" (kernel {self.kernel_name!r}, {self.filename})"
 
 
-class _Emitter(_subgroup.SubgroupEmitter, MatrixEmitter):
+class _Emitter(_subgroup.SubgroupEmitter, MatrixEmitter, CopyEmitter):
     FIRST_TEMP = 1
 
     def __init__(

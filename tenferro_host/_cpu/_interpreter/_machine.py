@@ -15,6 +15,7 @@ from ... import UnsupportedError, ValidationError
 from ...kernel import Specialization, ir
 from ...kernel.ir import U32_MAX, check_u32_array
 from ...provider import is_compact, numel, span
+from ._copies import CopyMachine
 from ._matrix import MatrixMachine
 from ._numerics import COMPARE, FLOAT_OPS, INT_OPS, cast, math_func, read_modify_write
 from ._shared import SharedMachine, SharedState
@@ -49,7 +50,7 @@ class _Loop:
         self.continued = np.zeros(n, bool)
 
 
-class _Machine(SharedMachine, SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
+class _Machine(SharedMachine, CopyMachine, SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
     """One launch's state: locals per lane, arrays, control masks."""
 
     def __init__(
@@ -76,6 +77,7 @@ class _Machine(SharedMachine, SubgroupMachine, MatrixMachine, ir.Visitor[Any]):
         for name, dtype in self.kernel.locals:
             self.values[name] = np.zeros(self.n, dtype.numpy)
         self.returned = np.zeros(self.n, bool)
+        self.copy_groups = np.zeros(self.n, np.int64)
         self.loops: list[_Loop] = []
         self._indices: dict[str, Any] = {}
         self.per_cube = math.prod(dim)

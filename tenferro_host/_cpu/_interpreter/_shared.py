@@ -13,6 +13,7 @@ from ... import ValidationError
 from ...kernel import (
     DivergentBarrierError,
     SharedRaceError,
+    UnwaitedCopyError,
     UnwrittenSharedReadError,
     ir,
 )
@@ -35,6 +36,11 @@ class SharedState:
         self.written = np.zeros(n, bool)
         self.access = {kind: np.full(n, NONE, np.int64) for kind in ("write", "read", "atomic")}
         self.lines = {kind: np.zeros(n, np.int64) for kind in ("write", "read", "atomic")}
+        #: per element, the lane whose asynchronous copy still fills it (NONE: none), the
+        #: copy's group (that lane's commit count when it started) and line
+        self.pending = np.full(n, NONE, np.int64)
+        self.pending_group = np.zeros(n, np.int64)
+        self.pending_line = np.zeros(n, np.int64)
 
     def reset(self, cubes: np.ndarray[Any, Any]) -> None:
         """A barrier of ``cubes`` (bool per cube) ends their accesses' epoch."""
@@ -157,6 +163,21 @@ class SharedMachine:
             )
         units = self.unit_of[where]
         key = self.cube_of[where] * size + idx.astype(np.int64)
+        filling = state.pending[key]
+        if (filling != NONE).any():
+            raise self.refuse(
+                node,
+                where,
+                filling != NONE,
+                lambda k: (
+                    f"{PRESENT[kind]} element {idx[k]} of shared array {name!r}, which an "
+                    f"asynchronous copy (line {state.pending_line[key[k]]}) of unit "
+                    f"{self.unit_of[filling[k]]} still fills: that unit must "
+                    "K.commit_copies() and K.wait_copies(n) for it first (then K.sync_cube() "
+                    "before other units touch it)"
+                ),
+                UnwaitedCopyError,
+            )
         if kind != "write":
             unwritten = ~state.written[key]
             if unwritten.any():

@@ -7,7 +7,8 @@ for one set of resolved types and constants (a specialization) and returns a
 table, :data:`HANDLERS`, keyed by AST node class and by the place and name of a K intrinsic's
 call. The handlers are grouped by topic, one module each: expressions (``_expressions``),
 calls, atomics, shared arrays and inlined device functions (``_calls``), statements
-(``_statements``), subgroup operations (``_subgroup``) and matrix fragments (``_matrix``).
+(``_statements``), subgroup operations (``_subgroup``), matrix fragments (``_matrix``) and
+asynchronous copies (``_copies``).
 
 Typing rules (identical on every target):
 
@@ -45,7 +46,7 @@ from typing import Any
 from ...dtypes import DType
 from .. import ir
 from .._frontend import ParsedKernel
-from . import _calls, _expressions, _matrix, _statements, _subgroup
+from . import _calls, _copies, _expressions, _matrix, _statements, _subgroup
 from ._lowerer import Lowerer, join_tables
 
 __all__ = ["lower"]
@@ -56,6 +57,7 @@ HANDLERS = join_tables(
     _statements.HANDLERS,
     _subgroup.HANDLERS,
     _matrix.HANDLERS,
+    _copies.HANDLERS,
 )
 """Every handler of the lowerer, by AST node class and intrinsic call place."""
 

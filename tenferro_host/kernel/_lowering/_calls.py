@@ -430,6 +430,9 @@ _NO_VALUE = {
     "'name = K.registers(K.f32, 16)' at the top level of the kernel body",
     "static_range": "K.static_range(...) is what a loop runs over: 'for i in K.static_range(8):'",
     "sync_cube": "K.sync_cube() is a statement of its own; it has no value",
+    "copy_async": "K.copy_async(s, at, x, start, count) is a statement; it has no value",
+    "commit_copies": "K.commit_copies() is a statement of its own; it has no value",
+    "wait_copies": "K.wait_copies(n) is a statement of its own; it has no value",
     "load4": "K.load4 gives four values: write 'a, b, c, d = K.load4(x, k)'",
     "store4": "K.store4(x, k, a, b, c, d) is a statement; it has no value",
 }

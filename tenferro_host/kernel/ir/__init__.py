@@ -18,6 +18,7 @@ Source emitters derive from :class:`SourceEmitter`, the scaffolding they share.
 from __future__ import annotations
 
 from ._catalog import EXPRESSIONS, NODES, STATEMENTS
+from ._copies import COPY_BYTES, COPY_STATEMENTS, CommitCopies, CopyAsync, WaitCopies
 from ._matrix import (
     ELEMENT,
     LAYOUTS,
@@ -115,6 +116,8 @@ __all__ = [
     "ATOMIC_OPS",
     "BALLOT_BITS",
     "COMPARE_OPS",
+    "COPY_BYTES",
+    "COPY_STATEMENTS",
     "CUBE_SHARED_BYTES",
     "DYNAMIC_SHARED_ALIGN",
     "ELEMENT",
@@ -149,9 +152,11 @@ __all__ = [
     "Binary",
     "Break",
     "Cast",
+    "CommitCopies",
     "Compare",
     "Const",
     "Continue",
+    "CopyAsync",
     "Eval",
     "Expr",
     "For",
@@ -185,6 +190,7 @@ __all__ = [
     "Unary",
     "Var",
     "Visitor",
+    "WaitCopies",
     "While",
     "check_fragment_cube",
     "check_shared_sizes",
