@@ -427,9 +427,8 @@ class _Emitter(SubgroupEmitter, MatrixEmitter, CopyEmitter):
         self.vector(s, [self.expr(v) for v in s.values])
 
     def vector(self, s: ir.LoadVector | ir.StoreVector, operands: list[str]) -> None:
-        """One 16-byte access where the four elements' address is 16-byte aligned (checked at
-        run time: the same for every unit of a warp when the view's start is aligned), else the
-        four scalar accesses; elements of other sizes than 4 bytes always take the latter."""
+        """One 16-byte access where the address is 16-byte aligned (a shared array's always is, a
+        view's is checked at run time), else four scalar ones (always for non-4-byte elements)."""
         element = self.kernel.element_type(s.array)
         scalar = ir.scalar_accesses(s, element)
         vector_type = _VECTOR_C.get(element.name)
@@ -440,12 +439,13 @@ class _Emitter(SubgroupEmitter, MatrixEmitter, CopyEmitter):
         load = isinstance(s, ir.LoadVector)
         n = self.temp()
         at = f"tf_at{n}"
+        aligned = "true" if self.kernel.shared_array(s.array) else f"((size_t){at} & 15) == 0"
         const = "const " if load and s.array not in self.kernel.written else ""
         with self.braced():
             self.line(
                 f"{const}{ctype}* const {at} = {self.memory(s.array)} + {self.expr(s.index)};"
             )
-            self.line(f"if ((reinterpret_cast<unsigned long long>({at}) & 15ull) == 0ull) {{")
+            self.line(f"if ({aligned}) {{")
             with self.indented():
                 if load:
                     cast = f"reinterpret_cast<const {vector_type}*>({at})"
@@ -582,7 +582,7 @@ class _Emitter(SubgroupEmitter, MatrixEmitter, CopyEmitter):
                 head.append(f"bool {c_name(name, True)} = false;")
             else:
                 head.append(f"{C_TYPE[t.name]} {c_name(name, True)} = 0;")
-        uses_f16 = float16 in self.kernel.value_types
+        bounds = "" if self.spec.bounds is None else f"__launch_bounds__{self.spec.bounds} "
         symbol = kernel_symbol(self.spec)
         params = ",\n    ".join(p.c_decl for p in abi)
         header = (
@@ -591,9 +591,9 @@ class _Emitter(SubgroupEmitter, MatrixEmitter, CopyEmitter):
         )
         source = (
             header
-            + (F16_HELPERS if uses_f16 else "")
+            + (F16_HELPERS if float16 in self.kernel.value_types else "")
             + "".join(self.helpers[k] for k in sorted(self.helpers))
-            + f'\nextern "C" __global__ void {symbol}(\n    {params})\n{{\n'
+            + f'\nextern "C" __global__ void {bounds}{symbol}(\n    {params})\n{{\n'
             + "\n".join([self.INDENT * self.depth + text for text in head] + self.lines)
             + "\n}\n"
         )
