@@ -114,7 +114,7 @@ def register_variants() -> tuple[tuple[str, Callable[[Any, Any, Any, Any], None]
     """The ``matmul`` rows of the register GEMM's configs, each alone (suffix, launch)."""
     return tuple(
         (
-            f" registers {cfg['BM']}x{cfg['BN']}",
+            f" registers {cfg['BM']}x{cfg['BN']}x{cfg['BK']}",
             partial(_launch_config, cfg),
         )
         for cfg in gemm_registers.REGISTER_CONFIGS
@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
     for r in rows:
         unit = "GB/s" if r["benchmark"] == "sum" else "TFLOP/s"
         figure = "" if r[unit] is None else f"{r['ms']:9.3f} ms {r[unit]:9.2f} {unit}"
-        print(f"  {r['benchmark']:7s} {r['variant']:28s} {figure or r['status']}")
+        print(f"  {r['benchmark']:7s} {r['variant']:30s} {figure or r['status']}")
     targets = []
     for name, values in ratios.items():
         for key, value in values.items():

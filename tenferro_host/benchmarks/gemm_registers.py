@@ -6,8 +6,10 @@
 A cube of ``(BM / 8) x (BN / 8)`` units computes a ``BM x BN`` block of ``c``. Per ``BK``-deep
 slice of the inner dimension it stages ``a[row0:row0+BM, t:t+BK]`` and ``b[t:t+BK,
 col0:col0+BN]`` in shared memory, both k-major (``sa[kk][row]``, ``sb[kk][col]``), in two
-buffers: a step issues the loads of slice ``t`` into registers, multiplies slice ``t - BK``
-from the other buffer meanwhile, then stores slice ``t`` (one barrier per step). A unit reads
+buffers: a step starts slice ``t``'s copies of ``a`` (``K.copy_async``: the columns of ``a``
+are ``sa``'s rows) and its loads of ``b`` into registers, multiplies slice ``t - BK`` from the
+other buffer meanwhile, then stores ``b``'s slice transposed and waits for the copies (one
+barrier per step). A unit reads
 its 8 rows (two runs of 4, half a block apart) and 8 columns (likewise) per ``kk`` with four
 ``K.load4`` (consecutive units read consecutive 16 bytes) and makes 64 ``K.fma`` into ``acc``;
 every register index is a constant of a ``K.static_range`` loop, so the tile stays in
@@ -26,17 +28,17 @@ from typing import Any
 
 from .. import kernel as K
 
-BK = 8  # k-slice staged per step
 TILE = 8  # rows and columns of c per unit
 
 
-@K.kernel
+@K.kernel(max_units=256, min_resident=2)  # two cubes per SM: at most 128 registers per unit
 def register_gemm(  # noqa: C901 - one kernel: a slice's loads, multiply and stores per step
     c: K.Array[K.f32],
     a: K.Array[K.f32],
     b: K.Array[K.f32],
     BM: K.Const[int] = 128,  # noqa: N803 - tile sizes read as constants
     BN: K.Const[int] = 128,  # noqa: N803
+    BK: K.Const[int] = 8,  # noqa: N803 - the k-slice staged per step, 8 or 16
 ):
     """The product a @ b into c, one BM x BN block per cube (see the module docstring)."""
     sa = K.shared(K.f32, 2 * BK * BM)  # [buffer][kk][row]
@@ -44,8 +46,7 @@ def register_gemm(  # noqa: C901 - one kernel: a slice's loads, multiply and sto
     acc = K.registers(K.f32, (TILE, TILE))
     ra = K.registers(K.f32, TILE)
     rb = K.registers(K.f32, TILE)
-    pa = K.registers(K.f32, 512 // BN)  # this unit's share of a slice of a, in flight
-    pb = K.registers(K.f32, 512 // BM)  # and of b
+    pb = K.registers(K.f32, 64 * BK // BM)  # this unit's share of a slice of b, in flight
     unit = K.UNIT_POS
     units = K.u32(BM * BN // 64)
     tx = unit % K.u32(BN // TILE)
@@ -58,27 +59,25 @@ def register_gemm(  # noqa: C901 - one kernel: a slice's loads, multiply and sto
     full = row0 + BM <= m and col0 + BN <= n and m % 4 == 0 and depth % BK == 0
     half = K.u32(0)  # the buffer the next slice is stored into
     for t in range(0, depth + BK, BK):
-        if t < depth:  # issue slice t's loads: a's float4 e is rows 4e.. of its column
-            for q in K.static_range(128 // BN):
+        if t < depth:  # slice t: a's float4 e (rows 4e.. of its column) straight into shared
+            for q in K.static_range(16 * BK // BN):
                 e = unit + q * units
                 r = row0 + (e % K.u32(BM // 4)) * 4
                 k = t + e // K.u32(BM // 4)
+                at = half * K.u32(BK * BM) + 4 * e
                 if full:
-                    v0, v1, v2, v3 = K.load4(a, (k * m + r) // 4)
-                    pa[4 * q] = v0
-                    pa[4 * q + 1] = v1
-                    pa[4 * q + 2] = v2
-                    pa[4 * q + 3] = v3
+                    K.copy_async(sa, at, a, k * m + r, 4)
                 else:
                     for i in K.static_range(4):
                         v = K.f32(0)
                         if r + i < m and k < depth:
                             v = a[r + i, k]
-                        pa[4 * q + i] = v
-            for q in K.static_range(128 // BM):  # b's float4 e is rows 4(e % 2).. of column e/2
+                        sa[at + i] = v
+            K.commit_copies()
+            for q in K.static_range(16 * BK // BM):  # b's float4 e: rows 4(e % f).. of column e/f
                 e = unit + q * units
-                k = t + (e % 2) * 4
-                jc = col0 + e // 2
+                k = t + (e % K.u32(BK // 4)) * 4
+                jc = col0 + e // K.u32(BK // 4)
                 if full:
                     w0, w1, w2, w3 = K.load4(b, (jc * depth + k) // 4)
                     pb[4 * q] = w0
@@ -119,15 +118,13 @@ def register_gemm(  # noqa: C901 - one kernel: a slice's loads, multiply and sto
                 for i in K.static_range(TILE):
                     for j in K.static_range(TILE):
                         acc[i, j] = K.fma(ra[i], rb[j], acc[i, j])
-        if t < depth:  # store slice t into this step's buffer
-            for q in K.static_range(128 // BN):
-                at = half * K.u32(BK * BM // 4) + unit + q * units
-                K.store4(sa, at, pa[4 * q], pa[4 * q + 1], pa[4 * q + 2], pa[4 * q + 3])
-            for q in K.static_range(128 // BM):
+        if t < depth:  # b's slice t into this step's buffer, and a's copies waited for
+            for q in K.static_range(16 * BK // BM):
                 e = unit + q * units
-                at = (half * K.u32(BK) + (e % 2) * 4) * K.u32(BN) + e // 2
+                at = (half * K.u32(BK) + (e % K.u32(BK // 4)) * 4) * K.u32(BN) + e // K.u32(BK // 4)
                 for i in K.static_range(4):
                     sb[at + i * BN] = pb[4 * q + i]
+            K.wait_copies(0)
         K.sync_cube()
         half = 1 - half
     for j in K.static_range(TILE):  # unit column j: tx*4 + j, the second four half a block on
@@ -145,12 +142,18 @@ def register_gemm(  # noqa: C901 - one kernel: a slice's loads, multiply and sto
                         c[row + i, col] = acc[4 * h + i, j]
 
 
-def _config(bm: int, bn: int) -> K.Config:
-    return K.Config({"BM": bm, "BN": bn}, dim=bm * bn // (TILE * TILE))
+def _config(bm: int, bn: int, bk: int = 8) -> K.Config:
+    return K.Config({"BM": bm, "BN": bn, "BK": bk}, dim=bm * bn // (TILE * TILE))
 
 
-#: The block sizes tried, 128 x 128 first (the untuned launch's).
-REGISTER_CONFIGS = (_config(128, 128), _config(128, 64), _config(64, 128), _config(64, 64))
+#: The block sizes tried, 128 x 128 x 8 first (the untuned launch's).
+REGISTER_CONFIGS = (
+    _config(128, 128),
+    _config(128, 128, 16),
+    _config(128, 64),
+    _config(64, 128),
+    _config(64, 64),
+)
 
 
 def register_gemm_count(m: int, n: int, config: K.Config) -> tuple[int, int]:

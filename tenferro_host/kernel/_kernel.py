@@ -56,7 +56,8 @@ class Specialization:
 
     ``params`` are the runtime parameters in declaration order (name, kind, dtype, ndim);
     ``constants`` the compile-time constant values by name; ``key`` the cache key, unique
-    across kernels, so backends may key compiled code on it.
+    across kernels, so backends may key compiled code on it; ``bounds`` the kernel's
+    ``(max_units, min_resident)`` (:func:`kernel`), or None.
     """
 
     kernel_name: str
@@ -65,11 +66,15 @@ class Specialization:
     target: str
     features: tuple[str, ...]
     key: tuple[Any, ...]
+    bounds: tuple[int, int] | None = None
 
     @property
     def params(self) -> tuple[Param, ...]:
         return self.ir.params
 
+
+MAX_CUBE_UNITS = 1024
+"""The most units a cube may have on any target (CUDA's limit per block)."""
 
 #: Each kernel's specializations (LRU, its ``cache_size``) and the argument descriptions as given
 #: mapped to their resolved key (4x ``cache_size``, emptied whole).
@@ -155,13 +160,34 @@ def _given(
 class Kernel:
     """A DSL kernel: launch it through a JIT session; Python never runs its body."""
 
-    def __init__(self, fn: Callable[..., Any], *, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
-        if not isinstance(cache_size, int) or isinstance(cache_size, bool) or cache_size < 1:
-            raise ValidationError(
-                f"@K.kernel(cache_size=...) is the number of specializations kept; it needs an "
-                f"int >= 1, got {cache_size!r}",
-                argument="cache_size",
-            )
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        max_units: int | None = None,
+        min_resident: int = 1,
+    ) -> None:
+        for name, value, low, high in (
+            ("cache_size", cache_size, 1, None),
+            ("max_units", 1 if max_units is None else max_units, 1, MAX_CUBE_UNITS),
+            ("min_resident", min_resident, 1, 32),
+        ):
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < low
+                or (high is not None and value > high)
+            ):
+                raise ValidationError(
+                    f"@K.kernel({name}=...) needs an int from {low}"
+                    + (f" to {high}" if high is not None else " up")
+                    + f", got {value!r} ({_OPTIONS[name]})",
+                    argument=name,
+                )
+        #: (most units per cube, cubes a CUDA multiprocessor should hold): the registers a unit
+        #: may use follow (CUDA's ``__launch_bounds__``); a larger cube is refused at launch
+        self.bounds = None if max_units is None else (max_units, min_resident)
         self.parsed = ParsedKernel(fn)
         functools.update_wrapper(self, fn)
         self.name = fn.__name__
@@ -366,6 +392,7 @@ class Kernel:
             target=target,
             features=tuple(sorted(features)),
             key=key,
+            bounds=self.bounds,
         )
         return self._cache.put(key, spec)
 
@@ -378,11 +405,31 @@ class Kernel:
         self._keys.reset()
 
 
-def kernel(fn: Callable[..., Any] | None = None, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Any:
-    """Decorate a function as a DSL kernel (``@K.kernel`` or ``@K.kernel(cache_size=8)``)."""
+def kernel(
+    fn: Callable[..., Any] | None = None,
+    *,
+    cache_size: int = DEFAULT_CACHE_SIZE,
+    max_units: int | None = None,
+    min_resident: int = 1,
+) -> Any:
+    """Decorate a function as a DSL kernel (``@K.kernel`` or ``@K.kernel(cache_size=8)``).
+
+    ``max_units`` bounds its cubes (a launch of larger ones is refused) and ``min_resident`` is
+    how many such cubes a CUDA multiprocessor should hold at once: CUDA compiles the kernel
+    for them (``__launch_bounds__``), so each unit's registers fit, where the compiler left to
+    itself may take a few more and halve the cubes resident. Other targets check the bound."""
+    options = {"cache_size": cache_size, "max_units": max_units, "min_resident": min_resident}
     if fn is None:
-        return lambda f: Kernel(f, cache_size=cache_size)
-    return Kernel(fn, cache_size=cache_size)
+        return lambda f: Kernel(f, **options)
+    return Kernel(fn, **options)
+
+
+#: What each option of ``@K.kernel`` is, as its error says.
+_OPTIONS = {
+    "cache_size": "the number of specializations kept",
+    "max_units": "the most units a cube of the kernel has",
+    "min_resident": "cubes of max_units a CUDA multiprocessor should hold at once",
+}
 
 
 def func(fn: Callable[..., Any]) -> DeviceFunction:

@@ -478,6 +478,12 @@ class JitSession(OutputSession):
             for p, v in zip(spec.params, values, strict=True)
         ]
         threads_per_cube = math.prod(dim_xyz)
+        if spec.bounds is not None and threads_per_cube > spec.bounds[0]:
+            raise InvalidLaunchConfigError(
+                f"kernel {spec.kernel_name!r} is declared for cubes of at most {spec.bounds[0]} "
+                f"units (@K.kernel(max_units=...)); a cube of {dim_xyz} has {threads_per_cube}",
+                argument="dim",
+            )
         if threads_per_cube > self.max_cube_threads:
             raise InvalidLaunchConfigError(
                 f"a cube of {dim_xyz} has {threads_per_cube} units; this backend allows at most "

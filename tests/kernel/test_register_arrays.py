@@ -14,9 +14,10 @@ from support.source_marks import marker_position
 from support.webgpu_harness import View, on_interpreter
 from test_frontend import assert_dsl_error
 
+import tenferro_host as tf
 from tenferro_host import kernel as K
 from tenferro_host.benchmarks import gemm_registers as gr
-from tenferro_host.errors import DslError, ValidationError
+from tenferro_host.errors import DslError, InvalidLaunchConfigError, ValidationError
 from tenferro_host.kernel import ir
 
 RNG = np.random.default_rng(36)
@@ -59,7 +60,15 @@ def test_a_register_array_updates_in_place() -> None:
 
 @pytest.mark.parametrize(
     ("m", "n", "k", "config"),
-    [(128, 128, 16, 0), (100, 70, 13, 0), (128, 64, 24, 1), (64, 128, 8, 2), (130, 66, 9, 3)],
+    [
+        (128, 128, 16, 0),
+        (100, 70, 13, 0),
+        (128, 128, 32, 1),
+        (130, 66, 20, 1),
+        (128, 64, 24, 2),
+        (64, 128, 8, 3),
+        (130, 66, 9, 4),
+    ],
 )
 def test_the_register_gemm_multiplies(m: int, n: int, k: int, config: int) -> None:
     cfg = gr.REGISTER_CONFIGS[config]
@@ -241,3 +250,39 @@ def test_the_ir_declares_register_arrays_apart_from_shared_ones() -> None:
         ir.RegisterArray("r", spec.ir.registers[0].dtype, 8, spec.ir.registers[0].line, (2, 4)),
     )
     assert not any(isinstance(s, ir.For) for s in ir.walk(spec.ir.body))  # unrolled
+
+
+# ------------------------------------------------------------ launch bounds
+
+
+def test_a_kernel_declared_for_small_cubes_refuses_a_larger_one() -> None:
+    host = tf.Host()
+    cpu = host.backend("cpu")
+    a = cpu.upload(np.zeros((8, 8), np.float32, order="F"))
+    with cpu.session() as s, s.exec_session().jit("tests.bounds") as js:
+        c = js.alloc_output("float32", (8, 8))
+        with pytest.raises(InvalidLaunchConfigError, match=r"at most 256 units .* has 512"):
+            js.launch(gr.register_gemm, 1, 512, c, a, a)
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"max_units": 0}, r"max_units=...\) needs an int from 1 to 1024, got 0"),
+        ({"max_units": 2048}, "to 1024, got 2048"),
+        ({"max_units": 64, "min_resident": True}, r"min_resident=...\) needs an int"),
+        ({"cache_size": 0}, "the number of specializations kept"),
+    ],
+)
+def test_kernel_options_are_checked(options: dict, match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        K.kernel(**options)(lambda out: None)
+
+
+def test_cuda_compiles_a_bounded_kernel_for_its_resident_cubes() -> None:
+    from tenferro_host_cuda_jit._codegen import generate
+
+    big = View(np.zeros(16, np.float32), 0, (4096, 4096), (1, 4096))
+    spec = gr.register_gemm.specialize([desc(big)] * 3, {}, "cuda", ("sm_90",))
+    assert spec.bounds == (256, 2)
+    assert "__global__ void __launch_bounds__(256, 2) tfk_register_gemm(" in generate(spec).source
