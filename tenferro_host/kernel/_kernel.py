@@ -418,10 +418,10 @@ def kernel(
     how many such cubes a CUDA multiprocessor should hold at once: CUDA compiles the kernel
     for them (``__launch_bounds__``), so each unit's registers fit, where the compiler left to
     itself may take a few more and halve the cubes resident. Other targets check the bound."""
-    options = {"cache_size": cache_size, "max_units": max_units, "min_resident": min_resident}
-    if fn is None:
-        return lambda f: Kernel(f, **options)
-    return Kernel(fn, **options)
+    def make(f: Callable[..., Any]) -> Kernel:
+        return Kernel(f, cache_size=cache_size, max_units=max_units, min_resident=min_resident)
+
+    return make if fn is None else make(fn)
 
 
 #: What each option of ``@K.kernel`` is, as its error says.
