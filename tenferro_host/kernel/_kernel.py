@@ -418,6 +418,7 @@ def kernel(
     how many such cubes a CUDA multiprocessor should hold at once: CUDA compiles the kernel
     for them (``__launch_bounds__``), so each unit's registers fit, where the compiler left to
     itself may take a few more and halve the cubes resident. Other targets check the bound."""
+
     def make(f: Callable[..., Any]) -> Kernel:
         return Kernel(f, cache_size=cache_size, max_units=max_units, min_resident=min_resident)
 
