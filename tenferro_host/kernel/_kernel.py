@@ -180,9 +180,9 @@ class Kernel:
                 or (high is not None and value > high)
             ):
                 raise ValidationError(
-                    f"@K.kernel({name}=...) needs an int from {low}"
-                    + (f" to {high}" if high is not None else " up")
-                    + f", got {value!r} ({_OPTIONS[name]})",
+                    f"@K.kernel({name}=...) is {_OPTIONS[name]}; it needs an int "
+                    + (f">= {low}" if high is None else f"from {low} to {high}")
+                    + f", got {value!r}",
                     argument=name,
                 )
         #: (most units per cube, cubes a CUDA multiprocessor should hold): the registers a unit

@@ -227,39 +227,39 @@ class _Machine(SharedMachine, CopyMachine, SubgroupMachine, MatrixMachine, ir.Vi
     ) -> np.ndarray[Any, Any]:
         """The active lanes' element ``index`` of their register array ``name``, refused out of
         its bounds (a GPU would read or write another of the unit's values)."""
-        decl = self.registers[name][0]
-        idx = self.lanes(index)[active]
-        bad = (idx < 0) | (idx >= decl.size)
-        if bad.any():
-            raise self.refuse(
-                node,
-                np.flatnonzero(active),
-                bad,
-                lambda k: (
-                    f"index {idx[k]} of register array {name!r} is out of bounds (it has "
-                    f"{decl.size} elements)"
-                ),
-            )
-        return idx.astype(np.int64)
+        size = self.registers[name][0].size
+        return self.bounded(node, index, active, size, f"register array {name!r}", "it has")
 
     def address(
         self, node: ir.Node, name: str, index: Any, active: np.ndarray[Any, Any]
     ) -> np.ndarray[Any, Any]:
         arr = self.arrays[name]
+        where = f"array {name!r}"
+        idx = self.bounded(node, index, active, arr.extent, where, "the view spans", name)
+        return arr.offset + idx
+
+    def bounded(
+        self,
+        node: ir.Node,
+        index: Any,
+        active: np.ndarray[Any, Any],
+        size: int,
+        what: str,
+        spans: str,
+        argument: str | None = None,
+    ) -> np.ndarray[Any, Any]:
+        """The active lanes' ``index`` into ``what`` of ``size`` elements, refused outside it."""
         idx = self.lanes(index)[active]
-        bad = (idx < 0) | (idx >= arr.extent)
+        bad = (idx < 0) | (idx >= size)
         if bad.any():
             raise self.refuse(
                 node,
                 np.flatnonzero(active),
                 bad,
-                lambda k: (
-                    f"index {idx[k]} of array {name!r} is out of bounds (the view "
-                    f"spans {arr.extent} elements)"
-                ),
-                argument=name,
+                lambda k: f"index {idx[k]} of {what} is out of bounds ({spans} {size} elements)",
+                argument=argument,
             )
-        return arr.offset + idx.astype(np.int64)
+        return idx.astype(np.int64)
 
     # -------------------------------------------------------- expressions
 
