@@ -18,6 +18,11 @@ an int to a shared counter with ``K.atomic_add`` (order-independent: ints wrap);
 inside its loop); ``io`` also folds in subgroup shuffles, a ballot and reductions
 (:data:`_SUBGROUP`).
 
+Every third kernel also works on register arrays in unrolled loops (``K.registers``,
+``K.static_range``), from a stream of its own too, after the statements above and before the
+outputs: :mod:`dsl_fuzz_registers` says what those parts hold; ``fo`` and ``io`` fold in their
+results.
+
 :func:`generate` gives the source of a module of kernels (kernel source must live in a file);
 :func:`inputs` the arrays for one kernel. Same seed, same kernels and inputs.
 """
@@ -28,6 +33,8 @@ import random
 from dataclasses import dataclass
 
 import numpy as np
+
+from support import dsl_fuzz_registers
 
 THREADS = 64
 STRIDED = {"y": 2}
@@ -79,6 +86,13 @@ class _Body:
         self.lines: list[str] = []
         self.loops = 0
         self.loop_vars: list[str] = []  # i32 counters in scope
+        # more leaves (register array reads): empty outside the register part, so the
+        # choices above stay what they were
+        self.f_leaves: list[str] = []
+        self.i_leaves: list[str] = []
+        # float % (an exact fmod, a loop in WGSL): not in an unrolled body of many trips, whose
+        # copies of that loop make llvmpipe's shader compile take minutes
+        self.fmod = True
         self.budget = 14  # statements left
 
     # -------------------------------------------------------- expressions
@@ -115,6 +129,7 @@ class _Body:
                     "x[(i + 1) % x.len]",
                     self.literal_float(),
                     f"K.{F}({self.iexpr(0)})",
+                    *self.f_leaves,
                 ]
             )
         k = r.randrange(10)
@@ -122,7 +137,7 @@ class _Body:
         if k <= 3:
             return f"({a} {r.choice(['+', '-', '*'])} {b})"
         if k == 4:
-            return f"({a} % {b})"
+            return f"({a} {'%' if self.fmod else '-'} {b})"
         if k == 5:
             return f"K.{r.choice(['floor', 'ceil', 'abs'])}({a})"
         if k == 6:
@@ -139,6 +154,7 @@ class _Body:
         I = self.p.int_type  # noqa: E741
         leaves = ["n0", "n1", "n2", "m[i]", "s", f"K.{I}(i)", self.literal_int()]
         leaves += [f"K.{I}({j})" for j in self.loop_vars]
+        leaves += self.i_leaves
         if depth <= 0 or r.random() < 0.25:
             return r.choice(leaves)
         k = r.randrange(9)
@@ -335,7 +351,12 @@ at 32 is the reference for llvmpipe's subgroups of 8; ints wrap."""
 
 
 def _kernel_source(
-    name: str, profile: Profile, rng: random.Random, approx: str, coop: random.Random | None = None
+    name: str,
+    profile: Profile,
+    rng: random.Random,
+    approx: str,
+    coop: random.Random | None = None,
+    regs: random.Random | None = None,
 ) -> str:
     F, I = profile.float_type, profile.int_type  # noqa: E741
     body = _Body(rng, profile)
@@ -361,6 +382,10 @@ def _kernel_source(
         body.emit(1, line)
     body.block(1, rng.randint(3, 7), False)
     fo, io = body.fexpr(3), body.iexpr(3)
+    if regs is not None:
+        vf, vi = dsl_fuzz_registers.registers(body, regs)
+        fo = fo if vf is None else f"({body.typed(fo, 'f')} {regs.choice('+-')} {vf})"
+        io = io if vi is None else f"({body.typed(io, 'i')} {regs.choice('+-')} {vi})"
     if coop is not None:
         fo = f"h_{name}(c1, {body.typed(fo, 'f')})"
         body.emit(1, f"kg = K.{I}(g0 + g1 * 3 + g2 * 7 + g3)")
@@ -398,7 +423,8 @@ def generate(seed: int, count: int) -> tuple[str, list[GeneratedKernel]]:
         approx = rng.choice(APPROX)
         name = f"k{n}"
         coop = random.Random(seed * 1_000_003 + n) if n % 2 else None
-        parts.append(_kernel_source(name, profile, rng, approx, coop))
+        regs = random.Random(f"{seed}-{n}-registers") if n % 3 == 2 else None
+        parts.append(_kernel_source(name, profile, rng, approx, coop, regs))
         kernels.append(GeneratedKernel(name, profile, approx))
     return "\n\n".join(parts), kernels
 
