@@ -19,6 +19,7 @@ from ._lowerer import (
     Lowerer,
     Table,
     Untyped,
+    compile_time_int,
     int_range,
     round_float,
     type_name,
@@ -98,15 +99,20 @@ def atomic_call(lw: Lowerer, node: ast.Call, name: str) -> ir.Atomic:
     )
 
 
-def declaration(
-    lw: Lowerer, node: ast.Assign, call: ast.Call, kind: str, example: str
-) -> tuple[str, DType]:
-    """The name and element type of ``example``'s declaration (``s = K.shared(K.f32, 256)``,
-    ``kind`` "shared", or ``r = K.registers(...)``, "register"), refused anywhere but the
-    kernel's top level."""
+#: Each kind of declared array: the intrinsic that declares it and an example of its call.
+_DECLARATIONS = {
+    "shared": ("K.shared", "K.shared(K.f32, 256)"),
+    "register": ("K.registers", "K.registers(K.f32, 16)"),
+}
+
+
+def declaration(lw: Lowerer, node: ast.Assign, call: ast.Call, kind: str) -> tuple[str, DType]:
+    """The name and element type of a ``K.shared`` (``kind`` "shared") or ``K.registers``
+    ("register") declaration, refused anywhere but the kernel's top level."""
     target = lw.single_target(node)
     what = f"{kind} array"
-    intrinsic = example.split(" = ")[1].split("(")[0]
+    intrinsic, call_example = _DECLARATIONS[kind]
+    example = f"{kind[0]} = {call_example}"
     if lw.frame is not None:
         raise lw.error(
             node,
@@ -122,7 +128,7 @@ def declaration(
     if not isinstance(target, ast.Name):
         raise lw.error(node, f"assign a {what} to one name: {example}")
     if len(call.args) != 2 or call.keywords:
-        raise lw.error(call, f"{intrinsic} takes (element type, size): {example.split(' = ')[1]}")
+        raise lw.error(call, f"{intrinsic} takes (element type, size): {call_example}")
     name = target.id
     if lw.is_runtime_name(name):
         raise lw.error(
@@ -156,7 +162,7 @@ def declared_shape(lw: Lowerer, size: ast.expr, kind: str, limit: int) -> tuple[
 
 def shared_decl(lw: Lowerer, node: ast.Assign, call: ast.Call) -> list[ir.Stmt]:
     """``name = K.shared(T, size)`` at the kernel's top level."""
-    name, dtype = declaration(lw, node, call, "shared", "s = K.shared(K.f32, 256)")
+    name, dtype = declaration(lw, node, call, "shared")
     size = call.args[1]
     line = lw.line(node)
     if isinstance(size, ast.Name) and size.id in lw.params:
@@ -171,7 +177,7 @@ def shared_decl(lw: Lowerer, node: ast.Assign, call: ast.Call) -> list[ir.Stmt]:
 
 def registers_decl(lw: Lowerer, node: ast.Assign, call: ast.Call) -> list[ir.Stmt]:
     """``name = K.registers(T, size)`` at the kernel's top level."""
-    name, dtype = declaration(lw, node, call, "register", "r = K.registers(K.f32, 16)")
+    name, dtype = declaration(lw, node, call, "register")
     shape = declared_shape(lw, call.args[1], "register", ir.REGISTER_ARRAY_MAX)
     decl = ir.RegisterArray(name, dtype, math.prod(shape), line=lw.line(node), shape=shape)
     lw.registers.append(decl)
@@ -190,9 +196,8 @@ def declared_dim(lw: Lowerer, node: ast.expr, in_tuple: bool, kind: str) -> int:
             else f"{node.id!r} is a runtime parameter: a register array's size is a "
             "compile-time int (a literal, a K.Const[int] or a module constant)",
         )
-    size = lw.expr(node)
-    value = size.value if isinstance(size, (Untyped, ir.Const)) else None
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= U32_MAX:
+    value = compile_time_int(lw.expr(node))
+    if value is None or not 0 < value <= U32_MAX:
         what = f"each dimension of a {kind} array" if in_tuple else f"the size of a {kind} array"
         raise lw.error(
             node,

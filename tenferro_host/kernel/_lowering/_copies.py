@@ -7,7 +7,7 @@ import ast
 
 from .. import ir
 from ._expressions import array_param
-from ._lowerer import Lowerer, Table, Untyped, type_name
+from ._lowerer import Lowerer, Table, compile_time_int, type_name
 from ._matrix import u32_operand
 
 
@@ -38,13 +38,8 @@ def copy_async(lw: Lowerer, node: ast.Expr, call: ast.Call) -> list[ir.Stmt]:
             f"{source.name!r} holds {type_name(source.dtype)} and {shared.name!r} "
             f"{type_name(shared.dtype)}: a copy moves elements of one type",
         )
-    count = lw.expr(call.args[4])
-    n = count.value if isinstance(count, (Untyped, ir.Const)) else None
-    if (
-        not isinstance(n, int)
-        or isinstance(n, bool)
-        or n * source.dtype.itemsize not in (ir.COPY_BYTES)
-    ):
+    n = compile_time_int(lw.expr(call.args[4]))
+    if n is None or n * source.dtype.itemsize not in ir.COPY_BYTES:
         raise lw.error(
             call.args[4],
             f"a copy moves 4, 8 or 16 bytes: its count is a compile-time int giving that many "
@@ -63,9 +58,9 @@ def commit_copies(lw: Lowerer, node: ast.Expr, call: ast.Call) -> list[ir.Stmt]:
 
 def wait_copies(lw: Lowerer, node: ast.Expr, call: ast.Call) -> list[ir.Stmt]:
     """``K.wait_copies(n)``: ``n`` a compile-time int, the groups left in flight."""
-    value = lw.expr(call.args[0]) if len(call.args) == 1 and not call.keywords else None
-    n = value.value if isinstance(value, (Untyped, ir.Const)) else None
-    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 7:
+    one = len(call.args) == 1 and not call.keywords
+    n = compile_time_int(lw.expr(call.args[0])) if one else None
+    if n is None or not 0 <= n <= 7:
         raise lw.error(
             call,
             "K.wait_copies(n) takes the number of newest groups left in flight, a compile-time "

@@ -161,6 +161,13 @@ def type_name(dtype: DType) -> str:
     return _TYPE_NAMES[dtype.name]
 
 
+def compile_time_int(value: ExprResult) -> int | None:
+    """``value``'s int when it is known at compile time (a literal, a ``K.Const[int]``, a module
+    constant, an expression of them), else None (bools are not ints here)."""
+    v = value.value if isinstance(value, (Untyped, ir.Const)) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def int_range(dtype: DType) -> tuple[int, int]:
     info = np.iinfo(dtype.numpy)
     return int(info.min), int(info.max)

@@ -12,7 +12,7 @@ from typing import Any
 from ... import dtypes
 from .. import ir, lang, lang_matrix
 from ._expressions import array_param, integer_index
-from ._lowerer import ArrayRef, Lowerer, Table, Untyped, type_name
+from ._lowerer import ArrayRef, Lowerer, Table, Untyped, compile_time_int, type_name
 
 _USE_NAME = {"a": "K.MATRIX_A", "b": "K.MATRIX_B", "accumulator": "K.ACCUMULATOR"}
 
@@ -105,9 +105,8 @@ def fragment_marker(lw: Lowerer, node: ast.expr, kind: str) -> str:
 
 
 def fragment_dimension(lw: Lowerer, node: ast.expr) -> int:
-    value = lw.expr(node)
-    v = value.value if isinstance(value, (Untyped, ir.Const)) else None
-    if isinstance(v, int) and not isinstance(v, bool):
+    v = compile_time_int(lw.expr(node))
+    if v is not None:
         return v
     raise lw.error(node, "a fragment's m, n and k are compile-time ints (literals or K.Const[int])")
 

@@ -17,7 +17,16 @@ from ._expressions import (
     integer_index,
     strided_index,
 )
-from ._lowerer import ARITH, RESERVED, ExprResult, Lowerer, Table, Untyped, type_name
+from ._lowerer import (
+    ARITH,
+    RESERVED,
+    ExprResult,
+    Lowerer,
+    Table,
+    Untyped,
+    compile_time_int,
+    type_name,
+)
 
 
 def lower_pass(lw: Lowerer, node: ast.Pass) -> list[ir.Stmt]:
@@ -305,8 +314,8 @@ def static_trips(lw: Lowerer, it: ast.Call, args: list[ExprResult]) -> range:
     at most :data:`UNROLL_MAX` trips."""
     values = []
     for arg, arg_node in zip(args, it.args, strict=True):
-        value = arg.value if isinstance(arg, (Untyped, ir.Const)) else None
-        if not isinstance(value, int) or isinstance(value, bool):
+        value = compile_time_int(arg)
+        if value is None:
             raise lw.error(
                 arg_node,
                 "K.static_range's bounds are compile-time ints (literals, K.Const[int] "
