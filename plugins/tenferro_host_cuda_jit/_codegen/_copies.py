@@ -21,8 +21,8 @@ class CopyEmitter(ir.SourceEmitter, abstract=True):
             """C expression of an array's element 0 (the emitter's)."""
 
     def visit_CopyAsync(self, s: ir.CopyAsync) -> None:
-        ctype = C_TYPE[self.kernel.element_type(s.shared).name]
-        nbytes = s.count * self.kernel.element_type(s.shared).itemsize
+        element = self.kernel.element_type(s.shared)
+        ctype, nbytes = C_TYPE[element.name], s.count * element.itemsize
         n = self.temp()
         src, dst = f"tf_src{n}", f"tf_dst{n}"
         cache = "cg" if nbytes == 16 else "ca"  # (.cg, past L1, takes 16 bytes only)

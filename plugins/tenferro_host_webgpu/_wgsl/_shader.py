@@ -131,7 +131,7 @@ class _Emitter(_subgroup.SubgroupEmitter, MatrixEmitter, CopyEmitter):
         idx = self.expr(index)
         if index.type.name != "uint32":
             idx = f"u32({idx})"
-        if self.spec.ir.shared_array(array) or self.spec.ir.register_array(array):
+        if registers is not None or self.spec.ir.shared_array(array):
             return idx
         return f"{self.param_word(array, 0)} + {idx}"
 
