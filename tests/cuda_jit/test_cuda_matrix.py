@@ -1,32 +1,44 @@
-"""The f16 tensor-core GEMM through the CUDA JIT session (PTX ``wmma``; the fake raw seam on
-CPU, and a GPU): numpy's product, exactly where every partial sum is exact."""
+"""The f16 tensor-core GEMMs through the CUDA JIT session (PTX ``wmma``, and ``mma.sync`` with
+``ldmatrix`` for m16n8k16; the fake raw seam on CPU, and a GPU): numpy's product, exactly where
+every partial sum is exact."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+import pytest
 from support.cuda_jit_harness import Target
 
 from tenferro_host.benchmarks import gemm_f16 as gemm
+from tenferro_host.benchmarks import gemm_mma
 
 RNG = np.random.default_rng(29)
 
 
-def test_the_f16_gemm_on_tensor_cores(target: Target) -> None:
-    m, n, k = 256, 128, 96
+def _wmma(js: Any, c: Any, a: Any, b: Any) -> None:
+    m, n = c.shape
+    js.launch(gemm.gemm_f16, gemm.gemm_f16_count(m, n), gemm.UNITS, c, a, b)
+
+
+def _mma(config: int) -> Callable[[Any, Any, Any, Any], None]:
+    return lambda js, c, a, b: gemm_mma.launch_mma(js, c, a, b, gemm_mma.MMA_CONFIGS[config])
+
+
+LAUNCHES = {"wmma": _wmma, **{f"mma{n}": _mma(n) for n in range(len(gemm_mma.MMA_CONFIGS))}}
+
+
+@pytest.mark.parametrize("kernel", LAUNCHES)
+def test_the_f16_gemms_on_tensor_cores(target: Target, kernel: str) -> None:
+    m, n, k = 512, 256, 96
     small = RNG.integers(-3, 4, (m, k)).astype(np.float16), RNG.integers(-3, 4, (k, n))
     wide = RNG.standard_normal((m, k)).astype(np.float16), RNG.standard_normal((k, n))
     for a, b in (small, wide):
         b = b.astype(np.float16)
         with target.jit() as js:
             c = js.alloc_output("float32", (m, n))
-            js.launch(
-                gemm.gemm_f16,
-                gemm.gemm_f16_count(m, n),
-                gemm.UNITS,
-                c,
-                target.rt.upload(a),
-                target.rt.upload(b),
-            )
+            LAUNCHES[kernel](js, c, target.rt.upload(a), target.rt.upload(b))
             got = c.download()
         want = a.astype(np.float64) @ b.astype(np.float64)
         if a is small[0]:  # integers below 2^24: every order of summation is exact

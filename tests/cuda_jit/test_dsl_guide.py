@@ -41,6 +41,7 @@ def test_the_guide_covers_its_kernels() -> None:
         "def matmul_4x4",
         "def neighbour_sums",
         "def gemm_f16_tiles",
+        "def gemm_f16_mma_tiles",
         "@K.autotune",
         "@K.func",
         "K.SharedRaceError",

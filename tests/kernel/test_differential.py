@@ -21,9 +21,9 @@ Input ``y`` is a strided 1-D view (``dsl_fuzz.STRIDED``), so every target's line
 must follow the stride (a read of raw storage gives other values).
 
 Matrix fragments have kernels of their own (:mod:`fragment_fuzz`, ``TENFERRO_DIFF_FRAGMENT_
-KERNELS``, default 24): random 16 x 16 x 16 f16 tile products with f32 accumulation of small
-integers, exact in any summation order, so numpy, the interpreter and WebGPU must agree bit for
-bit, and each kernel compiles to an sm_90 CUBIN.
+KERNELS``, default 24): random f16 tile products of every fragment shape with f32 accumulation
+of small integers, exact in any summation order, so numpy, the interpreter, WebGPU and CUDA's
+tensor cores must agree bit for bit, and each kernel compiles to an sm_90 CUBIN.
 """
 
 from __future__ import annotations
@@ -281,14 +281,13 @@ def _fragment_failure(fk: Any, where: str, expected: np.ndarray, got: np.ndarray
 
 
 @pytest.mark.parametrize("chunk", _chunks(FRAGMENT_COUNT, FRAGMENT_CHUNK))
-@pytest.mark.parametrize(
-    "target", ["interpreter", pytest.param("webgpu", marks=pytest.mark.webgpu, id="webgpu")]
-)
+@pytest.mark.parametrize("target", ["interpreter", *_targets()])
 def test_fragment_kernels_agree_with_numpy_bit_for_bit(target, chunk, fragments):
     """Random fragment tile products of small integers (every partial sum exact): the
-    interpreter and WebGPU give numpy's bits, the sentinel outside the stored tiles included."""
+    interpreter, WebGPU and CUDA give numpy's bits, the sentinel outside the stored tiles
+    included."""
     module, kernels, path = fragments
-    rt, jit, _ = _target(target) if target == "webgpu" else (None, None, None)
+    rt, jit, _ = _target(target) if target != "interpreter" else (None, None, None)
     failures = []
     mine = _chunk(kernels, chunk, FRAGMENT_CHUNK)
     for n, fk in mine:

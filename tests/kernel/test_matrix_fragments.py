@@ -17,6 +17,7 @@ import tenferro_host as tf
 from tenferro_host import dtypes
 from tenferro_host import kernel as K
 from tenferro_host.benchmarks import gemm_f16 as gemm
+from tenferro_host.benchmarks import gemm_mma
 from tenferro_host.compile_only import compile_only
 from tenferro_host.errors import (
     DslError,
@@ -98,6 +99,46 @@ def test_the_f16_gemm_equals_numpy(m: int, n: int, k: int, step: int) -> None:
     np.testing.assert_allclose(c.reshape(m, n, order="F"), want, rtol=1e-5, atol=1e-4)
 
 
+def test_m16n8k16_fragment_arrays_from_shared_memory_in_k_order() -> None:
+    """Two k-steps of a column-major ``a`` and a row-major ``b``, each fragment an element of
+    an array indexed by ``K.static_range`` counters."""
+    la = 24
+    a, b = f16((16, 32)), f16((32, 16))
+    a_mem = np.zeros(1024, np.float16)
+    a_mem[: 32 * la].reshape(32, la)[:, :16] = a.T  # element (i, k) at i + k * la
+    d, _, _ = on_interpreter(
+        mk.tile_mma,
+        1,
+        32,
+        View.compact(np.zeros(256, np.float32)),
+        View.compact(a_mem),
+        View.compact(b.reshape(-1)),
+        la=la,
+    )
+    want = np.hstack(
+        [in_k_order(a, b[:, :8], np.zeros((16, 8))), in_k_order(a, b[:, 8:], np.zeros((16, 8)))]
+    )
+    np.testing.assert_array_equal(d.reshape(16, 16, order="F"), want)
+
+
+@pytest.mark.parametrize("config", range(len(gemm_mma.MMA_CONFIGS)))
+def test_the_m16n8k16_gemm_equals_numpy(config: int) -> None:
+    cfg = gemm_mma.MMA_CONFIGS[config]
+    m, n, k = 2 * cfg["BM"], cfg["BN"], 3 * cfg["BK"]
+    a, b = f16((m, k)), f16((k, n))
+    c, _, _ = on_interpreter(
+        gemm_mma.mma_gemm,
+        gemm_mma.mma_gemm_count(m, n, cfg),
+        cfg.dim,
+        View.compact(np.zeros((m, n), np.float32)),
+        View.compact(a),
+        View.compact(b),
+        **cfg.constants,
+    )
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c.reshape(m, n, order="F"), want, rtol=1e-5, atol=1e-4)
+
+
 # ------------------------------------------------------------ the checking rules
 
 
@@ -168,10 +209,17 @@ def test_a_jit_launch_of_a_partial_warp_is_refused_before_it_runs() -> None:
         (mk.statement_as_value, "AS_VALUE", r"K\.fill_fragment\(\.\.\.\) is a statement"),
         (mk.fill_of_one_argument, "ARITY", "K.fill_fragment takes 2 positional arguments"),
         (mk.fragment_pair, "TUPLE", "assign a fragment to one name"),
-        (mk.fragment_of_five, "FIVE", r"takes \(use, element type, m, n, k, layout\): K\.frag"),
+        (mk.fragment_of_five, "FIVE", r"takes \(use, element type, m, n, k, layout\[, count\]\)"),
         (mk.fragment_named_as_a_parameter, "REDECLARED", "'c' is already a parameter"),
         (mk.layout_as_use, "USE", "use is K.MATRIX_A, K.MATRIX_B or K.ACCUMULATOR, not K.ROW"),
         (mk.value_into_a_fragment, "ASSIGNED", "'acc' is a matrix fragment; fill, load or mma"),
+        (mk.array_at_runtime_index, "RUNTIME_INDEX", "index an array of fragments with compile"),
+        (mk.array_out_of_range, "OUT_OF_RANGE", "index 2 is out of range for 'acc''s dimension"),
+        (mk.array_unindexed, "UNINDEXED", r"'acc' is an array of fragments: name one of them"),
+        (mk.array_of_one_index_too_few, "RANK", "'acc' is a 2-d array of fragments; give 2"),
+        (mk.array_too_large, "LARGE", r"fragment array holds 1 to 64 elements .* gives 72"),
+        (mk.array_over_a_fragment, "ELEMENT", "fragment 'acc__1' names an element of the array"),
+        (mk.array_element_as_value, "ELEMENT_VALUE", "'acc' holds matrix fragments, not values"),
     ],
 )
 def test_typed_refusals(kern: K.Kernel, marker: str, match: str) -> None:
@@ -265,14 +313,41 @@ def specs() -> list[K.Specialization]:
             )
             for step in gemm.STEPS
         ),
+        mk.tile_mma.specialize(one, {"la": 24}, "cuda", ("sm_90",)),
+        gemm_mma.mma_gemm.specialize(
+            [K.ArrayDesc(F32, 2), K.ArrayDesc(F16, 2), K.ArrayDesc(F16, 2)], {}, "cuda", ("sm_90",)
+        ),
     ]
 
 
-@pytest.mark.parametrize("index", range(8))
-def test_the_cuda_c_is_ptx_wmma_and_compiles_for_sm90(index: int) -> None:
-    source = generate(specs()[index]).source
-    assert "wmma." in source and "#include" not in source
+@pytest.mark.parametrize("index", range(11))
+def test_the_cuda_c_is_ptx_and_compiles_for_sm90(index: int) -> None:
+    """wmma for the wmma shapes, ``mma.sync`` for m16n8k16 (``ldmatrix`` from shared memory);
+    a shared array's fragments are addressed in the shared window."""
+    spec = specs()[index]
+    source = generate(spec).source
+    mma = any(t.shape == ir.MMA_SHAPE for _, t in spec.ir.fragments)
+    assert ("mma.sync.aligned.m16n8k16.row.col" if mma else "wmma.") in source
+    assert "#include" not in source
+    if spec.ir.shared:
+        assert (".shared.b16" if mma else ".shared.f16") in source
+        assert "__cvta_generic_to_shared" in source
     assert compile_sm90(source) > 0
+
+
+def test_m16n8k16_loads_from_shared_memory_are_ldmatrix_transposed_where_the_layout_says() -> None:
+    source = generate(specs()[9]).source  # tile_mma: a column-major, b row-major
+    assert source.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2  # a
+    assert source.count("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16") == 4  # b
+    assert source.count("mma.sync.aligned.m16n8k16") == 4
+
+
+def test_cuda_refuses_m16n8k16_fragments_before_ampere() -> None:
+    one = [K.ArrayDesc(F32, 1), K.ArrayDesc(F16, 1), K.ArrayDesc(F16, 1)]
+    spec = mk.tile_mma.specialize(one, {"la": 24}, "cuda", ("sm_75",))
+    with pytest.raises(UnsupportedError, match=r"compute capability 8\.0 .* m16n16k16") as info:
+        generate(spec)
+    assert info.value.feature == "m16n8k16 fragments before sm_80"
 
 
 def test_cuda_refuses_fragments_before_tensor_cores() -> None:

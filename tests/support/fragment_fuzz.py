@@ -1,10 +1,13 @@
 """Seeded random matrix-fragment kernels for the differential test (``test_differential.py``).
 
-Each kernel multiplies, per warp, a 16 x K f16 tile of ``a`` by a K x 16 f16 tile of ``b``
+Each kernel multiplies, per warp, an M x K f16 tile of ``a`` by a K x N f16 tile of ``b``
 (K = 16 or 32: one or two ``K.mma`` steps) onto an f32 accumulator that is filled with a
 constant or loaded from ``c``, and stores it into ``d``. Drawn per kernel: the layout of each
 fragment, the leading dimensions and starts (aligned as tensor cores need), whether ``a`` and
-``b`` are staged in shared memory, and whether ``mma`` writes a fragment of its own. Inputs are
+``b`` are staged in shared memory, and whether ``mma`` writes a fragment of its own; from a
+stream of their own (so the draws above stay those of earlier seeds' kernels): the shape
+``(M, N, 16)``, one of every target's (m16n8k16 among them), and whether ``a`` and ``b`` are
+arrays of fragments, one per step, indexed in a ``K.static_range`` loop. Inputs are
 small integers, so every partial sum is exact in f32 and all targets must agree bit for bit
 (and with :func:`expected`, numpy's product). Two cubes of two warps each.
 
@@ -22,7 +25,8 @@ import numpy as np
 CUBES, CUBE = 2, 64
 WARPS_PER_CUBE = CUBE // 32
 WARPS = CUBES * WARPS_PER_CUBE
-M = N = 16
+SHAPES = ((16, 16), (32, 8), (8, 32), (16, 8))
+"""``(M, N)`` of the kernels' fragments (K = 16): the shapes of ``ir.SHAPES``."""
 SENTINEL = -7777.0
 """What ``d`` holds before the launch: elements no store writes must keep it on every target."""
 
@@ -47,6 +51,9 @@ class FragmentKernel:
     """One generated kernel and what its launch computes."""
 
     name: str
+    m: int
+    n: int
+    arrays: bool  # a and b are arrays of fragments, one per step
     steps: int  # K = 16 * steps
     a: Operand
     b: Operand
@@ -66,15 +73,21 @@ def _operand(rng: random.Random, rows: int, cols: int, elem_align: int, ld_align
     return Operand(layout, ld, start, region)
 
 
-def _draw(name: str, rng: random.Random) -> FragmentKernel:
+def _draw(name: str, rng: random.Random, shapes: random.Random) -> FragmentKernel:
+    m, n = shapes.choice(SHAPES)
+    arrays = shapes.random() < 0.5
+    align = 8 if (m, n) == (16, 8) else 16
     steps = rng.randint(1, 2)
     k = 16 * steps
     return FragmentKernel(
         name,
+        m,
+        n,
+        arrays,
         steps,
-        _operand(rng, M, k, 16, 8),  # f16: starts at 32 bytes, ld at 16 bytes
-        _operand(rng, k, N, 16, 8),
-        _operand(rng, M, N, 8, 4),  # f32
+        _operand(rng, m, k, align, 8),  # f16: starts at 32 bytes (16: m16n8k16), ld at 16
+        _operand(rng, k, n, align, 8),
+        _operand(rng, m, n, 8, 4),  # f32
         rng.randint(-8, 8) if rng.random() < 0.5 else None,
         rng.random() < 0.5,
         rng.random() < 0.5,
@@ -105,10 +118,12 @@ def _source(fk: FragmentKernel) -> str:
         lines.append("    K.sync_cube()")
         src_a, src_b = "sa", "sb"
         at_a, at_b = f"(u // 32) * {a.region}", f"(u // 32) * {b.region}"
+    shape = f"{fk.m}, {fk.n}, 16"
+    count = f", {fk.steps}" if fk.arrays else ""
     lines += [
-        f"    fa = K.fragment(K.MATRIX_A, K.f16, 16, 16, 16, {lay[a.layout]})",
-        f"    fb = K.fragment(K.MATRIX_B, K.f16, 16, 16, 16, {lay[b.layout]})",
-        f"    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, {lay[acc.layout]})",
+        f"    fa = K.fragment(K.MATRIX_A, K.f16, {shape}, {lay[a.layout]}{count})",
+        f"    fb = K.fragment(K.MATRIX_B, K.f16, {shape}, {lay[b.layout]}{count})",
+        f"    acc = K.fragment(K.ACCUMULATOR, K.f32, {shape}, {lay[acc.layout]})",
     ]
     at_c = f"w * {acc.region} + {acc.start}"
     if fk.fill is None:
@@ -117,26 +132,35 @@ def _source(fk: FragmentKernel) -> str:
         lines.append(f"    K.fill_fragment(acc, {float(fk.fill)!r})")
     out = "acc"
     if fk.separate:
-        lines.append(f"    out = K.fragment(K.ACCUMULATOR, K.f32, 16, 16, 16, {lay[acc.layout]})")
+        lines.append(f"    out = K.fragment(K.ACCUMULATOR, K.f32, {shape}, {lay[acc.layout]})")
         out = "out"
-    for s in range(fk.steps):
-        # step s: columns 16 s.. of a's tile, rows 16 s.. of b's
-        da = 16 * s if a.layout == "row" else 16 * s * a.ld
-        db = 16 * s * b.ld if b.layout == "row" else 16 * s
-        into, onto = (out, "acc") if s == 0 else (out, out)
+    if fk.arrays:  # step s: columns 16 s.. of a's tile, rows 16 s.. of b's, into fa[s], fb[s]
+        da = "16 * s" if a.layout == "row" else f"16 * s * {a.ld}"
+        db = f"16 * s * {b.ld}" if b.layout == "row" else "16 * s"
         lines += [
-            f"    K.load_fragment(fa, {src_a}, {at_a} + {a.start + da}, {a.ld})",
-            f"    K.load_fragment(fb, {src_b}, {at_b} + {b.start + db}, {b.ld})",
-            f"    K.mma({into}, fa, fb, {onto})",
+            f"    for s in K.static_range({fk.steps}):",
+            f"        K.load_fragment(fa[s], {src_a}, {at_a} + {a.start} + {da}, {a.ld})",
+            f"        K.load_fragment(fb[s], {src_b}, {at_b} + {b.start} + {db}, {b.ld})",
         ]
+    for s in range(fk.steps):
+        da_s = 16 * s if a.layout == "row" else 16 * s * a.ld
+        db_s = 16 * s * b.ld if b.layout == "row" else 16 * s
+        into, onto = (out, "acc") if s == 0 else (out, out)
+        fa, fb = (f"fa[{s}]", f"fb[{s}]") if fk.arrays else ("fa", "fb")
+        if not fk.arrays:
+            lines += [
+                f"    K.load_fragment(fa, {src_a}, {at_a} + {a.start + da_s}, {a.ld})",
+                f"    K.load_fragment(fb, {src_b}, {at_b} + {b.start + db_s}, {b.ld})",
+            ]
+        lines.append(f"    K.mma({into}, {fa}, {fb}, {onto})")
     lines.append(f"    K.store_fragment(d, {at_c}, {out}, {acc.ld})")
     return "\n".join(lines) + "\n"
 
 
 def generate(seed: int, count: int) -> tuple[str, list[FragmentKernel]]:
     """The source of a module with ``count`` kernels ``frag0 ..``, and what each one is."""
-    rng = random.Random(seed)
-    kernels = [_draw(f"frag{n}", rng) for n in range(count)]
+    rng, shapes = random.Random(seed), random.Random(f"{seed} shapes")
+    kernels = [_draw(f"frag{n}", rng, shapes) for n in range(count)]
     parts = ["# ruff: noqa\n# generated by tests/support/fragment_fuzz.py\n"]
     parts.append("from tenferro_host import kernel as K\n")
     parts += [_source(fk) for fk in kernels]
@@ -158,14 +182,14 @@ def expected(fk: FragmentKernel, args: dict[str, np.ndarray]) -> np.ndarray:
     """``d`` after the launch, by numpy in exact (float64) arithmetic."""
     k = 16 * fk.steps
     d = args["d"].copy()
-    i, j = np.meshgrid(np.arange(M), np.arange(k), indexing="ij")
-    p, q = np.meshgrid(np.arange(k), np.arange(N), indexing="ij")
-    r, s = np.meshgrid(np.arange(M), np.arange(N), indexing="ij")
+    i, j = np.meshgrid(np.arange(fk.m), np.arange(k), indexing="ij")
+    p, q = np.meshgrid(np.arange(k), np.arange(fk.n), indexing="ij")
+    r, s = np.meshgrid(np.arange(fk.m), np.arange(fk.n), indexing="ij")
     for w in range(WARPS):
         a = args["a"][w * fk.a.region + fk.a.position(i, j)].astype(np.float64)
         b = args["b"][w * fk.b.region + fk.b.position(p, q)].astype(np.float64)
         at = w * fk.acc.region + fk.acc.position(r, s)
-        c = np.full((M, N), float(fk.fill)) if fk.fill is not None else args["c"][at]
+        c = np.full((fk.m, fk.n), float(fk.fill)) if fk.fill is not None else args["c"][at]
         d[at] = (c + a @ b).astype(np.float32)
     return d
 

@@ -226,3 +226,70 @@ def value_into_a_fragment(c: K.Array[K.f32]):
 @K.kernel
 def runtime_dimension(c: K.Array[K.f32], m: K.u32):
     acc = K.fragment(K.ACCUMULATOR, K.f32, m, 16, 16, K.ROW_MAJOR)  # noqa: F841 RUNTIME
+
+
+@K.kernel
+def tile_mma(d: K.Array[K.f32], a: K.Array[K.f16], b: K.Array[K.f16], la: K.Const[int]):
+    """One warp: d (16 x 16, column-major, ld 16) = a (16 x 32, column-major, ld ``la``) @ b
+    (32 x 16, row-major, ld 16) from shared memory, in m16n8k16 fragment arrays."""
+    sa = K.shared(K.f16, 1024)
+    sb = K.shared(K.f16, 512)
+    u = K.UNIT_POS
+    for t in range(K.u32(32)):
+        sa[u + 32 * t] = a[u + 32 * t]
+    for t in range(K.u32(16)):
+        sb[u + 32 * t] = b[u + 32 * t]
+    K.sync_cube()
+    fa = K.fragment(K.MATRIX_A, K.f16, 16, 8, 16, K.COL_MAJOR, 2)
+    fb = K.fragment(K.MATRIX_B, K.f16, 16, 8, 16, K.ROW_MAJOR, (2, 2))
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 8, 16, K.COL_MAJOR, 2)
+    for j in K.static_range(2):
+        K.fill_fragment(acc[j], 0.0)
+    for s in K.static_range(2):
+        K.load_fragment(fa[s], sa, s * 16 * la, la)
+        for j in K.static_range(2):
+            K.load_fragment(fb[s, j], sb, s * 256 + j * 8, 16)
+            K.mma(acc[j], fa[s], fb[s, j], acc[j])
+    for j in K.static_range(2):
+        K.store_fragment(d, j * 128, acc[j], 16)
+
+
+@K.kernel
+def array_at_runtime_index(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 8, 16, K.ROW_MAJOR, 2)
+    K.fill_fragment(acc[K.UNIT_POS // 32], 1.0)  # RUNTIME_INDEX
+
+
+@K.kernel
+def array_out_of_range(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 8, 16, K.ROW_MAJOR, 2)
+    K.fill_fragment(acc[2], 1.0)  # OUT_OF_RANGE
+
+
+@K.kernel
+def array_unindexed(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 8, 16, K.ROW_MAJOR, 2)
+    K.fill_fragment(acc, 1.0)  # UNINDEXED
+
+
+@K.kernel
+def array_of_one_index_too_few(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 8, 16, K.ROW_MAJOR, (2, 2))
+    K.fill_fragment(acc[1], 1.0)  # RANK
+
+
+@K.kernel
+def array_too_large(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 8, 16, K.ROW_MAJOR, (8, 9))  # noqa: F841 LARGE
+
+
+@K.kernel
+def array_over_a_fragment(c: K.Array[K.f32]):
+    acc__1 = K.fragment(K.ACCUMULATOR, K.f32, 16, 8, 16, K.ROW_MAJOR)  # noqa: F841
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 8, 16, K.ROW_MAJOR, 2)  # noqa: F841 ELEMENT
+
+
+@K.kernel
+def array_element_as_value(c: K.Array[K.f32]):
+    acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 8, 16, K.ROW_MAJOR, 2)
+    c[0] = acc[0]  # ELEMENT_VALUE

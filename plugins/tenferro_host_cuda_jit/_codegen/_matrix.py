@@ -1,12 +1,16 @@
-"""Matrix fragments in CUDA C: PTX ``wmma`` instructions (tensor cores, sm_70 and later).
+"""Matrix fragments in CUDA C: PTX ``wmma`` instructions (tensor cores, sm_70 and later) and,
+for :data:`~tenferro_host.kernel.ir.MMA_SHAPE`, ``mma.sync`` with ``ldmatrix`` (sm_80).
 
 The generated source includes no header (NVRTC ships no ``mma.h`` here), so a fragment is the
-registers PTX ``wmma`` defines for it: 8 ``unsigned int`` (f16 pairs) for an ``a``/``b``
-fragment, 8 ``float`` for an f32 accumulator, for each of the shapes of
-:data:`~tenferro_host.kernel.ir.SHAPES`. ``wmma.load``/``wmma.store`` take a generic address
-(global or shared memory) and the leading dimension in elements; ``wmma.mma`` multiplies in
-registers. Loads and stores are ``asm volatile`` with a memory clobber, so the compiler keeps
-them in order with the kernel's other memory accesses and barriers.
+registers PTX defines for it: for the ``wmma`` shapes 8 ``unsigned int`` (f16 pairs) for an
+``a``/``b`` fragment and 8 ``float`` for an f32 accumulator; for m16n8k16 4, 2 and 4.
+``wmma.load``/``wmma.store`` take an address in the array's state space (shared arrays: the
+shared window) and the leading dimension in elements. An m16n8k16 ``a``/``b`` fragment loads
+from a shared array with ``ldmatrix`` (``.trans`` where its layout is the other one), each
+unit giving the address of one 16-byte row; from an array parameter, and for accumulators,
+each unit moves its own elements, where PTX's fragment layout puts them. ``mma.sync``
+multiplies in registers. Loads and stores are ``asm volatile`` with a memory clobber, so the
+compiler keeps them in order with the kernel's other memory accesses and barriers.
 """
 
 from __future__ import annotations
@@ -17,19 +21,34 @@ from typing import TYPE_CHECKING
 from tenferro_host import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 
-REGISTERS = 8
-"""Registers of every supported fragment (a/b: f16 pairs; accumulator: f32)."""
+WMMA_REGISTERS = 8
+"""Registers of every ``wmma`` fragment (a/b: f16 pairs; accumulator: f32)."""
+
+MMA_REGISTERS = {"a": 4, "b": 2, "accumulator": 4}
+"""Registers of each use of an m16n8k16 fragment."""
 
 MIN_ARCH = 70
 """The first compute capability with ``wmma`` (Volta)."""
 
+MMA_MIN_ARCH = 80
+"""The first compute capability with ``mma.sync`` m16n8k16 f32 (Ampere)."""
+
 FRAGMENT_ALIGN = 32
 """Byte alignment of a shared array fragments load or store (``wmma`` reads 256-bit blocks)."""
+
+LANE = "(tf_unit_pos & 31u)"
+GROUP = f"({LANE} >> 2)"
+PAIR = f"(({LANE} & 3u) * 2u)"
 
 
 def fragment_name(name: str) -> str:
     """C name of fragment ``name``'s registers."""
     return "f_" + name
+
+
+def registers(t: ir.FragmentType) -> int:
+    """How many registers a fragment of type ``t`` is."""
+    return MMA_REGISTERS[t.use] if t.shape == ir.MMA_SHAPE else WMMA_REGISTERS
 
 
 def _shape(t: ir.FragmentType) -> str:
@@ -42,16 +61,23 @@ def _regs(names: Iterator[str]) -> str:
 
 def check_arch(spec: Specialization) -> None:
     """Refuse fragments on a device before tensor cores (its ``sm_XY`` among the
-    specialization's features): a typed error naming the compute capability."""
+    specialization's features), and m16n8k16 ones before Ampere: a typed error naming the
+    compute capability."""
     archs = [int(f[3:]) for f in spec.features if f.startswith("sm_") and f[3:].isdigit()]
-    if spec.ir.fragments and archs and min(archs) < MIN_ARCH:
-        arch = min(archs)
+    if not spec.ir.fragments or not archs:
+        return
+    arch = min(archs)
+    mma = any(t.shape == ir.MMA_SHAPE for _, t in spec.ir.fragments)
+    need = MMA_MIN_ARCH if mma else MIN_ARCH
+    if arch < need:
+        what = "m16n8k16 fragments" if mma else "matrix fragments"
         raise UnsupportedError(
-            f"kernel {spec.kernel_name!r} uses matrix fragments, which need tensor cores (compute "
-            f"capability 7.0 or later); this device is {arch // 10}.{arch % 10}: run it on "
-            "cpu or webgpu, or on a newer GPU",
+            f"kernel {spec.kernel_name!r} uses {what}, which need tensor cores of compute "
+            f"capability {need // 10}.{need % 10} or later; this device is "
+            f"{arch // 10}.{arch % 10}: run it on cpu or webgpu, or on a newer GPU"
+            + (", or use m16n16k16 fragments (sm_70)" if mma else ""),
             backend="cuda",
-            feature="matrix fragments before sm_70",
+            feature=f"{what} before sm_{need}",
         )
 
 
@@ -76,17 +102,24 @@ class MatrixEmitter(ir.SourceEmitter, abstract=True):
         """The registers of each fragment, at function entry."""
         for name, t in self.kernel.fragments:
             ctype = "float" if t.use == "accumulator" else "unsigned int"
-            yield f"{ctype} {fragment_name(name)}[{REGISTERS}];"
+            yield f"{ctype} {fragment_name(name)}[{registers(t)}];"
 
-    def operands(self, name: str, constraint: str, first: int) -> tuple[str, str]:
+    def operands(
+        self, name: str, t: ir.FragmentType, constraint: str, first: int
+    ) -> tuple[str, str]:
         """``{%first, ...}`` and the asm operand list of fragment ``name``'s registers."""
-        regs = _regs(f"%{first + r}" for r in range(REGISTERS))
-        ops = ", ".join(f'"{constraint}"({fragment_name(name)}[{r}])' for r in range(REGISTERS))
+        n = registers(t)
+        regs = _regs(f"%{first + r}" for r in range(n))
+        ops = ", ".join(f'"{constraint}"({fragment_name(name)}[{r}])' for r in range(n))
         return regs, ops
 
-    def address(self, array: str, start: ir.Expr) -> str:
-        """The generic address of element ``start`` of ``array``, as PTX takes it."""
-        return f"(unsigned long long)({self.memory(array)} + {self.expr(start)})"
+    def address(self, array: str, index: str) -> tuple[str, str]:
+        """The asm operand of the address of element ``index`` (C) of ``array``, and its state
+        space suffix: a shared array's in the shared window (32 bits), an array's generic."""
+        at = f"{self.memory(array)} + {index}"
+        if self.kernel.shared_array(array):
+            return f'"r"((unsigned int)__cvta_generic_to_shared({at}))', ".shared"
+        return f'"l"((unsigned long long)({at}))', ""
 
     def visit_FragmentFill(self, s: ir.FragmentFill) -> None:
         """Every register of the fragment (an a/b register holds the value twice)."""
@@ -96,41 +129,116 @@ class MatrixEmitter(ir.SourceEmitter, abstract=True):
             self.line(f"const unsigned int tf_pair{n} = (unsigned int)({value});")
             value = f"(tf_pair{n} | (tf_pair{n} << 16))"
         name = fragment_name(s.fragment)
-        self.line(f"for (int tf_r = 0; tf_r < {REGISTERS}; ++tf_r) {name}[tf_r] = {value};")
+        self.line(
+            f"for (int tf_r = 0; tf_r < {registers(s.ftype)}; ++tf_r) {name}[tf_r] = {value};"
+        )
 
     def visit_FragmentLoad(self, s: ir.FragmentLoad) -> None:
-        """``wmma.load.{a,b,c}`` in the fragment's layout."""
         t = s.ftype
+        if t.shape == ir.MMA_SHAPE:
+            if t.use == "accumulator" or not self.kernel.shared_array(s.array):
+                self.elements(s, load=True)
+            else:
+                self.ldmatrix(s)
+            return
         which = {"a": "a", "b": "b", "accumulator": "c"}[t.use]
         ptx_type = "f32" if t.use == "accumulator" else "f16"
-        regs, outs = self.operands(s.fragment, "=f" if t.use == "accumulator" else "=r", 0)
+        regs, outs = self.operands(s.fragment, t, "=f" if t.use == "accumulator" else "=r", 0)
+        address, space = self.address(s.array, self.expr(s.start))
         self.line(
-            f'asm volatile("wmma.load.{which}.sync.aligned.{t.layout}.{_shape(t)}.{ptx_type} '
-            f'{regs}, [%8], %9;" : {outs} : "l"({self.address(s.array, s.start)}), '
+            f'asm volatile("wmma.load.{which}.sync.aligned.{t.layout}.{_shape(t)}{space}.'
+            f'{ptx_type} {regs}, [%8], %9;" : {outs} : {address}, '
             f'"r"({self.expr(s.ld)}) : "memory");'
         )
 
     def visit_FragmentStore(self, s: ir.FragmentStore) -> None:
-        """``wmma.store.d`` of an accumulator in its layout."""
         t = s.ftype
-        regs, ins = self.operands(s.fragment, "f", 1)
+        if t.shape == ir.MMA_SHAPE:
+            self.elements(s, load=False)
+            return
+        regs, ins = self.operands(s.fragment, t, "f", 1)
+        address, space = self.address(s.array, self.expr(s.start))
         self.line(
-            f'asm volatile("wmma.store.d.sync.aligned.{t.layout}.{_shape(t)}.f32 [%0], {regs}, '
-            f'%9;" :: "l"({self.address(s.array, s.start)}), {ins}, "r"({self.expr(s.ld)}) '
-            ': "memory");'
+            f'asm volatile("wmma.store.d.sync.aligned.{t.layout}.{_shape(t)}{space}.f32 [%0], '
+            f'{regs}, %9;" :: {address}, {ins}, "r"({self.expr(s.ld)}) : "memory");'
         )
 
+    def ldmatrix(self, s: ir.FragmentLoad) -> None:
+        """An m16n8k16 ``a`` (four 8 x 8 matrices) or ``b`` (two) fragment from a shared array:
+        unit ``l`` gives the row of matrix ``l / 8`` at ``l % 8``; ``.trans`` where the memory
+        holds the fragment's columns as rows (an ``a`` in column layout, a ``b`` in row
+        layout), since PTX's register layout is ``a`` by rows and ``b`` by columns."""
+        t = s.ftype
+        trans = (t.use == "a") == (t.layout == "col")
+        n = self.temp()
+        ld = f"tf_ld{n}"
+        matrix, row = f"({LANE} >> 3)", f"({LANE} & 7u)"
+        if t.use == "a" and not trans:  # matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15)
+            offset = f"({LANE} & 15u) * {ld} + ({LANE} >> 4) * 8u"
+        elif t.use == "a":  # memory rows are k: row r of matrix q at i 8 (q & 1), k r + 8 (q >> 1)
+            offset = f"({matrix} & 1u) * 8u + ({row} + ({matrix} >> 1) * 8u) * {ld}"
+        elif not trans:  # b by columns: memory rows are n, k 0-7 | 8-15
+            offset = f"({matrix} & 1u) * 8u + {row} * {ld}"
+        else:  # b by rows: memory rows are k 0-7 | 8-15
+            offset = f"({row} + ({matrix} & 1u) * 8u) * {ld}"
+        count = registers(t)
+        regs, outs = self.operands(s.fragment, t, "=r", 0)
+        with self.braced():
+            self.line(f"const unsigned int {ld} = {self.expr(s.ld)};")
+            address, _ = self.address(s.array, f"{self.expr(s.start)} + {offset}")
+            self.line(
+                f'asm volatile("ldmatrix.sync.aligned.m8n8.x{count}{".trans" if trans else ""}'
+                f'.shared.b16 {regs}, [%{count}];" : {outs} : {address} : "memory");'
+            )
+
+    def elements(self, s: ir.FragmentLoad | ir.FragmentStore, load: bool) -> None:
+        """Each unit moves its own elements of an m16n8k16 fragment, where PTX puts them:
+        row ``g = lane / 4`` (+ 8), columns ``2 (lane % 4)`` and the next; an ``a`` register
+        ``r`` holds row ``g + 8 (r & 1)``, columns ``+ 8 (r >> 1)``; a ``b`` register rows
+        (k) ``+ 8 r`` of column ``g``; an accumulator register ``r`` row ``g + 8 (r >> 1)``,
+        column ``+ (r & 1)``."""
+        t = s.ftype
+        name = fragment_name(s.fragment)
+        n = self.temp()
+        base, ld = f"tf_frag{n}", f"tf_ld{n}"
+        ctype = "float" if t.use == "accumulator" else "unsigned short"
+        with self.braced():
+            at = f"{self.memory(s.array)} + {self.expr(s.start)}"
+            self.line(f"{ctype}* const {base} = ({ctype}*)({at});")
+            self.line(f"const unsigned int {ld} = {self.expr(s.ld)};")
+            for r in range(registers(t)):
+                for half in range(1 if t.use == "accumulator" else 2):
+                    if t.use == "a":
+                        i, j = f"{GROUP} + {8 * (r & 1)}u", f"{PAIR} + {8 * (r >> 1) + half}u"
+                    elif t.use == "b":
+                        i, j = f"{PAIR} + {8 * r + half}u", GROUP
+                    else:
+                        i, j = f"{GROUP} + {8 * (r >> 1)}u", f"{PAIR} + {r & 1}u"
+                    at = f"({i}) * {ld} + ({j})" if t.layout == "row" else f"({i}) + ({j}) * {ld}"
+                    ref = f"{base}[{at}]"
+                    if t.use == "accumulator":
+                        self.line(f"{name}[{r}] = {ref};" if load else f"{ref} = {name}[{r}];")
+                    elif half == 0:
+                        self.line(f"{name}[{r}] = (unsigned int){ref};")
+                    else:
+                        self.line(f"{name}[{r}] |= (unsigned int){ref} << 16;")
+
     def visit_Mma(self, s: ir.Mma) -> None:
-        """``d = c`` (a register copy unless they are one fragment), then ``wmma.mma`` into
+        """``d = c`` (a register copy unless they are one fragment), then ``wmma.mma`` (or
+        ``mma.sync`` for m16n8k16, whose registers are ``a`` by rows, ``b`` by columns) into
         ``d`` in place."""
         d, c = fragment_name(s.d), fragment_name(s.c)
+        nd, na = registers(s.dtype), registers(s.atype)
         if s.d != s.c:
-            self.line(f"for (int tf_r = 0; tf_r < {REGISTERS}; ++tf_r) {d}[tf_r] = {c}[tf_r];")
-        dregs, douts = self.operands(s.d, "+f", 0)
-        aregs, ains = self.operands(s.a, "r", REGISTERS)
-        bregs, bins = self.operands(s.b, "r", 2 * REGISTERS)
-        kind = f"{s.atype.layout}.{s.btype.layout}.{_shape(s.dtype)}.f32.f32"
+            self.line(f"for (int tf_r = 0; tf_r < {nd}; ++tf_r) {d}[tf_r] = {c}[tf_r];")
+        dregs, douts = self.operands(s.d, s.dtype, "+f", 0)
+        aregs, ains = self.operands(s.a, s.atype, "r", nd)
+        bregs, bins = self.operands(s.b, s.btype, "r", nd + na)
+        if s.dtype.shape == ir.MMA_SHAPE:
+            instruction = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+        else:
+            kind = f"{s.atype.layout}.{s.btype.layout}.{_shape(s.dtype)}.f32.f32"
+            instruction = f"wmma.mma.sync.aligned.{kind}"
         self.line(
-            f'asm("wmma.mma.sync.aligned.{kind} {dregs}, {aregs}, {bregs}, {dregs};" '
-            f": {douts} : {ains}, {bins});"
+            f'asm("{instruction} {dregs}, {aregs}, {bregs}, {dregs};" : {douts} : {ains}, {bins});'
         )

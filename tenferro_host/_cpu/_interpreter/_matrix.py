@@ -138,8 +138,9 @@ class MatrixMachine:
             raise self.fail(
                 s,
                 f"a fragment of {s.array!r} starts at element {base[misaligned][0]} of its "
-                f"memory with leading dimension {ld[misaligned][0]}: fragments start at a "
-                f"multiple of {step} elements (32 bytes) and step rows or columns by a multiple "
+                f"memory with leading dimension {ld[misaligned][0]}: {ftype.m}x{ftype.n}x"
+                f"{ftype.k} fragments start at a multiple of {step} elements "
+                f"({step * ftype.dtype.itemsize} bytes) and step rows or columns by a multiple "
                 f"of {ld_step} elements (16 bytes), as tensor cores read them",
                 lanes & (np.arange(self.n) // ir.WARP == w),
                 argument=s.array,

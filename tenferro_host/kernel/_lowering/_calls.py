@@ -186,14 +186,14 @@ def registers_decl(lw: Lowerer, node: ast.Assign, call: ast.Call) -> list[ir.Stm
 
 
 def declared_dim(lw: Lowerer, node: ast.expr, in_tuple: bool, kind: str) -> int:
-    """One compile-time dimension of a shared or register array."""
+    """One compile-time dimension of a shared, register or fragment array."""
     if isinstance(node, ast.Name) and node.id in lw.params:
         raise lw.error(
             node,
             f"{node.id!r} is a runtime parameter: a shared array sized at launch has one "
             f"dimension, K.shared(T, {node.id}); give the others as compile-time ints"
             if kind == "shared"
-            else f"{node.id!r} is a runtime parameter: a register array's size is a "
+            else f"{node.id!r} is a runtime parameter: a {kind} array's size is a "
             "compile-time int (a literal, a K.Const[int] or a module constant)",
         )
     value = compile_time_int(lw.expr(node))

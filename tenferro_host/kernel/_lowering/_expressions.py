@@ -34,7 +34,7 @@ def lower_constant(lw: Lowerer, node: ast.Constant) -> ExprResult:
 
 def lower_name(lw: Lowerer, node: ast.Name) -> ExprResult:
     name = node.id
-    if name in lw.fragment_types and lw.frame is None:
+    if lw.is_fragment(name):
         raise lw.error(
             node,
             f"{name!r} is a matrix fragment, not a value: pass it to K.fill_fragment, "
@@ -139,6 +139,12 @@ def constant_axis(lw: Lowerer, node: ast.expr, p: ArrayRef) -> int:
 def array_param(lw: Lowerer, node: ast.expr) -> ArrayRef:
     if isinstance(node, ast.Name) and node.id in lw.arrays:
         return lw.arrays[node.id]
+    if isinstance(node, ast.Name) and lw.is_fragment(node.id):
+        raise lw.error(
+            node,
+            f"{node.id!r} holds matrix fragments, not values: pass {node.id}[i] to "
+            "K.fill_fragment, K.load_fragment, K.store_fragment or K.mma",
+        )
     if isinstance(node, ast.Name) and lw.is_runtime_name(node.id):
         raise lw.error(node, f"{node.id!r} is a scalar and cannot be indexed")
     raise lw.error(node, "only array parameters, shared arrays and register arrays can be indexed")

@@ -228,6 +228,9 @@ class Lowerer:
         #: Warp fragments, a namespace of their own (a fragment is no value: only the fragment
         #: statements name it).
         self.fragment_types: dict[str, ir.FragmentType] = {}
+        #: Arrays of fragments (their shapes): each element is a fragment of its own, named
+        #: in ``fragment_types``.
+        self.fragment_arrays: dict[str, tuple[int, ...]] = {}
 
     # -------------------------------------------------------- dispatch
 
@@ -453,4 +456,9 @@ class Lowerer:
             or name in self.constants
             or name in self.arrays
             or name in self.fragment_types
+            or name in self.fragment_arrays
         )
+
+    def is_fragment(self, name: str) -> bool:
+        """Whether ``name`` is a fragment or an array of them in the kernel body."""
+        return self.frame is None and (name in self.fragment_types or name in self.fragment_arrays)

@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from ... import dtypes
 from .. import ir, lang, lang_matrix
+from ._calls import declared_shape
 from ._expressions import array_param, integer_index
 from ._lowerer import ArrayRef, Lowerer, Table, Untyped, compile_time_int, type_name
 
@@ -49,7 +51,8 @@ def statement_as_value(lw: Lowerer, node: ast.Assign, call: ast.Call) -> list[ir
 
 
 def fragment_decl(lw: Lowerer, node: ast.Assign, call: ast.Call) -> list[ir.Stmt]:
-    """``f = K.fragment(use, T, m, n, k, layout)`` at the kernel's top level."""
+    """``f = K.fragment(use, T, m, n, k, layout)`` at the kernel's top level, or an array of
+    fragments with a seventh argument, its compile-time shape (``f[i, j]`` names one)."""
     target = node.targets[0] if len(node.targets) == 1 else None
     if not isinstance(target, ast.Name):
         raise lw.error(node, "assign a fragment to one name: f = K.fragment(...)")
@@ -59,11 +62,12 @@ def fragment_decl(lw: Lowerer, node: ast.Assign, call: ast.Call) -> list[ir.Stmt
             "K.fragment(...) declares a warp's fragment once: write it at the top level of "
             "the kernel body, not inside if/for/while or a device function",
         )
-    if call.keywords or len(call.args) != 6:
+    if call.keywords or len(call.args) not in (6, 7):
         raise lw.error(
             call,
-            "K.fragment takes (use, element type, m, n, k, layout): "
-            "K.fragment(K.MATRIX_A, K.f16, 16, 16, 16, K.ROW_MAJOR)",
+            "K.fragment takes (use, element type, m, n, k, layout[, count]): "
+            "K.fragment(K.MATRIX_A, K.f16, 16, 16, 16, K.ROW_MAJOR), or an array of "
+            "fragments K.fragment(K.ACCUMULATOR, K.f32, 16, 8, 16, K.ROW_MAJOR, (2, 4))",
         )
     if lw.is_runtime_name(target.id):
         raise lw.error(target, f"{target.id!r} is already a parameter, local, array or fragment")
@@ -88,8 +92,58 @@ def fragment_decl(lw: Lowerer, node: ast.Assign, call: ast.Call) -> list[ir.Stmt
             ),
         )
     m, n, k = shape
-    lw.fragment_types[target.id] = ir.FragmentType(use, m, n, k, dtype, layout)
+    ftype = ir.FragmentType(use, m, n, k, dtype, layout)
+    if len(call.args) == 6:
+        lw.fragment_types[target.id] = ftype
+        return []
+    count = declared_shape(lw, call.args[6], "fragment", ir.FRAGMENT_ARRAY_MAX)
+    elements = [element_name(target.id, e) for e in range(math.prod(count))]
+    for name in elements:
+        if lw.is_runtime_name(name):
+            raise lw.error(
+                target,
+                f"fragment {name!r} names an element of the array {target.id!r}; rename the "
+                "one or the other",
+            )
+        lw.fragment_types[name] = ftype
+    lw.fragment_arrays[target.id] = count
     return []
+
+
+def element_name(array: str, flat: int) -> str:
+    """The fragment an element of a fragment array is (column-major ``flat`` index)."""
+    return f"{array}__{flat}"
+
+
+def fragment_element(lw: Lowerer, node: ast.Subscript) -> str:
+    """The fragment ``f[i, j]`` names: an element of a fragment array, at compile-time
+    indices (literals, constants, ``K.static_range`` counters)."""
+    base = node.value
+    count = lw.fragment_arrays.get(base.id) if isinstance(base, ast.Name) else None
+    if count is None:
+        raise lw.error(node, f"{ast.unparse(base)} is not an array of fragments")
+    assert isinstance(base, ast.Name)
+    dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if len(dims) != len(count):
+        raise lw.error(
+            node, f"{base.id!r} is a {len(count)}-d array of fragments; give {len(count)} indices"
+        )
+    flat, stride = 0, 1
+    for dim, extent in zip(dims, count, strict=True):
+        index = compile_time_int(lw.expr(dim))
+        if index is None:
+            raise lw.error(
+                dim,
+                "fragments are registers, chosen when the kernel compiles: index an array of "
+                "fragments with compile-time ints (literals, constants, K.static_range "
+                "counters)",
+            )
+        if not 0 <= index < extent:
+            raise lw.error(
+                dim, f"index {index} is out of range for {base.id!r}'s dimension of {extent}"
+            )
+        flat, stride = flat + index * stride, stride * extent
+    return element_name(base.id, flat)
 
 
 def fragment_marker(lw: Lowerer, node: ast.expr, kind: str) -> str:
@@ -112,17 +166,24 @@ def fragment_dimension(lw: Lowerer, node: ast.expr) -> int:
 
 
 def named_fragment(lw: Lowerer, node: ast.expr, use: tuple[str, ...] = ir.USES) -> tuple[str, Any]:
-    """The fragment ``node`` names (of one of ``use``) and its type."""
-    ftype = lw.fragment_types.get(node.id) if isinstance(node, ast.Name) else None
-    if ftype is None:
+    """The fragment ``node`` names (a fragment, or an element of an array of them; of one of
+    ``use``) and its type."""
+    if isinstance(node, ast.Name) and node.id in lw.fragment_arrays:
+        raise lw.error(
+            node, f"{node.id!r} is an array of fragments: name one of them, {node.id}[i]"
+        )
+    name = fragment_element(lw, node) if isinstance(node, ast.Subscript) else None
+    if isinstance(node, ast.Name):
+        name = node.id
+    ftype = lw.fragment_types.get(name) if name is not None else None
+    if name is None or ftype is None:
         raise lw.error(node, f"{ast.unparse(node)} is not a fragment (K.fragment(...))")
     if ftype.use not in use:
         wanted = " or ".join(_USE_NAME[u] for u in use)
         raise lw.error(
             node, f"{ast.unparse(node)} is a {_USE_NAME[ftype.use]} fragment; {wanted} here"
         )
-    assert isinstance(node, ast.Name)
-    return node.id, ftype
+    return name, ftype
 
 
 def u32_operand(lw: Lowerer, node: ast.expr) -> ir.Expr:

@@ -84,7 +84,7 @@ def assign_local(
     value_node: ast.AST,
     declared: DType | None = None,
 ) -> ir.Stmt:
-    if name in lw.fragment_types and lw.frame is None:
+    if lw.is_fragment(name):
         raise lw.error(node, f"{name!r} is a matrix fragment; fill, load or mma into it instead")
     if name in lw.params:
         raise lw.error(

@@ -35,8 +35,15 @@ WARP = 32
 
 USES = ("a", "b", "accumulator")
 LAYOUTS = ("row", "col")
-SHAPES: tuple[tuple[int, int, int], ...] = ((16, 16, 16), (32, 8, 16), (8, 32, 16))
-"""``(m, n, k)`` of the fragments every target supports (WMMA's f16 shapes)."""
+MMA_SHAPE = (16, 8, 16)
+"""``(m, n, k)`` of the tensor cores' own instruction (PTX ``mma.sync`` m16n8k16): the fast
+shape on CUDA, whose fragments load from shared memory with ``ldmatrix``."""
+SHAPES: tuple[tuple[int, int, int], ...] = ((16, 16, 16), (32, 8, 16), (8, 32, 16), MMA_SHAPE)
+"""``(m, n, k)`` of the fragments every target supports (WMMA's f16 shapes and
+:data:`MMA_SHAPE`)."""
+FRAGMENT_ARRAY_MAX = 64
+"""Fragments one ``K.fragment`` array may hold: each is registers of every unit of a warp
+(64 m16n8k16 accumulators are 256 registers, all a unit has)."""
 ELEMENT = {"a": "float16", "b": "float16", "accumulator": "float32"}
 """The element type of each use of fragment."""
 
@@ -60,6 +67,10 @@ class FragmentType:
     @property
     def cols(self) -> int:
         return self.k if self.use == "a" else self.n
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.m, self.n, self.k)
 
 
 @dataclass(frozen=True)
@@ -145,9 +156,11 @@ def check_fragment_cube(kernel: KernelIR, units: int) -> None:
 def fragment_alignment(ftype: FragmentType) -> tuple[int, int]:
     """In elements: what a fragment's first element's position in its memory (the storage of
     an array, which starts 256-byte aligned, or a shared array) and its leading dimension must
-    be multiples of: 32 and 16 bytes, as tensor cores read them. The interpreter checks it, so
-    a kernel it runs also runs on CUDA (WGSL would not mind)."""
-    return 32 // ftype.dtype.itemsize, 16 // ftype.dtype.itemsize
+    be multiples of: 32 and 16 bytes, as ``wmma`` reads them; 16 and 16 for m16n8k16, whose
+    loads read 16-byte rows (``ldmatrix``). The interpreter checks it, so a kernel it runs also
+    runs on CUDA (WGSL would not mind)."""
+    start = 16 if ftype.shape == MMA_SHAPE else 32
+    return start // ftype.dtype.itemsize, 16 // ftype.dtype.itemsize
 
 
 def element_position(ftype: FragmentType, i: T, j: T) -> tuple[T, T]:

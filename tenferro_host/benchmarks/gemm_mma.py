@@ -1,0 +1,152 @@
+# DSL annotations (K.Array[K.F]) are not Python types: mypy checks the rest of the module.
+# mypy: disable-error-code="valid-type,attr-defined,index,no-untyped-def,operator"
+"""The f16 GEMM on the tensor cores' own instruction (m16n8k16 fragments: PTX ``mma.sync``
+with ``ldmatrix`` on CUDA), f32 accumulate, autotuned over its block sizes.
+
+``mma_gemm`` computes ``c = a @ b`` for column-major f16 ``a`` (m x k) and ``b`` (k x n) into
+f32 ``c`` (m a multiple of ``BM``, n of ``BN``, k of ``BK``). A cube of ``WX x WY`` warps
+computes a ``BM x BN`` block of ``c``, each warp a ``BM / WX`` x ``BN / WY`` part of it as an
+array of m16n8 accumulators. Per step it stages a ``BM x BK`` slice of ``a`` and a
+``BK x BN`` slice of ``b`` in shared memory with 16-byte asynchronous copies, ``stages``
+slices deep (the next slices load while this one is multiplied), both column-major and padded
+by 8 elements (16 bytes) per column, so the eight rows an ``ldmatrix`` reads fall in eight
+different banks. Every fragment index is a constant of a ``K.static_range`` loop: the
+fragments are registers.
+
+The same kernel runs on the interpreter and WebGPU (slowly: a fragment there is each unit's
+private copy), so the tests check it everywhere.
+
+>>> mma_gemm_count(512, 256, MMA_CONFIGS[0])
+(4, 2)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import kernel as K
+
+PAD = 8  # elements (16 bytes) added to each staged column against bank conflicts
+
+
+@K.kernel(max_units=256)
+def mma_gemm(  # noqa: C901 - one kernel: a slice's copies, then its products, per step
+    c: K.Array[K.f32],
+    a: K.Array[K.f16],
+    b: K.Array[K.f16],
+    BM: K.Const[int] = 128,  # noqa: N803 - block sizes read as constants
+    BN: K.Const[int] = 128,  # noqa: N803
+    BK: K.Const[int] = 32,  # noqa: N803
+    WX: K.Const[int] = 2,  # noqa: N803 - warps along m
+    WY: K.Const[int] = 2,  # noqa: N803 - warps along n
+    stages: K.Const[int] = 2,
+):
+    """``c = a @ b`` on tensor cores, one BM x BN block of ``c`` per cube (see the module)."""
+    sa = K.shared(K.f16, stages * (BM + PAD) * BK)  # a's BM x BK slices, column-major
+    sb = K.shared(K.f16, stages * (BK + PAD) * BN)  # b's BK x BN slices, column-major
+    fa = K.fragment(K.MATRIX_A, K.f16, 16, 8, 16, K.COL_MAJOR, BM // (16 * WX))
+    fb = K.fragment(K.MATRIX_B, K.f16, 16, 8, 16, K.COL_MAJOR, BN // (8 * WY))
+    acc = K.fragment(
+        K.ACCUMULATOR, K.f32, 16, 8, 16, K.COL_MAJOR, (BM // (16 * WX), BN // (8 * WY))
+    )
+    for i in K.static_range(BM // (16 * WX)):
+        for j in K.static_range(BN // (8 * WY)):
+            K.fill_fragment(acc[i, j], 0.0)
+    m = a.shape[0]
+    depth = a.shape[1]
+    u = K.UNIT_POS
+    warp = u // 32
+    wm = (warp % K.u32(WX)) * K.u32(BM // WX)  # the warp's first row and column in the block
+    wn = (warp // K.u32(WX)) * K.u32(BN // WY)
+    row0 = K.CUBE_POS_X * BM
+    col0 = K.CUBE_POS_Y * BN
+    pa = K.u32(BM + PAD)
+    pb = K.u32(BK + PAD)
+    for k0 in range(0, depth + (stages - 1) * BK, BK):  # stages - 1 slices ahead
+        if k0 < depth:  # slice k0 into its stage: 16-byte copies of 8 elements
+            sa0 = ((k0 // BK) % stages) * (pa * BK)
+            sb0 = ((k0 // BK) % stages) * (pb * BN)
+            for q in K.static_range(BM * BK // (256 * WX * WY)):
+                e = u + q * K.u32(32 * WX * WY)  # a: rows 8 (e % (BM / 8)).. of column e / ..
+                ka = e // K.u32(BM // 8)
+                ra = (e % K.u32(BM // 8)) * 8
+                K.copy_async(sa, sa0 + ra + ka * pa, a, row0 + ra + (k0 + ka) * m, 8)
+            for q in K.static_range(BK * BN // (256 * WX * WY)):
+                e = u + q * K.u32(32 * WX * WY)  # b: rows 8 (e % (BK / 8)).. of column e / ..
+                kb = (e % K.u32(BK // 8)) * 8
+                jb = e // K.u32(BK // 8)
+                K.copy_async(sb, sb0 + kb + jb * pb, b, k0 + kb + (col0 + jb) * depth, 8)
+        K.commit_copies()
+        if k0 >= (stages - 1) * BK:  # multiply the oldest slice in flight, landed by now
+            K.wait_copies(stages - 1)
+            K.sync_cube()
+            sa0 = ((k0 // BK - (stages - 1)) % stages) * (pa * BK)
+            sb0 = ((k0 // BK - (stages - 1)) % stages) * (pb * BN)
+            for ks in K.static_range(0, BK, 16):
+                for i in K.static_range(BM // (16 * WX)):
+                    K.load_fragment(fa[i], sa, sa0 + wm + i * 16 + ks * pa, pa)
+                for j in K.static_range(BN // (8 * WY)):
+                    K.load_fragment(fb[j], sb, sb0 + ks + (wn + j * 8) * pb, pb)
+                for i in K.static_range(BM // (16 * WX)):
+                    for j in K.static_range(BN // (8 * WY)):
+                        K.mma(acc[i, j], fa[i], fb[j], acc[i, j])
+            K.sync_cube()  # before the next step's copies refill this stage
+    at = row0 + wm + (col0 + wn) * m  # c's column-major position of the warp's first element
+    for i in K.static_range(BM // (16 * WX)):
+        for j in K.static_range(BN // (8 * WY)):
+            K.store_fragment(c, at + i * 16 + j * 8 * m, acc[i, j], m)
+
+
+def _config(bm: int, bn: int, bk: int, wx: int, wy: int, stages: int) -> K.Config:
+    consts = {"BM": bm, "BN": bn, "BK": bk, "WX": wx, "WY": wy, "stages": stages}
+    return K.Config(consts, dim=32 * wx * wy)
+
+
+#: Block sizes the tuner tries, the first the default: shared memory stays within CUDA's
+#: static 48 KiB (128 x 128 x 32 in two stages: 37 KiB).
+MMA_CONFIGS = (
+    _config(128, 128, 32, 2, 2, 2),
+    _config(128, 128, 16, 2, 2, 3),
+    _config(128, 256, 16, 2, 4, 2),
+    _config(256, 128, 16, 4, 2, 2),
+    _config(128, 128, 32, 2, 4, 2),
+    _config(64, 128, 32, 2, 2, 2),
+)
+
+
+def mma_gemm_count(m: int, n: int, config: K.Config) -> tuple[int, int]:
+    """The cube count of an m x n ``c`` with ``config``'s block."""
+    return (m // config["BM"], n // config["BN"])
+
+
+def launch_mma(js: Any, c: Any, a: Any, b: Any, config: K.Config) -> None:
+    """``c = a @ b`` with :func:`mma_gemm` in ``config`` in the JIT session ``js``."""
+    m, n = c.shape
+    js.launch(mma_gemm, mma_gemm_count(m, n, config), config.dim, c, a, b, **config.constants)
+
+
+def make_mma_gemm(**options: Any) -> K.Autotuned:
+    """The m16n8k16 GEMM autotuned over :data:`MMA_CONFIGS`, keyed on the shapes of ``a`` and
+    ``b`` (``options`` go to :func:`K.autotune`)."""
+    return K.autotune(configs=MMA_CONFIGS, key=["a", "b"], **options)(mma_gemm)
+
+
+#: ``launch_tuned_mma(js, tuned_mma, c, a, b)``: the config tuned at its first launch per shape
+tuned_mma = make_mma_gemm()
+
+
+def launch_tuned_mma(js: Any, tuned: K.Autotuned, c: Any, a: Any, b: Any) -> None:
+    """``c = a @ b`` with the autotuned m16n8k16 GEMM ``tuned`` in the JIT session ``js``."""
+    m, n = c.shape
+    js.launch(tuned, lambda config: mma_gemm_count(m, n, config), None, c, a, b)
+
+
+__all__ = [
+    "MMA_CONFIGS",
+    "launch_mma",
+    "launch_tuned_mma",
+    "make_mma_gemm",
+    "mma_gemm",
+    "mma_gemm_count",
+    "tuned_mma",
+]
