@@ -16,10 +16,12 @@ Rows (each also on WebGPU, as a ratio to the CUDA JIT run of the same kernel obj
   double-buffered slices) with each of its configs alone; ``autotuned`` rows: that GEMM with
   the config ``@K.autotune`` picks at its first launch (checked, not timed; target: >= 0.75x
   CuPy, and never below the best config alone);
-* ``gemm_f16``: the DSL's f16 tensor-core GEMM (:mod:`tenferro_host.benchmarks.gemm_f16`, f32
-  accumulate) of two
-  M x M float16 matrices (``--m-f16``, 4096) against ``cupy.matmul`` of the same f16 arrays
-  (cuBLAS), CUDA only (target: DSL >= 0.6x cuBLAS).
+* ``gemm_f16``: the DSL's f16 GEMMs on tensor cores (f32 accumulate) of two M x M float16
+  matrices (``--m-f16``, 4096) against ``cupy.matmul`` of the same f16 arrays (cuBLAS), CUDA
+  only: ``DSL cuda`` is the m16n8k16 GEMM (:mod:`tenferro_host.benchmarks.gemm_mma`,
+  ``mma.sync`` and ``ldmatrix``) autotuned (target: >= 0.6x cuBLAS, and never below the best
+  variant alone); ``mma ...`` rows each of its configs alone; ``wmma step=..`` rows the wmma
+  GEMM (:mod:`tenferro_host.benchmarks.gemm_f16`) at each slice depth.
 
 A sample is ``--launches`` launches in one JIT session followed by one ``synchronize()`` (CuPy:
 the same launches, then a device synchronize); the report gives medians of ``--repeats``
@@ -48,7 +50,7 @@ import numpy as np
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
-from tenferro_host.benchmarks import gemm, gemm_f16, gemm_registers
+from tenferro_host.benchmarks import gemm, gemm_f16, gemm_mma, gemm_registers
 from tenferro_host.benchmarks.dsl_sums import (
     SUM_CUBE,
     SUM_CUBES,
@@ -155,21 +157,48 @@ def gemm_f16_seconds(
     expected: np.ndarray,
     launches: int,
     repeats: int,
-    step: int,
+    launch: Callable[[Any, Any, Any, Any], None],
 ) -> float:
-    """Seconds per launch of ``gemm_f16`` (slices ``step`` deep) on the CUDA runtime ``rt``,
-    after one checked run."""
+    """Seconds per ``launch(js, c, a, b)`` of an f16 GEMM on the CUDA runtime ``rt``, after
+    one checked run (an autotuned kernel's tuning)."""
     m, n = a_host.shape[0], b_host.shape[1]
     a, b = rt.upload(a_host), rt.upload(b_host)
     c = rt.empty("float32", (m, n))
-    count = gemm_f16.gemm_f16_count(m, n)
-
-    def launch(js: Any) -> None:
-        js.launch(gemm_f16.gemm_f16, count, gemm_f16.UNITS, c, a, b, step=step)
-
-    launch_once(rt, "cuda", "bench.dsl.gemm_f16", launch)
+    launch_once(rt, "cuda", "bench.dsl.gemm_f16", lambda js: launch(js, c, a, b))
     np.testing.assert_allclose(c.download(), expected, rtol=1e-2, atol=1e-2 * np.sqrt(m))
-    return jit_seconds(rt, "cuda", "bench.dsl.gemm_f16", launch, launches, repeats)
+    return jit_seconds(
+        rt, "cuda", "bench.dsl.gemm_f16", lambda js: launch(js, c, a, b), launches, repeats
+    )
+
+
+def f16_variants() -> tuple[tuple[str, Callable[[Any, Any, Any, Any], None]], ...]:
+    """The ``gemm_f16`` rows on CUDA (suffix, launch): the m16n8k16 GEMM autotuned (the row
+    the target is read from), each of its configs alone, and the wmma GEMM at each depth."""
+    mma = tuple(
+        (
+            " mma {}x{}x{} {}w {}s".format(
+                cfg["BM"], cfg["BN"], cfg["BK"], cfg["WX"] * cfg["WY"], cfg["stages"]
+            ),
+            partial(_launch_mma, cfg),
+        )
+        for cfg in gemm_mma.MMA_CONFIGS
+    )
+    wmma = tuple((f" wmma step={step}", partial(_launch_wmma, step)) for step in gemm_f16.STEPS)
+    return (("", _launch_tuned_mma), *mma, *wmma)
+
+
+def _launch_tuned_mma(js: Any, c: Any, a: Any, b: Any) -> None:
+    gemm_mma.launch_tuned_mma(js, gemm_mma.tuned_mma, c, a, b)
+
+
+def _launch_mma(config: K.Config, js: Any, c: Any, a: Any, b: Any) -> None:
+    gemm_mma.launch_mma(js, c, a, b, config)
+
+
+def _launch_wmma(step: int, js: Any, c: Any, a: Any, b: Any) -> None:
+    m, n = c.shape
+    count = gemm_f16.gemm_f16_count(m, n)
+    js.launch(gemm_f16.gemm_f16, count, gemm_f16.UNITS, c, a, b, step=step)
 
 
 def add_cupy_row(
@@ -189,8 +218,8 @@ def add_cupy_row(
 
 def add_f16_rows(rows: list[dict[str, Any]], host: Any, m: int, args: Any) -> None:
     """The ``gemm_f16`` rows: ``cupy.matmul`` of f16 (cuBLAS, f32 accumulate) and the DSL on
-    CUDA (each of :data:`~tenferro_host.benchmarks.gemm_f16.STEPS`), checked against the f32
-    product of the same f16 inputs. WebGPU's row is not run: its fragments are loops over
+    CUDA (each of :func:`f16_variants`), checked against the f32 product of the same f16
+    inputs. WebGPU's row is not run: its fragments are loops over
     private copies (no cooperative matrix in wgpu), a correctness path, not a tensor-core one."""
     tflop = 2 * m**3 / 1e12
     rng = np.random.default_rng(1)
@@ -211,26 +240,23 @@ def add_f16_rows(rows: list[dict[str, Any]], host: Any, m: int, args: Any) -> No
     rows.append(
         row("gemm_f16", "DSL webgpu", None, tflop, "TFLOP/s", "no tensor-core path on WebGPU")
     )
-    variants = {
-        step: "DSL cuda" if step == gemm_f16.DEPTH else f"DSL cuda step={step}"
-        for step in gemm_f16.STEPS  # the first is the row the target is read from
-    }
+    variants = f16_variants()
     status = host.backend_status("cuda")
     if not status.available or expected is None:
         reason = status.reason or "no reference product (no cupy, and m > 1024)"
-        for variant in variants.values():
-            rows.append(row("gemm_f16", variant, None, tflop, "TFLOP/s", reason))
+        for suffix, _ in variants:
+            rows.append(row("gemm_f16", f"DSL cuda{suffix}", None, tflop, "TFLOP/s", reason))
         return
     rt = host.backend("cuda")
-    for step, variant in variants.items():
+    for suffix, launch in variants:
         run_variant(
             rows,
             "gemm_f16",
-            variant,
+            f"DSL cuda{suffix}",
             tflop,
             "TFLOP/s",
-            lambda step=step: gemm_f16_seconds(
-                rt, a_host, b_host, expected, args.launches, args.repeats, step
+            lambda launch=launch: gemm_f16_seconds(
+                rt, a_host, b_host, expected, args.launches, args.repeats, launch
             ),
         )
 
@@ -308,9 +334,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
                     rt, kind, a_host, b_host, expected, args.launches, args.repeats, launch
                 ),
             )
-    for choice in gemm_registers.tuned_gemm.choices().values():
-        print(f"  autotuned gemm: {choice.config} ({choice.source}; medians {choice.timings})")
     add_f16_rows(rows, host, args.m_f16, args)
+    for tuned_kernel in (gemm_registers.tuned_gemm, gemm_mma.tuned_mma):
+        for choice in tuned_kernel.choices().values():
+            print(f"  autotuned: {choice.config} ({choice.source}; medians {choice.timings})")
 
     def rate(name: str, variant: str) -> float | None:
         for r in rows:
@@ -364,6 +391,15 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
     ratios["matmul tuned vs alone"] = {  # never slower, within the samples' noise
         "DSL cuda autotuned / its best config alone": (
             None if tuned is None or best is None else tuned / best
+        ),
+        "target": 0.97,
+    }
+    mma_alone = [rate("gemm_f16", f"DSL cuda{suffix}") for suffix, _ in f16_variants()[1:]]
+    mma_best = max((r for r in mma_alone if r is not None), default=None)
+    mma_tuned = rate("gemm_f16", "DSL cuda")
+    ratios["gemm_f16 tuned vs alone"] = {
+        "DSL cuda autotuned / its best variant alone": (
+            None if mma_tuned is None or mma_best is None else mma_tuned / mma_best
         ),
         "target": 0.97,
     }
