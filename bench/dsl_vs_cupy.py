@@ -50,7 +50,7 @@ import numpy as np
 
 import tenferro_host as tf
 from tenferro_host import kernel as K
-from tenferro_host.benchmarks import gemm, gemm_f16, gemm_mma, gemm_registers
+from tenferro_host.benchmarks import attention, gemm, gemm_f16, gemm_mma, gemm_registers
 from tenferro_host.benchmarks.dsl_sums import (
     SUM_CUBE,
     SUM_CUBES,
@@ -64,6 +64,7 @@ from tenferro_host.benchmarks.kernel_rows import (
     launch_once,
     row,
     run_variant,
+    torch_seconds,
 )
 from tenferro_host.benchmarks.report import target_table, verdict
 
@@ -74,6 +75,7 @@ MATMUL_BASELINE = "cupy.matmul (cuBLAS SGEMM)"
 F16_BASELINE = "cupy.matmul f16 (cuBLAS)"
 F16_TARGET = 0.6  # DSL cuda / F16_BASELINE
 AUTOTUNED_TARGET = 0.75  # DSL cuda autotuned / MATMUL_BASELINE
+ATTENTION_BASELINE = "torch sdpa f16"
 
 
 def sum_seconds(
@@ -261,11 +263,76 @@ def add_f16_rows(rows: list[dict[str, Any]], host: Any, m: int, args: Any) -> No
         )
 
 
+def attention_seconds(
+    rt: Any, qkv: list[np.ndarray], expected: np.ndarray, launches: int, repeats: int
+) -> float:
+    """Seconds per launch of the DSL's fused attention over ``qkv`` (each ``(heads, S, D)``
+    f16) on the CUDA runtime ``rt``, after one checked launch."""
+    heads, seq, d = qkv[0].shape
+    q, k, v = (rt.upload(x.reshape(-1)) for x in qkv)
+    o = rt.empty("float32", (heads * seq * d,))
+    scale = np.float32(1 / np.sqrt(d))
+    count = attention.attention_count(seq, heads)
+
+    def launch(js: Any) -> None:
+        js.launch(attention.attention, count, attention.UNITS, o, q, k, v, np.uint32(seq), scale)
+
+    launch_once(rt, "cuda", "bench.dsl.attention", launch)
+    np.testing.assert_allclose(o.download().reshape(heads, seq, d), expected, atol=2e-3, rtol=0)
+    return jit_seconds(rt, "cuda", "bench.dsl.attention", launch, launches, repeats)
+
+
+def add_attention_rows(rows: list[dict[str, Any]], host: Any, args: Any) -> None:
+    """The ``attention`` rows: torch's ``scaled_dot_product_attention`` of f16 ``(1, heads,
+    S, D)`` tensors (its fused kernels) and the DSL's fused attention of the same values (f32
+    out), checked against torch's f32 result; TFLOP/s of the two products."""
+    heads, seq, d = args.attention_heads, args.attention_seq, attention.D
+    tflop = 4 * heads * seq * seq * d / 1e12
+    rng = np.random.default_rng(2)
+    qkv = [rng.standard_normal((heads, seq, d)).astype(np.float16) for _ in range(3)]
+    expected: np.ndarray | None = None
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ImportError("torch has no CUDA device here")
+        tq, tk, tv = (torch.from_numpy(x).cuda()[None] for x in qkv)
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        exact = sdpa(tq.float(), tk.float(), tv.float())
+        expected = exact[0].cpu().numpy()
+        run_variant(
+            rows,
+            "attention",
+            ATTENTION_BASELINE,
+            tflop,
+            "TFLOP/s",
+            lambda: torch_seconds(partial(sdpa, tq, tk, tv), args.launches, args.repeats),
+        )
+    except ImportError as exc:
+        rows.append(row("attention", ATTENTION_BASELINE, None, tflop, "TFLOP/s", str(exc)))
+    status = host.backend_status("cuda")
+    if not status.available or expected is None:
+        reason = status.reason or "no reference (torch with CUDA)"
+        rows.append(row("attention", "DSL cuda", None, tflop, "TFLOP/s", reason))
+        return
+    rt = host.backend("cuda")
+    run_variant(
+        rows,
+        "attention",
+        "DSL cuda",
+        tflop,
+        "TFLOP/s",
+        lambda: attention_seconds(rt, qkv, expected, args.launches, args.repeats),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row after another
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log2-n", type=int, default=28, help="sum of 2^N float32 (28)")
     parser.add_argument("--m", type=int, default=4096, help="matmul of M x M float32 (4096)")
     parser.add_argument("--m-f16", type=int, default=4096, help="f16 GEMM of M x M (4096)")
+    parser.add_argument("--attention-seq", type=int, default=4096, help="keys per head (4096)")
+    parser.add_argument("--attention-heads", type=int, default=16, help="heads (16)")
     parser.add_argument("--sum-cubes", type=int, default=SUM_CUBES, help="cubes of the sum")
     parser.add_argument("--launches", type=int, default=10, help="launches per sample (10)")
     parser.add_argument("--repeats", type=int, default=5, help="samples per variant (5)")
@@ -335,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
                 ),
             )
     add_f16_rows(rows, host, args.m_f16, args)
+    add_attention_rows(rows, host, args)
     for tuned_kernel in (gemm_registers.tuned_gemm, gemm_mma.tuned_mma):
         for choice in tuned_kernel.choices().values():
             print(f"  autotuned: {choice.config} ({choice.source}; medians {choice.timings})")
@@ -350,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         ("sum", "cupy.sum", 0.9),
         ("matmul", MATMUL_BASELINE, 0.4),
         ("gemm_f16", F16_BASELINE, F16_TARGET),
+        ("attention", ATTENTION_BASELINE, None),
     ):
         cuda, base, webgpu = rate(name, "DSL cuda"), rate(name, baseline), rate(name, "DSL webgpu")
         ratios[name] = {

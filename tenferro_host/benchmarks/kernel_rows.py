@@ -67,12 +67,28 @@ def cupy_seconds(fn: Callable[[], Any], launches: int, repeats: int) -> float:
     """Seconds per call of the CuPy call ``fn``, timed as :func:`jit_seconds` times launches."""
     import cupy  # the baseline's library: imported when a bench runs it
 
+    return synced_seconds(fn, cupy.cuda.Device().synchronize, launches, repeats)
+
+
+def torch_seconds(fn: Callable[[], Any], launches: int, repeats: int) -> float:
+    """Seconds per call of the torch call ``fn`` on CUDA, timed as :func:`cupy_seconds`."""
+    import torch  # the baseline's library: imported when a bench runs it
+
+    return synced_seconds(fn, torch.cuda.synchronize, launches, repeats)
+
+
+def synced_seconds(
+    fn: Callable[[], Any], synchronize: Callable[[], Any], launches: int, repeats: int
+) -> float:
+    """Seconds per call of ``fn``: ``launches`` calls between two ``synchronize()``, the median
+    of ``repeats`` such samples after an untimed one."""
+
     def sample() -> float:
-        cupy.cuda.Device().synchronize()
+        synchronize()
         start = time.perf_counter()
         for _ in range(launches):
             fn()
-        cupy.cuda.Device().synchronize()
+        synchronize()
         return (time.perf_counter() - start) / launches
 
     return median_seconds(sample, repeats)
@@ -126,4 +142,6 @@ __all__ = [
     "median_seconds",
     "row",
     "run_variant",
+    "synced_seconds",
+    "torch_seconds",
 ]

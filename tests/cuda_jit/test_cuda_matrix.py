@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from support.cuda_jit_harness import Target
 
+from tenferro_host.benchmarks import attention, gemm_mma
 from tenferro_host.benchmarks import gemm_f16 as gemm
-from tenferro_host.benchmarks import gemm_mma
 
 RNG = np.random.default_rng(29)
 
@@ -45,3 +45,26 @@ def test_the_f16_gemms_on_tensor_cores(target: Target, kernel: str) -> None:
             np.testing.assert_array_equal(got, want)
         else:  # the order tensor cores add in is theirs: a k-term f32 sum's rounding
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=k * 2**-22 * 8)
+
+
+def test_the_fused_attention(target: Target) -> None:
+    """softmax(scale q k^T) v of two heads over four key blocks, against numpy."""
+    heads, seq, d = 2, 4 * attention.BKV, attention.D
+    q, k, v = (RNG.standard_normal((heads, seq, d)).astype(np.float16) for _ in range(3))
+    scale = np.float32(1 / np.sqrt(d))
+    with target.jit() as js:
+        o = js.alloc_output("float32", (heads * seq * d,))
+        js.launch(
+            attention.attention,
+            attention.attention_count(seq, heads),
+            attention.UNITS,
+            o,
+            *(target.rt.upload(x.reshape(-1)) for x in (q, k, v)),
+            np.uint32(seq),
+            scale,
+        )
+        got = o.download().reshape(heads, seq, d)
+    s = np.einsum("hqd,hkd->hqk", q.astype(np.float64), k.astype(np.float64)) * float(scale)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+    np.testing.assert_allclose(got, want, atol=2e-3, rtol=0)  # p rounded to f16
