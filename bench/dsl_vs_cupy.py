@@ -102,31 +102,15 @@ def sum_seconds(
     return jit_seconds(rt, kind, "bench.dsl.sum", launch, launches, repeats)
 
 
-def launch_portable(js: Any, c: Any, a: Any, b: Any) -> None:
-    """``c = a @ b`` with the GEMM's :data:`PORTABLE` config, not tuned."""
-    m, n = c.shape
-    count = gemm.gemm_count(m, n, PORTABLE)
-    js.launch(gemm.tiled_gemm, count, PORTABLE.dim, c, a, b, **PORTABLE.constants)
-
-
-def launch_autotuned(js: Any, c: Any, a: Any, b: Any) -> None:
-    """``c = a @ b`` with the autotuned register GEMM (tuned at its first launch)."""
-    gemm_registers.launch_tuned(js, gemm_registers.tuned_gemm, c, a, b)
-
-
 def register_variants() -> tuple[tuple[str, Callable[[Any, Any, Any, Any], None]], ...]:
     """The ``matmul`` rows of the register GEMM's configs, each alone (suffix, launch)."""
     return tuple(
         (
             f" registers {cfg['BM']}x{cfg['BN']}x{cfg['BK']}",
-            partial(_launch_config, cfg),
+            partial(gemm_registers.REGISTER_GEMM.launch, config=cfg),
         )
         for cfg in gemm_registers.REGISTER_CONFIGS
     )
-
-
-def _launch_config(config: K.Config, js: Any, c: Any, a: Any, b: Any) -> None:
-    gemm_registers.launch_register_gemm(js, c, a, b, config)
 
 
 def matmul_seconds(
@@ -181,20 +165,12 @@ def f16_variants() -> tuple[tuple[str, Callable[[Any, Any, Any, Any], None]], ..
             " mma {}x{}x{} {}w {}s".format(
                 cfg["BM"], cfg["BN"], cfg["BK"], cfg["WX"] * cfg["WY"], cfg["stages"]
             ),
-            partial(_launch_mma, cfg),
+            partial(gemm_mma.MMA_GEMM.launch, config=cfg),
         )
         for cfg in gemm_mma.MMA_CONFIGS
     )
     wmma = tuple((f" wmma step={step}", partial(_launch_wmma, step)) for step in gemm_f16.STEPS)
-    return (("", _launch_tuned_mma), *mma, *wmma)
-
-
-def _launch_tuned_mma(js: Any, c: Any, a: Any, b: Any) -> None:
-    gemm_mma.launch_tuned_mma(js, gemm_mma.tuned_mma, c, a, b)
-
-
-def _launch_mma(config: K.Config, js: Any, c: Any, a: Any, b: Any) -> None:
-    gemm_mma.launch_mma(js, c, a, b, config)
+    return (("", gemm_mma.MMA_GEMM.launch_tuned), *mma, *wmma)
 
 
 def _launch_wmma(step: int, js: Any, c: Any, a: Any, b: Any) -> None:
@@ -369,7 +345,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
         expected = a_host.astype(np.float64) @ b_host.astype(np.float64)
 
     sums = (("", dsl_sum), (" load4", dsl_sum4), (" subgroup", dsl_sum_subgroup))  # the rows
-    matmuls = (("", launch_portable), *register_variants(), (" autotuned", launch_autotuned))
+    matmuls = (
+        ("", partial(gemm.TILED_GEMM.launch, config=PORTABLE)),
+        *register_variants(),
+        (" autotuned", gemm_registers.REGISTER_GEMM.launch_tuned),
+    )
     for kind, status in kinds.items():
         if not status.available:
             reason = status.reason or "unavailable"
@@ -403,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one bench row af
             )
     add_f16_rows(rows, host, args.m_f16, args)
     add_attention_rows(rows, host, args)
-    for tuned_kernel in (gemm_registers.tuned_gemm, gemm_mma.tuned_mma):
+    for tuned_kernel in (gemm_registers.REGISTER_GEMM.tuned, gemm_mma.MMA_GEMM.tuned):
         for choice in tuned_kernel.choices().values():
             print(f"  autotuned: {choice.config} ({choice.source}; medians {choice.timings})")
 

@@ -16,9 +16,8 @@ adapters that allow 256 they are skipped while tuning, with a warning).
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import kernel as K
+from .tuned_gemm import ConfiguredGemm
 
 
 @K.func
@@ -144,21 +143,8 @@ def gemm_count(m: int, n: int, config: K.Config) -> tuple[int, int]:
     return (-(-n // config["BN"]), -(-m // config["BM"]))
 
 
-def make_gemm(**options: Any) -> K.Autotuned:
-    """The GEMM autotuned over :data:`GEMM_CONFIGS`, keyed on the shapes of ``a`` and ``b``
-    (``options`` go to :func:`K.autotune`: ``frozen``, ``timer``, ``warmup``, ``repeats``)."""
-    return K.autotune(configs=GEMM_CONFIGS, key=["a", "b"], **options)(tiled_gemm)
+#: The GEMM with its configs: ``TILED_GEMM.launch(js, c, a, b, config)``, and autotuned
+#: (``TILED_GEMM.tuned``, or ``TILED_GEMM.autotuned(frozen=..., timer=...)``).
+TILED_GEMM = ConfiguredGemm(tiled_gemm, GEMM_CONFIGS, gemm_count)
 
-
-#: ``js.launch(gemm, lambda cfg: gemm_count(m, n, cfg), None, c, a, b)``
-gemm = make_gemm()
-
-
-def launch_gemm(js: Any, tuned: K.Autotuned, c: Any, a: Any, b: Any) -> None:
-    """``c = a @ b`` with the autotuned kernel ``tuned`` in the JIT session ``js``."""
-    m, n = c.shape
-    tuned_count = lambda config: gemm_count(m, n, config)  # noqa: E731 - the grid of a config
-    js.launch(tuned, tuned_count, None, c, a, b)
-
-
-__all__ = ["GEMM_CONFIGS", "gemm", "gemm_count", "launch_gemm", "make_gemm", "tiled_gemm"]
+__all__ = ["GEMM_CONFIGS", "TILED_GEMM", "gemm_count", "tiled_gemm"]

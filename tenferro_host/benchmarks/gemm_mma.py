@@ -22,9 +22,8 @@ private copy), so the tests check it everywhere.
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import kernel as K
+from .tuned_gemm import ConfiguredGemm
 
 PAD = 8  # elements (16 bytes) added to each staged column against bank conflicts
 
@@ -119,34 +118,7 @@ def mma_gemm_count(m: int, n: int, config: K.Config) -> tuple[int, int]:
     return (m // config["BM"], n // config["BN"])
 
 
-def launch_mma(js: Any, c: Any, a: Any, b: Any, config: K.Config) -> None:
-    """``c = a @ b`` with :func:`mma_gemm` in ``config`` in the JIT session ``js``."""
-    m, n = c.shape
-    js.launch(mma_gemm, mma_gemm_count(m, n, config), config.dim, c, a, b, **config.constants)
+#: The GEMM with its configs: ``MMA_GEMM.launch(js, c, a, b, config)``, ``MMA_GEMM.tuned``.
+MMA_GEMM = ConfiguredGemm(mma_gemm, MMA_CONFIGS, mma_gemm_count)
 
-
-def make_mma_gemm(**options: Any) -> K.Autotuned:
-    """The m16n8k16 GEMM autotuned over :data:`MMA_CONFIGS`, keyed on the shapes of ``a`` and
-    ``b`` (``options`` go to :func:`K.autotune`)."""
-    return K.autotune(configs=MMA_CONFIGS, key=["a", "b"], **options)(mma_gemm)
-
-
-#: ``launch_tuned_mma(js, tuned_mma, c, a, b)``: the config tuned at its first launch per shape
-tuned_mma = make_mma_gemm()
-
-
-def launch_tuned_mma(js: Any, tuned: K.Autotuned, c: Any, a: Any, b: Any) -> None:
-    """``c = a @ b`` with the autotuned m16n8k16 GEMM ``tuned`` in the JIT session ``js``."""
-    m, n = c.shape
-    js.launch(tuned, lambda config: mma_gemm_count(m, n, config), None, c, a, b)
-
-
-__all__ = [
-    "MMA_CONFIGS",
-    "launch_mma",
-    "launch_tuned_mma",
-    "make_mma_gemm",
-    "mma_gemm",
-    "mma_gemm_count",
-    "tuned_mma",
-]
+__all__ = ["MMA_CONFIGS", "MMA_GEMM", "mma_gemm", "mma_gemm_count"]

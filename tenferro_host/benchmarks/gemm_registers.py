@@ -24,9 +24,8 @@ and stores; the others go element by element with bounds checks (zeros outside).
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import kernel as K
+from .tuned_gemm import ConfiguredGemm
 
 TILE = 8  # rows and columns of c per unit
 
@@ -161,35 +160,8 @@ def register_gemm_count(m: int, n: int, config: K.Config) -> tuple[int, int]:
     return (-(-n // config["BN"]), -(-m // config["BM"]))
 
 
-def launch_register_gemm(js: Any, c: Any, a: Any, b: Any, config: K.Config) -> None:
-    """``c = a @ b`` with ``config`` in the JIT session ``js``."""
-    m, n = c.shape
-    count = register_gemm_count(m, n, config)
-    js.launch(register_gemm, count, config.dim, c, a, b, **config.constants)
+#: The GEMM with its configs: ``REGISTER_GEMM.launch(js, c, a, b, config)``,
+#: ``REGISTER_GEMM.tuned``.
+REGISTER_GEMM = ConfiguredGemm(register_gemm, REGISTER_CONFIGS, register_gemm_count)
 
-
-def make_register_gemm(**options: Any) -> K.Autotuned:
-    """The register-tiled GEMM autotuned over :data:`REGISTER_CONFIGS`, keyed on the shapes of
-    ``a`` and ``b`` (``options`` go to :func:`K.autotune`)."""
-    return K.autotune(configs=REGISTER_CONFIGS, key=["a", "b"], **options)(register_gemm)
-
-
-#: ``launch_tuned(js, tuned_gemm, c, a, b)``: the config tuned at its first launch per shape
-tuned_gemm = make_register_gemm()
-
-
-def launch_tuned(js: Any, tuned: K.Autotuned, c: Any, a: Any, b: Any) -> None:
-    """``c = a @ b`` with the autotuned register GEMM ``tuned`` in the JIT session ``js``."""
-    m, n = c.shape
-    js.launch(tuned, lambda config: register_gemm_count(m, n, config), None, c, a, b)
-
-
-__all__ = [
-    "REGISTER_CONFIGS",
-    "launch_register_gemm",
-    "launch_tuned",
-    "make_register_gemm",
-    "register_gemm",
-    "register_gemm_count",
-    "tuned_gemm",
-]
+__all__ = ["REGISTER_CONFIGS", "REGISTER_GEMM", "register_gemm", "register_gemm_count"]

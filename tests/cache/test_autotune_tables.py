@@ -45,12 +45,12 @@ def test_cache_tables_lists_learned_and_shipped_tables(
             }
         )
     )
-    tuned = gemm.make_gemm(timer=first_wins, warmup=1, repeats=1, table=shipped)
+    tuned = gemm.TILED_GEMM.autotuned(timer=first_wins, warmup=1, repeats=1, table=shipped)
     rt = tf.Host().backend("cpu")
     with rt.session() as s, s.exec_session().jit("test.tables") as js:
         c = js.alloc_output("float32", (8, 8))
         a = rt.upload(np.ones((8, 8), np.float32))
-        gemm.launch_gemm(js, tuned, c, a, a)
+        gemm.TILED_GEMM.launch_tuned(js, c, a, a, tuned)
     assert main(["cache", "tables", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["tables"]
     by_source = {r["source"]: r for r in rows if r.get("where", "").startswith(str(tmp_path))}

@@ -23,10 +23,10 @@ def test_the_autotuned_gemm_tunes_and_matches_numpy_on_cuda(cache_dir: Path) -> 
     rng = np.random.default_rng(26)
     a = rng.standard_normal((1000, 520)).astype(np.float32)
     b = rng.standard_normal((520, 770)).astype(np.float32)
-    tuned = gemm.make_gemm()
+    tuned = gemm.TILED_GEMM.autotuned()
     with rt.session() as s, s.exec_session().jit("test.gemm") as js:
         c = js.alloc_output("float32", (1000, 770))
-        gemm.launch_gemm(js, tuned, c, rt.upload(a), rt.upload(b))
+        gemm.TILED_GEMM.launch_tuned(js, c, rt.upload(a), rt.upload(b), tuned)
     np.testing.assert_allclose(
         c.download(), a.astype(np.float64) @ b, rtol=1e-3, atol=1e-3 * np.sqrt(520)
     )
@@ -35,7 +35,7 @@ def test_the_autotuned_gemm_tunes_and_matches_numpy_on_cuda(cache_dir: Path) -> 
     (learned,) = tables.learned_tables(cache_dir)
     assert learned["device"]["target"] == "cuda" and learned["device"]["arch"].startswith("sm_")
     assert {"sms", "driver"} <= set(learned["device"])
-    again = gemm.make_gemm(frozen=True)  # a later process, frozen: reads the winner
+    again = gemm.TILED_GEMM.autotuned(frozen=True)  # a later process, frozen: reads the winner
     with rt.session() as s, s.exec_session().jit("test.gemm") as js:
-        gemm.launch_gemm(js, again, c, rt.upload(a), rt.upload(b))
+        gemm.TILED_GEMM.launch_tuned(js, c, rt.upload(a), rt.upload(b), again)
     assert [(x.source, x.index) for x in again.choices().values()] == [("learned", choice.index)]

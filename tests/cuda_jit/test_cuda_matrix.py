@@ -23,7 +23,7 @@ def _wmma(js: Any, c: Any, a: Any, b: Any) -> None:
 
 
 def _mma(config: int) -> Callable[[Any, Any, Any, Any], None]:
-    return lambda js, c, a, b: gemm_mma.launch_mma(js, c, a, b, gemm_mma.MMA_CONFIGS[config])
+    return lambda js, c, a, b: gemm_mma.MMA_GEMM.launch(js, c, a, b, gemm_mma.MMA_CONFIGS[config])
 
 
 LAUNCHES = {"wmma": _wmma, **{f"mma{n}": _mma(n) for n in range(len(gemm_mma.MMA_CONFIGS))}}

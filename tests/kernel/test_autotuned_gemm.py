@@ -27,7 +27,7 @@ def product(rt: Any, tuned: K.Autotuned, m: int, k: int, n: int) -> tuple[np.nda
     b = RNG.standard_normal((k, n)).astype(np.float32)
     with rt.session() as s, s.exec_session().jit("test.gemm") as js:
         c = js.alloc_output("float32", (m, n))
-        gemm.launch_gemm(js, tuned, c, rt.upload(a), rt.upload(b))
+        gemm.TILED_GEMM.launch_tuned(js, c, rt.upload(a), rt.upload(b), tuned)
     return c.download(), a.astype(np.float64) @ b.astype(np.float64)
 
 
@@ -45,7 +45,7 @@ def test_the_tuned_gemm_runs_the_winner() -> None:
         run()
         return 1.0 if config == gemm.GEMM_CONFIGS[last] else 2.0
 
-    tuned = gemm.make_gemm(timer=timer, warmup=1, repeats=1)
+    tuned = gemm.TILED_GEMM.autotuned(timer=timer, warmup=1, repeats=1)
     got, want = product(tf.Host().backend("cpu"), tuned, 33, 17, 20)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     (choice,) = tuned.choices().values()

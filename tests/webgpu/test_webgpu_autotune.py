@@ -20,10 +20,10 @@ def test_the_gemm_tunes_on_webgpu_and_keeps_its_winner(rt: Any, cache_dir: Path)
     rng = np.random.default_rng(5)
     a = rng.standard_normal((96, 40)).astype(np.float32)
     b = rng.standard_normal((40, 72)).astype(np.float32)
-    tuned = gemm.make_gemm(warmup=1, repeats=3)
+    tuned = gemm.TILED_GEMM.autotuned(warmup=1, repeats=3)
     with rt.session() as s, s.exec_session().jit("test.gemm") as js:
         c = js.alloc_output("float32", (96, 72))
-        gemm.launch_gemm(js, tuned, c, rt.upload(a), rt.upload(b))
+        gemm.TILED_GEMM.launch_tuned(js, c, rt.upload(a), rt.upload(b), tuned)
     np.testing.assert_allclose(c.download(), a @ b, rtol=1e-4, atol=1e-4)
     (choice,) = tuned.choices().values()
     assert choice.source == "tuned" and len(choice.timings) == len(gemm.GEMM_CONFIGS)
@@ -32,8 +32,8 @@ def test_the_gemm_tunes_on_webgpu_and_keeps_its_winner(rt: Any, cache_dir: Path)
     (learned,) = tables.learned_tables(cache_dir)
     assert learned["device"]["target"] == "webgpu" and "name" in learned["device"]
     assert learned["config"] == choice.config.plain()
-    again = gemm.make_gemm()  # a fresh memo: what a later process sees
+    again = gemm.TILED_GEMM.autotuned()  # a fresh memo: what a later process sees
     with rt.session() as s, s.exec_session().jit("test.gemm") as js:
-        gemm.launch_gemm(js, again, c, rt.upload(a), rt.upload(b))
+        gemm.TILED_GEMM.launch_tuned(js, c, rt.upload(a), rt.upload(b), again)
     assert [c.source for c in again.choices().values()] == ["learned"]
     np.testing.assert_allclose(c.download(), a @ b, rtol=1e-4, atol=1e-4)

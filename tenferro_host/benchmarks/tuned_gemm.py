@@ -1,0 +1,45 @@
+"""A GEMM kernel of the benchmarks with its block configs: launched in one config, or
+autotuned over them (``@K.autotune`` keyed on the shapes of ``a`` and ``b``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import kernel as K
+
+
+@dataclass(frozen=True)
+class ConfiguredGemm:
+    """``kernel(c, a, b, **config.constants)`` computes ``c = a @ b`` on ``count(m, n,
+    config)`` cubes of ``config.dim`` units; ``tuned`` is it autotuned over ``configs``."""
+
+    kernel: K.Kernel
+    configs: tuple[K.Config, ...]
+    count: Callable[[int, int, K.Config], tuple[int, int]]
+    tuned: K.Autotuned = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tuned", self.autotuned())
+
+    def autotuned(self, **options: Any) -> K.Autotuned:
+        """The kernel autotuned over :attr:`configs` (``options`` go to :func:`K.autotune`)."""
+        return K.autotune(configs=self.configs, key=["a", "b"], **options)(self.kernel)
+
+    def launch(self, js: Any, c: Any, a: Any, b: Any, config: K.Config) -> None:
+        """``c = a @ b`` in ``config`` in the JIT session ``js``."""
+        m, n = c.shape
+        js.launch(self.kernel, self.count(m, n, config), config.dim, c, a, b, **config.constants)
+
+    def launch_tuned(
+        self, js: Any, c: Any, a: Any, b: Any, tuned: K.Autotuned | None = None
+    ) -> None:
+        """``c = a @ b`` with ``tuned`` (default :attr:`tuned`): the config tuned at its first
+        launch per shape."""
+        m, n = c.shape
+        kernel = self.tuned if tuned is None else tuned
+        js.launch(kernel, lambda config: self.count(m, n, config), None, c, a, b)
+
+
+__all__ = ["ConfiguredGemm"]
