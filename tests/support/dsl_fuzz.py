@@ -18,6 +18,9 @@ an int to a shared counter with ``K.atomic_add`` (order-independent: ints wrap);
 inside its loop); ``io`` also folds in subgroup shuffles, a ballot and reductions
 (:data:`_SUBGROUP`).
 
+Two of every three cooperative kernels also stage ``x`` in shared memory with asynchronous
+copies (:mod:`dsl_fuzz_copies`, from a stream of their own); ``fo`` folds in what they read.
+
 Every third kernel also works on register arrays in unrolled loops (``K.registers``,
 ``K.static_range``), from a stream of its own too, after the statements above and before the
 outputs: :mod:`dsl_fuzz_registers` says what those parts hold; ``fo`` and ``io`` fold in their
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from support import dsl_fuzz_registers
+from support import dsl_fuzz_copies, dsl_fuzz_registers
 
 THREADS = 64
 STRIDED = {"y": 2}
@@ -357,6 +360,7 @@ def _kernel_source(
     approx: str,
     coop: random.Random | None = None,
     regs: random.Random | None = None,
+    staged: random.Random | None = None,
 ) -> str:
     F, I = profile.float_type, profile.int_type  # noqa: E741
     body = _Body(rng, profile)
@@ -365,6 +369,10 @@ def _kernel_source(
         helper = _device_function(f"h_{name}", coop) + "\n\n"
         for line in _cooperation(profile, coop):
             body.emit(1, line)
+        if staged is not None:
+            item = profile.float_dtype.itemsize
+            for line in dsl_fuzz_copies.copies(F, item, CUBE, THREADS, staged):
+                body.emit(1, line)
     for line in (
         "i = K.ABSOLUTE_POS",
         "if i >= x.len:",
@@ -387,7 +395,7 @@ def _kernel_source(
         fo = fo if vf is None else f"({body.typed(fo, 'f')} {regs.choice('+-')} {vf})"
         io = io if vi is None else f"({body.typed(io, 'i')} {regs.choice('+-')} {vi})"
     if coop is not None:
-        fo = f"h_{name}(c1, {body.typed(fo, 'f')})"
+        fo = f"h_{name}({'c1 + ca' if staged else 'c1'}, {body.typed(fo, 'f')})"
         body.emit(1, f"kg = K.{I}(g0 + g1 * 3 + g2 * 7 + g3)")
         io = f"({body.typed(io, 'i')} + k0 + kg)"
     body.emit(1, f"fo[i] = {fo}")
@@ -424,7 +432,8 @@ def generate(seed: int, count: int) -> tuple[str, list[GeneratedKernel]]:
         name = f"k{n}"
         coop = random.Random(seed * 1_000_003 + n) if n % 2 else None
         regs = random.Random(f"{seed}-{n}-registers") if n % 3 == 2 else None
-        parts.append(_kernel_source(name, profile, rng, approx, coop, regs))
+        staged = random.Random(f"{seed}-{n}-copies") if coop and n % 3 else None
+        parts.append(_kernel_source(name, profile, rng, approx, coop, regs, staged))
         kernels.append(GeneratedKernel(name, profile, approx))
     return "\n\n".join(parts), kernels
 
