@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 from tenferro_host import UnsupportedError
 from tenferro_host.kernel import Specialization, ir
 
+from ._mma_lanes import CExpr, ldmatrix_row, position, register_element, transposed
+
 WMMA_REGISTERS = 8
 """Registers of every ``wmma`` fragment (a/b: f16 pairs; accumulator: f32)."""
 
@@ -36,9 +38,8 @@ MMA_MIN_ARCH = 80
 FRAGMENT_ALIGN = 32
 """Byte alignment of a shared array fragments load or store (``wmma`` reads 256-bit blocks)."""
 
-LANE = "(tf_unit_pos & 31u)"
-GROUP = f"({LANE} >> 2)"
-PAIR = f"(({LANE} & 3u) * 2u)"
+LANE = CExpr("(tf_unit_pos & 31u)")
+"""The unit's lane in its warp."""
 
 
 def fragment_name(name: str) -> str:
@@ -165,38 +166,26 @@ class MatrixEmitter(ir.SourceEmitter, abstract=True):
 
     def ldmatrix(self, s: ir.FragmentLoad) -> None:
         """An m16n8k16 ``a`` (four 8 x 8 matrices) or ``b`` (two) fragment from a shared array:
-        unit ``l`` gives the row of matrix ``l / 8`` at ``l % 8``; ``.trans`` where the memory
-        holds the fragment's columns as rows (an ``a`` in column layout, a ``b`` in row
-        layout), since PTX's register layout is ``a`` by rows and ``b`` by columns."""
+        each unit hands ``ldmatrix`` the row :func:`ldmatrix_row` says, ``.trans`` where
+        :func:`transposed`."""
         t = s.ftype
-        trans = (t.use == "a") == (t.layout == "col")
         n = self.temp()
         ld = f"tf_ld{n}"
-        matrix, row = f"({LANE} >> 3)", f"({LANE} & 7u)"
-        if t.use == "a" and not trans:  # matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15)
-            offset = f"({LANE} & 15u) * {ld} + ({LANE} >> 4) * 8u"
-        elif t.use == "a":  # memory rows are k: row r of matrix q at i 8 (q & 1), k r + 8 (q >> 1)
-            offset = f"({matrix} & 1u) * 8u + ({row} + ({matrix} >> 1) * 8u) * {ld}"
-        elif not trans:  # b by columns: memory rows are n, k 0-7 | 8-15
-            offset = f"({matrix} & 1u) * 8u + {row} * {ld}"
-        else:  # b by rows: memory rows are k 0-7 | 8-15
-            offset = f"({row} + ({matrix} & 1u) * 8u) * {ld}"
+        offset = ldmatrix_row(t, LANE, CExpr(ld)).text
         count = registers(t)
         regs, outs = self.operands(s.fragment, t, "=r", 0)
+        trans = ".trans" if transposed(t) else ""
         with self.braced():
             self.line(f"const unsigned int {ld} = {self.expr(s.ld)};")
             address, _ = self.address(s.array, f"{self.expr(s.start)} + {offset}")
             self.line(
-                f'asm volatile("ldmatrix.sync.aligned.m8n8.x{count}{".trans" if trans else ""}'
-                f'.shared.b16 {regs}, [%{count}];" : {outs} : {address} : "memory");'
+                f'asm volatile("ldmatrix.sync.aligned.m8n8.x{count}{trans}.shared.b16 {regs}, '
+                f'[%{count}];" : {outs} : {address} : "memory");'
             )
 
     def elements(self, s: ir.FragmentLoad | ir.FragmentStore, load: bool) -> None:
-        """Each unit moves its own elements of an m16n8k16 fragment, where PTX puts them:
-        row ``g = lane / 4`` (+ 8), columns ``2 (lane % 4)`` and the next; an ``a`` register
-        ``r`` holds row ``g + 8 (r & 1)``, columns ``+ 8 (r >> 1)``; a ``b`` register rows
-        (k) ``+ 8 r`` of column ``g``; an accumulator register ``r`` row ``g + 8 (r >> 1)``,
-        column ``+ (r & 1)``."""
+        """Each unit moves its own elements of an m16n8k16 fragment, where PTX's register
+        layout puts them (:func:`register_element`)."""
         t = s.ftype
         name = fragment_name(s.fragment)
         n = self.temp()
@@ -208,14 +197,8 @@ class MatrixEmitter(ir.SourceEmitter, abstract=True):
             self.line(f"const unsigned int {ld} = {self.expr(s.ld)};")
             for r in range(registers(t)):
                 for half in range(1 if t.use == "accumulator" else 2):
-                    if t.use == "a":
-                        i, j = f"{GROUP} + {8 * (r & 1)}u", f"{PAIR} + {8 * (r >> 1) + half}u"
-                    elif t.use == "b":
-                        i, j = f"{PAIR} + {8 * r + half}u", GROUP
-                    else:
-                        i, j = f"{GROUP} + {8 * (r >> 1)}u", f"{PAIR} + {r & 1}u"
-                    at = f"({i}) * {ld} + ({j})" if t.layout == "row" else f"({i}) + ({j}) * {ld}"
-                    ref = f"{base}[{at}]"
+                    i, j = register_element(t, r, half, LANE)
+                    ref = f"{base}[{position(t, i, j, CExpr(ld)).text}]"
                     if t.use == "accumulator":
                         self.line(f"{name}[{r}] = {ref};" if load else f"{ref} = {name}[{r}];")
                     elif half == 0:
