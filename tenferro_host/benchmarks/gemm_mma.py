@@ -8,7 +8,9 @@ f32 ``c`` (m a multiple of ``BM``, n of ``BN``, k of ``BK``). A cube of ``WX x W
 computes a ``BM x BN`` block of ``c``, each warp a ``BM / WX`` x ``BN / WY`` part of it as an
 array of m16n8 accumulators. Per step it stages a ``BM x BK`` slice of ``a`` and a
 ``BK x BN`` slice of ``b`` in shared memory with 16-byte asynchronous copies, ``stages``
-slices deep (the next slices load while this one is multiplied), both column-major and padded
+slices deep (the next slices load while this one is multiplied; one barrier per step: after
+it, every unit is done with the previous slice, whose stage the next copies refill), both
+column-major and padded
 by 8 elements (16 bytes) per column, so the eight rows an ``ldmatrix`` reads fall in eight
 different banks. Every fragment index is a constant of a ``K.static_range`` loop: the
 fragments are registers.
@@ -61,26 +63,28 @@ def mma_gemm(  # noqa: C901 - one kernel: a slice's copies, then its products, p
     col0 = K.CUBE_POS_Y * BN
     pa = K.u32(BM + PAD)
     pb = K.u32(BK + PAD)
-    for k0 in range(0, depth + (stages - 1) * BK, BK):  # stages - 1 slices ahead
-        if k0 < depth:  # slice k0 into its stage: 16-byte copies of 8 elements
-            sa0 = ((k0 // BK) % stages) * (pa * BK)
-            sb0 = ((k0 // BK) % stages) * (pb * BN)
+    ahead = K.u32((stages - 1) * BK)
+    for t in range(0, depth + ahead, BK):  # step t: slice t's copies start, slice t - ahead's
+        if t >= ahead:  # products run; its copies landed (all but the newest stages - 2 groups)
+            K.wait_copies(stages - 2)
+            K.sync_cube()  # everyone's copies of it landed; everyone is done with slice t - BK
+        if t < depth:  # slice t into the stage slice t - stages BK left: 16-byte copies
+            sa0 = ((t // BK) % stages) * (pa * BK)
+            sb0 = ((t // BK) % stages) * (pb * BN)
             for q in K.static_range(BM * BK // (256 * WX * WY)):
                 e = u + q * K.u32(32 * WX * WY)  # a: rows 8 (e % (BM / 8)).. of column e / ..
                 ka = e // K.u32(BM // 8)
                 ra = (e % K.u32(BM // 8)) * 8
-                K.copy_async(sa, sa0 + ra + ka * pa, a, row0 + ra + (k0 + ka) * m, 8)
+                K.copy_async(sa, sa0 + ra + ka * pa, a, row0 + ra + (t + ka) * m, 8)
             for q in K.static_range(BK * BN // (256 * WX * WY)):
                 e = u + q * K.u32(32 * WX * WY)  # b: rows 8 (e % (BK / 8)).. of column e / ..
                 kb = (e % K.u32(BK // 8)) * 8
                 jb = e // K.u32(BK // 8)
-                K.copy_async(sb, sb0 + kb + jb * pb, b, k0 + kb + (col0 + jb) * depth, 8)
+                K.copy_async(sb, sb0 + kb + jb * pb, b, t + kb + (col0 + jb) * depth, 8)
         K.commit_copies()
-        if k0 >= (stages - 1) * BK:  # multiply the oldest slice in flight, landed by now
-            K.wait_copies(stages - 1)
-            K.sync_cube()
-            sa0 = ((k0 // BK - (stages - 1)) % stages) * (pa * BK)
-            sb0 = ((k0 // BK - (stages - 1)) % stages) * (pb * BN)
+        if t >= ahead:
+            sa0 = ((t // BK - (stages - 1)) % stages) * (pa * BK)
+            sb0 = ((t // BK - (stages - 1)) % stages) * (pb * BN)
             for ks in K.static_range(0, BK, 16):
                 for i in K.static_range(BM // (16 * WX)):
                     K.load_fragment(fa[i], sa, sa0 + wm + i * 16 + ks * pa, pa)
@@ -89,7 +93,6 @@ def mma_gemm(  # noqa: C901 - one kernel: a slice's copies, then its products, p
                 for i in K.static_range(BM // (16 * WX)):
                     for j in K.static_range(BN // (8 * WY)):
                         K.mma(acc[i, j], fa[i], fb[j], acc[i, j])
-            K.sync_cube()  # before the next step's copies refill this stage
     at = row0 + wm + (col0 + wn) * m  # c's column-major position of the warp's first element
     for i in K.static_range(BM // (16 * WX)):
         for j in K.static_range(BN // (8 * WY)):
@@ -102,10 +105,11 @@ def _config(bm: int, bn: int, bk: int, wx: int, wy: int, stages: int) -> K.Confi
 
 
 #: Block sizes the tuner tries, the first the default: shared memory stays within CUDA's
-#: static 48 KiB (128 x 128 x 32 in two stages: 37 KiB).
+#: static 48 KiB (128 x 128 x 32 in two stages: 37 KiB; 128 x 128 x 16 in four: 42 KiB).
 MMA_CONFIGS = (
     _config(128, 128, 32, 2, 2, 2),
     _config(128, 128, 16, 2, 2, 3),
+    _config(128, 128, 16, 2, 2, 4),
     _config(128, 256, 16, 2, 4, 2),
     _config(256, 128, 16, 4, 2, 2),
     _config(128, 128, 32, 2, 4, 2),
