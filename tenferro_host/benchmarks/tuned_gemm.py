@@ -4,7 +4,8 @@ autotuned over them (``@K.autotune`` keyed on the shapes of ``a`` and ``b``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .. import kernel as K
@@ -18,10 +19,12 @@ class ConfiguredGemm:
     kernel: K.Kernel
     configs: tuple[K.Config, ...]
     count: Callable[[int, int, K.Config], tuple[int, int]]
-    tuned: K.Autotuned = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "tuned", self.autotuned())
+    @cached_property
+    def tuned(self) -> K.Autotuned:
+        """The kernel autotuned with the default options: one object, so the winner it learns
+        at a shape's first launch serves every later launch."""
+        return self.autotuned()
 
     def autotuned(self, **options: Any) -> K.Autotuned:
         """The kernel autotuned over :attr:`configs` (``options`` go to :func:`K.autotune`)."""
