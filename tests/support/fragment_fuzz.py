@@ -143,15 +143,17 @@ def _source(fk: FragmentKernel) -> str:
             f"        K.load_fragment(fb[s], {src_b}, {at_b} + {b.start} + {db}, {b.ld})",
         ]
     for s in range(fk.steps):
-        da_s = 16 * s if a.layout == "row" else 16 * s * a.ld
-        db_s = 16 * s * b.ld if b.layout == "row" else 16 * s
-        into, onto = (out, "acc") if s == 0 else (out, out)
-        fa, fb = (f"fa[{s}]", f"fb[{s}]") if fk.arrays else ("fa", "fb")
-        if not fk.arrays:
+        if fk.arrays:
+            fa, fb = f"fa[{s}]", f"fb[{s}]"
+        else:  # step s loads into the one fragment of each
+            fa, fb = "fa", "fb"
+            da_s = 16 * s if a.layout == "row" else 16 * s * a.ld
+            db_s = 16 * s * b.ld if b.layout == "row" else 16 * s
             lines += [
                 f"    K.load_fragment(fa, {src_a}, {at_a} + {a.start + da_s}, {a.ld})",
                 f"    K.load_fragment(fb, {src_b}, {at_b} + {b.start + db_s}, {b.ld})",
             ]
+        into, onto = (out, "acc") if s == 0 else (out, out)
         lines.append(f"    K.mma({into}, {fa}, {fb}, {onto})")
     lines.append(f"    K.store_fragment(d, {at_c}, {out}, {acc.ld})")
     return "\n".join(lines) + "\n"
