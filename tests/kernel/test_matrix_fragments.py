@@ -220,6 +220,7 @@ def test_a_jit_launch_of_a_partial_warp_is_refused_before_it_runs() -> None:
         (mk.array_too_large, "LARGE", r"fragment array holds 1 to 64 elements .* gives 72"),
         (mk.array_over_a_fragment, "ELEMENT", "fragment 'acc__1' names an element of the array"),
         (mk.array_element_as_value, "ELEMENT_VALUE", "'acc' holds matrix fragments, not values"),
+        (mk.array_of_values_as_fragments, "NOT_FRAGMENTS", "c is not an array of fragments"),
     ],
 )
 def test_typed_refusals(kern: K.Kernel, marker: str, match: str) -> None:

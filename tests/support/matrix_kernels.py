@@ -293,3 +293,8 @@ def array_over_a_fragment(c: K.Array[K.f32]):
 def array_element_as_value(c: K.Array[K.f32]):
     acc = K.fragment(K.ACCUMULATOR, K.f32, 16, 8, 16, K.ROW_MAJOR, 2)
     c[0] = acc[0]  # ELEMENT_VALUE
+
+
+@K.kernel
+def array_of_values_as_fragments(c: K.Array[K.f32]):
+    K.fill_fragment(c[0], 1.0)  # NOT_FRAGMENTS
