@@ -25,11 +25,10 @@ the SPI version it was built for as ``TENFERRO_HOST_SPI = (1, 0)``; the loader r
 major differs or whose minor is newer than :data:`SPI_VERSION`.
 """
 
-from .._memo import Memo, MemoKind, MemoStats, memo, memo_kinds, memo_stats
+from .._memo import Memo, MemoKind, MemoStats, ResourceCache, memo, memo_kinds, memo_stats
 from ..facade import lazy_names
 from ..layout import compact_strides, is_compact, numel, span
 from . import (
-    _cache,
     _capture,
     _capture_lock,
     _capture_record,
@@ -52,8 +51,7 @@ from . import (
     _session,
     _storage,
 )
-from ._cache import *  # noqa: F403 - each module's __all__ is its share of the SPI
-from ._capture import *  # noqa: F403
+from ._capture import *  # noqa: F403 - each module's __all__ is its share of the SPI
 from ._capture_lock import *  # noqa: F403
 from ._capture_record import *  # noqa: F403
 from ._captured_graph import *  # noqa: F403
@@ -110,6 +108,7 @@ __all__ = [
     "Memo",
     "MemoKind",
     "MemoStats",
+    "ResourceCache",
     "compact_strides",
     "is_compact",
     "memo",
@@ -119,7 +118,6 @@ __all__ = [
     "span",
 ]
 __all__ += [name for names in LAZY.values() for name in names]
-__all__ += _cache.__all__
 __all__ += _capture.__all__
 __all__ += _capture_record.__all__
 __all__ += _captured_graph.__all__
