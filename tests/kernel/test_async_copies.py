@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from support import copy_kernels as ck
 from support.dsl_harness import desc
-from support.nvrtc_compile import ptxas_report
+from support.nvrtc_compile import ptx_sm90, ptxas_report
 from support.source_marks import marker_line
 from support.webgpu_harness import View, on_interpreter
 from test_frontend import assert_dsl_error
@@ -127,3 +127,18 @@ def test_copies_compile_to_cp_async_on_sm90() -> None:
     source = generate(spec).source
     assert "cp.async.cg.shared.global" in source and "cp.async.wait_group 1;" in source
     assert "0 bytes stack frame" in ptxas_report(source)
+
+
+def test_an_aligned_copy_skips_the_element_copy_with_a_branch() -> None:
+    """The misaligned fallback is a called function, so NVRTC cannot if-convert it into
+    predicated loads that every aligned copy would issue too: the kernel's own body has one call
+    of it per copy and no global load of the copied elements."""
+    from tenferro_host_cuda_jit._codegen import generate
+
+    x = View.compact(np.zeros(64, np.float32))
+    spec = ck.staged_sums.specialize([desc(x), desc(x), desc(np.uint32(3))], {}, "cuda", ("sm_90",))
+    ptx = ptx_sm90(generate(spec).source)
+    kernel, _, fallback = ptx.partition(".entry")[2].partition("\n.func")
+    assert "copy_now" in fallback and "ld.global" in fallback
+    assert "ld.global" not in kernel
+    assert kernel.count("call.uni") == kernel.count("cp.async.cg.shared.global") > 0

@@ -3,6 +3,10 @@ with the reason where NVRTC is not installed or not usable."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import pytest
 
 
@@ -19,41 +23,51 @@ def _nvrtc():
     return nvrtc
 
 
-def compile_sm90(source: str) -> int:
-    """Compile to a CUBIN for sm_90; return its size, or fail with the NVRTC log."""
+@contextmanager
+def _compiled(source: str, *options: bytes) -> Iterator[Any]:
+    """The NVRTC program of ``source`` compiled for sm_90 with ``options``, or fail with its
+    log (and the source)."""
     nvrtc = _nvrtc()
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
     result, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"dsl.cu", 0, [], [])
     assert result == ok
     try:
-        options = [b"--gpu-architecture=sm_90"]
-        (compiled,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        assert compiled == ok, log.decode() + "\n" + source
-        result, cubin_size = nvrtc.nvrtcGetCUBINSize(prog)
-        assert result == ok
-        return int(cubin_size)
+        flags = [b"--gpu-architecture=sm_90", *options]
+        (compiled,) = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
+        assert compiled == ok, _log(nvrtc, prog) + "\n" + source
+        yield prog
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _log(nvrtc: Any, prog: Any) -> str:
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    log = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    return log.decode(errors="replace").rstrip("\0 ")
+
+
+def compile_sm90(source: str) -> int:
+    """Compile to a CUBIN for sm_90; return its size, or fail with the NVRTC log."""
+    nvrtc = _nvrtc()
+    with _compiled(source) as prog:
+        result, cubin_size = nvrtc.nvrtcGetCUBINSize(prog)
+        assert result == nvrtc.nvrtcResult.NVRTC_SUCCESS
+        return int(cubin_size)
 
 
 def ptxas_report(source: str) -> str:
     """ptxas's report of the sm_90 compile of ``source`` (registers, stack frame, spills), or
     fail with the NVRTC log."""
+    with _compiled(source, b"--ptxas-options=-v", b"-diag-suppress=177") as prog:
+        return _log(_nvrtc(), prog)
+
+
+def ptx_sm90(source: str) -> str:
+    """The PTX NVRTC makes of ``source`` for sm_90 (what a test reads the instructions of)."""
     nvrtc = _nvrtc()
-    ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
-    result, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"dsl.cu", 0, [], [])
-    assert result == ok
-    try:
-        options = [b"--gpu-architecture=sm_90", b"--ptxas-options=-v", b"-diag-suppress=177"]
-        (compiled,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        text = log.decode(errors="replace").rstrip("\0 ")
-        assert compiled == ok, text + "\n" + source
-        return text
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    with _compiled(source, b"-diag-suppress=177") as prog:
+        _, size = nvrtc.nvrtcGetPTXSize(prog)
+        ptx = b" " * size
+        nvrtc.nvrtcGetPTX(prog, ptx)
+        return ptx.decode().rstrip("\0")
