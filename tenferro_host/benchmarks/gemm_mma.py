@@ -4,7 +4,9 @@
 with ``ldmatrix`` on CUDA), f32 accumulate, autotuned over its block sizes.
 
 ``mma_gemm`` computes ``c = a @ b`` for column-major f16 ``a`` (m x k) and ``b`` (k x n) into
-f32 ``c`` (m a multiple of ``BM``, n of ``BN``, k of ``BK``). A cube of ``WX x WY`` warps
+f32 ``c`` (m a multiple of ``BM``, n of ``BN``, k of ``BK``; the cube's ``32 WX WY`` units a
+multiple of ``BM / 8`` and of ``BK / 8``, so that each unit copies the same rows of its columns
+every time: its copies' addresses are computed once, not per copy). A cube of ``WX x WY`` warps
 computes a ``BM x BN`` block of ``c``, each warp a ``BM / WX`` x ``BN / WY`` part of it as an
 array of m16n8 accumulators. Per step it stages a ``BM x BK`` slice of ``a`` and a
 ``BK x BN`` slice of ``b`` in shared memory with 16-byte asynchronous copies, ``stages``
@@ -64,23 +66,31 @@ def mma_gemm(  # noqa: C901 - one kernel: a slice's copies, then its products, p
     pa = K.u32(BM + PAD)
     pb = K.u32(BK + PAD)
     ahead = K.u32((stages - 1) * BK)
+    # The unit's copies of a step: rows ra.. ra + 7 of the a slice's columns ka + q * ca, rows
+    # kb.. kb + 7 of the b slice's columns jb + q * cb (q = 0, 1, ..); from where, to where.
+    ca = K.u32(32 * WX * WY // (BM // 8))
+    cb = K.u32(32 * WX * WY // (BK // 8))
+    ra = (u % K.u32(BM // 8)) * 8
+    ka = u // K.u32(BM // 8)
+    kb = (u % K.u32(BK // 8)) * 8
+    jb = u // K.u32(BK // 8)
+    a_from = row0 + ra + ka * m
+    b_from = kb + (col0 + jb) * depth
+    a_to = ra + ka * pa
+    b_to = kb + jb * pb
     for t in range(0, depth + ahead, BK):  # step t: slice t's copies start, slice t - ahead's
         if t >= ahead:  # products run; its copies landed (all but the newest stages - 2 groups)
             K.wait_copies(stages - 2)
             K.sync_cube()  # everyone's copies of it landed; everyone is done with slice t - BK
         if t < depth:  # slice t into the stage slice t - stages BK left: 16-byte copies
-            sa0 = ((t // BK) % stages) * (pa * BK)
-            sb0 = ((t // BK) % stages) * (pb * BN)
+            sa_at = ((t // BK) % stages) * (pa * BK) + a_to
+            sb_at = ((t // BK) % stages) * (pb * BN) + b_to
+            a_at = a_from + t * m
+            b_at = b_from + t
             for q in K.static_range(BM * BK // (256 * WX * WY)):
-                e = u + q * K.u32(32 * WX * WY)  # a: rows 8 (e % (BM / 8)).. of column e / ..
-                ka = e // K.u32(BM // 8)
-                ra = (e % K.u32(BM // 8)) * 8
-                K.copy_async(sa, sa0 + ra + ka * pa, a, row0 + ra + (t + ka) * m, 8)
+                K.copy_async(sa, sa_at + q * ca * pa, a, a_at + q * ca * m, 8)
             for q in K.static_range(BK * BN // (256 * WX * WY)):
-                e = u + q * K.u32(32 * WX * WY)  # b: rows 8 (e % (BK / 8)).. of column e / ..
-                kb = (e % K.u32(BK // 8)) * 8
-                jb = e // K.u32(BK // 8)
-                K.copy_async(sb, sb0 + kb + jb * pb, b, t + kb + (col0 + jb) * depth, 8)
+                K.copy_async(sb, sb_at + q * cb * pb, b, b_at + q * cb * depth, 8)
         K.commit_copies()
         if t >= ahead:
             sa0 = ((t // BK - (stages - 1)) % stages) * (pa * BK)
@@ -100,8 +110,14 @@ def mma_gemm(  # noqa: C901 - one kernel: a slice's copies, then its products, p
 
 
 def _config(bm: int, bn: int, bk: int, wx: int, wy: int, stages: int) -> K.Config:
+    units = 32 * wx * wy
+    if units % (bm // 8) or units % (bk // 8):
+        raise ValueError(
+            f"a cube of {units} units (32 WX WY) must be a multiple of BM / 8 = {bm // 8} and "
+            f"of BK / 8 = {bk // 8}: each unit copies the same rows of its columns every step"
+        )
     consts = {"BM": bm, "BN": bn, "BK": bk, "WX": wx, "WY": wy, "stages": stages}
-    return K.Config(consts, dim=32 * wx * wy)
+    return K.Config(consts, dim=units)
 
 
 #: Block sizes the tuner tries, the first the default: shared memory stays within CUDA's
