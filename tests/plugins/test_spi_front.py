@@ -16,6 +16,7 @@ from tenferro_host.provider import OpReplay, Runtime
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "provider-spi.md").read_text()
 HOST_NAMES = {"SPI_VERSION", "Memo", "MemoKind", "MemoStats", "memo", "memo_kinds", "memo_stats"}
+HOST_NAMES |= {"ResourceCache"}
 HOST_NAMES |= {"compact_strides", "is_compact", "numel", "span"}
 
 
