@@ -9,7 +9,7 @@ import pytest
 def install(monkeypatch):
     """Install a FakeDriver behind drv(); runtimes made through ``make`` are closed after."""
     pytest.importorskip("cuda.bindings.driver")
-    from support.fake_cuda_driver import FakeDriver
+    from support.driver_stand_in import FakeDriver
     from tenferro_host_cuda import _driver as driver_module
     from tenferro_host_cuda._runtime import CudaRuntime
 

@@ -95,7 +95,7 @@ def test_large_blocks_and_a_full_cache_go_back_to_the_pool(rt, fake):
     del big
     gc.collect()
     rt.drain_deferred()
-    assert memory(fake)[-1] == ("free", ptr)
+    assert memory(fake)[-1] == ("free", (ptr, rt._stream))
     held = [rt.allocate_bytes(1 << 16) for _ in range(17)]  # 17 x 64 KiB > the 1 MiB bound
     del held
     gc.collect()

@@ -306,7 +306,7 @@ def test_a_replay_reuses_the_block_its_previous_output_released(world):
     del other  # the newest queued release is of another class
     world.fake.calls.clear()
     out = world.host.run(ADD, a, b)
-    assert not rt.deferred and ("free", 0xDEAD0) in world.fake.calls  # all of it carried out
+    assert not rt.deferred and ("free", (0xDEAD0, rt._stream)) in world.fake.calls  # all done
     assert out.storage.ptr in (ptr, freed_ptr)
     assert rt.blocks.take(rt.blocks.size_class(8000)) == other_ptr  # the other class: kept
     assert not isinstance(out, tuple) and out.shape == (200,)

@@ -134,8 +134,8 @@ def test_peer_copy_grants_pool_access_once_and_lands_in_the_destination_domain(i
         during = fake.calls[before_calls:]
         assert len(host_traffic(r0, r1)) == before_host
     assert not [c for c in during if c[0] in ("cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync")]
-    assert [c[1:] for c in during if c[0] == "cuMemPoolSetAccess"] == [(0, 1)]
-    assert [c[1:] for c in during if c[0] == "cuCtxEnablePeerAccess"] == [(1, 0)]
+    assert [c[1] for c in during if c[0] == "cuMemPoolSetAccess"] == [(0, 1)]
+    assert [c[1] for c in during if c[0] == "cuCtxEnablePeerAccess"] == [(1, 0)]
     assert peer.pool_access(r0, 1) == "readwrite" and peer.granted(r0) == frozenset({1})
     assert peer.pool_access(r1, 0) == "none"  # the other direction is not granted
     for t in (out, again):
@@ -263,18 +263,18 @@ def test_event_ordering_and_the_source_lease(install):
     seq = [
         c
         for c in fake.calls[start:]
-        if c[0] in ("cuEventRecord", "cuStreamWaitEvent", "cuMemcpyAsync", "cuMemFreeAsync")
+        if c[0] in ("cuEventRecord", "cuStreamWaitEvent", "cuMemcpyAsync", "free")
     ]
     names = [c[0] for c in seq]
     ready, waited, copy, done, src_waits = (
         seq[names.index("cuMemcpyAsync") + k] for k in (-2, -1, 0, 1, 2)
     )
-    assert ready[0] == "cuEventRecord" and ready[2] == src_stream
-    assert waited == ("cuStreamWaitEvent", dst_stream, ready[1])
-    assert copy[0] == "cuMemcpyAsync" and copy[2] == src_ptr and copy[4] == dst_stream
-    assert done[0] == "cuEventRecord" and done[2] == dst_stream
-    assert src_waits == ("cuStreamWaitEvent", src_stream, done[1])
-    free = seq.index(("cuMemFreeAsync", src_ptr, src_stream))
+    assert ready[0] == "cuEventRecord" and ready[1][1] == src_stream
+    assert waited == ("cuStreamWaitEvent", (dst_stream, ready[1][0]))
+    assert copy[0] == "cuMemcpyAsync" and copy[1][1] == src_ptr and copy[1][3] == dst_stream
+    assert done[0] == "cuEventRecord" and done[1][1] == dst_stream
+    assert src_waits == ("cuStreamWaitEvent", (src_stream, done[1][0]))
+    free = seq.index(("free", (src_ptr, src_stream)))
     assert free > seq.index(src_waits)  # the source's free is stream-ordered after the copy
     assert out.download()[-1] == (1 << 16) - 1
 

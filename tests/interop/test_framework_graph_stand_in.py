@@ -101,7 +101,7 @@ class _Held:
 def _pending_work(world: Any) -> tuple[int, Any]:
     """A release queued before the capture (freed memory) and a lease behind an event."""
     rt, fake = world.rt, world.fake
-    _, ptr = fake.cuMemAllocFromPoolAsync(64, None, None)
+    _, ptr = fake.cuMemAllocFromPoolAsync(64, rt.memory.handle, rt.stream_handle)
     rt.deferred.append(("memory", ptr))
     held = _Held()
     rt.retirement.retire(rt.record_event(), [Lease(held)])

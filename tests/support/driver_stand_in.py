@@ -1,16 +1,25 @@
-"""A recording stand-in for the CUDA driver and a CudaRuntime built on it, without a GPU.
+"""The fake CUDA driver, the one driver double of the tests, and a CudaRuntime built on it,
+without a GPU.
 
-Every driver call the runtime, its sessions and raw sessions make is recorded by name, so tests
-prove hot paths by counting driver calls (the allocator, the context guard, events) and
-cProfile counts Python calls of a whole cuda-raw op. Only what those paths call exists here.
+:class:`FakeDriver` stands in for ``cuda.bindings.driver`` (behind ``_driver.drv()`` or passed
+as ``CudaRuntime(..., driver=...)``) for every CUDA test that runs without a GPU: ``devices``
+GPUs, their contexts, streams, events, modules and launches here, their pools, memory and copies
+in :mod:`support.fake_cuda_driver`, stream capture and graphs in
+:mod:`support.graph_nodes_stand_in`. Every call the runtime, its sessions and raw sessions make
+is recorded as ``(name, argument)`` in ``calls``, so tests prove hot paths by counting driver
+calls (the allocator, the context guard, events) and cProfile counts Python calls of a whole
+cuda-raw op; the calls a hot path makes live in this module, so a traced call enters the driver
+in one file. Types and enums come from the real module (they load without a driver); any other
+call is an AttributeError naming it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import itertools
+import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -20,28 +29,23 @@ from tenferro_host_cuda._module import Module, load_image
 from tenferro_host_cuda._runtime import CudaRuntime
 
 import tenferro_host as tf
-from support.fake_cuda_driver import FakeDriver, real
-from support.graph_nodes_stand_in import SHAPE, KernelNodeParams, StandInNode
+from support.fake_cuda_driver import CTX, STREAM_CAPTURE_UNSUPPORTED, DeviceMemory, real
+from support.graph_nodes_stand_in import PARAM_SIZES, GraphCalls, node_words
 
-CTX = 7
-STREAM = 0x5000
-STREAM_CAPTURE_UNSUPPORTED = 900  # CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-UNKNOWN = 999  # CUDA_ERROR_UNKNOWN: what a C entry point of the stand-in answers when it raised
-ERROR_NAMES = {900: b"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", UNKNOWN: b"CUDA_ERROR_UNKNOWN"}
+STREAM = 0x5000  # the first stream made
+UNKNOWN = 999  # CUDA_ERROR_UNKNOWN: what a C entry point of the fake answers when it raised
 ERROR_STRINGS = {
-    900: b"operation not permitted when stream is capturing",
-    UNKNOWN: b"the stand-in raised under a C entry point (RecordingDriver.c_errors)",
+    2: b"out of memory",
+    STREAM_CAPTURE_UNSUPPORTED: b"operation not permitted when stream is capturing",
+    UNKNOWN: b"the fake driver raised under a C entry point (FakeDriver.c_errors)",
 }
-#: the parameter sizes of each stand-in kernel, by handle (what cuLaunchKernel reads)
-PARAM_SIZES: dict[int, tuple[int, ...]] = {}
 #: what ``cuKernelGetAttribute`` answers (0 for any other attribute)
 KERNEL_ATTRIBUTES = {real.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: 1024}
 _handles = itertools.count(0x9000)
-#: the function handle of each cuda.core kernel launched into a stand-in capture
+#: the function handle of each cuda.core kernel launched into a capture
 _CORE_FUNCTIONS: dict[Any, int] = {}
 
 
-_WORD = ctypes.c_uint64
 _VOID_P, _UINT = ctypes.c_void_p, ctypes.c_uint
 #: cuLaunchKernel's C signature
 _C_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, *[_UINT] * 7, _VOID_P, _VOID_P, _VOID_P)
@@ -52,10 +56,11 @@ _C_SET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P)
 _C_SET_PARAMS = ctypes.CFUNCTYPE(ctypes.c_int, _VOID_P, _VOID_P, _VOID_P)
 
 
-class RecordingDriver(FakeDriver):
-    """One GPU of the fake driver whose calls of the allocator, sessions, events and captures
-    are recorded as (name, argument); ``oom`` makes the next allocations fail with
-    CUDA_ERROR_OUT_OF_MEMORY."""
+class FakeDriver(DeviceMemory, GraphCalls):
+    """The CUDA driver of ``devices`` fake GPUs, its calls recorded as (name, argument);
+    ``peer(dst, src)`` answers cuDeviceCanAccessPeer for an ordered pair; ``thread_context`` is
+    the context current on a thread that set none (0: none; :func:`recording_driver` makes
+    device 0's current, as a process that used CUDA before has it)."""
 
     CUmemPool_attribute = types.SimpleNamespace(
         CU_MEMPOOL_ATTR_RELEASE_THRESHOLD=0,
@@ -79,31 +84,26 @@ class RecordingDriver(FakeDriver):
     CUuserObjectRetain_flags = types.SimpleNamespace(CU_GRAPH_USER_OBJECT_MOVE=1)
     CUdriverProcAddress_flags = types.SimpleNamespace(CU_GET_PROC_ADDRESS_DEFAULT=0)
 
-    def __init__(self) -> None:
-        super().__init__(1)
+    def __init__(
+        self,
+        devices: int = 2,
+        *,
+        peer: Callable[[int, int], bool] | None = None,
+        drop_peer_writes: bool = False,
+        thread_context: int = 0,
+    ) -> None:
+        DeviceMemory.__init__(self, devices, peer, drop_peer_writes)
+        GraphCalls.__init__(self)
         self.calls: list[tuple[str, Any]] = []
-        self.live: dict[int, int] = {}
-        self.next = 0x10000
-        self.oom = 0
+        self.thread_context = thread_context
+        self.stream_devices: dict[int, int] = {}
         self.launch_result = 0
-        self.update_result = 0  # what cuGraphExecKernelNodeSetParams answers
         #: record a launch's parameter words as they are at the call, not views of its block
         self.copy_words = False
+        self._tls = threading.local()
         self._blocks: dict[int, Any] = {}
         self._events = itertools.count(1)
         self._streams = itertools.count(STREAM, 0x10)
-        #: stream capture, as the driver does it in global mode (see :meth:`begin_capture`)
-        self.capturing: dict[int, int] = {}  # stream -> the graph it is captured into
-        self.captured_events: dict[int, int] = {}  # event -> graph of its last record
-        self.user_objects: dict[int, tuple[int, int]] = {}  # object -> (ptr, destructor)
-        self.graph_objects: dict[int, list[int]] = {}  # graph -> the user objects it retains
-        self._graphs = itertools.count(0xC000)
-        #: native graphs: each captured graph's nodes, each executable's node words
-        self.graph_nodes: dict[int, list[StandInNode]] = {}
-        self.nodes: dict[int, StandInNode] = {}
-        self.execs: dict[int, dict[int, list[int]]] = {}
-        self.arena_live: dict[int, int] = {}  # cuMemAlloc blocks not freed
-        self._nodes = itertools.count(0xD000)
         #: loaded libraries (their kernels' parameter sizes) and their kernels by symbol
         self.libraries: dict[int, tuple[int, ...]] = {}
         self.kernels: dict[tuple[int, bytes], int] = {}
@@ -120,18 +120,48 @@ class RecordingDriver(FakeDriver):
                 self._from_c("cuGraphExecKernelNodeSetParams")
             ),
         }
-        #: the context current on a thread that set none (a test sets 0: no context current)
-        self.thread_context = CTX
+
+    # Types and enums of the real module; never its functions.
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(real, name)
+        if isinstance(value, type):
+            return value
+        raise AttributeError(f"the fake CUDA driver has no {name}; add it to {__name__}")
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
 
-    def cuDevicePrimaryCtxRetain(self, dev):
-        return (0, CTX)
+    def stream_of(self, runtime: Any) -> int:
+        return int(runtime.stream_handle)
 
-    def cuStreamCreate(self, flags):
-        """STREAM for the first runtime, a stream of its own for each one after it."""
-        return (0, next(self._streams))
+    # -- errors, versions, handles ----------
+    def cuGetErrorName(self, err):
+        return (0, real.CUresult(int(err)).name.encode())
+
+    def cuGetErrorString(self, err):
+        return (0, ERROR_STRINGS.get(int(err), b"simulated failure"))
+
+    def cuDriverGetVersion(self):
+        return (0, 13000)
+
+    def CUresult(self, code):
+        return code
+
+    def CUfunction(self, handle):
+        return handle
+
+    def CUstream(self, handle):
+        return handle
+
+    def CUhostFn(self, address):
+        return address
+
+    # -- contexts ----------
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return (0, CTX + int(dev))
+
+    def cuDevicePrimaryCtxRelease(self, dev):
+        return (0,)
 
     def cuCtxGetCurrent(self):
         self.calls.append(("cuCtxGetCurrent", None))
@@ -142,39 +172,33 @@ class RecordingDriver(FakeDriver):
 
     def cuCtxSetCurrent(self, ctx):
         self.calls.append(("cuCtxSetCurrent", int(ctx)))
-        return super().cuCtxSetCurrent(ctx)
-
-    def cuMemAllocFromPoolAsync(self, nbytes, pool, stream):
-        self.calls.append(("alloc", nbytes))
-        if stream in self.capturing:  # a pool allocation would be a node the graph must free
-            return (STREAM_CAPTURE_UNSUPPORTED, None)
-        if self.oom:
-            self.oom -= 1
-            return (driver.OUT_OF_MEMORY, None)
-        ptr, self.next = self.next, self.next + nbytes
-        self.live[ptr] = nbytes
-        return (0, ptr)
-
-    def cuMemFreeAsync(self, ptr, stream):
-        self.calls.append(("free", ptr))
-        if stream in self.capturing:
-            return (STREAM_CAPTURE_UNSUPPORTED,)
-        del self.live[ptr]
+        self._tls.ctx = int(ctx)
         return (0,)
 
-    def cuMemPoolTrimTo(self, pool, keep):
-        self.calls.append(("trim", keep))
+    def _current_device(self) -> int:
+        ctx = getattr(self._tls, "ctx", self.thread_context)
+        assert ctx >= CTX, "no context is current"
+        return ctx - CTX
+
+    # -- streams and events ----------
+    def cuStreamCreate(self, flags):
+        """STREAM for the first runtime, a stream of its own for each one after it."""
+        stream = next(self._streams)
+        self.stream_devices[stream] = self._current_device()
+        return (0, stream)
+
+    def cuStreamDestroy(self, stream):
         return (0,)
 
-    def cuMemPoolGetAttribute(self, pool, attr):
-        return (0, sum(self.live.values()))
+    def cuStreamSynchronize(self, stream):
+        return (0,)
 
     def cuEventCreate(self, flags):
         self.calls.append(("cuEventCreate", flags))
         return (0, next(self._events))
 
     def cuEventRecord(self, event, stream):
-        self.calls.append(("cuEventRecord", event))
+        self.calls.append(("cuEventRecord", (event, stream)))
         graph = self.capturing.get(stream)
         if graph is None:
             self.captured_events.pop(event, None)
@@ -188,8 +212,19 @@ class RecordingDriver(FakeDriver):
             return (STREAM_CAPTURE_UNSUPPORTED,)  # global capture mode, or a captured event
         return (0,)
 
+    def cuEventSynchronize(self, event):
+        return (0,)
+
     def cuEventDestroy(self, event):
         self.calls.append(("cuEventDestroy", event))
+        return (0,)
+
+    def cuStreamWaitEvent(self, stream, event, flags):
+        """A wait on an event of a capture joins ``stream`` to it (a fork of the capture)."""
+        self.calls.append(("cuStreamWaitEvent", (stream, event)))
+        graph = self.captured_events.get(event)
+        if graph is not None and graph in self.capturing.values():
+            self.capturing[stream] = graph
         return (0,)
 
     # -- modules (an image's bytes are its kernels' parameter sizes) ----------
@@ -215,6 +250,9 @@ class RecordingDriver(FakeDriver):
             return (1, 0, 0)  # CUDA_ERROR_INVALID_VALUE: past the last parameter
         return (0, 8 * index, sizes[index])
 
+    def cuFuncGetParamInfo(self, func, index):
+        return self.cuKernelGetParamInfo(func, index)
+
     def cuKernelGetAttribute(self, attr, kernel, dev):
         return (0, KERNEL_ATTRIBUTES.get(attr, 0))
 
@@ -223,185 +261,7 @@ class RecordingDriver(FakeDriver):
         del self.libraries[library]
         return (0,)
 
-    def cuStreamWaitEvent(self, stream, event, flags):
-        """A wait on an event of a capture joins ``stream`` to it (a fork of the capture)."""
-        self.calls.append(("cuStreamWaitEvent", (stream, event)))
-        graph = self.captured_events.get(event)
-        if graph is not None and graph in self.capturing.values():
-            self.capturing[stream] = graph
-        return (0,)
-
-    def CUstream(self, handle):
-        return handle
-
-    def CUhostFn(self, address):
-        return address
-
-    # -- stream capture ----------
-    def begin_capture(self, stream: int) -> int:
-        """A framework begins capturing ``stream`` into a new graph (returned)."""
-        graph = next(self._graphs)
-        self.capturing[stream] = graph
-        self.graph_objects[graph] = []
-        self.graph_nodes[graph] = []
-        return graph
-
-    def end_capture(self, graph: int) -> None:
-        """The capture into ``graph`` ends on every stream it joined."""
-        for stream in [s for s, g in self.capturing.items() if g == graph]:
-            del self.capturing[stream]
-
-    def destroy_graph(self, graph: int) -> None:
-        """The graph (and its executables) die: each retained user object's destructor runs,
-        as the driver runs it, through its C function pointer."""
-        for obj in self.graph_objects.pop(graph):
-            ptr, destroy = self.user_objects.pop(obj)
-            ctypes.CFUNCTYPE(None, ctypes.c_void_p)(destroy)(ptr)
-
-    def cuStreamGetCaptureInfo(self, stream):
-        self.calls.append(("cuStreamGetCaptureInfo", stream))
-        graph = self.capturing.get(stream)
-        if graph is None:
-            return (0, 0, 0, None, None, None, 0)
-        return (0, 1, graph, graph, None, None, 0)
-
-    def cuUserObjectCreate(self, ptr, destroy, refs, flags):
-        self.calls.append(("cuUserObjectCreate", ptr))
-        obj = next(self._graphs)
-        self.user_objects[obj] = (ptr, destroy)
-        return (0, obj)
-
-    def cuGraphRetainUserObject(self, graph, obj, count, flags):
-        self.calls.append(("cuGraphRetainUserObject", (graph, obj)))
-        self.graph_objects[graph].append(obj)
-        return (0,)
-
-    # -- native graphs (ex.capture() on CUDA) ----------
-    def cuStreamBeginCapture(self, stream, mode):
-        self.calls.append(("cuStreamBeginCapture", mode))
-        self.begin_capture(stream)
-        return (0,)
-
-    def cuStreamEndCapture(self, stream):
-        self.calls.append(("cuStreamEndCapture", stream))
-        graph = self.capturing.get(stream)
-        if graph is None:
-            return (1, None)  # CUDA_ERROR_INVALID_VALUE: not capturing
-        self.end_capture(graph)
-        return (0, graph)
-
-    def _node(
-        self, stream: int, kind: int, func: int, words: list[int], shape: tuple[int, ...] = ()
-    ) -> None:
-        node = StandInNode(next(self._nodes), kind, func, words, shape or (0,) * 7)
-        self.nodes[node.handle] = node
-        self.graph_nodes[self.capturing[stream]].append(node)
-
-    def cuMemsetD8Async(self, ptr, value, nbytes, stream):
-        self.calls.append(("cuMemsetD8Async", ptr))
-        if stream in self.capturing:
-            self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMSET, 0, [ptr])
-        return (0,)
-
-    def cuMemcpyAsync(self, dst, src, nbytes, stream):
-        self.calls.append(("cuMemcpyAsync", (dst, src, nbytes, stream)))
-        if stream in self.capturing:
-            self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMCPY, 0, [dst, src])
-        return (0,)
-
-    def cuMemAlloc(self, nbytes):
-        self.calls.append(("cuMemAlloc", nbytes))
-        ptr, self.next = self.next, self.next + nbytes
-        self.arena_live[ptr] = nbytes
-        return (0, ptr)
-
-    def cuMemFree(self, ptr):
-        self.calls.append(("cuMemFree", ptr))
-        del self.arena_live[ptr]
-        return (0,)
-
-    def cuGraphInstantiate(self, graph, flags):
-        self.calls.append(("cuGraphInstantiate", graph))
-        exec_ = next(self._graphs)
-        self.execs[exec_] = {n.handle: list(n.words) for n in self.graph_nodes[graph]}
-        return (0, exec_)
-
-    def cuGraphLaunch(self, exec_, stream):
-        """Recorded with the words each node of the executable launches with now."""
-        self.calls.append(("cuGraphLaunch", {k: list(v) for k, v in self.execs[exec_].items()}))
-        return (self.launch_result,)
-
-    def cuGraphGetNodes(self, graph, count=0):
-        nodes = [n.handle for n in self.graph_nodes[graph]]
-        return (0, nodes[:count], len(nodes))
-
-    def cuGraphNodeGetType(self, node):
-        return (0, self.nodes[node].kind)
-
-    def cuGraphMemsetNodeGetParams(self, node):
-        return (0, types.SimpleNamespace(dst=self.nodes[node].words[0]))
-
-    def cuGraphNodeSetEnabled(self, exec_, node, enabled):
-        """A disabled node is left out of the executable's launches (recorded as such)."""
-        self.calls.append(("cuGraphNodeSetEnabled", (node, enabled)))
-        if not enabled:
-            self.execs[exec_].pop(node)
-        return (0,)
-
-    def cuGraphKernelNodeGetParams(self, node):
-        found = self.nodes[node]
-        shape = dict(zip(SHAPE, found.shape, strict=True))
-        return (0, KernelNodeParams(func=found.func, kernelParams=found.address, **shape))
-
-    def cuFuncGetParamInfo(self, func, index):
-        sizes = PARAM_SIZES[func]
-        if index >= len(sizes):
-            return (1, 0, 0)  # CUDA_ERROR_INVALID_VALUE: past the last parameter
-        return (0, 8 * index, sizes[index])
-
-    def cuGraphExecKernelNodeSetParams(self, exec_, node, params):
-        if isinstance(params, int):  # from C: the struct's address
-            params = KernelNodeParams.from_address(params)
-        n = len(PARAM_SIZES[params.func])
-        pointers = (ctypes.c_void_p * n).from_address(params.kernelParams)
-        words = [_WORD.from_address(p).value for p in pointers]
-        self.calls.append(("cuGraphExecKernelNodeSetParams", (node, words)))
-        if self.update_result:
-            return (self.update_result,)
-        self.execs[exec_][node] = words
-        return (0,)
-
-    def cuGraphExecDestroy(self, exec_):
-        self.calls.append(("cuGraphExecDestroy", exec_))
-        del self.execs[exec_]
-        return (0,)
-
-    def cuGraphDestroy(self, graph):
-        self.calls.append(("cuGraphDestroy", graph))
-        for node in self.graph_nodes.pop(graph):
-            del self.nodes[node.handle]
-        if graph in self.graph_objects:
-            self.destroy_graph(graph)
-        return (0,)
-
-    def cuMemGetAddressRange(self, ptr):
-        return (1, 0, 0)  # memory the stand-in cannot describe: the import trusts its producer
-
-    def cuGetErrorName(self, err):
-        return (0, ERROR_NAMES.get(int(err), b"CUDA_ERROR_OUT_OF_MEMORY"))
-
-    def cuGetErrorString(self, err):
-        return (0, ERROR_STRINGS.get(int(err), b"out of memory"))
-
-    def CUresult(self, code):
-        return code
-
-    def CUfunction(self, handle):
-        return handle
-
-    def cuDriverGetVersion(self):
-        return (0, 13000)
-
+    # -- the C entry points ----------
     def cuGetProcAddress(self, symbol, version, flags):
         """The C entry points an op replay and the stream ordering call (``_driver.entry``):
         C-callables over this driver's methods, so what they pass the driver is recorded as the
@@ -443,10 +303,9 @@ class RecordingDriver(FakeDriver):
         cross back into C: it is kept (``c_errors``) and answered as CUDA_ERROR_UNKNOWN."""
         try:
             if stream in self.capturing:  # a node of the words launched
-                pointers = (ctypes.c_void_p * len(PARAM_SIZES[f])).from_address(params)
-                words = [_WORD.from_address(p).value for p in pointers]
                 shape = (gx, gy, gz, bx, by, bz, shared)
-                self._node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, f, words, shape)
+                kernel = self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
+                self.node(stream, kernel, f, node_words(params, f), shape)
             views = self._blocks.get(params)
             if views is None or (views[0] and views[0][0] != views[2]):  # new block, same place
                 views = self._blocks[params] = _block_views(params or 0, len(PARAM_SIZES[f]))
@@ -477,10 +336,11 @@ def launch_words(views: tuple[Any, Any, int]) -> list[int]:
 
 
 @contextmanager
-def recording_driver() -> Iterator[RecordingDriver]:
-    """``drv()`` answers with a RecordingDriver for the block, and a runtime's cuda.core view of
-    its stream is the stream's handle (cuda.core would load the real driver)."""
-    recording = RecordingDriver()
+def recording_driver() -> Iterator[FakeDriver]:
+    """``drv()`` answers with a FakeDriver of one GPU, its context current, for the block, and a
+    runtime's cuda.core view of its stream is the stream's handle (cuda.core would load the
+    real driver)."""
+    recording = FakeDriver(1, thread_context=CTX)
     saved, driver._driver = driver._driver, recording
     saved_view, _launch.stream_fn = _launch.stream_fn, lambda handle: ("stream", handle)
     try:
@@ -494,7 +354,7 @@ def stand_in_runtime(host: Any) -> CudaRuntime:
     """A CudaRuntime over the recording driver (device 0 of one stand-in GPU), made by its
     constructor; its construction's driver calls are not kept."""
     fake = driver._driver
-    assert isinstance(fake, RecordingDriver), "make it inside recording_driver()"
+    assert isinstance(fake, FakeDriver), "make it inside recording_driver()"
     rt = CudaRuntime(0, host, driver=fake)
     fake.calls.clear()
     return rt
@@ -512,7 +372,7 @@ class StandIn(NamedTuple):
 
     host: tf.Host
     rt: CudaRuntime
-    fake: RecordingDriver
+    fake: FakeDriver
     launches: list[tuple[Any, ...]]
     module: Module
 
@@ -542,7 +402,7 @@ def recorded_launches() -> Iterator[list[tuple[Any, ...]]]:
     def launch(*call: Any) -> None:
         launches.append(call)
         fake = driver._driver
-        if isinstance(fake, RecordingDriver) and STREAM in fake.capturing:
+        if isinstance(fake, FakeDriver) and STREAM in fake.capturing:
             _stream, config, kernel, *args = call  # captured: a kernel node of its arguments
             func = _CORE_FUNCTIONS.setdefault(kernel, next(_handles))
             data = [
@@ -550,7 +410,7 @@ def recorded_launches() -> Iterator[list[tuple[Any, ...]]]:
             ]
             PARAM_SIZES[func] = tuple(len(d) for d in data)
             shape = (*config.grid, *config.block, config.shmem_size)
-            fake._node(STREAM, 0, func, [int.from_bytes(d, "little") for d in data], shape)
+            fake.node(STREAM, 0, func, [int.from_bytes(d, "little") for d in data], shape)
 
     saved, _launch.launch_fn = _launch.launch_fn, launch
     try:

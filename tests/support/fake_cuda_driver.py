@@ -1,22 +1,22 @@
-"""A simulated CUDA driver with several devices, for the peer tests on machines without a GPU.
+"""The devices, pools and memory of the fake CUDA driver (:class:`support.driver_stand_in.
+FakeDriver`, the one driver double of the tests), in a room of their own.
 
-It stands in for ``cuda.bindings.driver`` behind ``tenferro_host_cuda._driver.drv()`` and
-implements the calls the CUDA runtime, the copies and the peer module make, with the driver's
-result convention ``(CUresult, *values)``. Types and enums come from the real module (they load
-without a driver); any other call is an AttributeError naming it. Memory is host bytes per
-allocation; work runs when enqueued (stream order is then trivially kept, so ordering is
-checked on :attr:`FakeDriver.calls`). Peer semantics follow the measured hardware: a
-``cuMemcpyAsync`` touching another device's pool memory fails with CUDA_ERROR_INVALID_VALUE
-until that pool grants the stream's device access; ``drop_peer_writes`` makes cross-device
-copies "succeed" without writing, as broken IOMMU setups do.
+Memory is host bytes per allocation, made on first use; work runs when enqueued (stream order
+is then trivially kept, so ordering is checked on the driver's ``calls``). Peer semantics follow
+the measured hardware: a ``cuMemcpyAsync`` touching another device's pool memory fails with
+CUDA_ERROR_INVALID_VALUE until that pool grants the stream's device access;
+``drop_peer_writes`` makes cross-device copies "succeed" without writing, as broken IOMMU
+setups do. Memory the driver did not allocate (a framework's buffer behind a borrow) is
+foreign: copies to and from it succeed without moving bytes, and its address range is unknown.
 """
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import uuid as uuid_module
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuda.bindings import driver as real
 
@@ -24,6 +24,10 @@ SUCCESS = real.CUresult.CUDA_SUCCESS
 INVALID_VALUE = real.CUresult.CUDA_ERROR_INVALID_VALUE
 INVALID_DEVICE = real.CUresult.CUDA_ERROR_INVALID_DEVICE
 ALREADY_ENABLED = real.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+OUT_OF_MEMORY = 2  # CUDA_ERROR_OUT_OF_MEMORY
+STREAM_CAPTURE_UNSUPPORTED = 900  # CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+#: device d's primary context is CTX + d
+CTX = 0x100
 _ATTRS = {
     "COMPUTE_CAPABILITY_MAJOR": 9,
     "COMPUTE_CAPABILITY_MINOR": 0,
@@ -43,69 +47,60 @@ _ATTRS = {
 
 
 class _Allocation:
-    __slots__ = ("data", "device", "pool", "ptr")
+    __slots__ = ("_data", "device", "nbytes", "pool", "ptr")
 
     def __init__(self, ptr: int, nbytes: int, device: int, pool: int) -> None:
-        self.ptr, self.device, self.pool = ptr, device, pool
-        self.data = bytearray(nbytes)
+        self.ptr, self.nbytes, self.device, self.pool = ptr, nbytes, device, pool
+        self._data: bytearray | None = None
+
+    @property
+    def data(self) -> bytearray:
+        """The bytes, made at their first read or write (most allocations are never touched)."""
+        if self._data is None:
+            self._data = bytearray(self.nbytes)
+        return self._data
 
 
-class FakeDriver:
-    """``devices`` GPUs; ``peer(dst, src)`` answers cuDeviceCanAccessPeer for an ordered pair."""
+class DeviceMemory:
+    """The driver's device, pool and memory calls: ``devices`` GPUs; ``peer(dst, src)``
+    answers cuDeviceCanAccessPeer for an ordered pair. ``live`` maps each allocated pointer to
+    its size; ``oom`` makes the next pool allocations fail with CUDA_ERROR_OUT_OF_MEMORY;
+    ``arena_live`` holds the ``cuMemAlloc`` blocks (a native graph's arena) not freed."""
+
+    if TYPE_CHECKING:  # the other parts' (FakeDriver's)
+        calls: list[tuple[str, Any]]
+        capturing: dict[int, int]
+        stream_devices: dict[int, int]
+        CUgraphNodeType: Any
+
+        def _current_device(self) -> int: ...
+
+        def node(self, stream: int, kind: int, func: int, words: list[int]) -> None: ...
 
     def __init__(
-        self,
-        devices: int = 2,
-        *,
-        peer: Callable[[int, int], bool] | None = None,
-        drop_peer_writes: bool = False,
+        self, devices: int, peer: Callable[[int, int], bool] | None, drop_peer_writes: bool
     ) -> None:
         self.devices = devices
         self.peer = peer or (lambda dst, src: True)
         self.drop_peer_writes = drop_peer_writes
         self.uuids = [uuid_module.UUID(int=0x7E4F_0000 + i).bytes for i in range(devices)]
-        self.calls: list[tuple[Any, ...]] = []
         self.peer_queries: list[tuple[int, int]] = []
-        self.freed: list[int] = []
-        self._tls = threading.local()
+        self.live: dict[int, int] = {}
+        self.arena_live: dict[int, int] = {}
+        self.oom = 0
         self._lock = threading.Lock()
-        self._next = {"ctx": 1, "stream": 1, "pool": 1, "event": 1}
-        self._stream_device: dict[int, int] = {}
+        self._pools = 0
         self._pool_device: dict[int, int] = {}
         self._pool_access: dict[int, dict[int, int]] = {}
         self._ctx_peers: set[tuple[int, int]] = set()
         self._allocations: dict[int, _Allocation] = {}
         self._free_lists: dict[tuple[int, int], list[int]] = {}
         self._base = [(i + 1) << 40 for i in range(devices)]
+        self._arena = 0x10000
 
-    # Types and enums of the real module; never its functions.
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(real, name)
-        if isinstance(value, type):
-            return value
-        raise AttributeError(f"the fake CUDA driver has no {name}; add it to {__name__}")
-
-    def _new(self, kind: str) -> int:
-        with self._lock:
-            n = self._next[kind]
-            self._next[kind] += 1
-            return n
-
-    def _log(self, *entry: Any) -> None:
-        self.calls.append(entry)
-
-    # -- errors, init, devices ----------
+    # -- devices ----------
     def cuInit(self, flags: int) -> tuple[Any]:
         return (SUCCESS,)
-
-    def cuGetErrorName(self, err: Any) -> tuple[Any, bytes]:
-        return SUCCESS, real.CUresult(int(err)).name.encode()
-
-    def cuGetErrorString(self, err: Any) -> tuple[Any, bytes]:
-        return SUCCESS, b"simulated failure"
-
-    def cuDriverGetVersion(self) -> tuple[Any, int]:
-        return SUCCESS, 13000
 
     def cuDeviceGetCount(self) -> tuple[Any, int]:
         return SUCCESS, self.devices
@@ -146,28 +141,9 @@ class FakeDriver:
             return SUCCESS, 0
         return SUCCESS, int(self.peer(int(dst), int(src)))
 
-    # -- contexts ----------
-    def cuDevicePrimaryCtxRetain(self, dev: Any) -> tuple[Any, Any]:
-        return SUCCESS, real.CUcontext(100 + int(dev))
-
-    def cuDevicePrimaryCtxRelease(self, dev: Any) -> tuple[Any]:
-        return (SUCCESS,)
-
-    def cuCtxGetCurrent(self) -> tuple[Any, Any]:
-        return SUCCESS, real.CUcontext(getattr(self._tls, "ctx", 0))
-
-    def cuCtxSetCurrent(self, ctx: Any) -> tuple[Any]:
-        self._tls.ctx = int(ctx)
-        return (SUCCESS,)
-
-    def _current_device(self) -> int:
-        ctx = getattr(self._tls, "ctx", 0)
-        assert ctx >= 100, "no context is current"
-        return ctx - 100
-
     def cuCtxEnablePeerAccess(self, peer_ctx: Any, flags: int) -> tuple[Any]:
-        pair = (self._current_device(), int(peer_ctx) - 100)
-        self._log("cuCtxEnablePeerAccess", *pair)
+        pair = (self._current_device(), int(peer_ctx) - CTX)
+        self.calls.append(("cuCtxEnablePeerAccess", pair))
         if not self.peer(*pair):
             return (real.CUresult.CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,)
         if pair in self._ctx_peers:
@@ -175,52 +151,25 @@ class FakeDriver:
         self._ctx_peers.add(pair)
         return (SUCCESS,)
 
-    # -- streams and events ----------
-    def cuStreamCreate(self, flags: Any) -> tuple[Any, Any]:
-        n = self._new("stream")
-        self._stream_device[n] = self._current_device()
-        return SUCCESS, real.CUstream(n)
-
-    def cuStreamDestroy(self, stream: Any) -> tuple[Any]:
-        return (SUCCESS,)
-
-    def cuStreamSynchronize(self, stream: Any) -> tuple[Any]:
-        return (SUCCESS,)
-
-    def cuEventCreate(self, flags: Any) -> tuple[Any, Any]:
-        return SUCCESS, real.CUevent(self._new("event"))
-
-    def cuEventRecord(self, event: Any, stream: Any) -> tuple[Any]:
-        self._log("cuEventRecord", int(event), int(stream))
-        return (SUCCESS,)
-
-    def cuEventQuery(self, event: Any) -> tuple[Any]:
-        return (SUCCESS,)
-
-    def cuEventSynchronize(self, event: Any) -> tuple[Any]:
-        return (SUCCESS,)
-
-    def cuEventDestroy(self, event: Any) -> tuple[Any]:
-        return (SUCCESS,)
-
-    def cuStreamWaitEvent(self, stream: Any, event: Any, flags: int) -> tuple[Any]:
-        self._log("cuStreamWaitEvent", int(stream), int(event))
-        return (SUCCESS,)
-
-    # -- pools and memory ----------
+    # -- pools ----------
     def cuMemPoolCreate(self, props: Any) -> tuple[Any, Any]:
-        n = self._new("pool")
-        self._pool_device[n] = int(props.location.id)
-        self._pool_access[n] = {}
-        return SUCCESS, real.CUmemoryPool(n)
+        with self._lock:
+            self._pools += 1
+            pool = self._pools
+        self._pool_device[pool] = int(props.location.id)
+        self._pool_access[pool] = {}
+        return SUCCESS, real.CUmemoryPool(pool)
 
     def cuMemPoolSetAttribute(self, pool: Any, attr: Any, value: Any) -> tuple[Any]:
         return (SUCCESS,)
 
     def cuMemPoolGetAttribute(self, pool: Any, attr: Any) -> tuple[Any, int]:
-        return SUCCESS, 0
+        """Every attribute answers the bytes the pool has allocated and not freed."""
+        mine = int(pool)
+        return SUCCESS, sum(a.nbytes for a in self._allocations.values() if a.pool == mine)
 
     def cuMemPoolTrimTo(self, pool: Any, keep: int) -> tuple[Any]:
+        self.calls.append(("trim", keep))
         return (SUCCESS,)
 
     def cuMemPoolDestroy(self, pool: Any) -> tuple[Any]:
@@ -233,7 +182,7 @@ class FakeDriver:
             if device == owner or not self.peer(device, owner):
                 return (INVALID_DEVICE,)
             self._pool_access[int(pool)][device] = int(desc.flags)
-            self._log("cuMemPoolSetAccess", owner, device)
+            self.calls.append(("cuMemPoolSetAccess", (owner, device)))
         return (SUCCESS,)
 
     def cuMemPoolGetAccess(self, pool: Any, location: Any) -> tuple[Any, Any]:
@@ -244,80 +193,104 @@ class FakeDriver:
             flags = self._pool_access[int(pool)].get(device, 0)
         return SUCCESS, real.CUmemAccess_flags(flags)
 
-    def cuMemAllocFromPoolAsync(self, nbytes: int, pool: Any, stream: Any) -> tuple[Any, int]:
-        device = self._pool_device[int(pool)]
-        reuse = self._free_lists.get((int(pool), nbytes))
+    # -- memory ----------
+    def cuMemAllocFromPoolAsync(self, nbytes: int, pool: Any, stream: Any) -> tuple[Any, Any]:
+        self.calls.append(("alloc", nbytes))
+        if stream in self.capturing:  # a pool allocation would be a node the graph must free
+            return (STREAM_CAPTURE_UNSUPPORTED, None)
+        if self.oom:
+            self.oom -= 1
+            return (OUT_OF_MEMORY, None)
+        pool = int(pool)
+        reuse = self._free_lists.get((pool, nbytes))
         if reuse:
             ptr = reuse.pop()
         else:
+            device = self._pool_device[pool]
             with self._lock:
                 ptr = self._base[device]
                 self._base[device] += (nbytes + 255) // 256 * 256
-        self._allocations[ptr] = _Allocation(ptr, nbytes, device, int(pool))
-        self._log("cuMemAllocFromPoolAsync", ptr, int(stream))
+        self._allocations[ptr] = _Allocation(ptr, nbytes, self._pool_device[pool], pool)
+        self.live[ptr] = nbytes
         return SUCCESS, ptr
 
     def cuMemFreeAsync(self, ptr: Any, stream: Any) -> tuple[Any]:
-        alloc = self._allocations.pop(int(ptr))
-        self._free_lists.setdefault((alloc.pool, len(alloc.data)), []).append(alloc.ptr)
-        self.freed.append(alloc.ptr)
-        self._log("cuMemFreeAsync", alloc.ptr, int(stream))
+        self.calls.append(("free", (ptr, stream)))
+        if stream in self.capturing:
+            return (STREAM_CAPTURE_UNSUPPORTED,)
+        del self.live[int(ptr)]
+        alloc = self._allocations.pop(int(ptr), None)
+        if alloc is not None:  # (a test may plant a pointer in ``live`` alone)
+            self._free_lists.setdefault((alloc.pool, alloc.nbytes), []).append(alloc.ptr)
+        return (SUCCESS,)
+
+    def cuMemAlloc(self, nbytes: int) -> tuple[Any, int]:
+        self.calls.append(("cuMemAlloc", nbytes))
+        ptr, self._arena = self._arena, self._arena + nbytes
+        self.arena_live[ptr] = nbytes
+        return (SUCCESS, ptr)
+
+    def cuMemFree(self, ptr: int) -> tuple[Any]:
+        self.calls.append(("cuMemFree", ptr))
+        del self.arena_live[ptr]
         return (SUCCESS,)
 
     def _find(self, address: int, nbytes: int) -> tuple[_Allocation, int] | None:
         for alloc in self._allocations.values():
-            if alloc.ptr <= address and address + nbytes <= alloc.ptr + len(alloc.data):
+            if alloc.ptr <= address and address + nbytes <= alloc.ptr + alloc.nbytes:
                 return alloc, address - alloc.ptr
         return None
 
     def cuMemGetAddressRange(self, address: Any) -> tuple[Any, int, int]:
         found = self._find(int(address), 1)
-        if found is None:
+        if found is None:  # foreign memory: an import trusts its producer
             return (INVALID_VALUE, 0, 0)
         alloc = found[0]
-        return (SUCCESS, alloc.ptr, len(alloc.data))
+        return (SUCCESS, alloc.ptr, alloc.nbytes)
 
     def _accessible(self, alloc: _Allocation, device: int) -> bool:
         return alloc.device == device or self._pool_access[alloc.pool].get(device, 0) == 3
 
+    # -- copies ----------
     def cuMemcpyHtoDAsync(self, dst: Any, src: int, nbytes: int, stream: Any) -> tuple[Any]:
-        import ctypes
-
+        self.calls.append(("cuMemcpyHtoDAsync", (int(dst), nbytes, int(stream))))
         found = self._find(int(dst), nbytes)
-        assert found is not None, "upload to unallocated memory"
-        alloc, off = found
-        alloc.data[off : off + nbytes] = ctypes.string_at(src, nbytes)
-        self._log("cuMemcpyHtoDAsync", int(dst), nbytes, int(stream))
+        if found is not None:
+            alloc, off = found
+            alloc.data[off : off + nbytes] = ctypes.string_at(src, nbytes)
         return (SUCCESS,)
 
     def cuMemcpyDtoHAsync(self, dst: int, src: Any, nbytes: int, stream: Any) -> tuple[Any]:
-        import ctypes
-
+        self.calls.append(("cuMemcpyDtoHAsync", (int(src), nbytes, int(stream))))
         found = self._find(int(src), nbytes)
-        assert found is not None, "download from unallocated memory"
-        alloc, off = found
-        ctypes.memmove(dst, bytes(alloc.data[off : off + nbytes]), nbytes)
-        self._log("cuMemcpyDtoHAsync", int(src), nbytes, int(stream))
+        if found is not None:
+            alloc, off = found
+            ctypes.memmove(dst, bytes(alloc.data[off : off + nbytes]), nbytes)
         return (SUCCESS,)
 
     def cuMemsetD8Async(self, dst: Any, value: int, nbytes: int, stream: Any) -> tuple[Any]:
+        self.calls.append(("cuMemsetD8Async", dst))
+        if stream in self.capturing:
+            self.node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMSET, 0, [dst])
+            return (SUCCESS,)
         found = self._find(int(dst), nbytes)
-        assert found is not None
-        alloc, off = found
-        alloc.data[off : off + nbytes] = bytes([value]) * nbytes
+        if found is not None:
+            alloc, off = found
+            alloc.data[off : off + nbytes] = bytes([value]) * nbytes
         return (SUCCESS,)
 
     def cuMemcpyAsync(self, dst: Any, src: Any, nbytes: int, stream: Any) -> tuple[Any]:
-        device = self._stream_device[int(stream)]
+        self.calls.append(("cuMemcpyAsync", (dst, src, nbytes, stream)))
+        if stream in self.capturing:
+            self.node(stream, self.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMCPY, 0, [dst, src])
+            return (SUCCESS,)
         d, s = self._find(int(dst), nbytes), self._find(int(src), nbytes)
-        self._log("cuMemcpyAsync", int(dst), int(src), nbytes, int(stream))
-        if (
-            d is None
-            or s is None
-            or not (self._accessible(d[0], device) and self._accessible(s[0], device))
-        ):
-            return (INVALID_VALUE,)
+        if d is None or s is None:  # foreign memory at either end: no bytes move
+            return (SUCCESS,)
+        device = self.stream_devices[int(stream)]
         (dst_alloc, d_off), (src_alloc, s_off) = d, s
+        if not (self._accessible(dst_alloc, device) and self._accessible(src_alloc, device)):
+            return (INVALID_VALUE,)
         if self.drop_peer_writes and dst_alloc.device != src_alloc.device:
             return (SUCCESS,)
         dst_alloc.data[d_off : d_off + nbytes] = src_alloc.data[s_off : s_off + nbytes]
@@ -328,13 +301,9 @@ class FakeDriver:
     ) -> tuple[Any]:
         """Copies whatever the access (real drivers stage an ungranted copy through the host)."""
         d, s = self._find(int(dst), nbytes), self._find(int(src), nbytes)
-        self._log("cuMemcpyPeerAsync", int(dst), int(src), nbytes, int(stream))
+        self.calls.append(("cuMemcpyPeerAsync", (int(dst), int(src), nbytes, int(stream))))
         if d is None or s is None:
             return (INVALID_VALUE,)
         (dst_alloc, d_off), (src_alloc, s_off) = d, s
         dst_alloc.data[d_off : d_off + nbytes] = src_alloc.data[s_off : s_off + nbytes]
         return (SUCCESS,)
-
-    # -- helpers for tests ----------
-    def stream_of(self, runtime: Any) -> int:
-        return int(runtime.stream_handle)
