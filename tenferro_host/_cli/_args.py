@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import ast
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..errors import ValidationError
+
+N = TypeVar("N", int, float)
 
 
 def parse_attr(text: str, attributes: dict[str, type], op: str) -> tuple[str, Any]:
@@ -81,36 +84,31 @@ def shape_arg(text: str) -> tuple[int, ...]:
     return dims
 
 
-def positive_int(text: str) -> int:
+def _number(text: str, convert: Callable[[str], N], accept: Callable[[N], bool], what: str) -> N:
+    """``text`` converted and checked, or the argparse error that names ``what`` it must be."""
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+        value = None
+    if value is None or not accept(value):
+        raise argparse.ArgumentTypeError(f"{text!r} {what}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _number(text, int, lambda v: v >= 1, "is not a positive integer")
 
 
 def seed_arg(text: str) -> int:
     """A random seed: an integer >= 0 (what numpy's generator takes)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a seed; use an integer >= 0")
-    return value
+    return _number(text, int, lambda v: v >= 0, "is not a seed; use an integer >= 0")
 
 
 def tolerance_arg(text: str) -> float:
     """A tolerance: a finite number >= 0, e.g. 1e-4."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a tolerance; use a number >= 0")
-    return value
+    return _number(
+        text, float, lambda v: 0 <= v < float("inf"), "is not a tolerance; use a number >= 0"
+    )
 
 
 def list_arg(text: str) -> list[str]:
@@ -123,25 +121,25 @@ def list_arg(text: str) -> list[str]:
 
 def common_options() -> argparse.ArgumentParser:
     """``--strict`` and ``--json``, shared by the commands that load plugins."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--strict",
-        action="store_true",
-        help="make plugin failures and op name conflicts fatal (also TENFERRO_STRICT_PLUGINS=1)",
+    return _switches(
+        strict="make plugin failures and op name conflicts fatal (also TENFERRO_STRICT_PLUGINS=1)",
+        json="print JSON only, for scripts",
     )
-    common.add_argument("--json", action="store_true", help="print JSON only, for scripts")
-    return common
 
 
 def table_options() -> argparse.ArgumentParser:
     """``--wide``, for the commands that print tables."""
-    tables = argparse.ArgumentParser(add_help=False)
-    tables.add_argument(
-        "--wide",
-        action="store_true",
-        help="every column, each row on one line however long (default: fit the terminal)",
+    return _switches(
+        wide="every column, each row on one line however long (default: fit the terminal)"
     )
-    return tables
+
+
+def _switches(**helps: str) -> argparse.ArgumentParser:
+    """A parent parser of on/off flags: ``--NAME`` for each keyword, with its help."""
+    parent = argparse.ArgumentParser(add_help=False)
+    for name, help_text in helps.items():
+        parent.add_argument(f"--{name}", action="store_true", help=help_text)
+    return parent
 
 
 def tolerance_options() -> argparse.ArgumentParser:
