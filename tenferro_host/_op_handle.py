@@ -212,13 +212,7 @@ class OpHandle:
         has_jit = self._host.registry.jit_factory(runtime.kind) is not None
         kind = self.spec.variant_kind_for(runtime.kind, has_jit)
         if kind is None:
-            raise UnsupportedError(
-                f"op {self.name!r} has no variant for backend {runtime.name!r} "
-                f"(it has {', '.join(self.spec.variants)})",
-                backend=runtime.name,
-                feature="variant",
-                op=self.name,
-            )
+            raise self.spec.no_variant_error(runtime.name)
         reason = self.spec.unavailable_reason(kind)
         if reason is not None:  # refused up front, from the declared reason; no fallback
             requirement = self.spec.variant_requirements[kind]
@@ -256,12 +250,7 @@ class OpHandle:
         declared = self._attr_types
         unknown = [a for a in attrs if a not in declared]
         if unknown:
-            raise ValidationError(
-                f"op {self.name!r} has no attributes {sorted(unknown)}; "
-                f"it takes {sorted(declared) or 'none'}",
-                argument=sorted(unknown)[0],
-                op=self.name,
-            )
+            raise self.spec.unknown_attributes_error(unknown)
         converted = None
         for key, value in attrs.items():
             want = declared[key]

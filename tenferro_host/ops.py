@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import _shapes
 from ._rules import Rule, bind
 from ._shapes import ShapeDecl
-from .errors import RuleError, ValidationError
+from .errors import RuleError, UnsupportedError, ValidationError
 
 #: Variant kinds an op may declare; ``dsl`` expands to every backend with JIT_KERNEL.
 VARIANT_KINDS = ("cpu", "cuda-raw", "dsl")
@@ -360,6 +360,27 @@ class OpSpec:
         if has_jit and "dsl" in self.variants:
             return "dsl"
         return None
+
+    def unknown_attributes_error(self, names: Iterable[str]) -> ValidationError:
+        """The error of a call that passes attributes ``names`` the op does not declare."""
+        unknown = sorted(names)
+        return ValidationError(
+            f"op {self.name!r} has no attributes {unknown}; "
+            f"it takes {sorted(self.signature.attributes) or 'none'}",
+            argument=unknown[0],
+            op=self.name,
+        )
+
+    def no_variant_error(self, backend: str, hint: str = "") -> UnsupportedError:
+        """The error of a call on runtime ``backend`` that none of the op's variants runs on
+        (``hint``, what to do instead, ends the message)."""
+        return UnsupportedError(
+            f"op {self.name!r} has no variant for backend {backend!r} "
+            f"(it has {', '.join(self.variants)}){hint}",
+            backend=backend,
+            feature="variant",
+            op=self.name,
+        )
 
 
 def _pick(declared: Tolerance, dtype_name: str, default: float) -> float:

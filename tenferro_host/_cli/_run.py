@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from .._host import Host
-from ..errors import UnsupportedError, ValidationError
+from ..errors import ValidationError
 from ._args import (
     common_options,
     parse_attr,
@@ -54,13 +54,7 @@ def _variant_runner(
     chosen = host.variants_by_backend(spec.name).get(runtime.kind)
     kind = forced or chosen
     if kind is None:
-        raise UnsupportedError(
-            f"op {spec.name!r} has no variant for backend {runtime.name!r} (it has "
-            f"{', '.join(spec.variants)}); pick another --backend",
-            backend=runtime.name,
-            feature="variant",
-            op=spec.name,
-        )
+        raise spec.no_variant_error(runtime.name, "; pick another --backend")
     if kind not in spec.variants:
         raise ValidationError(
             f"--variant {kind!r}: op {spec.name!r} has {', '.join(spec.variants)}",

@@ -122,14 +122,9 @@ class ExportedOp:
 
     def encode_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Attributes as the framework carries them: literals for the ``object`` ones."""
-        unknown = sorted(set(attrs) - set(self.attributes))
+        unknown = set(attrs) - set(self.attributes)
         if unknown:
-            raise ValidationError(
-                f"op {self.name!r} has no attributes {unknown}; it takes "
-                f"{sorted(self.attributes) or 'none'}",
-                argument=unknown[0],
-                op=self.name,
-            )
+            raise self.spec.unknown_attributes_error(unknown)
         return {k: repr(v) if k in self.literal else v for k, v in attrs.items()}
 
     def decode_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
