@@ -4,7 +4,8 @@ medians, output.
 Each round times a batch of calls of every variant in turn; the result is each variant's median
 over rounds. Interleaving keeps machine noise from favouring one variant. A batch is timed on
 the host (:func:`per_launch_us`: the wait outside the timing, so the launch queue never fills)
-or with the device (:func:`wall_seconds`: waits on both sides, for throughput).
+or with the device (:func:`~tenferro_host.benchmarks.kernel_rows.wall_seconds`: waits on both
+sides, for throughput).
 """
 
 from __future__ import annotations
@@ -34,16 +35,6 @@ def per_launch_us(fn: Callable[[], Any], batch: int, sync: Callable[[], None]) -
     t1 = time.perf_counter()
     sync()
     return (t1 - t0) / batch * 1e6
-
-
-def wall_seconds(fn: Callable[[], Any], batch: int, sync: Callable[[], None]) -> float:
-    """Wall seconds per call of ``fn`` over one batch, waited for before and after (throughput)."""
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(batch):
-        fn()
-    sync()
-    return (time.perf_counter() - t0) / batch
 
 
 #: ``measure(fn, batch, sync)``: one batch's figure per call.

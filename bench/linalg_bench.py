@@ -35,10 +35,11 @@ import numpy as np
 from tenferro_host_linalg import einsum_chain
 
 import tenferro_host as tf
+from tenferro_host.benchmarks.kernel_rows import wall_seconds
 from tenferro_host.cuda import raw
 
 sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
-from launch_timing import interleaved, per_launch_us, wall_seconds
+from launch_timing import interleaved, per_launch_us
 
 SPIN_SRC = r"""
 extern "C" __global__ void spin(unsigned long long ns) {

@@ -30,9 +30,10 @@ import numpy as np
 from tenferro_host_cuda._driver import drv
 
 import tenferro_host as tf
+from tenferro_host.benchmarks.kernel_rows import wall_seconds
 
 sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
-from launch_timing import interleaved, print_rows, wall_seconds
+from launch_timing import interleaved, print_rows
 
 
 def arguments() -> argparse.Namespace:

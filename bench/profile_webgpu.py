@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 import tenferro_host as tf
+from tenferro_host.benchmarks.kernel_rows import wall_seconds
 
 sys.path.insert(0, str(Path(__file__).parent))  # PYTHONSAFEPATH (scripts/gpu-tests) omits it
-from launch_timing import interleaved, wall_seconds
+from launch_timing import interleaved
 from profile_call import profile_table
 
 from tenferro_host.benchmarks.baselines import wgpu_add

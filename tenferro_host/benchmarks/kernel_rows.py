@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from .. import cuda, webgpu
@@ -82,16 +83,17 @@ def synced_seconds(
 ) -> float:
     """Seconds per call of ``fn``: ``launches`` calls between two ``synchronize()``, the median
     of ``repeats`` such samples after an untimed one."""
+    return median_seconds(partial(wall_seconds, fn, launches, synchronize), repeats)
 
-    def sample() -> float:
-        synchronize()
-        start = time.perf_counter()
-        for _ in range(launches):
-            fn()
-        synchronize()
-        return (time.perf_counter() - start) / launches
 
-    return median_seconds(sample, repeats)
+def wall_seconds(fn: Callable[[], Any], batch: int, sync: Callable[[], Any]) -> float:
+    """Wall seconds per call of ``fn`` over one batch, waited for before and after (throughput)."""
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(batch):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / batch
 
 
 def row(
@@ -144,4 +146,5 @@ __all__ = [
     "run_variant",
     "synced_seconds",
     "torch_seconds",
+    "wall_seconds",
 ]
