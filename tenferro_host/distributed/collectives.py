@@ -297,8 +297,12 @@ class NcclCommunicator:
         src: Tensor,
         dst: Tensor | None,
         shape: tuple[int, ...],
-        call: Callable[[int, int, int], None],
+        call: Callable[..., None],
+        *extra: Any,
     ) -> Tensor:
+        """``call`` (a :class:`Binding` collective) on the source's and destination's pointers,
+        ``src``'s count and NCCL dtype, then ``extra`` (the collective's own arguments) and the
+        stream."""
         if self._comm is None:
             raise SessionClosedError(
                 f"{what} on a closed communicator (closed by {self._closed_by}); make a new one "
@@ -318,7 +322,15 @@ class NcclCommunicator:
             out = rs.alloc_output(src.dtype, shape) if dst is None else dst
             recv = rs.tensor_mut(out)
             send = recv if out is src else rs.tensor(src)
-            call(send.data_ptr_unsafe(), recv.data_ptr_unsafe(), rs.stream.native_handle_unsafe())
+            call(
+                self._comm,
+                send.data_ptr_unsafe(),
+                recv.data_ptr_unsafe(),
+                src.numel,
+                NCCL_DTYPES[src.dtype.name],
+                *extra,
+                rs.stream.native_handle_unsafe(),
+            )
         self._settle(what)  # before anything else is launched on the stream (NCCL's rule)
         return out
 
@@ -329,42 +341,20 @@ class NcclCommunicator:
             raise ValidationError(
                 f"all_reduce reduces by {', '.join(NCCL_REDUCTIONS)}, got {op!r}", argument="op"
             )
-        count, dtype, nccl_op = src.numel, NCCL_DTYPES.get(src.dtype.name, ""), NCCL_REDUCTIONS[op]
         return self._enqueue(
-            "all_reduce",
-            src,
-            dst,
-            src.shape,
-            lambda s, r, stream: self.binding.all_reduce(
-                self._comm, s, r, count, dtype, nccl_op, stream
-            ),
+            "all_reduce", src, dst, src.shape, self.binding.all_reduce, NCCL_REDUCTIONS[op]
         )
 
     def all_gather(self, src: Tensor, dst: Tensor | None = None) -> Tensor:
         """Every rank's ``src`` side by side, rank order: shape ``(nranks, *src.shape)``."""
-        count, dtype = src.numel, NCCL_DTYPES.get(src.dtype.name, "")
-        return self._enqueue(
-            "all_gather",
-            src,
-            dst,
-            (self.nranks, *src.shape),
-            lambda s, r, stream: self.binding.all_gather(self._comm, s, r, count, dtype, stream),
-        )
+        shape = (self.nranks, *src.shape)
+        return self._enqueue("all_gather", src, dst, shape, self.binding.all_gather)
 
     def broadcast(self, src: Tensor, dst: Tensor | None = None, root: int = 0) -> Tensor:
         """Rank ``root``'s ``src`` on every rank (each rank passes a ``src`` of that shape)."""
         if not 0 <= root < self.nranks:
             raise ValidationError(f"root {root} is outside 0..{self.nranks - 1}", argument="root")
-        count, dtype = src.numel, NCCL_DTYPES.get(src.dtype.name, "")
-        return self._enqueue(
-            "broadcast",
-            src,
-            dst,
-            src.shape,
-            lambda s, r, stream: self.binding.broadcast(
-                self._comm, s, r, count, dtype, root, stream
-            ),
-        )
+        return self._enqueue("broadcast", src, dst, src.shape, self.binding.broadcast, root)
 
 
 __all__ = [
