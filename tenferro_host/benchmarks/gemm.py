@@ -21,28 +21,28 @@ from .tuned_gemm import ConfiguredGemm
 
 
 @K.func
+def stage(s, x, row0, col0, rows, cols, unit, units, row_step, col_step):
+    """Copy ``x[row0:row0+rows, col0:col0+cols]`` (zeros outside ``x``) into shared ``s`` at
+    ``r * row_step + c * col_step``, ``units`` units together; consecutive units read
+    consecutive rows (the matrices are column-major)."""
+    for q in range(K.u32((rows * cols + units - 1) // units)):
+        e = unit + units * q
+        if e < rows * cols:
+            r = e % rows
+            c = e // rows
+            v = K.f32(0)
+            if row0 + r < x.shape[0] and col0 + c < x.shape[1]:
+                v = x[row0 + r, col0 + c]
+            s[r * row_step + c * col_step] = v
+
+
+@K.func
 def load_tiles(sa, sb, a, b, t, row0, col0, unit, bm, bn, bk):
-    """Stage the ``a`` and ``b`` slices of step ``t``; consecutive units read consecutive
-    rows (the matrices are column-major)."""
+    """Stage the ``a`` and ``b`` slices of step ``t``: ``a``'s column-major, ``b``'s row-major
+    with a pitch of bn + 4 (16-byte rows, fewer bank conflicts)."""
     units = K.u32((bm // 4) * (bn // 4))
-    for q in range(K.u32((bm * bk + units - 1) // units)):
-        e = unit + units * q
-        if e < bm * bk:
-            r = e % bm
-            kk = e // bm
-            va = K.f32(0)
-            if row0 + r < a.shape[0] and t + kk < a.shape[1]:
-                va = a[row0 + r, t + kk]
-            sa[kk * bm + r] = va
-    for q in range(K.u32((bn * bk + units - 1) // units)):
-        e = unit + units * q
-        if e < bn * bk:
-            kb = e % bk
-            cc = e // bk
-            vb = K.f32(0)
-            if t + kb < b.shape[0] and col0 + cc < b.shape[1]:
-                vb = b[t + kb, col0 + cc]
-            sb[kb * (bn + 4) + cc] = vb  # a pitch of bn + 4: 16-byte rows, fewer bank conflicts
+    stage(sa, a, row0, t, bm, bk, unit, units, 1, bm)
+    stage(sb, b, t, col0, bk, bn, unit, units, bn + 4, 1)
 
 
 @K.func
