@@ -5,10 +5,12 @@ raw seam (CPU) and, marked ``gpu``/``cuda``, on a CUDA device."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 from support import coop_kernels as ck
-from support import webgpu_harness as harness
+from support import launch_checks as lc
 from support.cuda_jit_harness import Target, View, assert_same, on_target
 
 RNG = np.random.default_rng(2014)
@@ -76,25 +78,14 @@ def test_tiled_matmul(target: Target) -> None:
 
 
 def test_float_atomics_in_shared_memory(target: Target) -> None:
-    x = RNG.integers(-50, 50, 3 * 64).astype(np.float32)
-    (out, _) = on_target(
-        target, ck.shared_atomics, 3, 64, View.compact(np.zeros(24, np.float32)), View.compact(x)
-    )
-    per = x.reshape(3, 16, 4)
-    expected = np.concatenate([per.sum(axis=1), per.max(axis=1)], axis=1).reshape(-1)
-    np.testing.assert_array_equal(out, expected)
+    lc.check_shared_float_atomics(partial(on_target, target), RNG)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint32", "int64"])
 @pytest.mark.parametrize("op", range(5), ids=["add", "min", "max", "exchange", "cas"])
 def test_uncontended_atomics_equal_the_interpreter(target: Target, dtype: str, op: int) -> None:
-    n = 50
-    mem0 = RNG.integers(0, 9, n).astype(dtype)
-    v = RNG.integers(0, 9, n).astype(dtype)
-    v[::3] = mem0[::3]  # compare_exchange succeeds there
-    kern = ck.atomic_float if np.dtype(dtype).kind == "f" else ck.atomic_int
-    args = (View.compact(np.zeros(n, dtype)), View.compact(mem0), View.compact(v))
-    assert_same(target, kern, 1, 64, *args, op=op, slots=n)
+    kern, args = lc.uncontended_atomics(RNG, dtype)
+    assert_same(target, kern, 1, 64, *args, op=op, slots=50)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
@@ -121,11 +112,4 @@ def test_contended_atomics_reach_numpy_results(target: Target, dtype: str, op: i
 
 @pytest.mark.parametrize("op", [1, 2], ids=["min", "max"])
 def test_float_atomic_min_max_of_two_zeros_equal_the_interpreter(target: Target, op: int) -> None:
-    args = (
-        View.compact(np.zeros(4, np.float32)),
-        View.compact(np.array([0.0, -0.0, 0.0, -0.0], np.float32)),
-        View.compact(np.array([-0.0, 0.0, 0.0, -0.0], np.float32)),
-    )
-    expected = harness.on_interpreter(ck.atomic_float, 1, 4, *args, op=op, slots=4)
-    got = on_target(target, ck.atomic_float, 1, 4, *args, op=op, slots=4)
-    np.testing.assert_array_equal(got[1].view(np.uint32), expected[1].view(np.uint32))
+    lc.check_min_max_of_two_zeros(partial(on_target, target), op)

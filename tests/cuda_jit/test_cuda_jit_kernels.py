@@ -6,6 +6,7 @@ Each test runs on the fake raw seam (CPU) and, marked ``gpu``/``cuda``, on a CUD
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import construct_kernels as ck
 from support import kernels
+from support import launch_checks as lc
 from support import webgpu_harness as harness
 from support.cuda_jit_harness import Target, View, assert_same
 from tenferro_host_cuda_jit._jit import CudaJitSession
@@ -25,6 +27,7 @@ sizes = st.one_of(st.sampled_from([0, 1, 2, 31, 255, 256, 257, 1000]), st.intege
 small_sizes = st.sampled_from([0, 1, 33, 300])
 dims = st.sampled_from([1, 3, 32, 64, 256])
 FLOATS = ["float32", "float64", "float16"]
+GRID_SLOTS = 12  # the launch indices ck.grid_indices writes per thread
 
 
 def rand(rng: np.random.Generator, n: int, dtype: str, low: float = -4, high: float = 4) -> Any:
@@ -56,43 +59,24 @@ def test_saxpy_and_add(target: Target, n: int, dim: int, dtype: str, seed: int) 
 
 
 @SETTINGS
-@given(rows=st.integers(0, 40), cols=st.integers(0, 40), seed=st.integers(0, 2**16))
+@given(**lc.STRIDED_DRAWS)
 def test_transpose_and_row_sums_of_strided_views(
     target: Target, rows: int, cols: int, seed: int
 ) -> None:
-    rng = np.random.default_rng(seed)
-    base = View.compact(rng.standard_normal((cols, rows)).astype(np.float32))
-    view = View(base.storage, 0, (rows, cols), (cols, 1))  # its transpose: non-compact
-    out = View.compact(np.zeros((rows, cols), np.float32))
-    assert_same(target, kernels.transpose_2d, blocks(rows * cols, 64), 64, out, view)
-    sums = View.compact(np.zeros(rows, np.float32))
-    assert_same(target, kernels.row_sums, blocks(rows, 32), 32, sums, view, rtol=1e-5, atol=1e-5)
+    lc.check_strided_views(partial(assert_same, target), np.random.default_rng(seed), rows, cols)
 
 
 @SETTINGS
-@given(
-    n=st.integers(1, 400),
-    offset=st.integers(0, 17),
-    step=st.integers(1, 4),
-    seed=st.integers(0, 2**16),
-)
+@given(**lc.STEP_DRAWS)
 def test_offset_and_step_views_are_read_with_their_layout(
     target: Target, n: int, offset: int, step: int, seed: int
 ) -> None:
-    rng = np.random.default_rng(seed)
-    storage = rand(rng, offset + n * step + 3, "float64")
-    x = View(storage, offset, (n,), (step,))
-    out = View.compact(np.zeros(n))
-    assert_same(target, kernels.add, blocks(n, 64), 64, out, x, x)
+    storage = rand(np.random.default_rng(seed), offset + n * step + 3, "float64")
+    lc.check_step_view(partial(assert_same, target), storage, offset, n, step)
 
 
 def test_aliased_views_of_one_storage(target: Target) -> None:
-    storage = np.arange(20, dtype=np.float32)
-    out = View(storage, 0, (10,), (2,))  # even elements, written: not compact
-    lhs = View(storage, 1, (10,), (2,))  # odd elements of the same storage, read
-    assert_same(target, kernels.add, 1, 16, out, lhs, lhs)
-    inplace = View(storage, 0, (20,), (1,))
-    assert_same(target, kernels.add, 1, 32, inplace, inplace, inplace)
+    lc.check_aliased_views(partial(assert_same, target))
 
 
 # ---------------------------------------------------------------- construct_kernels.py
@@ -212,42 +196,26 @@ def test_scalar_kinds_and_constants(target: Target, flag: bool) -> None:
 
 
 @SETTINGS
-@given(
-    count=st.tuples(st.integers(0, 5), st.integers(1, 4), st.integers(1, 3)),
-    dim=st.sampled_from([(1, 1, 1), (4, 1, 1), (2, 3, 1), (2, 2, 2)]),
-)
+@given(count=lc.GRID_COUNTS, dim=lc.GRID_DIMS)
 def test_grid_indices_3d(
     target: Target, count: tuple[int, int, int], dim: tuple[int, int, int]
 ) -> None:
-    threads = int(np.prod(count) * np.prod(dim))
-    out = View.compact(np.full(12 * threads, 7, np.uint32))
-    assert_same(target, ck.grid_indices, count, dim, out)
+    lc.check_launch_indices(partial(assert_same, target), ck.grid_indices, GRID_SLOTS, count, dim)
 
 
 # ---------------------------------------------------------------- the fold
 
 
 @SETTINGS
-@given(
-    limit=st.integers(2, 6),
-    count=st.tuples(st.integers(1, 40), st.integers(1, 3), st.integers(1, 2)),
-)
+@given(limit=lc.FOLD_LIMITS, count=lc.FOLD_COUNTS)
 def test_counts_beyond_the_grid_limit_fold(
     target: Target, monkeypatch: pytest.MonkeyPatch, limit: int, count: tuple[int, int, int]
 ) -> None:
     """The test hook lowers the grid limit: CUBE_POS/ABSOLUTE_POS stay those of the count."""
-    cubes = int(np.prod(count))
-    if -(-cubes // limit**2) > limit:
+    if not lc.fits_folded(count, limit):
         return  # does not fit even folded: test_cuda_jit_session tests that error
     monkeypatch.setattr(CudaJitSession, "max_grid_override", (limit, limit, limit))
-    dim = (2, 1, 1)
-    out = View.compact(np.zeros(12 * cubes * 2, np.uint32))
-    assert_same(target, ck.grid_indices, count, dim, out)
-    n = cubes * 2
-    x, y, o = compact(
-        np.arange(n, dtype=np.float32), np.ones(n, np.float32), np.zeros(n, np.float32)
-    )
-    assert_same(target, kernels.add, (cubes, 1, 1), dim, o, x, y)
+    lc.check_fold(partial(assert_same, target), ck.grid_indices, GRID_SLOTS, count)
 
 
 def test_a_one_dimensional_count_folds_into_three_dimensions(

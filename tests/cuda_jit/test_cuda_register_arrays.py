@@ -5,8 +5,11 @@ GPU with blocks on the edges)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
+from support import launch_checks as lc
 from support import register_kernels as rk
 from support.cuda_jit_harness import Target, View, assert_same, on_target
 
@@ -16,13 +19,7 @@ RNG = np.random.default_rng(38)
 
 
 def test_register_arrays_and_static_range(target: Target) -> None:
-    x = RNG.standard_normal(64).astype(np.float32)
-    assert_same(target, rk.scaled_row_sums, 2, 4, View.compact(np.zeros(8, np.float32)),
-                View.compact(x))  # fmt: skip
-    ints = RNG.integers(-50, 50, 128).astype(np.int32)
-    assert_same(target, rk.picked, 2, 4, View.compact(np.zeros(8, np.int32)),
-                View.compact(ints), np.uint32(7))  # fmt: skip
-    assert_same(target, rk.steps, 1, 3, View.compact(np.zeros(3, np.int32)))
+    lc.check_register_arrays(partial(assert_same, target), RNG, rows=(2, 4), picks=(2, 4))
     assert_same(target, rk.prefix_in_registers, 1, 4, View.compact(np.zeros(24)),
                 View.compact(RNG.standard_normal(24)))  # fmt: skip
 

@@ -9,6 +9,7 @@ import pytest
 from support import coop_kernels as ck
 from support import coop_misuse as cm
 from support import coop_remote
+from support import launch_checks as lc
 from support.source_marks import marker_line
 from support.webgpu_harness import View, on_interpreter
 
@@ -122,21 +123,9 @@ def _apply(op: int, old: np.ndarray, v: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint32", "int64"])
 @pytest.mark.parametrize("op", range(5), ids=OPS)
 def test_uncontended_atomics_return_the_old_value(dtype: str, op: int) -> None:
-    n = 50
-    mem0 = RNG.integers(0, 9, n).astype(dtype)
-    v = RNG.integers(0, 9, n).astype(dtype)
-    v[::3] = mem0[::3]  # compare_exchange succeeds there
-    kern = ck.atomic_float if np.dtype(dtype).kind == "f" else ck.atomic_int
-    old, mem, _ = on_interpreter(
-        kern,
-        1,
-        64,
-        View.compact(np.zeros(n, dtype)),
-        View.compact(mem0),
-        View.compact(v),
-        op=op,
-        slots=n,
-    )
+    kern, args = lc.uncontended_atomics(RNG, dtype)
+    old, mem, _ = on_interpreter(kern, 1, 64, *args, op=op, slots=50)
+    mem0, v = args[1].storage, args[2].storage
     np.testing.assert_array_equal(old, mem0)
     np.testing.assert_array_equal(mem, _apply(op, mem0, v))
 
@@ -165,21 +154,11 @@ def test_contended_atomics_apply_in_lane_order(op: int) -> None:
 
 
 def test_float_compare_exchange_compares_bit_patterns() -> None:
-    mem0 = np.array([0.0, np.nan, -0.0], np.float32)
-    v = np.array([-0.0, np.nan, -0.0], np.float32)
-    old, mem, _ = on_interpreter(
-        ck.atomic_float,
-        1,
-        4,
-        View.compact(np.zeros(3, np.float32)),
-        View.compact(mem0),
-        View.compact(v),
-        op=4,
-        slots=3,
-    )
+    args = lc.bit_pattern_exchange()
+    old, mem, _ = on_interpreter(ck.atomic_float, 1, 4, *args, op=4, slots=3)
     # +0 and -0 differ in their bits: no exchange; NaN and -0 match theirs
     assert np.signbit(mem[0]) == np.False_ and np.isnan(mem[1]) and np.signbit(mem[2])
-    np.testing.assert_array_equal(old.view(np.uint32), mem0.view(np.uint32))
+    np.testing.assert_array_equal(old.view(np.uint32), args[1].storage.view(np.uint32))
 
 
 def test_float_atomics_on_shared_memory() -> None:

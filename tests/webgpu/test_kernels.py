@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import kernels
+from support import launch_checks as lc
 from support import wgpu_kernels as wk
 from support.webgpu_harness import View, assert_same, rand
 
@@ -35,32 +37,16 @@ def test_saxpy_and_add(rt: Any, n: int, dim: int, seed: int) -> None:
 
 
 @SETTINGS
-@given(rows=st.integers(0, 40), cols=st.integers(0, 40), seed=st.integers(0, 2**16))
+@given(**lc.STRIDED_DRAWS)
 def test_strided_views_bind_with_their_strides(rt: Any, rows: int, cols: int, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    src = rng.standard_normal((cols, rows)).astype(np.float32)
-    base = View.compact(src)
-    view = View(base.storage, 0, (rows, cols), (cols, 1))  # the transpose: non-compact
-    out = View.compact(np.zeros((rows, cols), np.float32))
-    n = rows * cols
-    assert_same(rt, kernels.transpose_2d, blocks(n, 64), 64, out, view)
-    sums = View.compact(np.zeros(rows, np.float32))
-    assert_same(rt, kernels.row_sums, blocks(rows, 32), 32, sums, view, rtol=1e-5, atol=1e-5)
+    lc.check_strided_views(partial(assert_same, rt), np.random.default_rng(seed), rows, cols)
 
 
 @SETTINGS
-@given(
-    n=st.integers(1, 400),
-    offset=st.integers(0, 17),
-    step=st.integers(1, 4),
-    seed=st.integers(0, 2**16),
-)
+@given(**lc.STEP_DRAWS)
 def test_offset_and_step_views(rt: Any, n: int, offset: int, step: int, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    storage = rand(rng, offset + n * step + 3, "float32")
-    x = View(storage, offset, (n,), (step,))
-    out = View.compact(np.zeros(n, np.float32))
-    assert_same(rt, kernels.add, blocks(n, 64), 64, out, x, x)
+    storage = rand(np.random.default_rng(seed), offset + n * step + 3, "float32")
+    lc.check_step_view(partial(assert_same, rt), storage, offset, n, step)
 
 
 @SETTINGS
@@ -151,45 +137,24 @@ def test_compile_time_constant(rt: Any) -> None:
 
 
 @SETTINGS
-@given(
-    count=st.tuples(st.integers(0, 5), st.integers(1, 4), st.integers(1, 3)),
-    dim=st.sampled_from([(1, 1, 1), (4, 1, 1), (2, 3, 1), (2, 2, 2)]),
-)
+@given(count=lc.GRID_COUNTS, dim=lc.GRID_DIMS)
 def test_launch_indices_3d(rt: Any, count: tuple[int, int, int], dim: tuple[int, int, int]) -> None:
-    threads = int(np.prod(count) * np.prod(dim))
-    out = View.compact(np.full(wk.INDEX_SLOTS * threads, 7, np.uint32))
-    assert_same(rt, wk.indices, count, dim, out)
+    lc.check_launch_indices(partial(assert_same, rt), wk.indices, wk.INDEX_SLOTS, count, dim)
 
 
 @SETTINGS
-@given(
-    limit=st.integers(2, 6),
-    count=st.tuples(st.integers(1, 40), st.integers(1, 3), st.integers(1, 2)),
-)
+@given(limit=lc.FOLD_LIMITS, count=lc.FOLD_COUNTS)
 def test_fold_beyond_the_workgroup_limit(
     fresh_rt: Any, limit: int, count: tuple[int, int, int]
 ) -> None:
     fresh_rt.max_workgroups_per_dimension = limit
-    dim = (2, 1, 1)
-    threads = int(np.prod(count)) * 2
-    if -(-int(np.prod(count)) // limit**2) > limit:
+    if not lc.fits_folded(count, limit):
         return  # does not fit even folded: tested in test_sessions
-    out = View.compact(np.zeros(wk.INDEX_SLOTS * threads, np.uint32))
-    assert_same(fresh_rt, wk.indices, count, dim, out)
-    n = threads
-    x = View.compact(np.arange(n, dtype=np.float32))
-    y = View.compact(np.ones(n, np.float32))
-    o = View.compact(np.zeros(n, np.float32))
-    assert_same(fresh_rt, kernels.add, (int(np.prod(count)), 1, 1), dim, o, x, y)
+    lc.check_fold(partial(assert_same, fresh_rt), wk.indices, wk.INDEX_SLOTS, count)
 
 
 def test_aliased_views_share_one_binding(rt: Any) -> None:
-    storage = np.arange(20, dtype=np.float32)
-    out = View(storage, 0, (10,), (2,))  # even elements, written
-    lhs = View(storage, 1, (10,), (2,))  # odd elements of the same storage, read
-    assert_same(rt, kernels.add, 1, 16, out, lhs, lhs)
-    inplace = View(storage, 0, (20,), (1,))
-    assert_same(rt, kernels.add, 1, 32, inplace, inplace, inplace)
+    lc.check_aliased_views(partial(assert_same, rt))
 
 
 def test_float16_when_the_adapter_offers_it(rt: Any) -> None:

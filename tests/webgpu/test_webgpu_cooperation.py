@@ -4,12 +4,14 @@ CPU interpreter; atomics on storage and workgroup memory return old values; limi
 from __future__ import annotations
 
 import inspect
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pytest
 from support import coop_kernels as ck
-from support.webgpu_harness import View, assert_same, on_interpreter, on_target, webgpu_jit
+from support import launch_checks as lc
+from support.webgpu_harness import View, assert_same, on_target, webgpu_jit
 
 from tenferro_host.errors import UnsupportedError
 
@@ -119,13 +121,8 @@ def test_generic_function_and_procedure_with_early_return(rt: Any) -> None:
 @pytest.mark.parametrize("dtype", ["float32", "int32", "uint32"])
 @pytest.mark.parametrize("op", range(5), ids=["add", "min", "max", "exchange", "cas"])
 def test_uncontended_atomics_equal_the_interpreter(rt: Any, dtype: str, op: int) -> None:
-    n = 50
-    mem0 = RNG.integers(0, 9, n).astype(dtype)
-    v = RNG.integers(0, 9, n).astype(dtype)
-    v[::3] = mem0[::3]
-    kern = ck.atomic_float if dtype == "float32" else ck.atomic_int
-    args = (View.compact(np.zeros(n, dtype)), View.compact(mem0), View.compact(v))
-    assert_same(rt, kern, 1, 64, *args, op=op, slots=n)
+    kern, args = lc.uncontended_atomics(RNG, dtype)
+    assert_same(rt, kern, 1, 64, *args, op=op, slots=50)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
@@ -157,41 +154,16 @@ def test_contended_atomics_reach_numpy_results(rt: Any, dtype: str, op: int) -> 
 
 
 def test_float_atomics_on_workgroup_memory(rt: Any) -> None:
-    x = RNG.integers(-50, 50, 3 * 64).astype(np.float32)
-    (out, _) = run(
-        rt, ck.shared_atomics, 3, 64, View.compact(np.zeros(24, np.float32)), View.compact(x)
-    )
-    per = x.reshape(3, 16, 4)
-    expected = np.concatenate([per.sum(axis=1), per.max(axis=1)], axis=1).reshape(-1)
-    np.testing.assert_array_equal(out, expected)
+    lc.check_shared_float_atomics(partial(run, rt), RNG)
 
 
 def test_float_compare_exchange_compares_bit_patterns(rt: Any) -> None:
-    mem0 = np.array([0.0, np.nan, -0.0], np.float32)
-    v = np.array([-0.0, np.nan, -0.0], np.float32)
-    assert_same(
-        rt,
-        ck.atomic_float,
-        1,
-        4,
-        View.compact(np.zeros(3, np.float32)),
-        View.compact(mem0),
-        View.compact(v),
-        op=4,
-        slots=3,
-    )
+    assert_same(rt, ck.atomic_float, 1, 4, *lc.bit_pattern_exchange(), op=4, slots=3)
 
 
 @pytest.mark.parametrize("op", [1, 2], ids=["min", "max"])
 def test_float_atomic_min_max_of_two_zeros_equal_the_interpreter(rt: Any, op: int) -> None:
-    args = (
-        View.compact(np.zeros(4, np.float32)),
-        View.compact(np.array([0.0, -0.0, 0.0, -0.0], np.float32)),
-        View.compact(np.array([-0.0, 0.0, 0.0, -0.0], np.float32)),
-    )
-    expected = on_interpreter(ck.atomic_float, 1, 4, *args, op=op, slots=4)
-    got = run(rt, ck.atomic_float, 1, 4, *args, op=op, slots=4)
-    np.testing.assert_array_equal(got[1].view(np.uint32), expected[1].view(np.uint32))
+    lc.check_min_max_of_two_zeros(partial(run, rt), op)
 
 
 def test_workgroup_memory_beyond_the_webgpu_limit_is_unsupported(rt: Any) -> None:

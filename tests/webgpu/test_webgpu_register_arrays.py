@@ -3,10 +3,12 @@ exactly, the register-tiled GEMM within WGSL's fma rule (it may round twice)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pytest
+from support import launch_checks as lc
 from support import register_kernels as rk
 from support.webgpu_harness import View, assert_same
 
@@ -16,13 +18,7 @@ RNG = np.random.default_rng(37)
 
 
 def test_register_arrays_and_static_range(rt: Any) -> None:
-    x = RNG.standard_normal(32).astype(np.float32)
-    assert_same(rt, rk.scaled_row_sums, 1, 4, View.compact(np.zeros(4, np.float32)),
-                View.compact(x))  # fmt: skip
-    ints = RNG.integers(-50, 50, 64).astype(np.int32)
-    assert_same(rt, rk.picked, 2, 2, View.compact(np.zeros(4, np.int32)), View.compact(ints),
-                np.uint32(7))  # fmt: skip
-    assert_same(rt, rk.steps, 1, 3, View.compact(np.zeros(3, np.int32)))
+    lc.check_register_arrays(partial(assert_same, rt), RNG, rows=(1, 4), picks=(2, 2))
 
 
 @pytest.mark.parametrize(("m", "n", "k", "config"), [(128, 128, 16, 0), (100, 70, 13, 3)])
