@@ -119,12 +119,17 @@ def test_refusals() -> None:
 # ------------------------------------------------------------ CUDA C (NVRTC)
 
 
-def test_copies_compile_to_cp_async_on_sm90() -> None:
+def staged_sums_cuda_c() -> str:
+    """The CUDA C of the double-buffered sum for sm_90."""
     from tenferro_host_cuda_jit._codegen import generate
 
     x = View.compact(np.zeros(64, np.float32))
     spec = ck.staged_sums.specialize([desc(x), desc(x), desc(np.uint32(3))], {}, "cuda", ("sm_90",))
-    source = generate(spec).source
+    return generate(spec).source
+
+
+def test_copies_compile_to_cp_async_on_sm90() -> None:
+    source = staged_sums_cuda_c()
     assert "cp.async.cg.shared.global" in source and "cp.async.wait_group 1;" in source
     assert "0 bytes stack frame" in ptxas_report(source)
 
@@ -133,11 +138,7 @@ def test_an_aligned_copy_skips_the_element_copy_with_a_branch() -> None:
     """The misaligned fallback is a called function, so NVRTC cannot if-convert it into
     predicated loads that every aligned copy would issue too: the kernel's own body has one call
     of it per copy and no global load of the copied elements."""
-    from tenferro_host_cuda_jit._codegen import generate
-
-    x = View.compact(np.zeros(64, np.float32))
-    spec = ck.staged_sums.specialize([desc(x), desc(x), desc(np.uint32(3))], {}, "cuda", ("sm_90",))
-    ptx = ptx_sm90(generate(spec).source)
+    ptx = ptx_sm90(staged_sums_cuda_c())
     kernel, _, fallback = ptx.partition(".entry")[2].partition("\n.func")
     assert "copy_now" in fallback and "ld.global" in fallback
     assert "ld.global" not in kernel

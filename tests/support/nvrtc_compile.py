@@ -24,9 +24,9 @@ def _nvrtc():
 
 
 @contextmanager
-def _compiled(source: str, *options: bytes) -> Iterator[Any]:
-    """The NVRTC program of ``source`` compiled for sm_90 with ``options``, or fail with its
-    log (and the source)."""
+def _compiled(source: str, *options: bytes) -> Iterator[tuple[Any, Any]]:
+    """NVRTC and its program of ``source`` compiled for sm_90 with ``options``, or fail with
+    its log (and the source)."""
     nvrtc = _nvrtc()
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
     result, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"dsl.cu", 0, [], [])
@@ -35,7 +35,7 @@ def _compiled(source: str, *options: bytes) -> Iterator[Any]:
         flags = [b"--gpu-architecture=sm_90", *options]
         (compiled,) = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
         assert compiled == ok, _log(nvrtc, prog) + "\n" + source
-        yield prog
+        yield nvrtc, prog
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 
@@ -49,8 +49,7 @@ def _log(nvrtc: Any, prog: Any) -> str:
 
 def compile_sm90(source: str) -> int:
     """Compile to a CUBIN for sm_90; return its size, or fail with the NVRTC log."""
-    nvrtc = _nvrtc()
-    with _compiled(source) as prog:
+    with _compiled(source) as (nvrtc, prog):
         result, cubin_size = nvrtc.nvrtcGetCUBINSize(prog)
         assert result == nvrtc.nvrtcResult.NVRTC_SUCCESS
         return int(cubin_size)
@@ -59,14 +58,13 @@ def compile_sm90(source: str) -> int:
 def ptxas_report(source: str) -> str:
     """ptxas's report of the sm_90 compile of ``source`` (registers, stack frame, spills), or
     fail with the NVRTC log."""
-    with _compiled(source, b"--ptxas-options=-v", b"-diag-suppress=177") as prog:
-        return _log(_nvrtc(), prog)
+    with _compiled(source, b"--ptxas-options=-v", b"-diag-suppress=177") as (nvrtc, prog):
+        return _log(nvrtc, prog)
 
 
 def ptx_sm90(source: str) -> str:
     """The PTX NVRTC makes of ``source`` for sm_90 (what a test reads the instructions of)."""
-    nvrtc = _nvrtc()
-    with _compiled(source, b"-diag-suppress=177") as prog:
+    with _compiled(source, b"-diag-suppress=177") as (nvrtc, prog):
         _, size = nvrtc.nvrtcGetPTXSize(prog)
         ptx = b" " * size
         nvrtc.nvrtcGetPTX(prog, ptx)
