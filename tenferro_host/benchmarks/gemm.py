@@ -10,7 +10,7 @@ its four ``a`` and four ``b`` values with one ``K.load4`` each. ``GEMM_CONFIGS[0
 block of 256 units) runs on every target; the others need cubes of up to 1024 units (on WebGPU
 adapters that allow 256 they are skipped while tuning, with a warning).
 
->>> gemm_count(100, 70, GEMM_CONFIGS[0])
+>>> gemm_count(100, 70, 9, GEMM_CONFIGS[0])
 (2, 2)
 """
 
@@ -138,8 +138,8 @@ GEMM_CONFIGS = (
 )
 
 
-def gemm_count(m: int, n: int, config: K.Config) -> tuple[int, int]:
-    """The cube count covering an ``m x n`` output with ``config``'s blocks."""
+def gemm_count(m: int, n: int, k: int, config: K.Config) -> tuple[int, int]:
+    """The cube count covering an ``m x n`` output with ``config``'s blocks (any ``k``)."""
     return (-(-n // config["BN"]), -(-m // config["BM"]))
 
 

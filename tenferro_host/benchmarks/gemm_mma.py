@@ -20,13 +20,14 @@ fragments are registers.
 The same kernel runs on the interpreter and WebGPU (slowly: a fragment there is each unit's
 private copy), so the tests check it everywhere.
 
->>> mma_gemm_count(512, 256, MMA_CONFIGS[0])
+>>> mma_gemm_count(512, 256, 64, MMA_CONFIGS[0])
 (4, 2)
 """
 
 from __future__ import annotations
 
 from .. import kernel as K
+from ..errors import InvalidLaunchConfigError
 from .tuned_gemm import ConfiguredGemm
 
 PAD = 8  # elements (16 bytes) added to each staged column against bank conflicts
@@ -133,8 +134,21 @@ MMA_CONFIGS = (
 )
 
 
-def mma_gemm_count(m: int, n: int, config: K.Config) -> tuple[int, int]:
-    """The cube count of an m x n ``c`` with ``config``'s block."""
+def mma_gemm_count(m: int, n: int, k: int, config: K.Config) -> tuple[int, int]:
+    """The cube count of an m x n ``c`` (a sum over k) with ``config``'s block. The kernel has
+    no edge blocks: a shape its blocks do not divide is an InvalidLaunchConfigError, not a
+    partial ``c``."""
+    ragged = [
+        f"{name} = {size} is not a multiple of {block} = {config[block]}"
+        for name, size, block in (("m", m, "BM"), ("n", n, "BN"), ("k", k, "BK"))
+        if size % config[block]
+    ]
+    if ragged or not m or not n:
+        raise InvalidLaunchConfigError(
+            f"mma_gemm cannot compute a {m} x {n} x {k} product in config {config!r}: "
+            + "; ".join(ragged or ["m and n must be at least one block"])
+            + "; pad the operands to whole blocks or use TILED_GEMM, which takes any shape"
+        )
     return (m // config["BM"], n // config["BN"])
 
 

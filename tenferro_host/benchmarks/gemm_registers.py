@@ -18,7 +18,7 @@ registers on CUDA.
 Blocks inside the matrices with ``m`` a multiple of 4 and ``k`` of ``BK`` take 16-byte loads
 and stores; the others go element by element with bounds checks (zeros outside).
 
->>> register_gemm_count(300, 100, REGISTER_CONFIGS[0])
+>>> register_gemm_count(300, 100, 7, REGISTER_CONFIGS[0])
 (1, 3)
 """
 
@@ -155,8 +155,9 @@ REGISTER_CONFIGS = (
 )
 
 
-def register_gemm_count(m: int, n: int, config: K.Config) -> tuple[int, int]:
-    """The cube count covering an ``m x n`` output with ``config``'s blocks (x: columns)."""
+def register_gemm_count(m: int, n: int, k: int, config: K.Config) -> tuple[int, int]:
+    """The cube count covering an ``m x n`` output with ``config``'s blocks (x: columns; any
+    ``k``)."""
     return (-(-n // config["BN"]), -(-m // config["BM"]))
 
 

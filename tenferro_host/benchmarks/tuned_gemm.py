@@ -13,12 +13,14 @@ from .. import kernel as K
 
 @dataclass(frozen=True)
 class ConfiguredGemm:
-    """``kernel(c, a, b, **config.constants)`` computes ``c = a @ b`` on ``count(m, n,
-    config)`` cubes of ``config.dim`` units; ``tuned`` is it autotuned over ``configs``."""
+    """``kernel(c, a, b, **config.constants)`` computes ``c = a @ b`` (m x n x k) on ``count(m,
+    n, k, config)`` cubes of ``config.dim`` units; ``tuned`` is it autotuned over ``configs``.
+    A count raises InvalidLaunchConfigError for a shape its config cannot compute (the tuner
+    then skips that config, with a warning)."""
 
     kernel: K.Kernel
     configs: tuple[K.Config, ...]
-    count: Callable[[int, int, K.Config], tuple[int, int]]
+    count: Callable[[int, int, int, K.Config], tuple[int, int]]
 
     @cached_property
     def tuned(self) -> K.Autotuned:
@@ -33,7 +35,8 @@ class ConfiguredGemm:
     def launch(self, js: Any, c: Any, a: Any, b: Any, config: K.Config) -> None:
         """``c = a @ b`` in ``config`` in the JIT session ``js``."""
         m, n = c.shape
-        js.launch(self.kernel, self.count(m, n, config), config.dim, c, a, b, **config.constants)
+        count = self.count(m, n, a.shape[1], config)
+        js.launch(self.kernel, count, config.dim, c, a, b, **config.constants)
 
     def launch_tuned(
         self, js: Any, c: Any, a: Any, b: Any, tuned: K.Autotuned | None = None
@@ -41,8 +44,9 @@ class ConfiguredGemm:
         """``c = a @ b`` with ``tuned`` (default :attr:`tuned`): the config tuned at its first
         launch per shape."""
         m, n = c.shape
+        k = a.shape[1]
         kernel = self.tuned if tuned is None else tuned
-        js.launch(kernel, lambda config: self.count(m, n, config), None, c, a, b)
+        js.launch(kernel, lambda config: self.count(m, n, k, config), None, c, a, b)
 
 
 __all__ = ["ConfiguredGemm"]

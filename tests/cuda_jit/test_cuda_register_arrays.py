@@ -34,7 +34,7 @@ def test_the_register_gemm(target: Target, config: int) -> None:
     def view(x: np.ndarray) -> View:
         return View(x.ravel(order="F"), 0, x.shape, (1, x.shape[0]))
 
-    count = gr.register_gemm_count(m, n, cfg)
+    count = gr.register_gemm_count(m, n, k, cfg)
     (c, _, _) = on_target(target, gr.register_gemm, count, cfg.dim,
                           view(np.zeros((m, n), np.float32)), view(a), view(b),
                           **cfg.constants)  # fmt: skip

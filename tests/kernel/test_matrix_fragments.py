@@ -128,7 +128,7 @@ def test_the_m16n8k16_gemm_equals_numpy(config: int) -> None:
     a, b = f16((m, k)), f16((k, n))
     c, _, _ = on_interpreter(
         gemm_mma.mma_gemm,
-        gemm_mma.mma_gemm_count(m, n, cfg),
+        gemm_mma.mma_gemm_count(m, n, k, cfg),
         cfg.dim,
         View.compact(np.zeros((m, n), np.float32)),
         View.compact(a),
@@ -137,6 +137,40 @@ def test_the_m16n8k16_gemm_equals_numpy(config: int) -> None:
     )
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c.reshape(m, n, order="F"), want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "m,n,k,match",
+    [
+        (200, 128, 64, r"m = 200 is not a multiple of BM = 128"),
+        (128, 100, 64, r"n = 100 is not a multiple of BN = 128"),
+        (128, 128, 40, r"k = 40 is not a multiple of BK = 32"),
+        (0, 128, 32, r"at least one block"),
+    ],
+)
+def test_a_shape_the_mma_blocks_do_not_divide(m: int, n: int, k: int, match: str) -> None:
+    with pytest.raises(InvalidLaunchConfigError, match=match):
+        gemm_mma.mma_gemm_count(m, n, k, gemm_mma.MMA_CONFIGS[0])
+
+
+def test_a_ragged_mma_launch_is_refused_before_it_runs_and_tuning_skips_such_configs() -> None:
+    """A launch in a config whose blocks do not divide the shape is refused before it runs; the
+    tuner skips those configs, with a warning, and runs the one that fits (64 x 128 x 32)."""
+    m, n, k = 64, 128, 32
+    a, b = f16((m, k)), f16((k, n))
+    rt = tf.Host().backend("cpu")
+    with rt.session() as s, s.exec_session().jit("test.mma") as js:
+        c = js.alloc_output("float32", (m, n))
+        ga, gb = rt.upload(a), rt.upload(b)
+        with pytest.raises(InvalidLaunchConfigError, match="m = 64 is not a multiple of BM = 128"):
+            gemm_mma.MMA_GEMM.launch(js, c, ga, gb, gemm_mma.MMA_CONFIGS[0])
+        tuned = gemm_mma.MMA_GEMM.autotuned(timer=lambda js, config, run: run() or 1.0)
+        with pytest.warns(K.AutotuneWarning, match=r"config 0 .*m = 64 is not a multiple"):
+            gemm_mma.MMA_GEMM.launch_tuned(js, c, ga, gb, tuned)
+    (choice,) = tuned.choices().values()
+    assert choice.config == gemm_mma.MMA_CONFIGS[-1]
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c.download(), want, rtol=1e-5, atol=1e-4)
 
 
 # ------------------------------------------------------------ the checking rules

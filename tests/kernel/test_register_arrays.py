@@ -75,7 +75,7 @@ def test_the_register_gemm_multiplies(m: int, n: int, k: int, config: int) -> No
     a = RNG.standard_normal((m, k)).astype(np.float32)
     b = RNG.standard_normal((k, n)).astype(np.float32)
     c = column_major(np.zeros((m, n), np.float32))
-    count = gr.register_gemm_count(m, n, cfg)
+    count = gr.register_gemm_count(m, n, k, cfg)
     got = on_interpreter(
         gr.register_gemm, count, cfg.dim, c, column_major(a), column_major(b), **cfg.constants
     )

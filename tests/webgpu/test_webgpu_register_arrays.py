@@ -31,7 +31,7 @@ def test_the_register_gemm(rt: Any, m: int, n: int, k: int, config: int) -> None
         return View(x.ravel(order="F"), 0, x.shape, (1, x.shape[0]))
 
     c = view(np.zeros((m, n), np.float32))
-    count = gr.register_gemm_count(m, n, cfg)
+    count = gr.register_gemm_count(m, n, k, cfg)
     assert_same(rt, gr.register_gemm, count, cfg.dim, c, view(a), view(b), rtol=1e-5,
                 atol=1e-5 * k, **cfg.constants)  # fmt: skip
 
