@@ -35,7 +35,7 @@ from .errors import (
     ValidationError,
 )
 from .provider import _op_plan
-from .provider._compiled import Unplanned
+from .provider._compiled import Unplanned, compiled_method
 from .provider._exec_session import ExecSession
 from .provider._registry import BackendStatus, Registry
 from .provider._runtime import Runtime
@@ -320,5 +320,7 @@ class Host:
                 out[kind] = chosen
         return out
 
+
+compiled_method(Host, "run")
 
 __all__ = ["Host", "parse_backend_name"]

@@ -39,7 +39,7 @@ from .errors import (
     ValidationError,
 )
 from .provider import _op_plan
-from .provider._compiled import CALL, Unplanned
+from .provider._compiled import CALL, Unplanned, compiled_method
 from .provider._op_plan import REPLAY_MISS
 from .provider._plan_table import BLOCKED, Learning, PlanTable
 from .provider._storage import require_writable
@@ -397,5 +397,8 @@ def owner(t: Any, argument: str = "tensors", op: str | None = None) -> Runtime:
         f"{argument} must be a Tensor, got {type(t).__name__}", argument=argument, op=op
     )
 
+
+# (``CALL`` and ``ENABLED`` read per call from these modules' globals: tests switch them)
+compiled_method(OpHandle, "__call__", globals(), vars(_op_plan))
 
 __all__ = ["OpHandle", "convert_attribute", "output_rule", "owner"]

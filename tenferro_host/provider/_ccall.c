@@ -61,9 +61,27 @@ static inline void set_slot(PyObject *o, Py_ssize_t off, PyObject *v) {
     Py_XDECREF(old);
 }
 
+/* Attribute `name` of `o` (a new reference; NULL with an exception set): from the instance
+ * dict where it is there, without the type's lookup (the guards read plain instance attributes
+ * per call), else by the full lookup. */
+static PyObject *attr_of(PyObject *o, PyObject *name) {
+    PyObject *dict = PyObject_GenericGetDict(o, NULL), *v = NULL;
+    if (dict != NULL) {
+        v = PyDict_GetItemWithError(dict, name);
+        Py_XINCREF(v);
+        Py_DECREF(dict);
+        if (v != NULL) return v;
+    }
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        PyErr_Clear(); /* no instance dict */
+    }
+    return PyObject_GetAttr(o, name);
+}
+
 /* Whether attribute `name` of `o` is true: 1, 0, or -1 with an exception set. */
 static int attr_true(PyObject *o, PyObject *name) {
-    PyObject *v = PyObject_GetAttr(o, name);
+    PyObject *v = attr_of(o, name);
     int truth;
     if (v == NULL) return -1;
     truth = PyObject_IsTrue(v);
@@ -191,17 +209,17 @@ done:
 /* Whether the runtime can neither replay nor record now (PlanTable.find's BLOCKED): 1, 0, or -1
  * with an exception set. */
 static int is_blocked(PyObject *runtime) {
-    PyObject *capture = PyObject_GetAttr(runtime, str_capture), *host, *opened;
+    PyObject *capture = attr_of(runtime, str_capture), *host, *opened;
     int blocked_now;
     if (capture == NULL) return -1;
     blocked_now = capture != Py_None;
     Py_DECREF(capture);
     if (blocked_now) return 1;
-    if ((host = PyObject_GetAttr(runtime, str_host)) == NULL) return -1;
+    if ((host = attr_of(runtime, str_host)) == NULL) return -1;
     blocked_now = attr_true(host, str_observes);
     Py_DECREF(host);
     if (blocked_now) return blocked_now;
-    if ((opened = PyObject_GetAttr(runtime, str_threads)) == NULL) return -1;
+    if ((opened = attr_of(runtime, str_threads)) == NULL) return -1;
     blocked_now = PyObject_IsTrue(opened);
     if (blocked_now == 1) {
         PyObject *token = PyObject_CallNoArgs(thread_token_fn);
@@ -624,7 +642,7 @@ static int cuda_refuses(DriverLaunchCore *self) {
     if (PyDict_GET_SIZE(self->poisoned) || PyThread_get_thread_ident() != self->thread) return 1;
     if ((truth = attr_true(rt, str_closed)) == 0) truth = attr_true(rt, str_debug_sync);
     if (truth) return truth;
-    if ((v = PyObject_GetAttr(self->retirement, str_refuse_wait)) == NULL) return -1;
+    if ((v = attr_of(self->retirement, str_refuse_wait)) == NULL) return -1;
     truth = v != Py_None;
     Py_DECREF(v);
     return truth;
@@ -1557,6 +1575,155 @@ static int offsets_of(PyObject *type, const char *const *names, Py_ssize_t *cons
     return 0;
 }
 
+/* ---- an op handle's call and host.run without a Python frame --------------------------------
+ *
+ * OpHandle.__call__ and Host.run are these where the extension is (method descriptors on the
+ * classes); their Python methods stay the reference, and run for anything but a call with
+ * tensors only whose key is planned (attributes, `backend=`, a first call, a replaced op), or
+ * while the compiled call is off: `_op_handle.CALL` not this module's `call`, or
+ * `_op_plan.ENABLED` false (read per call: tests switch either). */
+static PyTypeObject *handle_type;
+static Py_ssize_t h_plans, h_ops, h_record;
+static PyObject *handle_globals, *plan_globals, *call_builtin, *python_call, *python_run;
+static PyObject *str_call_global, *str_enabled, *str_handles, *str_call_full;
+
+static int compiled_on(void) {
+    return handle_globals != NULL &&
+           PyDict_GetItemWithError(handle_globals, str_call_global) == call_builtin &&
+           PyDict_GetItemWithError(plan_globals, str_enabled) == Py_True;
+}
+
+/* `python(self, *args)` with the method's vectorcall arguments: the Python method. */
+static PyObject *python_method(PyObject *python, PyObject *self, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject *kwnames) {
+    Py_ssize_t n = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject *small[8], **stack = small, *out;
+    if (n + 1 > 8 && (stack = PyMem_Malloc((n + 1) * sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    stack[0] = self;
+    for (Py_ssize_t i = 0; i < n; i++) stack[i + 1] = args[i];
+    out = PyObject_Vectorcall(python, stack, nargs + 1, kwnames);
+    if (stack != small) PyMem_Free(stack);
+    return out;
+}
+
+/* A call of `handle` on `tensors` (no attributes) whose key is planned: the replay's result,
+ * the full path's after a replay miss (as the Python method: `_call_full(runtime, tensors,
+ * {})`), or NULL without an exception for the Python method (nothing was run: not planned). */
+static PyObject *planned_call(PyObject *handle, PyObject *tensors) {
+    PyObject *plans = SLOT(handle, h_plans), *key, *plan, *result = NULL;
+    if (plans == NULL || find_state(plans, tensors, NULL, &key, &plan) < 0) return NULL;
+    if (plan == Py_None || plan == blocked || plan == unhashable ||
+        (PyObject *)Py_TYPE(plan) == learning_type)
+        goto done;
+    if ((result = run_replay(plan, tensors)) == replay_miss) {
+        PyObject *attrs = PyDict_New();
+        Py_DECREF(result);
+        result = attrs == NULL ? NULL
+                               : PyObject_CallMethodObjArgs(handle, str_call_full,
+                                                            PyTuple_GET_ITEM(key, 4), tensors,
+                                                            attrs, NULL);
+        Py_XDECREF(attrs);
+    }
+done:
+    Py_DECREF(key);
+    Py_DECREF(plan);
+    return result;
+}
+
+/* OpHandle.__call__: handle(*tensors) planned in C, else the Python method. */
+static PyObject *handle_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames == NULL && nargs > 0 && compiled_on()) {
+        PyObject *tensors = PyTuple_New(nargs), *result;
+        if (tensors == NULL) return NULL;
+        for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(tensors, i, Py_NewRef(args[i]));
+        result = planned_call(self, tensors);
+        Py_DECREF(tensors);
+        if (result != NULL || PyErr_Occurred()) return result;
+    }
+    if (PyErr_Occurred()) return NULL;
+    return python_method(python_call, self, args, nargs, kwnames);
+}
+
+/* Host.run: run(name, *tensors) planned in C where the host's handle of `name` is current
+ * (the registry's record of `name` is the handle's), else the Python method. */
+static PyObject *host_run(PyObject *self, PyObject *const *args, size_t nargsf,
+                          PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames == NULL && nargs > 1 && PyUnicode_CheckExact(args[0]) && compiled_on()) {
+        PyObject *d = PyObject_GenericGetDict(self, NULL), *handles, *handle, *ops, *result;
+        if (d == NULL) return NULL;
+        handles = PyDict_GetItemWithError(d, str_handles);
+        handle = handles != NULL && PyDict_CheckExact(handles)
+                     ? PyDict_GetItemWithError(handles, args[0])
+                     : NULL;
+        if (handle != NULL && Py_IS_TYPE(handle, handle_type) &&
+            (ops = SLOT(handle, h_ops)) != NULL && PyDict_CheckExact(ops) &&
+            PyDict_GetItemWithError(ops, args[0]) == SLOT(handle, h_record)) {
+            PyObject *tensors = PyTuple_New(nargs - 1);
+            Py_INCREF(handle);
+            Py_DECREF(d);
+            if (tensors == NULL) {
+                Py_DECREF(handle);
+                return NULL;
+            }
+            for (Py_ssize_t i = 1; i < nargs; i++)
+                PyTuple_SET_ITEM(tensors, i - 1, Py_NewRef(args[i]));
+            result = planned_call(handle, tensors);
+            Py_DECREF(tensors);
+            Py_DECREF(handle);
+            if (result != NULL || PyErr_Occurred()) return result;
+        } else
+            Py_DECREF(d);
+    }
+    if (PyErr_Occurred()) return NULL;
+    return python_method(python_run, self, args, nargs, kwnames);
+}
+
+static PyMethodDef handle_call_def = {
+    "__call__", (PyCFunction)(void (*)(void))handle_call, METH_FASTCALL | METH_KEYWORDS,
+    "Run the op (compiled: a planned call with tensors only replays here; see the Python "
+    "method, the reference).",
+};
+static PyMethodDef host_run_def = {
+    "run", (PyCFunction)(void (*)(void))host_run, METH_FASTCALL | METH_KEYWORDS,
+    "Run op `name` on the backend its tensors live on, inside a fresh session (compiled: a "
+    "planned call with tensors only replays here; see the Python method, the reference).",
+};
+
+/* handle_method(OpHandle, its Python __call__, _op_handle's globals, _op_plan's globals)
+ * -> the compiled __call__. */
+static PyObject *handle_method(PyObject *module, PyObject *args) {
+    PyObject *type, *python, *hg, *pg, *call_fn;
+    static const char *const slots[] = {"_plans", "_ops", "record", NULL};
+    Py_ssize_t *const out[] = {&h_plans, &h_ops, &h_record};
+    if (!PyArg_ParseTuple(args, "O!OO!O!:handle_method", &PyType_Type, &type, &python,
+                          &PyDict_Type, &hg, &PyDict_Type, &pg))
+        return NULL;
+    if (offsets_of(type, slots, out) < 0) return NULL;
+    if ((call_fn = PyObject_GetAttrString(module, "call")) == NULL) return NULL;
+    Py_XSETREF(call_builtin, call_fn);
+    Py_XSETREF(handle_type, (PyTypeObject *)Py_NewRef(type));
+    Py_XSETREF(python_call, Py_NewRef(python));
+    Py_XSETREF(handle_globals, Py_NewRef(hg));
+    Py_XSETREF(plan_globals, Py_NewRef(pg));
+    return PyDescr_NewMethod((PyTypeObject *)type, &handle_call_def);
+}
+
+/* run_method(Host, its Python run) -> the compiled run (after handle_method). */
+static PyObject *run_method(PyObject *module, PyObject *args) {
+    PyObject *type, *python;
+    if (!PyArg_ParseTuple(args, "O!O:run_method", &PyType_Type, &type, &python)) return NULL;
+    if (handle_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "run_method: handle_method first");
+        return NULL;
+    }
+    Py_XSETREF(python_run, Py_NewRef(python));
+    return PyDescr_NewMethod((PyTypeObject *)type, &host_run_def);
+}
+
 /* configure(Tensor, Storage, OpReplay, Learning, BLOCKED, UNHASHABLE, REPLAY_MISS, FALLBACK,
  *           Unplanned, exact_kind, thread_token) */
 static PyObject *configure(PyObject *module, PyObject *args) {
@@ -1599,6 +1766,9 @@ static PyMethodDef methods[] = {
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
      "call(plans, tensors, attrs) -> the result, or Unplanned((key, state))."},
     {"finalizer", finalizer, METH_O, "finalizer(DeviceStorage) -> its compiled __del__."},
+    {"handle_method", handle_method, METH_VARARGS,
+     "handle_method(OpHandle, __call__, its module's globals, _op_plan's) -> compiled __call__."},
+    {"run_method", run_method, METH_VARARGS, "run_method(Host, run) -> the compiled run."},
     {"xla_configure", tfh_xla_configure, METH_VARARGS,
      "xla_configure(Call, BufferView, dtype names by XLA code): the XLA FFI handler's classes."},
     {"xla_handler", tfh_xla_handler, METH_VARARGS,
@@ -1633,6 +1803,8 @@ PyMODINIT_FUNC PyInit__ccall(void) {
         {&str_view, "view"},         {&str_allocate, "_allocate"},
         {&str_poison, "poison_fresh_memory"},
         {&str_deferred, "deferred"},
+        {&str_call_global, "CALL"},  {&str_enabled, "ENABLED"},
+        {&str_handles, "_handles"},  {&str_call_full, "_call_full"},
         {&str_acquire, "acquire"},   {&str_release, "release"},
         {&str_scalars, "_scalars"},  {&str_moved, "_launch_with"},
         {&str_failed, "_failed"},    {&str_what, "launching it (cuGraphLaunch)"},

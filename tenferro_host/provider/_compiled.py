@@ -93,4 +93,19 @@ order_streams: Any = None if _MODULE is None else _MODULE.order_streams
 #: The extension itself, for the XLA FFI entry it also holds (``interop._xla_ffi``), or None.
 COMPILED = _MODULE
 
+
+#: (class, method name) -> the Python method a compiled one replaced (the reference).
+PYTHON_METHODS: dict[tuple[type, str], Any] = {}
+
+
+def compiled_method(cls: type, name: str, *handed_over: Any) -> None:
+    """Replace ``cls``'s method ``name`` (``OpHandle.__call__``, ``Host.run``) by its compiled
+    form where the extension is: a planned call with tensors only replays without the method's
+    Python frame; everything else runs the Python method, which stays the reference."""
+    if _MODULE is not None:
+        python = PYTHON_METHODS[cls, name] = getattr(cls, name)
+        maker = _MODULE.handle_method if name == "__call__" else _MODULE.run_method
+        setattr(cls, name, maker(cls, python, *handed_over))
+
+
 __all__ = ["FALLBACK", "DriverLaunchCore", "GraphLaunchCore", "UfuncCore", "order_streams"]
