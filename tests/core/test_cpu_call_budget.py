@@ -22,8 +22,9 @@ ADD = "ext_add_kernel.add"
 #: Call budgets of one op call (cProfile's count: Python and C calls), planned and on the full
 #: path; (files, switches between consecutive calls' files, most entries of one file) likewise.
 #: Planned, 15.01 on the pure-Python call since the plan table's ``find`` hands its key to
-#: ``lookup`` (what a framework bridge's prepared call keys its buffers through).
-CPU_PLANNED, CPU_FULL_PATH = 16, 67
+#: ``lookup`` (what a framework bridge's prepared call keys its buffers through). The full path,
+#: 67.01 since ``host.run`` is a compiled method (it hands the full path to the Python one).
+CPU_PLANNED, CPU_FULL_PATH = 16, 68
 TRACE_PLANNED, TRACE_FULL_PATH = (9, 8, 1), (14, 22, 4)
 
 
