@@ -61,22 +61,24 @@ static inline void set_slot(PyObject *o, Py_ssize_t off, PyObject *v) {
     Py_XDECREF(old);
 }
 
-/* Attribute `name` of `o` (a new reference; NULL with an exception set): from the instance
- * dict where it is there, without the type's lookup (the guards read plain instance attributes
- * per call), else by the full lookup. */
-static PyObject *attr_of(PyObject *o, PyObject *name) {
+/* Instance attribute `name` of `o`, read from its instance dict without the type's lookup: a
+ * new reference, or NULL without an exception where the dict has none (or `o` has no dict). */
+static PyObject *instance_attr(PyObject *o, PyObject *name) {
     PyObject *dict = PyObject_GenericGetDict(o, NULL), *v = NULL;
     if (dict != NULL) {
         v = PyDict_GetItemWithError(dict, name);
         Py_XINCREF(v);
         Py_DECREF(dict);
-        if (v != NULL) return v;
     }
-    if (PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
-        PyErr_Clear(); /* no instance dict */
-    }
-    return PyObject_GetAttr(o, name);
+    PyErr_Clear(); /* no instance dict, or a lookup error: the caller's own path */
+    return v;
+}
+
+/* Attribute `name` of `o` (a new reference; NULL with an exception set): the instance's own
+ * where it has it (the guards read plain instance attributes per call), else the full lookup. */
+static PyObject *attr_of(PyObject *o, PyObject *name) {
+    PyObject *v = instance_attr(o, name);
+    return v != NULL ? v : PyObject_GetAttr(o, name);
 }
 
 /* Whether attribute `name` of `o` is true: 1, 0, or -1 with an exception set. */
@@ -340,16 +342,7 @@ static int read_only(PyObject *tensors, PyObject *exclusive) {
 /* A framework's output allocator while it is the runtime's (an instance's `_allocate`, which
  * OpReplay.allocate asks first): a new reference, or NULL (no exception) when there is none. */
 static PyObject *framework_allocator(PyObject *runtime) {
-    PyObject *d = PyObject_GenericGetDict(runtime, NULL), *seam;
-    if (d == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    seam = PyDict_GetItemWithError(d, str_allocate);
-    Py_XINCREF(seam);
-    Py_DECREF(d);
-    PyErr_Clear();
-    return seam;
+    return instance_attr(runtime, str_allocate);
 }
 
 /* An output's storage from the framework's allocator: seam(nbytes, dtype). */
@@ -1474,6 +1467,11 @@ static PyObject *finalizer(PyObject *module, PyObject *type) {
 
 /* ---- the call ---------------------------------------------------------------------------- */
 
+/* Whether a key's state is a plan to replay (not new, blocked or still learning). */
+static int is_replay(PyObject *state) {
+    return state != Py_None && state != blocked && (PyObject *)Py_TYPE(state) != learning_type;
+}
+
 static PyObject *unplanned(PyObject *key, PyObject *state) {
     PyObject *pair = PyTuple_Pack(2, key, state), *out;
     if (pair == NULL) return NULL;
@@ -1558,7 +1556,7 @@ static PyObject *call(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (find_state(args[0], args[1], args[2], &key, &plan) < 0) return NULL;
-    if (plan == Py_None || plan == blocked || (PyObject *)Py_TYPE(plan) == learning_type)
+    if (!is_replay(plan))
         result = unplanned(key, plan);
     else if ((result = run_replay(plan, args[1])) == replay_miss) {
         Py_DECREF(result);
@@ -1613,9 +1611,7 @@ static PyObject *python_method(PyObject *python, PyObject *self, PyObject *const
 static PyObject *planned_call(PyObject *handle, PyObject *tensors) {
     PyObject *plans = SLOT(handle, h_plans), *key, *plan, *result = NULL;
     if (plans == NULL || find_state(plans, tensors, NULL, &key, &plan) < 0) return NULL;
-    if (plan == Py_None || plan == blocked || plan == unhashable ||
-        (PyObject *)Py_TYPE(plan) == learning_type)
-        goto done;
+    if (!is_replay(plan)) goto done;
     if ((result = run_replay(plan, tensors)) == replay_miss) {
         PyObject *attrs = PyDict_New();
         Py_DECREF(result);
@@ -1631,16 +1627,22 @@ done:
     return result;
 }
 
+/* A planned call of `handle` on the tensors args[0 .. n - 1] (see planned_call). */
+static PyObject *planned_call_of(PyObject *handle, PyObject *const *args, Py_ssize_t n) {
+    PyObject *tensors = PyTuple_New(n), *result;
+    if (tensors == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(tensors, i, Py_NewRef(args[i]));
+    result = planned_call(handle, tensors);
+    Py_DECREF(tensors);
+    return result;
+}
+
 /* OpHandle.__call__: handle(*tensors) planned in C, else the Python method. */
 static PyObject *handle_call(PyObject *self, PyObject *const *args, size_t nargsf,
                              PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (kwnames == NULL && nargs > 0 && compiled_on()) {
-        PyObject *tensors = PyTuple_New(nargs), *result;
-        if (tensors == NULL) return NULL;
-        for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(tensors, i, Py_NewRef(args[i]));
-        result = planned_call(self, tensors);
-        Py_DECREF(tensors);
+        PyObject *result = planned_call_of(self, args, nargs);
         if (result != NULL || PyErr_Occurred()) return result;
     }
     if (PyErr_Occurred()) return NULL;
@@ -1653,30 +1655,18 @@ static PyObject *host_run(PyObject *self, PyObject *const *args, size_t nargsf,
                           PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (kwnames == NULL && nargs > 1 && PyUnicode_CheckExact(args[0]) && compiled_on()) {
-        PyObject *d = PyObject_GenericGetDict(self, NULL), *handles, *handle, *ops, *result;
-        if (d == NULL) return NULL;
-        handles = PyDict_GetItemWithError(d, str_handles);
-        handle = handles != NULL && PyDict_CheckExact(handles)
-                     ? PyDict_GetItemWithError(handles, args[0])
-                     : NULL;
+        PyObject *handles = instance_attr(self, str_handles), *handle = NULL, *ops, *result;
+        if (handles != NULL && PyDict_CheckExact(handles))
+            handle = Py_XNewRef(PyDict_GetItemWithError(handles, args[0]));
+        Py_XDECREF(handles);
         if (handle != NULL && Py_IS_TYPE(handle, handle_type) &&
             (ops = SLOT(handle, h_ops)) != NULL && PyDict_CheckExact(ops) &&
             PyDict_GetItemWithError(ops, args[0]) == SLOT(handle, h_record)) {
-            PyObject *tensors = PyTuple_New(nargs - 1);
-            Py_INCREF(handle);
-            Py_DECREF(d);
-            if (tensors == NULL) {
-                Py_DECREF(handle);
-                return NULL;
-            }
-            for (Py_ssize_t i = 1; i < nargs; i++)
-                PyTuple_SET_ITEM(tensors, i - 1, Py_NewRef(args[i]));
-            result = planned_call(handle, tensors);
-            Py_DECREF(tensors);
+            result = planned_call_of(handle, args + 1, nargs - 1);
             Py_DECREF(handle);
             if (result != NULL || PyErr_Occurred()) return result;
         } else
-            Py_DECREF(d);
+            Py_XDECREF(handle);
     }
     if (PyErr_Occurred()) return NULL;
     return python_method(python_run, self, args, nargs, kwnames);
